@@ -1,0 +1,5 @@
+"""Lets ``python -m agentpool`` behave like the ``agentpool`` command."""
+
+from agentpool.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,5 @@
+"""The edges of the operator: the only modules that talk to the outside world.
+
+``kube`` is the one module that talks to the Kubernetes API; ``agents`` is the one module that
+talks to agents over HTTP. Everything else receives their results as values.
+"""
