@@ -1,0 +1,1 @@
+"""What the ``agentpool`` command shows a person: run progress, results and the demo."""

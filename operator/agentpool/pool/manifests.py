@@ -1,0 +1,167 @@
+"""The manifests the operator creates for a pool: agent pods and the per-pool token Secret.
+
+Pure functions from an AgentPool object (in wire form) to the objects that should exist. The pool
+handler calls them and hands the result to the Kubernetes API module; tests call them directly.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import json
+from typing import Any
+
+from agentpool import API_VERSION
+
+POOL_LABEL = "agentpool.dev/pool"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+NAME_LABEL = "app.kubernetes.io/name"
+TEMPLATE_HASH_ANNOTATION = "agentpool.dev/template-hash"
+TOKEN_KEY = "token"
+TOKEN_ENV = "AGENTPOOL_TOKEN"
+DEFAULT_PORT = 8080
+
+
+def pool_labels(pool_name: str) -> dict[str, str]:
+    """The labels every agent pod of the pool carries; the pool's selector matches them."""
+    return {
+        POOL_LABEL: pool_name,
+        MANAGED_BY_LABEL: "agentpool",
+        NAME_LABEL: pool_name,
+    }
+
+
+def pool_selector(pool_name: str) -> str:
+    """The label selector, as a string, that ``status.selector`` reports for the scale
+    subresource."""
+    return f"{POOL_LABEL}={pool_name}"
+
+
+def token_secret_name(pool_name: str) -> str:
+    return f"{pool_name}-agent-token"
+
+
+def owner_reference(obj: dict[str, Any]) -> dict[str, Any]:
+    """A controller ownerReference to ``obj``, so deleting it collects what it owns."""
+    return {
+        "apiVersion": obj.get("apiVersion", API_VERSION),
+        "kind": obj["kind"],
+        "name": obj["metadata"]["name"],
+        "uid": obj["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def template_hash(spec: dict[str, Any]) -> str:
+    """A short digest of everything in the spec that shapes an agent pod.
+
+    Agents whose pod carries another digest are outdated and are replaced as they fall idle.
+    """
+    shaping = {
+        "image": spec.get("image"),
+        "template": spec.get("template"),
+        "port": spec.get("port", DEFAULT_PORT),
+        "readinessProbe": spec.get("readinessProbe"),
+    }
+    canonical = json.dumps(shaping, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+def token_secret(pool: dict[str, Any], token: str) -> dict[str, Any]:
+    """The Secret holding the bearer token the pool's agents demand on every request."""
+    name = pool["metadata"]["name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": token_secret_name(name),
+            "namespace": pool["metadata"]["namespace"],
+            "labels": pool_labels(name),
+            "ownerReferences": [owner_reference(pool)],
+        },
+        "data": {TOKEN_KEY: base64.b64encode(token.encode()).decode()},
+    }
+
+
+def read_token(secret: dict[str, Any]) -> str:
+    """The token stored in a Secret made by :func:`token_secret`."""
+    return base64.b64decode(secret["data"][TOKEN_KEY]).decode()
+
+
+def default_readiness_probe(port: int) -> dict[str, Any]:
+    return {
+        "httpGet": {"path": "/healthz", "port": port},
+        "periodSeconds": 1,
+        "timeoutSeconds": 1,
+        "failureThreshold": 3,
+        "successThreshold": 1,
+    }
+
+
+def agent_pod(pool: dict[str, Any]) -> dict[str, Any]:
+    """The manifest of one new agent pod for ``pool``.
+
+    ``template`` gives everything; ``image`` fills the first container. The operator adds the
+    labels, an ownerReference, the port, the token from the pool's Secret and, unless the spec
+    names one, the readiness probe on ``/healthz`` that admits the agent to the pool.
+    """
+    spec: dict[str, Any] = pool.get("spec") or {}
+    name = pool["metadata"]["name"]
+    port = int(spec.get("port", DEFAULT_PORT))
+    template = copy.deepcopy(spec.get("template") or {})
+    template_meta = template.get("metadata") or {}
+    pod_spec: dict[str, Any] = template.get("spec") or {}
+
+    containers: list[dict[str, Any]] = pod_spec.setdefault("containers", [])
+    if not containers:
+        containers.append({"name": "agent"})
+    agent = containers[0]
+    agent.setdefault("name", "agent")
+    if spec.get("image"):
+        agent["image"] = spec["image"]
+
+    env = [e for e in agent.get("env", []) if e.get("name") not in _OPERATOR_ENV]
+    env += [
+        {"name": "AGENT_PORT", "value": str(port)},
+        {"name": "AGENTPOOL_POOL", "value": name},
+        {
+            "name": TOKEN_ENV,
+            "valueFrom": {
+                "secretKeyRef": {"name": token_secret_name(name), "key": TOKEN_KEY},
+            },
+        },
+    ]
+    agent["env"] = env
+    ports = [p for p in agent.get("ports", []) if p.get("containerPort") != port]
+    agent["ports"] = [{"name": "agent", "containerPort": port, "protocol": "TCP"}, *ports]
+    if spec.get("readinessProbe"):
+        agent["readinessProbe"] = copy.deepcopy(spec["readinessProbe"])
+    else:
+        agent.setdefault("readinessProbe", default_readiness_probe(port))
+    # A crashed agent's pod fails and the pool replaces it; restarting it in place would hide
+    # the crash from the pool and hand out an agent that lost its warm state.
+    pod_spec.setdefault("restartPolicy", "Never")
+
+    labels = {**(template_meta.get("labels") or {}), **pool_labels(name)}
+    annotations = {
+        **(template_meta.get("annotations") or {}),
+        TEMPLATE_HASH_ANNOTATION: template_hash(spec),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": f"{name}-",
+            "namespace": pool["metadata"]["namespace"],
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [owner_reference(pool)],
+        },
+        "spec": pod_spec,
+    }
+
+
+_OPERATOR_ENV = frozenset({"AGENT_PORT", "AGENTPOOL_POOL", TOKEN_ENV})
