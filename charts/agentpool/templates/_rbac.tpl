@@ -1,0 +1,72 @@
+{{/*
+The RBAC rules, in two halves: what the operator needs in each namespace it serves, and what
+kopf needs cluster-wide. Every verb here is one the operator or kopf sends; nothing is granted
+in case it might be useful.
+*/}}
+
+{{/* Rules for the namespaces the operator serves (a Role each, or the ClusterRole). */}}
+{{- define "agentpool.rules.namespaced" -}}
+# kopf lists and watches the three kinds, the operator reads one by name, and kopf patches them
+# to add and remove its finalizer and to keep its progress annotations.
+- apiGroups: ["agentpool.dev"]
+  resources: ["agentpools", "poolruns", "agentleases"]
+  verbs: ["get", "list", "watch", "patch"]
+# A finished PoolRun is deleted once spec.ttlSecondsAfterFinished has passed.
+- apiGroups: ["agentpool.dev"]
+  resources: ["poolruns"]
+  verbs: ["delete"]
+# The three kinds have a status subresource, so their status is patched there.
+- apiGroups: ["agentpool.dev"]
+  resources: ["agentpools/status", "poolruns/status", "agentleases/status"]
+  verbs: ["patch"]
+# Agent pods: listed and watched to track each pool, read by name, created to fill a pool and
+# deleted to retire an agent.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch", "create", "delete"]
+# The per-pool token Secret that agent requests are authenticated with: created once, then read
+# back (also after a restart) to call the agents. Secrets are never listed or changed.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "create"]
+# PoolRun sources read from a ConfigMap, and outputs too large for status written to ConfigMaps
+# the run owns, patched as results arrive and deleted when no longer needed.
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get", "list", "create", "patch", "delete"]
+# Events about the objects: kopf posts core/v1 Events, the operator's own go to events.k8s.io.
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create"]
+{{- if and (include "agentpool.peering" .) .Values.watchNamespaces }}
+# Namespaced kopf peering: each replica lists and watches the KopfPeering object and patches its
+# keep-alive into it, so only the highest-priority replica acts.
+- apiGroups: ["kopf.dev"]
+  resources: ["kopfpeerings"]
+  verbs: ["get", "list", "watch", "patch"]
+{{- end }}
+{{- end }}
+
+{{/* Rules that only a ClusterRole can grant. */}}
+{{- define "agentpool.rules.cluster" -}}
+# kopf watches CustomResourceDefinitions to notice when the resources it serves change.
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  verbs: ["list", "watch"]
+{{- if .Values.watchNamespaces }}
+# Serving a list of namespaces, kopf lists and watches namespaces to learn which of them exist.
+- apiGroups: [""]
+  resources: ["namespaces"]
+  verbs: ["list", "watch"]
+{{- end }}
+{{- if and (include "agentpool.peering" .) (not .Values.watchNamespaces) }}
+# Cluster-wide kopf peering: each replica lists and watches the ClusterKopfPeering object and
+# patches its keep-alive into it, so only the highest-priority replica acts.
+- apiGroups: ["kopf.dev"]
+  resources: ["clusterkopfpeerings"]
+  verbs: ["get", "list", "watch", "patch"]
+{{- end }}
+{{- end }}
