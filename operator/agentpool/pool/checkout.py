@@ -1,0 +1,61 @@
+"""Checkout order: which idle agent a checkout gets, and which waiter is served first.
+
+LIFO hands out the agent returned most recently, so the others stay idle long enough for the
+overflow to time out and the pool to shrink; FIFO hands out the agent idle longest, spreading the
+load. Waiters are served by priority, higher first, then in arrival order. The broker calls
+these on every checkout and checkin; the planner and the tests call them too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from agentpool.pool.observed import ObservedAgent, Waiter
+from agentpool.pool.policy import PoolPolicy
+from agentpool.pool.recycling import retirement_reason
+
+
+def available_agents(
+    policy: PoolPolicy,
+    agents: Iterable[ObservedAgent],
+    *,
+    now: float | None = None,
+) -> list[ObservedAgent]:
+    """The agents a checkout may take, in the order the strategy hands them out.
+
+    An agent qualifies when it is idle (Ready, free, sound) and not due for retirement, so an
+    agent that wore out or is outdated is not handed out in the window before it is deleted.
+    """
+    idle = [
+        agent for agent in agents if agent.idle and retirement_reason(policy, agent, now) is None
+    ]
+    # Oldest idle first; agents with equal stamps in the order they fell idle, then by name so
+    # the order is total and the same on every call.
+    idle.sort(key=lambda agent: (_idle_stamp(agent), agent.idle_seq, agent.name))
+    if policy.strategy == "LIFO":
+        idle.reverse()
+    return idle
+
+
+def choose_agent(
+    policy: PoolPolicy,
+    agents: Iterable[ObservedAgent],
+    *,
+    now: float | None = None,
+) -> str | None:
+    """The name of the agent the next checkout gets, or None when none is available."""
+    ordered = available_agents(policy, agents, now=now)
+    return ordered[0].name if ordered else None
+
+
+def order_waiters(waiters: Iterable[Waiter]) -> list[Waiter]:
+    """Waiters in the order they are served: priority descending, then arrival."""
+    return sorted(waiters, key=lambda waiter: (-waiter.priority, waiter.seq))
+
+
+def _idle_stamp(agent: ObservedAgent) -> float:
+    if agent.idle_since is not None:
+        return agent.idle_since
+    if agent.ready_at is not None:
+        return agent.ready_at
+    return agent.created_at

@@ -1,0 +1,135 @@
+"""The scaling plan: how many agent pods to create and which to retire, and why.
+
+`plan` is the pool's one decision, a pure function of the policy, the observed agents, the
+waiters and the time: the AgentPool reconciler calls it on every visit (create, update, resume,
+timer, a waiter queued, a pod changed), removes the retired agents from the broker's idle set,
+deletes their pods and creates the new ones. It never retires a busy agent, never plans past
+`maxSize` and always plans at least `minSize`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from agentpool.pool.observed import (
+    CRASH_LOOP_BACK_OFF,
+    ERR_IMAGE_PULL,
+    IMAGE_PULL_BACK_OFF,
+    ObservedAgent,
+    Waiter,
+)
+from agentpool.pool.policy import PoolPolicy
+from agentpool.pool.recycling import IDLE_TIMEOUT, SCALED_DOWN, retirement_reason
+
+HELD_REASONS = frozenset({IMAGE_PULL_BACK_OFF, ERR_IMAGE_PULL, CRASH_LOOP_BACK_OFF})
+
+
+@dataclass(frozen=True, slots=True)
+class Retirement:
+    """An agent to remove from the pool, with the reason (one CamelCase word) to report."""
+
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What the reconciler should do now.
+
+    `create` new pods, `retire` these agents (never a busy one), aiming at `desired` live agents;
+    `held` names the pods that cannot start (unschedulable, image pull failing) and are kept, not
+    replaced, so a pool that cannot schedule does not churn pods.
+    """
+
+    create: int
+    retire: tuple[Retirement, ...]
+    desired: int
+    held: tuple[str, ...] = ()
+
+    @property
+    def retired_names(self) -> tuple[str, ...]:
+        """The names of the agents to retire, in plan order."""
+        return tuple(retirement.name for retirement in self.retire)
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to do."""
+        return self.create == 0 and not self.retire
+
+
+def desired_size(policy: PoolPolicy, *, busy: int, waiting: int) -> int:
+    """How many live agents the pool wants: minSize, every waiter served with minIdle to spare.
+
+    Waiters count as the busy agents they are about to be, so a burst grows the pool ahead of
+    demand by `minIdle` as well. Capped at maxSize.
+    """
+    wanted = max(policy.min_size, busy + waiting + policy.min_idle)
+    return min(policy.max_size, wanted)
+
+
+def plan(
+    policy: PoolPolicy,
+    agents: Iterable[ObservedAgent],
+    waiters: Sequence[Waiter],
+    now: float,
+) -> Plan:
+    """Decide which pods to create and which agents to retire, from what is observed at `now`."""
+    live = [agent for agent in agents if agent.live]
+    busy = sum(1 for agent in live if agent.busy)
+    retire: list[Retirement] = []
+    keep: list[ObservedAgent] = []
+    for agent in live:
+        reason = retirement_reason(policy, agent, now)
+        if reason is None:
+            keep.append(agent)
+        else:
+            retire.append(Retirement(agent.name, reason))
+
+    desired = desired_size(policy, busy=busy, waiting=len(waiters))
+
+    # A lowered maxSize takes effect at once: agents not yet Ready go first (nothing warm is
+    # lost), then the longest idle.
+    over_max = len(keep) - policy.max_size
+    if over_max > 0:
+        for agent in _scale_down_order(keep, now)[:over_max]:
+            retire.append(Retirement(agent.name, SCALED_DOWN))
+            keep.remove(agent)
+
+    # Idle overflow past its timeout goes, longest idle first, but never below what is wanted.
+    surplus = len(keep) - desired
+    if surplus > 0:
+        timed_out = [
+            agent
+            for agent in keep
+            if agent.idle and agent.idle_for(now) >= policy.idle_timeout_seconds
+        ]
+        timed_out.sort(key=lambda agent: (-agent.idle_for(now), agent.name))
+        for agent in timed_out[:surplus]:
+            retire.append(Retirement(agent.name, IDLE_TIMEOUT))
+            keep.remove(agent)
+
+    held = tuple(
+        agent.name
+        for agent in keep
+        if agent.pending and (agent.unschedulable or agent.waiting_reason in HELD_REASONS)
+    )
+    return Plan(
+        create=max(0, desired - len(keep)),
+        retire=tuple(retire),
+        desired=desired,
+        held=held,
+    )
+
+
+def _scale_down_order(agents: Sequence[ObservedAgent], now: float) -> list[ObservedAgent]:
+    candidates = [agent for agent in agents if not agent.busy]
+    # Not-yet-Ready pods first, newest first; then Ready idle agents, longest idle first.
+    return sorted(
+        candidates,
+        key=lambda agent: (
+            agent.ready,
+            -agent.created_at if not agent.ready else -agent.idle_for(now),
+            agent.name,
+        ),
+    )

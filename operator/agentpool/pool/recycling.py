@@ -1,0 +1,68 @@
+"""Why a single agent must leave the pool, judged on its own: health, wear and age.
+
+The planner asks this of every agent that is not busy; the checkout order asks it too, so an
+agent that is due to be retired is never handed out in the meantime. Rules that depend on the
+rest of the pool (idle overflow, a lowered maxSize) are the planner's.
+"""
+
+from __future__ import annotations
+
+from agentpool.pool.observed import ObservedAgent
+from agentpool.pool.policy import PoolPolicy
+
+FAILED = "Failed"
+LOST = "Lost"
+RESET_FAILED = "ResetFailed"
+QUARANTINED = "Quarantined"
+MAX_USES = "MaxUses"
+MAX_LIFETIME = "MaxLifetime"
+OUTDATED = "Outdated"
+UNREADY = "Unready"
+IDLE_TIMEOUT = "IdleTimeout"
+SCALED_DOWN = "ScaledDown"
+
+RETIREMENT_REASONS = (
+    FAILED,
+    LOST,
+    RESET_FAILED,
+    QUARANTINED,
+    MAX_USES,
+    MAX_LIFETIME,
+    OUTDATED,
+    UNREADY,
+    IDLE_TIMEOUT,
+    SCALED_DOWN,
+)
+
+
+def retirement_reason(
+    policy: PoolPolicy,
+    agent: ObservedAgent,
+    now: float | None,
+) -> str | None:
+    """The reason this agent must go, or None if it may stay; None always for a busy agent.
+
+    Rules are checked in order of urgency, so the reason given is the most telling one. With
+    `now` None the age rule is skipped (for callers that have no clock at hand).
+    """
+    if agent.busy or agent.deleting:
+        return None
+    if agent.failed:
+        return FAILED
+    if agent.lost:
+        return LOST
+    if agent.reset_failed:
+        return RESET_FAILED
+    quarantine = policy.quarantine_after_failures
+    if quarantine and agent.consecutive_failures >= quarantine:
+        return QUARANTINED
+    if policy.max_uses and agent.uses >= policy.max_uses:
+        return MAX_USES
+    lifetime = policy.max_lifetime_seconds
+    if now is not None and lifetime and agent.age(now) >= lifetime:
+        return MAX_LIFETIME
+    if policy.template_hash and agent.template_hash != policy.template_hash:
+        return OUTDATED
+    if agent.turned_unready:
+        return UNREADY
+    return None

@@ -1,0 +1,195 @@
+"""The pool's status as a user reads it: counts, poolboy's state, conditions, sizing advice.
+
+`compute_status` is pure: the AgentPool reconciler calls it with what it observed and what the
+broker knows, then maps the `PoolStatusView` onto the API's status model. The state follows
+poolboy's `state_name` exactly, with poolboy's idle workers as the available agents, its overflow
+as the live agents beyond minSize and its max_overflow as maxSize - minSize.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from agentpool.pool.checkout import available_agents
+from agentpool.pool.observed import (
+    CRASH_LOOP_BACK_OFF,
+    ERR_IMAGE_PULL,
+    IMAGE_PULL_BACK_OFF,
+    ObservedAgent,
+    Waiter,
+)
+from agentpool.pool.policy import PoolPolicy
+from agentpool.pool.sizing import DemandSample, Recommendation, recommend
+
+State = Literal["Ready", "Overflow", "Full"]
+ConditionStatus = Literal["True", "False", "Unknown"]
+
+READY = "Ready"
+DEGRADED = "Degraded"
+
+# Condition reasons, one CamelCase word each.
+MIN_SIZE_READY = "MinSizeReady"
+AGENTS_STARTING = "AgentsStarting"
+HEALTHY = "Healthy"
+UNSCHEDULABLE = "Unschedulable"
+READINESS_FAILING = "ReadinessFailing"
+AGENT_FAILED = "AgentFailed"
+
+
+@dataclass(frozen=True, slots=True)
+class ConditionView:
+    """A condition before it is stamped with transition time and generation by the operator."""
+
+    type: str
+    status: ConditionStatus
+    reason: str
+    message: str
+
+
+@dataclass(slots=True)
+class PoolStatusView:
+    """Everything the pool core reports about a pool; the operator maps it to the status model."""
+
+    replicas: int
+    ready_replicas: int
+    available: int
+    busy: int
+    overflow: int
+    waiting: int
+    state: State
+    conditions: list[ConditionView] = field(default_factory=list)
+    recommendation: Recommendation | None = None
+    cold_start_seconds: float | None = None
+
+
+def state_name(*, available: int, overflow: int, max_overflow: int) -> State:
+    """poolboy's `state_name`, in its own order of cases.
+
+    With no overflow in use the pool is Ready while an agent is available; with none available
+    it is Full if it may not overflow, else Overflow. With overflow in use it is Full once the
+    overflow reaches max_overflow (or passes it, after maxSize was lowered), else Overflow.
+    """
+    if overflow < 1:
+        if available == 0:
+            return "Full" if max_overflow < 1 else "Overflow"
+        return "Ready"
+    if overflow >= max_overflow:
+        return "Full"
+    return "Overflow"
+
+
+def compute_status(
+    policy: PoolPolicy,
+    agents: Iterable[ObservedAgent],
+    waiters: Sequence[Waiter],
+    now: float,
+    *,
+    history: Sequence[DemandSample] = (),
+    window_seconds: float = 3600.0,
+    readiness_grace_seconds: float | None = None,
+) -> PoolStatusView:
+    """The status of a pool from its observed agents, its waiters and its demand history.
+
+    `history` holds earlier demand samples (the current one is added here); a scheduled pod
+    still not Ready `readiness_grace_seconds` after creation counts as failing its readiness
+    probe (None: only a pod that was Ready and turned unready does).
+    """
+    live = [agent for agent in agents if agent.live]
+    replicas = len(live)
+    ready = sum(1 for agent in live if agent.ready)
+    busy = sum(1 for agent in live if agent.busy)
+    available = len(available_agents(policy, live, now=now))
+    overflow = max(0, replicas - policy.min_size)
+    state = state_name(available=available, overflow=overflow, max_overflow=policy.max_overflow)
+    current = DemandSample(at=now, busy=busy, waiting=len(waiters))
+    cold_starts = sorted(
+        start for agent in agents if (start := agent.cold_start_seconds) is not None
+    )
+    return PoolStatusView(
+        replicas=replicas,
+        ready_replicas=ready,
+        available=available,
+        busy=busy,
+        overflow=overflow,
+        waiting=len(waiters),
+        state=state,
+        conditions=[
+            ready_condition(policy, ready=ready),
+            degraded_condition(live, now=now, readiness_grace_seconds=readiness_grace_seconds),
+        ],
+        recommendation=recommend([*history, current], now=now, window=window_seconds),
+        cold_start_seconds=_median(cold_starts),
+    )
+
+
+def ready_condition(policy: PoolPolicy, *, ready: int) -> ConditionView:
+    """Ready is True once minSize agents are Ready."""
+    message = f"{ready} of {policy.min_size} agents ready (minSize {policy.min_size})"
+    if ready >= policy.min_size:
+        return ConditionView(READY, "True", MIN_SIZE_READY, message)
+    return ConditionView(READY, "False", AGENTS_STARTING, message)
+
+
+def degraded_condition(
+    agents: Sequence[ObservedAgent],
+    *,
+    now: float,
+    readiness_grace_seconds: float | None = None,
+) -> ConditionView:
+    """Degraded is True while any agent cannot start or serve; the most telling reason wins."""
+    found: dict[str, list[str]] = {}
+    for agent in agents:
+        reason = _trouble(agent, now=now, readiness_grace_seconds=readiness_grace_seconds)
+        if reason is not None:
+            found.setdefault(reason, []).append(agent.name)
+    for reason in (
+        UNSCHEDULABLE,
+        IMAGE_PULL_BACK_OFF,
+        CRASH_LOOP_BACK_OFF,
+        READINESS_FAILING,
+        AGENT_FAILED,
+    ):
+        if reason in found:
+            names = sorted(found[reason])
+            shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+            noun = "agent" if len(names) == 1 else "agents"
+            return ConditionView(DEGRADED, "True", reason, f"{reason}: {noun} {shown}")
+    return ConditionView(DEGRADED, "False", HEALTHY, "every agent is starting or serving")
+
+
+def _trouble(
+    agent: ObservedAgent,
+    *,
+    now: float,
+    readiness_grace_seconds: float | None,
+) -> str | None:
+    if agent.unschedulable and not agent.ready:
+        return UNSCHEDULABLE
+    if agent.waiting_reason in (IMAGE_PULL_BACK_OFF, ERR_IMAGE_PULL):
+        return IMAGE_PULL_BACK_OFF
+    if agent.waiting_reason == CRASH_LOOP_BACK_OFF:
+        return CRASH_LOOP_BACK_OFF
+    if agent.turned_unready and not agent.failed:
+        return READINESS_FAILING
+    if (
+        readiness_grace_seconds is not None
+        and agent.pending
+        and agent.scheduled
+        and agent.waiting_reason is None
+        and agent.age(now) >= readiness_grace_seconds
+    ):
+        return READINESS_FAILING
+    if agent.failed:
+        return AGENT_FAILED
+    return None
+
+
+def _median(values: Sequence[float]) -> float | None:
+    if not values:
+        return None
+    middle = len(values) // 2
+    if len(values) % 2:
+        return values[middle]
+    return (values[middle - 1] + values[middle]) / 2

@@ -1,0 +1,103 @@
+"""Checkout order: LIFO and FIFO hand out exactly the agent they promise; waiters by priority."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentpool.pool import ObservedAgent, PoolPolicy, Waiter, choose_agent, order_waiters
+from agentpool.pool.checkout import available_agents
+
+
+def _idle(name: str, idle_since: float, **fields: object) -> ObservedAgent:
+    return ObservedAgent(name=name, ready=True, ready_at=0.0, idle_since=idle_since, **fields)  # type: ignore[arg-type]
+
+
+AGENTS = (
+    _idle("a", 10.0),
+    _idle("b", 30.0),
+    _idle("c", 20.0),
+)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "order"),
+    [("LIFO", ["b", "c", "a"]), ("FIFO", ["a", "c", "b"])],
+)
+def test_strategy_orders_idle_agents(strategy: str, order: list[str]) -> None:
+    """LIFO hands out the most recently returned first, FIFO the longest idle first."""
+    policy = PoolPolicy(min_size=3, max_size=3, strategy=strategy)  # type: ignore[arg-type]
+    assert [agent.name for agent in available_agents(policy, AGENTS)] == order
+    assert choose_agent(policy, AGENTS) == order[0]
+
+
+@pytest.mark.parametrize(
+    ("excluded", "why"),
+    [
+        (ObservedAgent("x", ready=True, busy=True, idle_since=99.0), "busy"),
+        (ObservedAgent("x", ready=False, idle_since=99.0), "not Ready"),
+        (ObservedAgent("x", ready=True, failed=True, idle_since=99.0), "failed"),
+        (ObservedAgent("x", ready=True, deleting=True, idle_since=99.0), "being deleted"),
+        (ObservedAgent("x", ready=True, lost=True, idle_since=99.0), "lost"),
+        (ObservedAgent("x", ready=True, reset_failed=True, idle_since=99.0), "reset failed"),
+        (ObservedAgent("x", ready=True, uses=5, idle_since=99.0), "worn out (maxUses)"),
+        (
+            ObservedAgent("x", ready=True, consecutive_failures=3, idle_since=99.0),
+            "quarantined",
+        ),
+        (ObservedAgent("x", ready=True, template_hash="old", idle_since=99.0), "outdated"),
+    ],
+)
+def test_unfit_agent_is_never_chosen(excluded: ObservedAgent, why: str) -> None:
+    """An agent that is not idle and sound is skipped even though LIFO would pick it first."""
+    policy = PoolPolicy(min_size=1, max_size=2, max_uses=5, template_hash="")
+    if why == "outdated":
+        policy = PoolPolicy(min_size=1, max_size=2, template_hash="new")
+        fine = ObservedAgent("a", ready=True, idle_since=1.0, template_hash="new")
+    else:
+        fine = ObservedAgent("a", ready=True, idle_since=1.0)
+    assert choose_agent(policy, [fine, excluded]) == "a", why
+
+
+def test_max_lifetime_excludes_only_with_a_clock() -> None:
+    """An agent past maxLifetimeSeconds is not handed out when `now` is known."""
+    policy = PoolPolicy(max_lifetime_seconds=100.0)
+    old = ObservedAgent("old", created_at=0.0, ready=True, idle_since=50.0)
+    assert choose_agent(policy, [old], now=99.0) == "old"
+    assert choose_agent(policy, [old], now=100.0) is None
+
+
+def test_none_available() -> None:
+    """With no idle agent, there is nothing to choose."""
+    policy = PoolPolicy()
+    assert choose_agent(policy, []) is None
+    assert choose_agent(policy, [ObservedAgent("a", ready=True, busy=True)]) is None
+
+
+@pytest.mark.parametrize("strategy", ["LIFO", "FIFO"])
+def test_equal_stamps_follow_idle_sequence(strategy: str) -> None:
+    """Agents that fell idle at the same instant are ordered by the sequence they fell idle in."""
+    policy = PoolPolicy(strategy=strategy)  # type: ignore[arg-type]
+    agents = [_idle("z", 5.0, idle_seq=1), _idle("y", 5.0, idle_seq=2)]
+    assert choose_agent(policy, agents) == ("y" if strategy == "LIFO" else "z")
+
+
+def test_never_returned_agent_ranks_by_ready_time() -> None:
+    """An agent never checked out counts as idle since it became Ready."""
+    policy = PoolPolicy(strategy="FIFO")
+    early = ObservedAgent("early", ready=True, ready_at=1.0)
+    late = ObservedAgent("late", ready=True, ready_at=2.0)
+    assert choose_agent(policy, [late, early]) == "early"
+
+
+@pytest.mark.parametrize(
+    ("waiters", "order"),
+    [
+        ([Waiter(0, 1), Waiter(0, 2), Waiter(0, 3)], [1, 2, 3]),
+        ([Waiter(0, 1), Waiter(5, 2), Waiter(1, 3)], [2, 3, 1]),
+        ([Waiter(1, 4), Waiter(1, 2), Waiter(-1, 1), Waiter(1, 3)], [2, 3, 4, 1]),
+        ([], []),
+    ],
+)
+def test_waiters_by_priority_then_arrival(waiters: list[Waiter], order: list[int]) -> None:
+    """Higher priority first; within a priority, first come first served."""
+    assert [waiter.seq for waiter in order_waiters(waiters)] == order

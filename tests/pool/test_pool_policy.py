@@ -1,0 +1,77 @@
+"""PoolPolicy reads an AgentPool spec by its snake_case names and refuses impossible sizes."""
+
+from __future__ import annotations
+
+import enum
+import re
+from types import SimpleNamespace
+
+import pytest
+
+from agentpool.pool import PoolPolicy
+
+
+class _Strategy(enum.Enum):
+    FIFO = "FIFO"
+
+
+def test_from_spec_reads_every_field() -> None:
+    """Each spec attribute lands in the policy under the same name."""
+    spec = SimpleNamespace(
+        min_size=2,
+        max_size=5,
+        strategy="FIFO",
+        min_idle=1,
+        idle_timeout_seconds=30,
+        max_uses=10,
+        max_lifetime_seconds=600,
+        quarantine_after_failures=4,
+        port=9000,
+    )
+    policy = PoolPolicy.from_spec(spec, template_hash="abc")
+    assert policy == PoolPolicy(
+        min_size=2,
+        max_size=5,
+        strategy="FIFO",
+        min_idle=1,
+        idle_timeout_seconds=30.0,
+        max_uses=10,
+        max_lifetime_seconds=600.0,
+        quarantine_after_failures=4,
+        template_hash="abc",
+        port=9000,
+    )
+
+
+def test_from_spec_max_size_none_means_min_size() -> None:
+    """A spec without maxSize gets maxSize = minSize, so it has no overflow."""
+    policy = PoolPolicy.from_spec(SimpleNamespace(min_size=3, max_size=None))
+    assert (policy.min_size, policy.max_size, policy.max_overflow) == (3, 3, 0)
+
+
+def test_from_spec_missing_fields_take_defaults() -> None:
+    """An empty spec gives the documented defaults."""
+    policy = PoolPolicy.from_spec(SimpleNamespace())
+    assert policy == PoolPolicy()
+    assert (policy.min_size, policy.strategy, policy.idle_timeout_seconds) == (1, "LIFO", 60.0)
+
+
+def test_from_spec_accepts_enum_strategy() -> None:
+    """A strategy given as an enum member is read by its value."""
+    assert PoolPolicy.from_spec(SimpleNamespace(strategy=_Strategy.FIFO)).strategy == "FIFO"
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"min_size": 3, "max_size": 2}, "maxSize (2) must be >= minSize (3)"),
+        ({"min_size": -1, "max_size": 1}, "minSize must be >= 0"),
+        ({"strategy": "RANDOM"}, "strategy must be LIFO or FIFO"),
+        ({"max_uses": -1}, "max_uses must be >= 0"),
+        ({"idle_timeout_seconds": -1.0}, "idle_timeout_seconds must be >= 0"),
+    ],
+)
+def test_invalid_policy_is_refused(fields: dict[str, object], message: str) -> None:
+    """An impossible policy fails at once with a message naming the field."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        PoolPolicy(**fields)  # type: ignore[arg-type]
