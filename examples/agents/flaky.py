@@ -1,0 +1,46 @@
+"""flaky: an agent that fails the items that ask to fail, for tests of failures and retries.
+
+What an item (a JSON object) may ask for:
+
+- ``"fail": true``: fail every attempt, with ``message`` if given.
+- ``"failTimes": n``: fail the first n attempts (by the envelope's ``attempt``), then succeed.
+- ``"sleepSeconds": s``: take s seconds first, to outlast a call timeout.
+- ``"crash": true``: exit the whole process at once (code 3) mid-item, as a crashed agent would.
+
+Anything else succeeds with ``{"id", "attempt", "item"}``. With ``INVOCATIONS_FILE`` set it
+records every invocation (see ``invocations.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from invocations import record_invocation
+
+from agentpool.agent import Agent, Context
+
+
+def handle(item: Any, input: Any, context: Context) -> dict[str, Any]:
+    """Fail, stall or crash when the item asks to; otherwise report what was received."""
+    record_invocation(context)
+    asks = item if isinstance(item, dict) else {}
+    if asks.get("sleepSeconds"):
+        time.sleep(float(asks["sleepSeconds"]))
+    if asks.get("crash"):
+        os._exit(3)
+    if asks.get("fail"):
+        raise RuntimeError(str(asks.get("message") or f"item {context.id} asked to fail"))
+    fail_times = int(asks.get("failTimes", 0))
+    if context.attempt <= fail_times:
+        raise RuntimeError(
+            f"item {context.id} fails attempt {context.attempt} of the first {fail_times}"
+        )
+    return {"id": context.id, "attempt": context.attempt, "item": item}
+
+
+agent = Agent(handle, name="flaky")
+
+if __name__ == "__main__":
+    raise SystemExit(agent.run())

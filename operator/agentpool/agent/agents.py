@@ -1,0 +1,79 @@
+"""What an agent author writes: an ``Agent`` made of a start-up, a handler and an optional reset.
+
+Agent authors import ``Agent`` from ``agentpool.agent``; ``agentpool.agent.server`` serves it over
+the protocol and ``python -m agentpool.agent MODULE:OBJECT`` finds it and runs it.
+
+The start-up is the expensive part (a model to load, tools to initialise) and runs once; what it
+returns is handed to every item as ``context.state`` and to ``reset``. Each function may be
+synchronous (run in the agent's worker thread, so the server keeps answering) or ``async``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+#: ``handler(item, input, context) -> output``; the output must be JSON serialisable.
+Handler = Callable[[Any, Any, "Context"], Any]
+#: ``startup() -> state``: the expensive part, done once before the agent reports ready.
+Startup = Callable[[], Any]
+#: ``reset(state) -> None``: return to a fresh state between items when the pool asks for it.
+Reset = Callable[[Any], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What a handler knows about the item it is given, beyond the item and the run's input."""
+
+    id: Any
+    """The item's id, as the run names it."""
+    attempt: int
+    """1 for the first attempt at this item; raised on every retry or re-run after a crash."""
+    run: str | None
+    """The name of the PoolRun the item belongs to, if any."""
+    uses: int
+    """How many items this agent has been handed, this one included."""
+    state: Any
+    """What the start-up returned."""
+    logger: logging.Logger
+    """The agent's logger; it writes to stdout, one line per record."""
+
+
+class Agent:
+    """An agent: a handler served item after item once its start-up is done."""
+
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        startup: Startup | None = None,
+        reset: Reset | None = None,
+        name: str | None = None,
+    ) -> None:
+        if not callable(handler):
+            raise TypeError(f"an agent's handler must be callable, not {type(handler).__name__}")
+        self.handler = handler
+        self.startup = startup
+        self.reset = reset
+        self.name = name or getattr(handler, "__module__", None) or "agent"
+        self.logger = logging.getLogger(f"agentpool.agent.{self.name}")
+
+    def __repr__(self) -> str:
+        return f"Agent(name={self.name!r})"
+
+    def run(self, *, host: str | None = None, port: int | None = None) -> int:
+        """Serve this agent until SIGTERM and return the exit status (for ``__main__`` blocks)."""
+        from agentpool.agent.server import run_agent
+
+        return run_agent(self, host=host, port=port)
+
+
+def is_async(fn: Callable[..., Any]) -> bool:
+    """Whether calling ``fn`` gives a coroutine to await rather than a result to use."""
+    if inspect.iscoroutinefunction(fn):
+        return True
+    # A callable object whose ``__call__`` is ``async def`` is awaited too.
+    return inspect.iscoroutinefunction(type(fn).__call__)

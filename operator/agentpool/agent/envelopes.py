@@ -1,0 +1,60 @@
+"""The envelope an agent is handed with each item, and its validation.
+
+``agentpool.agent.server`` parses every ``POST /invoke`` body with ``parse_envelope``: the operator
+sends ``{"id", "item", "input", "attempt", "run"}`` (DESIGN.md, "Agent protocol"). A body that is
+not such an object is answered 400 with the sentence this module returns.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from agentpool.agent import protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """One item as delivered: what to work on and which attempt this is."""
+
+    id: Any
+    item: Any
+    input: Any
+    attempt: int
+    run: str | None
+    cast: bool
+
+
+def parse_envelope(raw: bytes, *, prefer: str = "") -> Envelope | str:
+    """The envelope in ``raw``, or a sentence saying why it is not one.
+
+    A cast is asked for by the ``Prefer: respond-async`` header (RFC 7240) or by ``"mode": "Cast"``
+    in the body.
+    """
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        return f"the body is not JSON: {exc}"
+    if not isinstance(body, dict):
+        return "the body must be a JSON object with 'id' and 'item'"
+    if "id" not in body:
+        return "the body has no 'id'"
+    item_id = body["id"]
+    if isinstance(item_id, bool) or not isinstance(item_id, str | int):
+        return "'id' must be a string or an integer"
+    if "item" not in body:
+        return "the body has no 'item'"
+    attempt = body.get("attempt", 1)
+    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
+        return "'attempt' must be an integer of at least 1"
+    run = body.get("run")
+    if run is not None and not isinstance(run, str):
+        return "'run' must be a string"
+    mode = body.get("mode", "Call")
+    if mode not in ("Call", "Cast"):
+        return "'mode' must be 'Call' or 'Cast'"
+    cast = mode == "Cast" or protocol.RESPOND_ASYNC in prefer.lower()
+    return Envelope(
+        id=item_id, item=body["item"], input=body.get("input"), attempt=attempt, run=run, cast=cast
+    )

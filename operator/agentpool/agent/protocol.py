@@ -1,0 +1,48 @@
+"""The words of the agent protocol (v1), shared by both of its sides.
+
+The agent SDK (``agentpool.agent.server``) answers with these paths, headers and reasons, and the
+operator's agent client (``agentpool.io.agents``) recognises them, so the two cannot drift apart.
+This module imports nothing but the standard library so either side can use it cheaply.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+HEALTHZ_PATH: Final = "/healthz"
+INVOKE_PATH: Final = "/invoke"
+STATUS_PATH: Final = "/status"
+RESET_PATH: Final = "/reset"
+
+#: A request carrying ``Prefer: respond-async`` asks for a cast: the agent answers 202 at once and
+#: runs the item in the background, reporting itself busy in ``/status`` until it is done.
+PREFER_HEADER: Final = "Prefer"
+RESPOND_ASYNC: Final = "respond-async"
+
+#: Environment variables the SDK reads; the operator sets them on every agent pod.
+TOKEN_ENV: Final = "AGENTPOOL_TOKEN"
+HOST_ENV: Final = "AGENT_HOST"
+PORT_ENV: Final = "AGENT_PORT"
+DRAIN_ENV: Final = "AGENT_DRAIN_SECONDS"
+LOG_LEVEL_ENV: Final = "AGENT_LOG_LEVEL"
+
+#: A pod serves its protocol on every interface; the local kubelet narrows it to one loopback.
+DEFAULT_HOST: Final = "0.0.0.0"
+DEFAULT_PORT: Final = 8080
+#: Kubernetes' default termination grace period, so an agent drains for as long as it is allowed.
+DEFAULT_DRAIN_SECONDS: Final = 30.0
+
+# Reasons in ``{"error": {"reason", "message"}}`` answers, and the ones the client adds itself.
+BAD_REQUEST: Final = "BadRequest"
+UNAUTHORIZED: Final = "Unauthorized"
+BUSY: Final = "Busy"
+NOT_READY: Final = "NotReady"
+DRAINING: Final = "Draining"
+HANDLER_ERROR: Final = "HandlerError"
+RESET_UNSUPPORTED: Final = "ResetUnsupported"
+RESET_FAILED: Final = "ResetFailed"
+#: The client's own reasons: the call outlived its timeout, the connection failed or dropped, or
+#: the answer was not the protocol's JSON. After the first two the agent's state is unknown.
+CALL_TIMEOUT: Final = "CallTimeout"
+AGENT_LOST: Final = "AgentLost"
+BAD_RESPONSE: Final = "BadResponse"

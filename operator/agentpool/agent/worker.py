@@ -1,0 +1,64 @@
+"""The one thread that runs an agent's synchronous functions, off the event loop.
+
+``agentpool.agent.server`` hands it the start-up, each synchronous handler call and the reset, so
+the server keeps answering ``/healthz`` and ``/status`` while they run. One thread is enough: an
+agent runs one item at a time. It is a daemon thread, unlike an executor's, so an agent whose
+handler hangs past the drain period can still exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+_Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[..., Any], tuple[Any, ...]]
+
+
+class Worker:
+    """A daemon thread running submitted calls in order, resolving one asyncio future each."""
+
+    def __init__(self, name: str) -> None:
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        """Run ``fn(*args)`` in the worker thread; await the returned future for its result."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._jobs.put((loop, future, fn, args))
+        return future
+
+    def _serve(self) -> None:
+        while True:
+            loop, future, fn, args = self._jobs.get()
+            try:
+                result = fn(*args)
+            except BaseException as exc:  # handed on to the coroutine awaiting the call
+                _settle(loop, future, None, exc)
+            else:
+                _settle(loop, future, result, None)
+
+
+def _settle(
+    loop: asyncio.AbstractEventLoop,
+    future: asyncio.Future[Any],
+    result: Any,
+    error: BaseException | None,
+) -> None:
+    # A closed loop means the agent is exiting and nobody awaits this call any more.
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(_resolve, future, result, error)
+
+
+def _resolve(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)

@@ -1,0 +1,261 @@
+"""The operator's side of the agent protocol: the one module that talks to agents over HTTP.
+
+The PoolRun engine invokes items through ``AgentClient.invoke``; the broker asks ``status`` to
+rebuild who is busy after a restart and ``reset`` between items when a pool wants it. Every
+answer comes back as a value (``InvokeResult``, ``AgentStatus``, ``bool``), never an exception,
+so callers decide on data: ``InvokeResult.lost`` means the agent's state is unknown (the call
+timed out or the connection broke) and the agent must be retired, not reused.
+
+This module sits on the hot path of every item, so one ``ClientSession`` with a large keep-alive
+connection pool serves all agents, URLs and timeouts are built once per endpoint and value, and
+each body is serialised once. The token goes into the ``Authorization`` header only, never into a
+result, a message or a log line.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from yarl import URL
+
+from agentpool.agent import protocol
+
+#: Connections kept to agents across all pools; a pool of hundreds must not queue on the client.
+DEFAULT_CONNECTIONS = 1024
+_MESSAGE_BODY_CHARS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class InvokeResult:
+    """What one ``POST /invoke`` came to.
+
+    ``ok`` with ``output`` on 200 (or on 202 for a cast, with no output); otherwise ``reason`` is
+    the agent's (``HandlerError``, ``Busy``, ``Draining``, ``NotReady``, ``Unauthorized``,
+    ``BadRequest``) or the client's own (``CallTimeout``, ``AgentLost``, ``BadResponse``) and
+    ``message`` a sentence. ``status_code`` is None when no HTTP answer came.
+    """
+
+    ok: bool
+    output: Any = None
+    reason: str = ""
+    message: str = ""
+    status_code: int | None = None
+    lost: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AgentStatus:
+    """An agent's own account of itself, from ``GET /status``."""
+
+    busy: bool
+    current: Any
+    uses: int
+    ready: bool
+    draining: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Urls:
+    invoke: URL
+    status: URL
+    reset: URL
+    healthz: URL
+
+
+@functools.lru_cache(maxsize=4096)
+def _urls(endpoint: str) -> _Urls:
+    base = endpoint if "://" in endpoint else f"http://{endpoint}"
+    base = base.rstrip("/")
+    return _Urls(
+        invoke=URL(base + protocol.INVOKE_PATH),
+        status=URL(base + protocol.STATUS_PATH),
+        reset=URL(base + protocol.RESET_PATH),
+        healthz=URL(base + protocol.HEALTHZ_PATH),
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _timeout(seconds: float) -> aiohttp.ClientTimeout:
+    return aiohttp.ClientTimeout(total=seconds)
+
+
+def _headers(token: str, *, cast: bool = False) -> dict[str, str]:
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    if cast:
+        headers[protocol.PREFER_HEADER] = protocol.RESPOND_ASYNC
+    return headers
+
+
+class AgentClient:
+    """Calls agents over one shared, pooled ``ClientSession``; use one per operator process.
+
+    Pass a ``session`` to share one you own, or let the client create its own on first use (in
+    the running loop) and close it in ``close()``. Also an async context manager.
+    """
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession | None = None,
+        *,
+        connections: int = DEFAULT_CONNECTIONS,
+    ) -> None:
+        self._session = session
+        self._owns_session = session is None
+        self._connections = connections
+
+    async def __aenter__(self) -> AgentClient:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+    def _client(self) -> aiohttp.ClientSession:
+        session = self._session
+        if session is None or (self._owns_session and session.closed):
+            connector = aiohttp.TCPConnector(limit=self._connections, limit_per_host=0)
+            session = aiohttp.ClientSession(
+                connector=connector, cookie_jar=aiohttp.DummyCookieJar(), trust_env=False
+            )
+            self._session = session
+        return session
+
+    async def close(self) -> None:
+        """Close the session if this client created it; calls after this open a new one."""
+        if self._owns_session and self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def invoke(
+        self,
+        endpoint: str,
+        token: str,
+        envelope: dict[str, Any],
+        *,
+        timeout: float,
+        cast: bool = False,
+    ) -> InvokeResult:
+        """Hand ``envelope`` to the agent at ``endpoint`` (``http://host:port``) and wait.
+
+        With ``cast`` the agent answers 202 at once and works in the background; poll ``status``
+        to see it idle again.
+        """
+        try:
+            body = json.dumps(envelope, separators=(",", ":")).encode()
+        except (TypeError, ValueError) as exc:
+            return InvokeResult(
+                ok=False, reason=protocol.BAD_REQUEST, message=f"the envelope is not JSON: {exc}"
+            )
+        try:
+            async with self._client().post(
+                _urls(endpoint).invoke,
+                data=body,
+                headers=_headers(token, cast=cast),
+                timeout=_timeout(timeout),
+            ) as response:
+                raw = await response.read()
+                status = response.status
+        except TimeoutError:
+            return InvokeResult(
+                ok=False,
+                reason=protocol.CALL_TIMEOUT,
+                message=f"the agent at {endpoint} gave no answer within {timeout:g}s",
+                lost=True,
+            )
+        except (aiohttp.ClientError, OSError) as exc:
+            return InvokeResult(
+                ok=False,
+                reason=protocol.AGENT_LOST,
+                message=f"lost the agent at {endpoint}: {_connection_failure(exc)}",
+                lost=True,
+            )
+        return _invoke_result(endpoint, status, raw, cast=cast)
+
+    async def status(
+        self, endpoint: str, token: str, *, timeout: float = 5.0
+    ) -> AgentStatus | None:
+        """The agent's ``/status``, or None if it cannot be had (unreachable, refused, garbled)."""
+        try:
+            async with self._client().get(
+                _urls(endpoint).status, headers=_headers(token), timeout=_timeout(timeout)
+            ) as response:
+                if response.status != 200:
+                    return None
+                data = json.loads(await response.read())
+            return AgentStatus(
+                busy=bool(data["busy"]),
+                current=data.get("current"),
+                uses=int(data.get("uses", 0)),
+                ready=bool(data.get("ready", True)),
+                draining=bool(data.get("draining", False)),
+            )
+        except (TimeoutError, aiohttp.ClientError, OSError, ValueError, TypeError, KeyError):
+            return None
+
+    async def reset(self, endpoint: str, token: str, *, timeout: float = 30.0) -> bool:
+        """Ask the agent to return to a fresh state; False means it failed and should be retired.
+
+        An agent without a reset function (501) counts as reset: it declares it keeps no state.
+        """
+        try:
+            async with self._client().post(
+                _urls(endpoint).reset, headers=_headers(token), timeout=_timeout(timeout)
+            ) as response:
+                await response.read()
+                return response.status in (200, 501)
+        except (TimeoutError, aiohttp.ClientError, OSError):
+            return False
+
+    async def ready(self, endpoint: str, *, timeout: float = 5.0) -> bool:
+        """Whether ``/healthz`` answers 200: the agent's start-up is done and it is not draining."""
+        try:
+            async with self._client().get(
+                _urls(endpoint).healthz, timeout=_timeout(timeout)
+            ) as response:
+                await response.read()
+                return response.status == 200
+        except (TimeoutError, aiohttp.ClientError, OSError):
+            return False
+
+
+def _invoke_result(endpoint: str, status: int, raw: bytes, *, cast: bool) -> InvokeResult:
+    if status == 202 and cast:
+        return InvokeResult(ok=True, status_code=status)
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        data = None
+    if status == 200 and isinstance(data, dict) and "output" in data:
+        return InvokeResult(ok=True, output=data["output"], status_code=status)
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("reason"), str):
+        return InvokeResult(
+            ok=False,
+            reason=error["reason"],
+            message=str(error.get("message", "")),
+            status_code=status,
+        )
+    text = raw[:_MESSAGE_BODY_CHARS].decode("utf-8", "replace")
+    return InvokeResult(
+        ok=False,
+        reason=protocol.BAD_RESPONSE,
+        message=f"the agent at {endpoint} answered HTTP {status} outside the protocol: {text!r}",
+        status_code=status,
+    )
+
+
+def _connection_failure(exc: BaseException) -> str:
+    """Why the connection failed, in words (aiohttp's own text can be opaque)."""
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "the connection closed before an answer came (the agent may have exited)"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        cause = exc.os_error
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused (nothing is listening; the agent may have exited)"
+        return f"cannot connect: {cause.strerror or cause}"
+    if isinstance(exc, ConnectionResetError | aiohttp.ClientOSError):
+        return f"the connection was reset ({exc})"
+    return f"{type(exc).__name__}: {exc}"
