@@ -1,0 +1,76 @@
+"""Evaluate ``x-kubernetes-validations`` CEL rules the way the Kubernetes API server does.
+
+The local API server validates custom resources with their CRD's rules, and the tests prove the
+committed CRDs reject what they should; both call ``agentpool.api.validation``, which calls this.
+Compiled programs are cached by rule text: a CRD has a handful of rules and every write runs them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import celpy
+from celpy import celtypes
+from celpy.adapter import json_to_cel
+from celpy.celparser import CELParseError
+from celpy.evaluation import CELEvalError
+
+_OLD_SELF = re.compile(r"\boldSelf\b")
+
+
+@dataclass(frozen=True)
+class CelOutcome:
+    """Whether a rule held; ``error`` says why it could not be evaluated, if it could not."""
+
+    passed: bool
+    error: str | None = None
+
+
+@lru_cache(maxsize=1)
+def _environment() -> celpy.Environment:
+    return celpy.Environment()
+
+
+@lru_cache(maxsize=512)
+def _program(expression: str) -> Any:
+    environment = _environment()
+    return environment.program(environment.compile(expression))
+
+
+def is_transition_rule(rule: str) -> bool:
+    """A rule that compares with ``oldSelf`` runs only on updates, when there is an old value."""
+    return _OLD_SELF.search(rule) is not None
+
+
+def _activation(value: Any, old: Any, has_old: bool) -> dict[str, Any]:
+    activation = {"self": json_to_cel(value)}
+    if has_old:
+        activation["oldSelf"] = json_to_cel(old)
+    return activation
+
+
+def evaluate_rule(rule: str, value: Any, *, old: Any = None, has_old: bool = False) -> CelOutcome:
+    """Evaluate ``rule`` with ``self`` bound to ``value`` (and ``oldSelf`` to ``old`` if given)."""
+    try:
+        result = _program(rule).evaluate(_activation(value, old, has_old))
+    except (CELEvalError, CELParseError) as exc:
+        return CelOutcome(passed=False, error=str(exc.args[0] if exc.args else exc))
+    if isinstance(result, CELEvalError):
+        return CelOutcome(passed=False, error=str(result.args[0] if result.args else result))
+    if not isinstance(result, celtypes.BoolType):
+        return CelOutcome(passed=False, error=f"rule gave {type(result).__name__}, not a bool")
+    return CelOutcome(passed=bool(result))
+
+
+def evaluate_message(
+    expression: str, value: Any, *, old: Any = None, has_old: bool = False
+) -> str | None:
+    """The string a ``messageExpression`` yields, or None if it does not yield one."""
+    try:
+        result = _program(expression).evaluate(_activation(value, old, has_old))
+    except (CELEvalError, CELParseError):
+        return None
+    return str(result) if isinstance(result, str) else None

@@ -1,0 +1,59 @@
+"""The AgentLease resource: one warm agent claimed by a client that talks to it directly.
+
+A chat session or a multi-step transaction holds an agent for a while; deleting or expiring the
+lease returns it. DESIGN.md's AgentLease section in types, rendered into the CRD by
+``agentpool.api.crds`` and reconciled by the operator's lease handlers.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field
+
+from agentpool.api.base import CONDITION_LIST, ApiModel, Condition, KeyRef, NameRef
+
+LeasePhase = Literal["Pending", "Bound", "Released", "Expired", "Failed"]
+
+
+class AgentLeaseSpec(ApiModel):
+    """The claim: which pool, for how long, and whether to queue for an agent."""
+
+    pool_ref: NameRef
+    """The AgentPool, in the same namespace, to take an agent from."""
+    ttl_seconds: int = Field(default=300, ge=1)
+    """Seconds the agent is held once bound; past that the lease expires and the agent returns
+    to the pool, so a leaked lease cannot drain it."""
+    wait: bool = True
+    """Queue for an agent when none is idle; false fails at once with reason PoolFull, like a
+    non-blocking checkout."""
+    priority: int = 0
+    """Checkouts of higher priority are served first, first come first served within one."""
+    checkout_timeout_seconds: int | None = Field(default=None, ge=1)
+    """How long to wait for an agent; overrides the pool's."""
+
+
+class AgentLeaseStatus(ApiModel):
+    """The lease as the operator last observed it."""
+
+    phase: LeasePhase | None = None
+    """Pending, Bound, Released, Expired or Failed."""
+    agent: str | None = None
+    """The agent pod bound to this lease."""
+    endpoint: str | None = None
+    """The agent's URL, for example http://10.0.0.7:8080, to send protocol requests to."""
+    token_secret_ref: KeyRef | None = None
+    """The Secret key holding the bearer token the agent expects."""
+    bound_time: datetime | None = None
+    """When the agent was bound."""
+    expire_time: datetime | None = None
+    """When the lease expires and the agent returns to the pool."""
+    reason: str | None = None
+    """Why the lease is in its phase, one CamelCase word (PoolFull, PoolNotFound, ...)."""
+    message: str | None = None
+    """Why the lease is in its phase, as a sentence."""
+    observed_generation: int | None = Field(default=None, ge=0)
+    """The metadata.generation this status reflects."""
+    conditions: list[Condition] = Field(default_factory=list, json_schema_extra=CONDITION_LIST)
+    """Bound, and Failed when the lease could not be served."""

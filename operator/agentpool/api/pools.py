@@ -1,0 +1,187 @@
+"""The AgentPool resource: a pool of warm agent pods, its spec and the status the operator keeps.
+
+DESIGN.md's AgentPool section in types: every field, default and bound, and the CEL rules the API
+server enforces on them. The pool core (``agentpool.pool``) plans from ``AgentPoolSpec``; the
+operator writes ``AgentPoolStatus``; ``agentpool.api.crds`` renders both into the CRD.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import ConfigDict, Field
+
+from agentpool.api.base import CONDITION_LIST, ApiModel, CelRule, Condition, JsonObject, cel
+
+Strategy = Literal["LIFO", "FIFO"]
+PoolState = Literal["Ready", "Overflow", "Full"]
+
+DEFAULT_HEALTH_PATH = "/healthz"
+
+
+class HttpGetAction(ApiModel):
+    """An HTTP GET against the agent; any status from 200 to 399 counts as success."""
+
+    path: str = Field(default=DEFAULT_HEALTH_PATH, pattern=r"^/")
+    """The path to request."""
+    port: int | None = Field(default=None, ge=1, le=65535)
+    """The port to request; defaults to the pool's port."""
+    scheme: Literal["HTTP", "HTTPS"] = "HTTP"
+    """HTTP or HTTPS."""
+
+
+class TcpSocketAction(ApiModel):
+    """A TCP connection to the agent; success when it is accepted."""
+
+    port: int | None = Field(default=None, ge=1, le=65535)
+    """The port to connect to; defaults to the pool's port."""
+
+
+class ExecAction(ApiModel):
+    """A command run inside the agent's container; success when it exits 0."""
+
+    command: list[str] = Field(min_length=1)
+    """The command and its arguments, run without a shell."""
+
+
+class Probe(ApiModel):
+    """How the pool tells that an agent is ready for work, as a Kubernetes readiness probe."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            CelRule(
+                rule="[has(self.httpGet), has(self.tcpSocket), has(self.exec)]"
+                ".filter(x, x).size() <= 1",
+                message="a probe takes one of httpGet, tcpSocket or exec: remove the others",
+            )
+        )
+    )
+
+    http_get: HttpGetAction | None = None
+    """Probe with an HTTP GET. When no handler is given, GET /healthz on the pool's port."""
+    tcp_socket: TcpSocketAction | None = None
+    """Probe by opening a TCP connection."""
+    exec: ExecAction | None = None
+    """Probe by running a command in the container."""
+    initial_delay_seconds: int | None = Field(default=None, ge=0)
+    """Seconds after the container starts before the first probe."""
+    period_seconds: int | None = Field(default=None, ge=1)
+    """Seconds between probes (Kubernetes default 10)."""
+    timeout_seconds: int | None = Field(default=None, ge=1)
+    """Seconds after which one probe counts as failed (Kubernetes default 1)."""
+    success_threshold: int | None = Field(default=None, ge=1)
+    """Consecutive successes that make the agent Ready (Kubernetes default 1)."""
+    failure_threshold: int | None = Field(default=None, ge=1)
+    """Consecutive failures that make the agent unready (Kubernetes default 3)."""
+
+
+class AgentPoolSpec(ApiModel):
+    """The desired pool: which agent to run, how many to keep warm, and how to hand them out."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            CelRule(
+                rule="!has(self.maxSize) || self.minSize <= self.maxSize",
+                message="maxSize must be at least minSize: raise maxSize or lower minSize",
+                field_path=".maxSize",
+            ),
+            CelRule(
+                rule="has(self.image) || has(self.template)",
+                message="set image to the agent image, or give a template whose container "
+                "says what to run",
+                field_path=".image",
+                reason="FieldValueRequired",
+            ),
+        )
+    )
+
+    image: str | None = Field(default=None, min_length=1)
+    """The agent image; it fills the first container of the pod template."""
+    template: JsonObject | None = None
+    """A full PodTemplateSpec for everything else: env, resources, volumes, nodeSelector,
+    securityContext, command. The first container runs the agent."""
+    port: int = Field(default=8080, ge=1, le=65535)
+    """The port each agent serves the agent protocol on, passed to it as AGENT_PORT."""
+    min_size: int = Field(default=1, ge=0)
+    """Agents kept warm at all times. The scale subresource sets this field."""
+    max_size: int | None = Field(default=None, ge=0)
+    """The most agents the pool may run; maxSize - minSize is the overflow. Defaults to
+    minSize (no overflow)."""
+    strategy: Strategy = "LIFO"
+    """Which idle agent a checkout gets: LIFO, the most recently returned (the rest stay idle and
+    overflow shrinks), or FIFO, the longest idle (spreads the load)."""
+    readiness_probe: Probe | None = None
+    """How an agent proves it is ready before it joins the pool; defaults to HTTP GET /healthz
+    on port."""
+    idle_timeout_seconds: int = Field(default=60, ge=0)
+    """An idle overflow agent is removed after this many seconds."""
+    max_uses: int = Field(default=0, ge=0)
+    """Items an agent serves before it is retired and replaced; 0 means unlimited."""
+    max_lifetime_seconds: int = Field(default=0, ge=0)
+    """Age in seconds at which an agent is retired and replaced, never while it holds work;
+    0 means unlimited."""
+    min_idle: int = Field(default=0, ge=0)
+    """Idle agents kept on top of busy ones, within maxSize, so a burst finds warm agents."""
+    checkout_timeout_seconds: int = Field(default=30, ge=1)
+    """How long a checkout waits for an agent before it fails; runs and leases may override."""
+    call_timeout_seconds: int = Field(default=300, ge=1)
+    """How long one call to an agent may take; runs may override. An agent whose call timed out
+    is retired."""
+    reset_between_items: bool = False
+    """Call the agent's POST /reset after every item; an agent whose reset fails is retired."""
+    quarantine_after_failures: int = Field(default=3, ge=0)
+    """An agent that fails this many items in a row is retired; 0 never retires for failures."""
+
+    @property
+    def effective_max_size(self) -> int:
+        """The ceiling in force: maxSize, or minSize when maxSize is not set."""
+        return self.min_size if self.max_size is None else self.max_size
+
+    def effective_readiness_probe(self) -> Probe:
+        """The readiness probe agent pods get: the spec's, or HTTP GET /healthz on port."""
+        if self.readiness_probe is None:
+            return Probe(http_get=HttpGetAction(port=self.port))
+        probe = self.readiness_probe
+        if probe.http_get is None and probe.tcp_socket is None and probe.exec is None:
+            return probe.model_copy(update={"http_get": HttpGetAction(port=self.port)})
+        return probe
+
+
+class Recommendation(ApiModel):
+    """Pool sizes suggested by the demand the pool has observed."""
+
+    min_size: int = Field(ge=0)
+    """A minSize that would have served the observed steady demand warm."""
+    max_size: int = Field(ge=0)
+    """A maxSize that would have covered the observed peaks without waiting."""
+
+
+class AgentPoolStatus(ApiModel):
+    """The pool as the operator last observed it."""
+
+    replicas: int = Field(default=0, ge=0)
+    """Agent pods that exist (the scale subresource reads this)."""
+    ready_replicas: int = Field(default=0, ge=0)
+    """Agent pods that are Ready."""
+    available: int = Field(default=0, ge=0)
+    """Agents that are Ready and idle: what a checkout can have at once."""
+    busy: int = Field(default=0, ge=0)
+    """Agents holding work (an item or a lease)."""
+    overflow: int = Field(default=0, ge=0)
+    """Agent pods above minSize."""
+    waiting: int = Field(default=0, ge=0)
+    """Checkouts queued for an agent."""
+    state: PoolState | None = None
+    """Ready (idle agents within minSize), Overflow (running above minSize) or Full (at maxSize
+    with none idle), as poolboy names them."""
+    selector: str | None = None
+    """The label selector of the pool's pods, for the scale subresource and autoscalers."""
+    observed_generation: int | None = Field(default=None, ge=0)
+    """The metadata.generation this status reflects."""
+    recommendation: Recommendation | None = None
+    """minSize and maxSize suggested by the demand observed so far."""
+    cold_start_seconds: float | None = Field(default=None, ge=0)
+    """The measured cold start of an agent: seconds from pod creation to Ready, recent median."""
+    conditions: list[Condition] = Field(default_factory=list, json_schema_extra=CONDITION_LIST)
+    """Ready and Degraded (with reasons such as ImagePullBackOff, CrashLoopBackOff,
+    ReadinessFailing, Unschedulable)."""

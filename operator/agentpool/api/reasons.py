@@ -1,0 +1,107 @@
+"""The words the project writes into conditions, failures and Events, in one place.
+
+Condition types and reasons are API: users match on them (``kubectl wait --for=condition=...``,
+alerts, scripts), so each is one CamelCase word defined once here and used by the pool core, the
+run engine, the operator and the tests alike. Members are ``str`` so they go on the wire as is.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ConditionType(StrEnum):
+    """The ``type`` of a condition in a status."""
+
+    READY = "Ready"
+    """AgentPool: at least minSize agents are Ready."""
+    DEGRADED = "Degraded"
+    """AgentPool: some agents cannot start or stay healthy; the reason says why."""
+    COMPLETE = "Complete"
+    """PoolRun: dispatch ended and the run succeeded."""
+    FAILED = "Failed"
+    """PoolRun or AgentLease: it ended without success."""
+    SUSPENDED = "Suspended"
+    """PoolRun: dispatch is paused by spec.suspend."""
+    BOUND = "Bound"
+    """AgentLease: an agent is held for the client."""
+
+
+class Reason(StrEnum):
+    """The ``reason`` of a condition, of an item failure, or of a lease's phase."""
+
+    # AgentPool Ready / Degraded
+    AGENTS_READY = "AgentsReady"
+    AGENTS_STARTING = "AgentsStarting"
+    AS_EXPECTED = "AsExpected"
+    IMAGE_PULL_BACK_OFF = "ImagePullBackOff"
+    CRASH_LOOP_BACK_OFF = "CrashLoopBackOff"
+    READINESS_FAILING = "ReadinessFailing"
+    UNSCHEDULABLE = "Unschedulable"
+    POD_FAILED = "PodFailed"
+    NO_LOCAL_COMMAND = "NoLocalCommand"
+
+    # PoolRun outcome and causes
+    RUNNING = "Running"
+    DRAINED = "Drained"
+    DEADLOCKED = "Deadlocked"
+    ITEMS_FAILED = "ItemsFailed"
+    SUSPENDED = "Suspended"
+    RESUMED = "Resumed"
+    POOL_NOT_FOUND = "PoolNotFound"
+    NO_CAPACITY = "NoCapacity"
+    CHECKOUT_TIMEOUT = "CheckoutTimeout"
+    SOURCE_NOT_FOUND = "SourceNotFound"
+    SOURCE_INVALID = "SourceInvalid"
+    SOURCE_UNREACHABLE = "SourceUnreachable"
+
+    # Item failures
+    HANDLER_ERROR = "HandlerError"
+    CALL_TIMEOUT = "CallTimeout"
+    AGENT_LOST = "AgentLost"
+    AGENT_BUSY = "AgentBusy"
+    UNAUTHORIZED = "Unauthorized"
+    INVALID_RESPONSE = "InvalidResponse"
+    NO_ROUTE = "NoRoute"
+    DUPLICATE_ID = "DuplicateId"
+    MISSING_ID = "MissingId"
+
+    # AgentLease
+    BOUND = "Bound"
+    POOL_FULL = "PoolFull"
+    RELEASED = "Released"
+    EXPIRED = "Expired"
+
+
+class RetireReason(StrEnum):
+    """Why the pool retires an agent (the AgentRetired Event and the pool core's plans)."""
+
+    IDLE_TIMEOUT = "IdleTimeout"
+    MAX_USES = "MaxUses"
+    MAX_LIFETIME = "MaxLifetime"
+    QUARANTINED = "Quarantined"
+    CALL_TIMED_OUT = "CallTimedOut"
+    RESET_FAILED = "ResetFailed"
+    OUTDATED = "Outdated"
+    SCALED_DOWN = "ScaledDown"
+    UNREADY = "Unready"
+
+
+class EventReason(StrEnum):
+    """The ``reason`` of an Event the operator posts."""
+
+    SCALED_UP = "ScaledUp"
+    SCALED_DOWN = "ScaledDown"
+    AGENT_RETIRED = "AgentRetired"
+    AGENT_REPLACED = "AgentReplaced"
+    DEGRADED = "Degraded"
+    STARTED = "Started"
+    ITEM_FAILED = "ItemFailed"
+    DRAINED = "Drained"
+    DEADLOCKED = "Deadlocked"
+    SUSPENDED = "Suspended"
+    RESUMED = "Resumed"
+    LEASE_BOUND = "LeaseBound"
+    LEASE_RELEASED = "LeaseReleased"
+    LEASE_EXPIRED = "LeaseExpired"
+    POOL_FULL = "PoolFull"

@@ -1,0 +1,68 @@
+"""Whole objects of the three kinds: apiVersion, kind, metadata, spec and status in one model.
+
+The operator and the CLI read objects from the API server as dicts; these models turn one into
+typed values in a single call (``AgentPool.model_validate(raw)``) and back (``to_wire()``).
+``metadata`` keeps every field the API server sends, typed where the project reads it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field
+
+from agentpool import API_VERSION
+from agentpool.api.base import ApiModel
+from agentpool.api.leases import AgentLeaseSpec, AgentLeaseStatus
+from agentpool.api.pools import AgentPoolSpec, AgentPoolStatus
+from agentpool.api.runs import PoolRunSpec, PoolRunStatus
+
+
+class ObjectMeta(ApiModel):
+    """The metadata the project reads; other fields are kept as they came."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str | None = None
+    generate_name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    generation: int | None = None
+    creation_timestamp: datetime | None = None
+    deletion_timestamp: datetime | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    finalizers: list[str] = Field(default_factory=list)
+    owner_references: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class AgentPool(ApiModel):
+    """A pool of warm agents."""
+
+    api_version: str = API_VERSION
+    kind: Literal["AgentPool"] = "AgentPool"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: AgentPoolSpec
+    status: AgentPoolStatus = Field(default_factory=AgentPoolStatus)
+
+
+class PoolRun(ApiModel):
+    """A stream of work items driven through pools."""
+
+    api_version: str = API_VERSION
+    kind: Literal["PoolRun"] = "PoolRun"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: PoolRunSpec
+    status: PoolRunStatus = Field(default_factory=PoolRunStatus)
+
+
+class AgentLease(ApiModel):
+    """One agent held for a client."""
+
+    api_version: str = API_VERSION
+    kind: Literal["AgentLease"] = "AgentLease"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: AgentLeaseSpec
+    status: AgentLeaseStatus = Field(default_factory=AgentLeaseStatus)

@@ -1,0 +1,192 @@
+"""The PoolRun resource: a stream of work items driven through one or more pools.
+
+DESIGN.md's PoolRun section in types: the source (exactly one of inline items, a ConfigMap, an HTTP
+source service), the pool or routes, the dispatch and failure policy, and the status the run engine
+(``agentpool.runs``) records durably. ``agentpool.api.crds`` renders both into the CRD.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import ConfigDict, Field
+
+from agentpool.api.base import (
+    CONDITION_LIST,
+    AnyJson,
+    ApiModel,
+    CelRule,
+    Condition,
+    KeyRef,
+    NameRef,
+    cel,
+)
+
+RunMode = Literal["Call", "Cast"]
+FailurePolicy = Literal["Fail", "Report"]
+RunPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Suspended"]
+RunResult = Literal["Drained", "Deadlocked"]
+
+
+class HttpSource(ApiModel):
+    """A source service that hands out items one at a time.
+
+    ``POST {url}`` with ``{"active": [ids]}`` answers ``{"item": ...}``, ``{"item": null}`` for
+    "nothing ready yet", or ``{"done": true}``.
+    """
+
+    url: str = Field(min_length=1, pattern=r"^https?://")
+    """The source service's URL, http:// or https://."""
+
+
+class Source(ApiModel):
+    """Where the items come from: exactly one of items, configMapRef or http."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            CelRule(
+                rule="[has(self.items), has(self.configMapRef), has(self.http)]"
+                ".filter(x, x).size() == 1",
+                message="set exactly one of source.items, source.configMapRef or source.http",
+            )
+        )
+    )
+
+    items: list[AnyJson] | None = None
+    """The items themselves, an inline JSON array."""
+    config_map_ref: KeyRef | None = None
+    """A ConfigMap key holding the items as a JSON array or as JSON Lines."""
+    http: HttpSource | None = None
+    """A source service polled for items while the run is active."""
+
+
+class Routes(ApiModel):
+    """Send each item to the pool named by the value of one of its fields."""
+
+    field: str = Field(min_length=1)
+    """The item field whose value picks the pool, for example role."""
+    pools: dict[str, str] = Field(min_length=1)
+    """From that field's value to the name of an AgentPool in this namespace. An item whose
+    value has no entry fails with reason NoRoute."""
+
+
+class PoolRunSpec(ApiModel):
+    """The desired run: which items, through which pool, how many at once, and what to do on
+    failure."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            CelRule(
+                rule="has(self.poolRef) || has(self.routes)",
+                message="set poolRef.name to the AgentPool to use, or routes to pick a pool "
+                "per item",
+                field_path=".poolRef",
+                reason="FieldValueRequired",
+            ),
+            CelRule(
+                rule="!(has(self.poolRef) && has(self.routes))",
+                message="poolRef and routes exclude each other: keep one of them",
+                field_path=".routes",
+                reason="FieldValueForbidden",
+            ),
+        )
+    )
+
+    pool_ref: NameRef | None = None
+    """The AgentPool, in the same namespace, that runs every item."""
+    routes: Routes | None = None
+    """Instead of poolRef: a pool per item, chosen by a field of the item."""
+    source: Source
+    """Where the items come from."""
+    item_id: str | None = Field(default=None, min_length=1)
+    """The item field that names each item (for example id); default: the item's index. Ids
+    must be unique: a duplicate fails that item."""
+    priority: int = 0
+    """Checkouts of higher priority are served first, first come first served within one."""
+    input: AnyJson = None
+    """Run-wide input, given to every call beside the item."""
+    cap: int = Field(default=1, ge=1)
+    """The most items in flight at once."""
+    mode: RunMode = "Call"
+    """Call waits for each output; Cast hands the item over (the agent answers 202), counts it
+    delivered, and returns the agent to the pool once it reports idle."""
+    failures: FailurePolicy = "Fail"
+    """Fail: the run fails if any item fails. Report: failed items are reported and the run
+    succeeds once drained."""
+    max_attempts: int = Field(default=1, ge=1)
+    """Attempts per item before it counts as failed."""
+    backoff_seconds: int = Field(default=1, ge=0)
+    """Seconds before the first retry of an item; each further retry waits twice as long."""
+    checkout_timeout_seconds: int | None = Field(default=None, ge=1)
+    """How long a checkout waits for an agent; overrides the pool's."""
+    call_timeout_seconds: int | None = Field(default=None, ge=1)
+    """How long one call may take; overrides the pool's."""
+    suspend: bool = False
+    """Finish what is in flight and dispatch nothing more until this is false again."""
+    ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
+    """Delete the run this many seconds after it ends; unset keeps it."""
+
+
+class ItemFailure(ApiModel):
+    """Why one item failed, after its last attempt."""
+
+    reason: str
+    """One CamelCase word: HandlerError, CallTimeout, AgentLost, NoRoute, DuplicateId, ..."""
+    message: str = ""
+    """What went wrong, as the agent or the operator said it."""
+    attempts: int = Field(default=1, ge=0)
+    """Attempts made."""
+    agent: str | None = None
+    """The agent pod of the last attempt, if it reached one."""
+
+
+class ResultRef(ApiModel):
+    """A ConfigMap owned by the run that holds results which did not fit in status."""
+
+    name: str = Field(min_length=1)
+    """The ConfigMap's name, in the run's namespace."""
+    outputs: int = Field(default=0, ge=0)
+    """How many item outputs it holds."""
+    failures: int = Field(default=0, ge=0)
+    """How many item failures it holds."""
+
+
+class PoolRunStatus(ApiModel):
+    """The run as recorded so far: an item recorded here is never run again."""
+
+    phase: RunPhase | None = None
+    """Pending, Running, Succeeded, Failed or Suspended."""
+    result: RunResult | None = None
+    """How dispatch ended: Drained (no item left) or Deadlocked (items remain but none can
+    start)."""
+    message: str | None = None
+    """The outcome as a sentence, for example "5 of 50 items failed" or the deadlock's cause."""
+    total: int = Field(default=0, ge=0)
+    """Items seen so far."""
+    active: int = Field(default=0, ge=0)
+    """Items in flight."""
+    succeeded: int = Field(default=0, ge=0)
+    """Items with an output."""
+    failed: int = Field(default=0, ge=0)
+    """Items that failed after their last attempt."""
+    retries: int = Field(default=0, ge=0)
+    """Attempts beyond each item's first."""
+    start_time: datetime | None = None
+    """When the first item was dispatched."""
+    completion_time: datetime | None = None
+    """When the run ended."""
+    items: dict[str, AnyJson] = Field(default_factory=dict)
+    """Outputs by item id (those not moved to a ConfigMap in resultRefs)."""
+    failures: dict[str, ItemFailure] = Field(default_factory=dict)
+    """Failed items by item id (those not moved to a ConfigMap in resultRefs)."""
+    in_flight: dict[str, int] = Field(default_factory=dict)
+    """Items dispatched and not yet recorded, by item id, with their attempt; after an operator
+    restart they run again with the attempt raised."""
+    result_refs: list[ResultRef] = Field(default_factory=list)
+    """ConfigMaps owned by the run holding further outputs and failures; `agentpool results`
+    reads them back."""
+    observed_generation: int | None = Field(default=None, ge=0)
+    """The metadata.generation this status reflects."""
+    conditions: list[Condition] = Field(default_factory=list, json_schema_extra=CONDITION_LIST)
+    """Complete, Failed and Suspended."""
