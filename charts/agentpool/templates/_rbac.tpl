@@ -34,10 +34,11 @@ in case it might be useful.
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get", "list", "create", "patch", "delete"]
-# Events about the objects: kopf posts core/v1 Events, the operator's own go to events.k8s.io.
+# Events about the objects that kopf posts (core/v1 Events).
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
+# Events the operator itself records through the events.k8s.io API.
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create"]
