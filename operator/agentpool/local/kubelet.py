@@ -1,0 +1,186 @@
+"""The local kubelet: runs the pods of the local API server as local process groups.
+
+It lists and watches every pod, binds the unbound ones to the single node ``local``, and gives
+each a :class:`~agentpool.local.podworker.PodWorker` that runs the first container's command on
+the pod's own loopback address, probes it and reports its status. A pod being deleted has its
+process group ended within its grace period and is then removed from the API. ``stop()`` ends
+every process group it started. :class:`agentpool.local.cluster.LocalCluster` runs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from collections.abc import Coroutine, Mapping
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from agentpool.local import processes
+from agentpool.local.podapi import Gone, PodApi
+from agentpool.local.podstatus import NODE_NAME
+from agentpool.local.podworker import PodWorker
+
+logger = logging.getLogger(__name__)
+
+TERMINAL = frozenset({"Succeeded", "Failed"})
+
+
+class Kubelet:
+    """Run pods from the API server at ``api_url``; logs and per-pod files go under work_dir.
+
+    ``backoff_initial`` and ``backoff_max`` shape CrashLoopBackOff (a real kubelet uses 10 s and
+    300 s; locally a shorter start keeps the edit-run loop quick). ``stop_grace`` bounds how long
+    ``stop()`` lets each process group handle SIGTERM before SIGKILL.
+    """
+
+    def __init__(
+        self,
+        api_url: str,
+        *,
+        work_dir: Path,
+        node_name: str = NODE_NAME,
+        backoff_initial: float = 1.0,
+        backoff_max: float = 60.0,
+        stop_grace: float = 2.0,
+        cwd: Path | None = None,
+    ) -> None:
+        self.api_url = api_url
+        self.work_dir = Path(work_dir).resolve()
+        self.node_name = node_name
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self.stop_grace = stop_grace
+        self.cwd = (cwd or Path.cwd()).resolve()
+        self.base_env: Mapping[str, str] = processes.base_env()
+        self.addresses = processes.AddressPool()
+        self.workers: dict[str, PodWorker] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._run_task: asyncio.Task[None] | None = None
+        self._started = asyncio.Event()
+        self._api: PodApi | None = None
+        self._probe_session: aiohttp.ClientSession | None = None
+
+    @property
+    def api(self) -> PodApi:
+        assert self._api is not None, "the kubelet is not running"
+        return self._api
+
+    @property
+    def probe_session(self) -> aiohttp.ClientSession:
+        assert self._probe_session is not None, "the kubelet is not running"
+        return self._probe_session
+
+    async def wait_started(self) -> None:
+        """Return once the first list of pods has been taken over."""
+        await self._started.wait()
+
+    async def run(self) -> None:
+        """Watch pods and run them until cancelled or stopped."""
+        self._run_task = asyncio.current_task()
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self._api = PodApi(self.api_url)
+        # Probes open a fresh connection each time, as the kubelet's do, so a dead agent is seen.
+        self._probe_session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(force_close=True, limit=0)
+        )
+        try:
+            await self._watch()
+        finally:
+            await self._shutdown()
+
+    async def stop(self) -> None:
+        """Stop watching and end every process group this kubelet started."""
+        task = self._run_task
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait([task])
+        await self._shutdown()
+
+    async def _watch(self) -> None:
+        resource_version: str | None = None
+        while True:
+            try:
+                if resource_version is None:
+                    pods, resource_version = await self.api.list_pods()
+                    self._take_over(pods)
+                    self._started.set()
+                async for kind, pod in self.api.watch_pods(resource_version):
+                    resource_version = pod["metadata"].get("resourceVersion") or resource_version
+                    if kind != "BOOKMARK":
+                        self._observe(kind, pod)
+            except Gone:
+                resource_version = None
+            except (aiohttp.ClientError, OSError, ValueError) as error:
+                logger.warning("pod watch interrupted (%s); watching again", error)
+                await asyncio.sleep(0.5)
+
+    def _take_over(self, pods: list[dict[str, Any]]) -> None:
+        """After a fresh list: start what is new, and treat what vanished as deleted."""
+        present = {pod["metadata"].get("uid", "") for pod in pods}
+        for uid, worker in list(self.workers.items()):
+            if uid not in present:
+                worker.vanish()
+        for pod in pods:
+            self._observe("ADDED", pod)
+
+    def _observe(self, kind: str, pod: Mapping[str, Any]) -> None:
+        metadata = pod.get("metadata") or {}
+        uid = metadata.get("uid", "")
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and node != self.node_name:
+            return
+        worker = self.workers.get(uid)
+        if kind == "DELETED":
+            if worker is not None:
+                worker.vanish()
+            return
+        if worker is not None:
+            worker.update(pod)
+            return
+        phase = (pod.get("status") or {}).get("phase")
+        if metadata.get("deletionTimestamp") or (node and phase in TERMINAL):
+            # Not ours to run (this kubelet never started it): only finish a pending deletion.
+            if metadata.get("deletionTimestamp"):
+                self._spawn(uid, self._forget(pod))
+            return
+        worker = PodWorker(self, pod)
+        self.workers[uid] = worker
+        self._spawn(uid, worker.run())
+
+    async def _forget(self, pod: Mapping[str, Any]) -> None:
+        metadata = pod["metadata"]
+        with contextlib.suppress(aiohttp.ClientError):
+            await self.api.delete_pod(
+                metadata.get("namespace", "default"), metadata["name"], uid=metadata.get("uid", "")
+            )
+
+    def _spawn(self, uid: str, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._tasks[uid] = task
+        task.add_done_callback(functools.partial(self._finished, uid))
+
+    def _finished(self, uid: str, task: asyncio.Task[None]) -> None:
+        if self._tasks.get(uid) is task:
+            del self._tasks[uid]
+            self.workers.pop(uid, None)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("pod worker %s failed", uid, exc_info=task.exception())
+
+    async def _shutdown(self) -> None:
+        tasks = list(self._tasks.values())
+        workers = list(self.workers.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*(w.kill(self.stop_grace) for w in workers), return_exceptions=True)
+        self.workers.clear()
+        if self._api is not None:
+            await self._api.close()
+            self._api = None
+        if self._probe_session is not None:
+            await self._probe_session.close()
+            self._probe_session = None

@@ -1,0 +1,125 @@
+"""The few Kubernetes API calls the local kubelet makes, over aiohttp.
+
+List and watch pods with resourceVersion, bind a pod, merge-patch its status, delete it once its
+processes ended, and read Secrets and ConfigMaps for env. Asynchronous on purpose: the kubelet
+shares its event loop with many pod workers (and, in tests, with the API server itself), so a
+blocking client would stall them all. Only :mod:`agentpool.local.kubelet` uses it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import aiohttp
+
+MERGE = {"Content-Type": "application/merge-patch+json"}
+
+
+class Gone(Exception):
+    """The watch's resourceVersion is too old (410): list again."""
+
+
+class PodApi:
+    """A client of one API server for the kubelet; ``close()`` when done."""
+
+    def __init__(self, base_url: str, *, session: aiohttp.ClientSession | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.session = session or aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
+            connector=aiohttp.TCPConnector(limit=32),
+        )
+
+    async def close(self) -> None:
+        await self.session.close()
+
+    def _pod_url(self, namespace: str, name: str, sub: str = "") -> str:
+        url = f"{self.base_url}/api/v1/namespaces/{namespace}/pods/{name}"
+        return f"{url}/{sub}" if sub else url
+
+    async def list_pods(self) -> tuple[list[dict[str, Any]], str]:
+        async with self.session.get(f"{self.base_url}/api/v1/pods") as response:
+            response.raise_for_status()
+            body = await response.json()
+        return list(body.get("items") or []), str(body["metadata"]["resourceVersion"])
+
+    async def watch_pods(
+        self, resource_version: str, *, timeout: int = 300
+    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """Yield (type, pod) from resource_version until the server closes the stream."""
+        params = {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout),
+        }
+        url = f"{self.base_url}/api/v1/pods"
+        async with self.session.get(url, params=params) as response:
+            if response.status == 410:
+                raise Gone(await response.text())
+            response.raise_for_status()
+            async for line in response.content:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                kind, obj = event.get("type", ""), event.get("object") or {}
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        raise Gone(obj.get("message", ""))
+                    raise aiohttp.ClientError(f"watch error: {obj.get('message', obj)}")
+                yield kind, obj
+
+    async def bind(
+        self, namespace: str, name: str, *, node: str, annotations: Mapping[str, str]
+    ) -> bool:
+        """Set spec.nodeName and the kubelet's annotations; False when the pod is gone."""
+        patch = {"metadata": {"annotations": dict(annotations)}, "spec": {"nodeName": node}}
+        url = self._pod_url(namespace, name)
+        async with self.session.patch(url, data=json.dumps(patch), headers=MERGE) as response:
+            if response.status == 404:
+                return False
+            if response.status != 422:
+                response.raise_for_status()
+                return True
+        # A server that guards spec.nodeName like a real one takes the binding subresource.
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        async with self.session.post(self._pod_url(namespace, name, "binding"), json=binding) as r:
+            if r.status == 404:
+                return False
+            r.raise_for_status()
+        patch = {"metadata": {"annotations": dict(annotations)}}
+        async with self.session.patch(url, data=json.dumps(patch), headers=MERGE) as response:
+            return response.status != 404
+
+    async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> bool:
+        """Merge-patch the pod's status; False when the pod is gone."""
+        url = self._pod_url(namespace, name, "status")
+        body = json.dumps({"status": status})
+        async with self.session.patch(url, data=body, headers=MERGE) as response:
+            if response.status == 404:
+                return False
+            response.raise_for_status()
+            return True
+
+    async def delete_pod(self, namespace: str, name: str, *, uid: str) -> None:
+        """Remove the pod now that its processes ended (grace 0, guarded by uid)."""
+        body = {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}}
+        async with self.session.delete(self._pod_url(namespace, name), json=body) as response:
+            if response.status not in (404, 409):
+                response.raise_for_status()
+
+    async def read(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """GET a namespaced core object (secrets, configmaps); None when it does not exist."""
+        url = f"{self.base_url}/api/v1/namespaces/{namespace}/{kind}/{name}"
+        async with self.session.get(url) as response:
+            if response.status == 404:
+                return None
+            response.raise_for_status()
+            body: Mapping[str, Any] = await response.json()
+            return body

@@ -1,0 +1,326 @@
+"""One pod's life on the local kubelet: bind, start, probe, restart, terminate, remove.
+
+A :class:`PodWorker` runs as one asyncio task per pod. It owns the pod's process group, its
+loopback address and its log file, keeps a :class:`~agentpool.local.podstatus.PodObservation`, and
+a reporter task patches the rendered status whenever the observation changes, so a pod that turns
+Ready is reported at once. Created and stopped by :class:`agentpool.local.kubelet.Kubelet`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import signal
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import aiohttp
+
+from agentpool.local import podenv, podstatus, probes, processes
+from agentpool.local.podapi import PodApi
+from agentpool.local.podstatus import PodObservation, Running, Terminated, Waiting
+
+LOG_PATH_ANNOTATION = "local.agentpool.dev/log-path"
+DEFAULT_GRACE = 30.0
+# A container that ran this many back-off caps without crashing starts its back-off afresh.
+BACKOFF_RESET_FACTOR = 2.0
+
+logger = logging.getLogger(__name__)
+
+
+class Host(Protocol):
+    """What a worker needs from its kubelet."""
+
+    @property
+    def api(self) -> PodApi: ...
+
+    @property
+    def probe_session(self) -> aiohttp.ClientSession: ...
+
+    addresses: processes.AddressPool
+    work_dir: Path
+    node_name: str
+    backoff_initial: float
+    backoff_max: float
+    base_env: Mapping[str, str]
+    cwd: Path
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+class PodWorker:
+    def __init__(self, host: Host, pod: Mapping[str, Any]) -> None:
+        self.host = host
+        self.pod: Mapping[str, Any] = pod
+        metadata = pod["metadata"]
+        self.namespace: str = metadata.get("namespace", "default")
+        self.name: str = metadata["name"]
+        self.uid: str = metadata.get("uid", "")
+        containers = (pod.get("spec") or {}).get("containers") or [{}]
+        self.container: Mapping[str, Any] = containers[0]
+        container_name = self.container.get("name", "main")
+        self.log_path = (
+            host.work_dir / f"{self.namespace}_{self.name}_{self.uid}" / f"{container_name}.log"
+        )
+        self.observation = PodObservation(
+            container=container_name,
+            image=str(self.container.get("image", "")),
+            state=Waiting("ContainerCreating"),
+            resources=self.container.get("resources") or None,
+        )
+        self.running: processes.Running | None = None
+        self.ip: str | None = None
+        self.deleting = asyncio.Event()
+        self.gone = False
+        self._changed = asyncio.Event()
+        self._reported: dict[str, Any] = dict(pod.get("status") or {})
+
+    # Events from the kubelet's watch.
+
+    def update(self, pod: Mapping[str, Any]) -> None:
+        self.pod = pod
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            self.deleting.set()
+
+    def vanish(self) -> None:
+        """The pod is no longer in the API: stop its processes, and do not delete it again."""
+        self.gone = True
+        self.deleting.set()
+
+    # Life cycle.
+
+    async def run(self) -> None:
+        reporter = asyncio.create_task(self._report())
+        try:
+            await self._live()
+        finally:
+            reporter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reporter
+        await self._remove()
+
+    async def kill(self, grace: float) -> None:
+        """Used when the kubelet stops: end the process group, whatever the worker was doing."""
+        if self.running is not None:
+            await processes.terminate_group(self.running, grace)
+
+    async def _live(self) -> None:
+        if not await self._bind():
+            return
+        argv = podenv.container_argv(self.container, {})
+        if not argv:
+            self._publish(
+                state=Waiting(podstatus.NO_LOCAL_COMMAND, podstatus.NO_LOCAL_COMMAND_MESSAGE),
+                phase="Failed",
+                reason=podstatus.NO_LOCAL_COMMAND,
+                message=podstatus.NO_LOCAL_COMMAND_MESSAGE,
+            )
+            await self.deleting.wait()
+            return
+        self.ip = self.host.addresses.allocate()
+        self._publish(pod_ip=self.ip, start_time=now())
+        backoff_steps = 0
+        while not self.deleting.is_set():
+            terminated = await self._run_once()
+            if terminated is None or self.deleting.is_set():
+                return
+            ran = terminated.finished_at - (terminated.started_at or terminated.finished_at)
+            if ran.total_seconds() > self.host.backoff_max * BACKOFF_RESET_FACTOR:
+                backoff_steps = 0
+            policy = (self.pod.get("spec") or {}).get("restartPolicy") or "Always"
+            if not podstatus.restarts(policy, terminated.exit_code):
+                self._publish(
+                    state=terminated, phase=podstatus.final_phase(terminated.exit_code), ready=False
+                )
+                await self.deleting.wait()
+                return
+            backoff_steps += 1
+            delay = podstatus.backoff_delay(
+                backoff_steps, initial=self.host.backoff_initial, cap=self.host.backoff_max
+            )
+            message = (
+                f"back-off {delay:g}s restarting failed container={self.observation.container} "
+                f"pod={self.name}_{self.namespace}({self.uid})"
+            )
+            self._publish(state=Waiting("CrashLoopBackOff", message), last_state=terminated)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.deleting.wait(), timeout=delay)
+
+    async def _run_once(self) -> Terminated | None:
+        """Start the container once and supervise it; None when deletion ended it."""
+        assert self.ip is not None
+        env = await self._resolve_env(self.ip)
+        if env is None:
+            return None
+        argv = processes.resolve_command(podenv.container_argv(self.container, env), env)
+        cwd = Path(self.container.get("workingDir") or self.host.cwd)
+        started = now()
+        restarts = self.observation.restart_count + (
+            1 if self.observation.last_state is not None else 0
+        )
+        try:
+            self.running = await processes.spawn(argv, env=env, cwd=cwd, log_path=self.log_path)
+        except OSError as error:
+            return Terminated(128, "StartError", started, now(), message=str(error))
+        self._publish(
+            state=Running(started),
+            phase="Running",
+            ready=False,
+            restart_count=restarts,
+            container_id=f"local://{self.running.pgid}",
+        )
+        return await self._supervise(self.running, env, cwd, started)
+
+    async def _resolve_env(self, ip: str) -> dict[str, str] | None:
+        """The container's env, waiting while a Secret or ConfigMap it needs is missing."""
+        while not self.deleting.is_set():
+            try:
+                return await podenv.container_env(
+                    self.container,
+                    self.pod,
+                    base=self.host.base_env,
+                    pod_ip=ip,
+                    fetch=self.host.api.read,
+                )
+            except podenv.EnvError as error:
+                self._publish(state=Waiting("CreateContainerConfigError", str(error)))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.deleting.wait(), timeout=self.host.backoff_initial)
+        return None
+
+    async def _supervise(
+        self, running: processes.Running, env: Mapping[str, str], cwd: Path, started: datetime
+    ) -> Terminated | None:
+        spec = self.container
+        live_failed = asyncio.Event()
+        tasks = []
+        if spec.get("readinessProbe"):
+            readiness = probes.ProbeSpec.parse(spec["readinessProbe"])
+            tasks.append(asyncio.create_task(self._probe(readiness, env, cwd, ready=True)))
+        else:
+            self._publish(ready=True)
+        if spec.get("livenessProbe"):
+            liveness = probes.ProbeSpec.parse(spec["livenessProbe"])
+            tasks.append(asyncio.create_task(self._probe(liveness, env, cwd, failed=live_failed)))
+        exited = asyncio.create_task(running.process.wait())
+        deleting = asyncio.create_task(self.deleting.wait())
+        unhealthy = asyncio.create_task(live_failed.wait())
+        waiters = {exited, deleting, unhealthy}
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in [*tasks, deleting, unhealthy]:
+                task.cancel()
+            await asyncio.gather(*tasks, deleting, unhealthy, return_exceptions=True)
+        self._publish(ready=False)
+        if exited.done():
+            code = podstatus.exit_code_of(exited.result())
+            # The main process ended: like a container, the rest of its group goes with it.
+            processes.signal_group(running.pgid, signal.SIGKILL)
+            self.running = None
+            return Terminated(code, podstatus.terminated_reason(code), started, now())
+        if self.deleting.is_set():
+            await processes.terminate_group(running, self._grace())
+            self.running = None
+            return None
+        code = podstatus.exit_code_of(await processes.terminate_group(running, self._grace()))
+        self.running = None
+        return Terminated(
+            code, "Error", started, now(), message="Container failed liveness probe, restarted"
+        )
+
+    async def _probe(
+        self,
+        spec: probes.ProbeSpec,
+        env: Mapping[str, str],
+        cwd: Path,
+        *,
+        ready: bool = False,
+        failed: asyncio.Event | None = None,
+    ) -> None:
+        """Run one probe on its schedule; readiness publishes, liveness sets ``failed``."""
+        tracker = probes.ProbeTracker(
+            spec.success_threshold, spec.failure_threshold, state=failed is not None
+        )
+        await asyncio.sleep(spec.initial_delay)
+        assert self.ip is not None
+        while True:
+            began = time.monotonic()
+            result = await probes.run_probe(
+                spec,
+                pod_ip=self.ip,
+                container=self.container,
+                session=self.host.probe_session,
+                env=env,
+                cwd=cwd,
+            )
+            if tracker.observe(result):
+                if ready:
+                    self._publish(ready=tracker.state)
+                elif failed is not None and not tracker.state:
+                    failed.set()
+                    return
+            await asyncio.sleep(max(0.0, spec.period - (time.monotonic() - began)))
+
+    def _grace(self) -> float:
+        metadata = self.pod.get("metadata") or {}
+        value = metadata.get("deletionGracePeriodSeconds")
+        if value is None:
+            value = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+        return DEFAULT_GRACE if value is None else float(value)
+
+    async def _bind(self) -> bool:
+        annotations = {LOG_PATH_ANNOTATION: str(self.log_path)}
+        for attempt in range(5):
+            try:
+                return await self.host.api.bind(
+                    self.namespace, self.name, node=self.host.node_name, annotations=annotations
+                )
+            except aiohttp.ClientError as error:
+                logger.warning("binding pod %s/%s failed: %s", self.namespace, self.name, error)
+                await asyncio.sleep(0.2 * (attempt + 1))
+        return False
+
+    async def _remove(self) -> None:
+        if self.running is not None:
+            await processes.terminate_group(self.running, self._grace())
+            self.running = None
+        if not self.gone:
+            try:
+                await self.host.api.delete_pod(self.namespace, self.name, uid=self.uid)
+            except aiohttp.ClientError as error:
+                logger.warning("removing pod %s/%s failed: %s", self.namespace, self.name, error)
+        if self.ip is not None:
+            self.host.addresses.release(self.ip)
+            self.ip = None
+
+    # Status.
+
+    def _publish(self, **changes: Any) -> None:
+        self.observation = dataclasses.replace(self.observation, **changes)
+        self._changed.set()
+
+    async def _report(self) -> None:
+        """Patch the status whenever the observation changed, folding bursts into one patch."""
+        while True:
+            await self._changed.wait()
+            self._changed.clear()
+            status = podstatus.render_status(self.observation, previous=self._reported, now=now())
+            if status == self._reported:
+                continue
+            try:
+                if not await self.host.api.patch_status(self.namespace, self.name, status):
+                    return
+            except aiohttp.ClientError as error:
+                logger.warning("status of pod %s/%s: %s", self.namespace, self.name, error)
+                await asyncio.sleep(0.5)
+                self._changed.set()
+                continue
+            self._reported = status

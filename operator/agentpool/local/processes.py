@@ -1,0 +1,221 @@
+"""Local processes for pod containers: loopback addresses, process groups, and how to end them.
+
+The local kubelet runs each pod's container as one process group (``start_new_session``), so the
+container's own children belong to it and a single signal reaches all of them, as a container's
+cgroup would on a node. Each pod listens on its own loopback address, 127.0.0.N, so many agents can
+bind the same port. Only :mod:`agentpool.local.kubelet` calls this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+# Variables a local command needs to find its tools and its Python; everything else of the
+# kubelet's own environment (credentials, KUBECONFIG) stays out, as it would from a container.
+INHERITED_ENV = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "VIRTUAL_ENV",
+    "PYTHONPATH",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+)
+
+PYTHON_NAMES = frozenset({"python", "python3"})
+
+
+class AddressPool:
+    """Hands out loopback addresses 127.0.0.2, .3, ... and takes them back when a pod is removed.
+
+    The lowest free address is reused first, so a cluster that keeps ten pods keeps ten addresses.
+    Past 127.0.0.254 it continues in 127.0.1.x and beyond (all of 127/8 is loopback on Linux),
+    skipping host parts 0 and 255.
+    """
+
+    def __init__(self) -> None:
+        self._used: set[int] = set()
+
+    def allocate(self) -> str:
+        index = 0
+        while index in self._used:
+            index += 1
+        self._used.add(index)
+        return address_at(index)
+
+    def release(self, address: str) -> None:
+        self._used.discard(index_of(address))
+
+    def __len__(self) -> int:
+        return len(self._used)
+
+
+def address_at(index: int) -> str:
+    """The index-th pod address: 0 -> 127.0.0.2, 252 -> 127.0.0.254, 253 -> 127.0.1.1."""
+    if index < 253:
+        return f"127.0.0.{index + 2}"
+    rest = index - 253
+    block, host = divmod(rest, 254)
+    block += 1
+    high, mid = divmod(block, 256)
+    if high > 255:
+        raise RuntimeError("no loopback address left for another pod")
+    return f"127.{high}.{mid}.{host + 1}"
+
+
+def index_of(address: str) -> int:
+    """Inverse of :func:`address_at`."""
+    _, high, mid, host = (int(part) for part in address.split("."))
+    if high == 0 and mid == 0:
+        return host - 2
+    block = high * 256 + mid
+    return 253 + (block - 1) * 254 + host - 1
+
+
+def resolve_command(argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    """The argv to run: ``python``/``python3`` becomes this interpreter, so agents share its venv.
+
+    Other programs are looked up on the container's PATH; a name that is not found is returned as
+    is and the exec fails, which the kubelet reports like a container that could not start.
+    """
+    if not argv:
+        raise ValueError("empty command")
+    first, rest = argv[0], list(argv[1:])
+    if first in PYTHON_NAMES:
+        return [sys.executable, *rest]
+    if os.sep not in first:
+        found = shutil.which(first, path=env.get("PATH"))
+        if found:
+            return [found, *rest]
+    return [first, *rest]
+
+
+def base_env(source: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment every local container starts from, before the pod's own variables.
+
+    The interpreter's directory goes first on PATH so that the venv's console scripts (such as
+    ``agentpool``) win, and output is unbuffered so ``kubectl logs`` shows lines as they come.
+    """
+    source = os.environ if source is None else source
+    env = {key: source[key] for key in INHERITED_ENV if key in source}
+    bindir = str(Path(sys.executable).parent)
+    path = env.get("PATH", os.defpath)
+    if bindir not in path.split(os.pathsep):
+        path = os.pathsep.join([bindir, path])
+    env["PATH"] = path
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+@dataclass
+class Running:
+    """A started container process; ``pgid`` equals the leader's pid."""
+
+    process: asyncio.subprocess.Process
+    started_at: float
+
+    @property
+    def pgid(self) -> int:
+        return self.process.pid
+
+
+async def spawn(
+    argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log_path: Path
+) -> Running:
+    """Start argv as the leader of a new session, appending stdout and stderr to log_path."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=log,
+            stderr=asyncio.subprocess.STDOUT,
+            env=dict(env),
+            cwd=str(cwd),
+            start_new_session=True,
+        )
+    return Running(process=process, started_at=time.time())
+
+
+def signal_group(pgid: int, signum: int) -> bool:
+    """Send signum to the process group; False when no process of it is left."""
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        # A zombie leader whose group is otherwise gone can answer EPERM on some kernels.
+        return group_alive(pgid)
+    return True
+
+
+def group_members(pgid: int) -> list[int]:
+    """Pids in process group pgid that are still running (zombies excluded), from /proc."""
+    members = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        # The command name is in parentheses and may hold spaces, so split after the last ')'.
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
+            members.append(int(entry.name))
+    return members
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any non-zombie process of the group remains."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    # killpg also succeeds for zombies that an init process has not reaped yet.
+    return bool(group_members(pgid))
+
+
+async def wait_group_gone(pgid: int, timeout: float, *, interval: float = 0.05) -> bool:
+    """Wait until the whole group has ended; True if it did within timeout."""
+    deadline = time.monotonic() + max(timeout, 0.0)
+    while group_alive(pgid):
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(interval)
+    return True
+
+
+async def terminate_group(running: Running, grace: float) -> int:
+    """SIGTERM the group, wait up to grace seconds for all of it, then SIGKILL what remains.
+
+    Returns the leader's exit code (negative for a signal), as :class:`asyncio.subprocess.Process`
+    reports it.
+    """
+    pgid = running.pgid
+    deadline = time.monotonic() + max(grace, 0.0)
+    if signal_group(pgid, signal.SIGTERM):
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(running.process.wait(), timeout=max(grace, 0.0))
+        await wait_group_gone(pgid, deadline - time.monotonic())
+    signal_group(pgid, signal.SIGKILL)
+    code = await running.process.wait()
+    await wait_group_gone(pgid, 5.0)
+    return code
