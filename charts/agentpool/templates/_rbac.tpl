@@ -19,6 +19,12 @@ in case it might be useful.
 - apiGroups: ["agentpool.dev"]
   resources: ["agentpools/status", "poolruns/status", "agentleases/status"]
   verbs: ["patch"]
+# Agent pods and token Secrets name their AgentPool as owner with blockOwnerDeletion, which
+# clusters running the OwnerReferencesPermissionEnforcement admission plugin (OpenShift, for one)
+# allow only to those who may update the owner's finalizers. No request is ever sent to it.
+- apiGroups: ["agentpool.dev"]
+  resources: ["agentpools/finalizers"]
+  verbs: ["update"]
 # Agent pods: listed and watched to track each pool, read by name, created to fill a pool and
 # deleted to retire an agent.
 - apiGroups: [""]
