@@ -1,0 +1,78 @@
+"""Agents that the SDK tests run as real processes, each making one behaviour deterministic.
+
+Nothing here waits on the clock to mean something: a start-up or an item that must still be
+running while the test looks at the agent waits for a gate file that the test creates when it is
+done looking.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from agentpool.agent import Agent, Context
+
+#: A gate left closed for this long means the test has gone; give up rather than hang the agent.
+GATE_TIMEOUT_SECONDS = 120.0
+
+
+def _wait_for_gate(path: str) -> None:
+    deadline = time.monotonic() + GATE_TIMEOUT_SECONDS
+    while not Path(path).exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"gate {path} never opened")
+        time.sleep(0.005)
+
+
+def _startup() -> dict[str, Any]:
+    gate = os.environ.get("STARTUP_GATE")
+    if gate:
+        _wait_for_gate(gate)
+    return {"count": 0, "breakReset": False}
+
+
+def _handle(item: Any, input: Any, context: Context) -> dict[str, Any]:
+    asks = item if isinstance(item, dict) else {}
+    if "gate" in asks:
+        _wait_for_gate(asks["gate"])
+    context.state["count"] += 1
+    context.state["breakReset"] = bool(asks.get("breakReset"))
+    if asks.get("fail"):
+        raise RuntimeError(str(asks["fail"]))
+    return {"id": context.id, "count": context.state["count"], "uses": context.uses}
+
+
+def _reset(state: dict[str, Any]) -> None:
+    if state["breakReset"]:
+        raise RuntimeError("the reset broke on purpose")
+    state["count"] = 0
+
+
+#: Counts items since its last reset; items may wait on a ``gate`` file, fail, or break the reset.
+gated = Agent(_handle, startup=_startup, reset=_reset, name="gated")
+
+
+def _broken_startup() -> None:
+    raise FileNotFoundError("no model at /models/missing.bin")
+
+
+#: An agent whose start-up fails, as one whose model is missing would.
+broken = Agent(_handle, startup=_broken_startup, name="broken")
+
+
+async def _async_startup() -> dict[str, int]:
+    return {"factor": 3}
+
+
+async def _async_handle(item: Any, input: Any, context: Context) -> Any:
+    if item == "fail":
+        raise ValueError("async handlers fail like sync ones")
+    return item * context.state["factor"]
+
+
+#: Every function ``async``: proves coroutines are awaited in the loop rather than threaded.
+coroutines = Agent(_async_handle, startup=_async_startup, name="coroutines")
+
+not_an_agent = "a string"
