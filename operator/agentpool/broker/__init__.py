@@ -1,0 +1,22 @@
+"""Each pool's checkout service inside the operator: who holds which agent, who waits for one.
+
+The broker is in-memory and asyncio-only: it receives observed agents as values from the
+AgentPool reconciler and leaves choices (which agent, which waiter) to `agentpool.pool`. The
+run engine and the lease controller check agents out of it and back in.
+"""
+
+from agentpool.broker.broker import Broker
+from agentpool.broker.errors import BrokerError, PoolClosed, PoolExhausted
+from agentpool.broker.handles import Checkout, Outcome
+from agentpool.broker.registry import Brokers, PoolKey
+
+__all__ = [
+    "Broker",
+    "BrokerError",
+    "Brokers",
+    "Checkout",
+    "Outcome",
+    "PoolClosed",
+    "PoolExhausted",
+    "PoolKey",
+]

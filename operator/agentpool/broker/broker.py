@@ -1,0 +1,372 @@
+"""One pool's checkout service inside the operator: idle agents out, waiters queued, agents back.
+
+The run engine and the lease controller call `checkout` and `checkin`; the AgentPool reconciler
+feeds it the pool's agents as observed (`update_agents`), reads `agents()` and `waiters()` for
+the planner, removes agents with `retire` before deleting their pods, and re-plans when `changed`
+is set. It never talks to Kubernetes or to an agent: everything arrives as values, and the
+choices (which agent, which waiter) are the pure pool core's. All calls happen on one asyncio
+loop, so each method runs without interleaving and an agent is never handed out twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import heapq
+import itertools
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from agentpool.broker.errors import PoolClosed, PoolExhausted
+from agentpool.broker.handles import Checkout, Outcome
+from agentpool.pool import ObservedAgent, PoolPolicy, Waiter, choose_agent, order_waiters
+
+
+@dataclass(eq=False)
+class _Agent:
+    """The broker's bookkeeping for one agent beside the pod facts it was last told."""
+
+    pod: ObservedAgent
+    holder: Checkout | None = None
+    uses: int = 0
+    consecutive_failures: int = 0
+    idle_since: float | None = None
+    idle_seq: int = 0
+    lost: bool = False
+    reset_failed: bool = False
+    retired: bool = False
+
+
+@dataclass(eq=False)
+class _Waiter:
+    priority: int
+    seq: int
+    holder: str
+    since: float
+    future: asyncio.Future[Checkout] = field(repr=False)
+    gone: bool = False
+
+    def __lt__(self, other: _Waiter) -> bool:
+        return (-self.priority, self.seq) < (-other.priority, other.seq)
+
+
+class Broker:
+    """The checkout service of one pool.
+
+    `clock` stamps when agents fall idle and when waiters arrive; it must be the clock of the
+    `now` the reconciler gives the planner and of the pods' `created_at` (seconds since the
+    epoch by default). Timeouts run on the event loop's own clock.
+    """
+
+    def __init__(
+        self,
+        pool_name: str,
+        policy: PoolPolicy,
+        *,
+        clock: Callable[[], float] = time.time,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self.pool_name = pool_name
+        self.policy = policy
+        self.changed = asyncio.Event()
+        self._clock = clock
+        self._on_change = on_change
+        self._agents: dict[str, _Agent] = {}
+        self._queue: list[_Waiter] = []
+        self._waiting = 0
+        self._arrivals = itertools.count(1)
+        self._idle_order = itertools.count(1)
+        self._leases = itertools.count(1)
+        self._closed: PoolClosed | None = None
+
+    # -- checkout and checkin -------------------------------------------------------------------
+
+    async def checkout(self, *, timeout: float, priority: int = 0, holder: str) -> Checkout:
+        """Take an idle Ready agent by strategy, or wait up to `timeout` seconds for one.
+
+        Waiters are served by priority, then in arrival order. Raises `PoolExhausted` when the
+        timeout passes (at once for a timeout <= 0 with no agent free) and `PoolClosed` when the
+        pool is deleted. A caller cancelled after an agent was handed to it gives the agent back.
+        """
+        if self._closed is not None:
+            raise self._closed
+        loop = asyncio.get_running_loop()
+        waiter = _Waiter(
+            priority=priority,
+            seq=next(self._arrivals),
+            holder=holder,
+            since=self._clock(),
+            future=loop.create_future(),
+        )
+        heapq.heappush(self._queue, waiter)
+        self._waiting += 1
+        self._dispatch()
+        if waiter.future.done():
+            return waiter.future.result()
+        self._notify()
+        try:
+            if timeout > 0:
+                await asyncio.wait({waiter.future}, timeout=timeout)
+        except asyncio.CancelledError:
+            self._abandon(waiter)
+            raise
+        if waiter.future.done():
+            return waiter.future.result()
+        error = self._exhausted(timeout)
+        self._abandon(waiter)
+        self._notify()
+        raise error
+
+    def checkin(self, checkout: Checkout, outcome: Outcome | str = Outcome.SUCCESS) -> bool:
+        """Give a checked-out agent back with how its work went.
+
+        Success returns it to the idle set and clears its failure streak; failure returns it
+        and counts toward quarantine; lost and reset_failed keep it out, to be retired. Returns
+        False (and does nothing) for a handle that no longer holds its agent: a second checkin,
+        or an agent already lost.
+        """
+        outcome = Outcome(outcome)
+        agent = self._agents.get(checkout.agent)
+        if agent is None or agent.holder is not checkout:
+            return False
+        agent.holder = None
+        if outcome is Outcome.SUCCESS:
+            agent.consecutive_failures = 0
+        elif outcome is Outcome.FAILURE:
+            agent.consecutive_failures += 1
+        elif outcome is Outcome.LOST:
+            agent.lost = True
+        else:
+            agent.reset_failed = True
+        self._mark_idle(agent)
+        self._dispatch()
+        if agent.holder is None and not self._available(agent):
+            # Worn out, quarantined or broken: the reconciler retires and replaces it.
+            self._notify()
+        return True
+
+    # -- what the reconciler feeds and reads ----------------------------------------------------
+
+    def update_agents(self, observed: Iterable[ObservedAgent], *, complete: bool = True) -> None:
+        """Take in the pool's pods as observed; with `complete`, a pod not listed is gone.
+
+        A newly Ready agent serves the next waiter at once; an idle agent that turns unready
+        leaves the idle set; a held agent whose pod failed or vanished is lost to its holder.
+        Busy, uses and failures come from the broker's own bookkeeping, except for an agent seen
+        for the first time, whose uses and failures are taken as given.
+        """
+        seen: set[str] = set()
+        for pod in observed:
+            seen.add(pod.name)
+            agent = self._agents.get(pod.name)
+            if agent is None:
+                agent = _Agent(
+                    pod=pod,
+                    uses=pod.uses,
+                    consecutive_failures=pod.consecutive_failures,
+                )
+                self._agents[pod.name] = agent
+                if pod.ready:
+                    self._mark_idle(agent, since=pod.idle_since)
+                continue
+            was_ready = agent.pod.ready
+            agent.pod = pod
+            if pod.ready and not was_ready and agent.holder is None:
+                self._mark_idle(agent)
+            if agent.holder is not None and pod.failed:
+                self._lose(agent, f"agent {pod.name} failed while it held the work")
+        if complete:
+            for name in [name for name in self._agents if name not in seen]:
+                agent = self._agents.pop(name)
+                if agent.holder is not None:
+                    agent.holder.mark_lost(f"agent {name} was deleted while it held the work")
+                    agent.holder = None
+        self._dispatch()
+
+    def forget_agent(self, name: str) -> None:
+        """The pod is gone: drop it, failing its holder if it had one."""
+        agent = self._agents.pop(name, None)
+        if agent is not None and agent.holder is not None:
+            agent.holder.mark_lost(f"agent {name} was deleted while it held the work")
+            agent.holder = None
+
+    def retire(self, names: Iterable[str]) -> tuple[str, ...]:
+        """Take agents out of the idle set before their pods are deleted, in one step.
+
+        Returns the names now retired, which the caller may delete: never a busy agent and never
+        a name the broker does not know. Asking again for an agent already retired returns it
+        again, so a failed delete can be retried.
+        """
+        retired = []
+        for name in names:
+            agent = self._agents.get(name)
+            if agent is None or agent.holder is not None:
+                continue
+            agent.retired = True
+            retired.append(name)
+        return tuple(retired)
+
+    def restore_busy(self, agent: str, current_item: str | None) -> Checkout | None:
+        """Mark an agent busy again after an operator restart, from its `GET /status`.
+
+        Returns the handle to check in once the agent reports idle, or None when the agent is
+        unknown, retired or already held.
+        """
+        state = self._agents.get(agent)
+        if state is None or state.holder is not None or state.retired:
+            return None
+        item = current_item if current_item is not None else "unknown"
+        return self._hand_out(state, holder=f"restored:{item}", count_use=False)
+
+    def update_policy(self, policy: PoolPolicy) -> None:
+        """The spec changed: hand out by the new strategy and limits from now on."""
+        self.policy = policy
+        self._dispatch()
+
+    def agents(self) -> tuple[ObservedAgent, ...]:
+        """Every known agent as the planner needs it: pod facts plus busy, uses and failures.
+
+        A retired agent shows as deleting, since its pod is about to be.
+        """
+        return tuple(self._view(agent) for agent in self._agents.values())
+
+    def waiters(self) -> tuple[Waiter, ...]:
+        """The checkouts waiting now, in the order they will be served."""
+        live = [
+            Waiter(priority=w.priority, seq=w.seq, holder=w.holder, since=w.since)
+            for w in self._queue
+            if not w.gone
+        ]
+        return tuple(order_waiters(live))
+
+    def counts(self) -> dict[str, int]:
+        """agents, busy, ready and waiting, as the exhaustion message reports them."""
+        live = [agent for agent in self._agents.values() if not agent.retired]
+        return {
+            "agents": len(live),
+            "busy": sum(1 for agent in live if agent.holder is not None),
+            "ready": sum(1 for agent in live if agent.pod.ready),
+            "waiting": self._waiting,
+        }
+
+    @property
+    def closed(self) -> bool:
+        """The pool is gone: every checkout fails at once."""
+        return self._closed is not None
+
+    def close(self, reason: str = "was deleted") -> None:
+        """Fail every waiter, and every later checkout, with a clear error; the pool is gone.
+
+        Agents already held stay with their holders, who check them in as usual.
+        """
+        if self._closed is not None:
+            return
+        self._closed = PoolClosed(self.pool_name, reason)
+        for waiter in self._queue:
+            if not waiter.gone and not waiter.future.done():
+                waiter.future.set_exception(PoolClosed(self.pool_name, reason))
+            waiter.gone = True
+        self._queue.clear()
+        self._waiting = 0
+        self._notify()
+
+    # -- inside ---------------------------------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        """Serve waiters, best first, while an agent is available."""
+        while self._queue:
+            waiter = self._queue[0]
+            if waiter.gone:
+                heapq.heappop(self._queue)
+                continue
+            name = choose_agent(self.policy, self.agents(), now=self._clock())
+            if name is None:
+                return
+            heapq.heappop(self._queue)
+            waiter.gone = True
+            self._waiting -= 1
+            waiter.future.set_result(self._hand_out(self._agents[name], holder=waiter.holder))
+
+    def _hand_out(self, agent: _Agent, *, holder: str, count_use: bool = True) -> Checkout:
+        checkout = Checkout(
+            self.pool_name,
+            agent.pod.name,
+            ip=agent.pod.ip,
+            port=self.policy.port,
+            holder=holder,
+            lease=next(self._leases),
+        )
+        agent.holder = checkout
+        if count_use:
+            agent.uses += 1
+        return checkout
+
+    def _abandon(self, waiter: _Waiter) -> None:
+        """The waiter left (timeout or cancellation); give back an agent it was handed."""
+        if not waiter.gone:
+            waiter.gone = True
+            self._waiting -= 1
+        if not waiter.future.done():
+            waiter.future.cancel()
+            return
+        if waiter.future.cancelled():
+            return
+        if waiter.future.exception() is not None:
+            return
+        checkout = waiter.future.result()
+        agent = self._agents.get(checkout.agent)
+        if agent is not None and agent.holder is checkout:
+            # Never used: it goes back where it was in the idle order, uncounted.
+            agent.holder = None
+            agent.uses -= 1
+            self._dispatch()
+
+    def _exhausted(self, timeout: float) -> PoolExhausted:
+        counts = self.counts()
+        return PoolExhausted(
+            self.pool_name,
+            timeout=timeout,
+            agents=counts["agents"],
+            busy=counts["busy"],
+            ready=counts["ready"],
+            waiting=counts["waiting"],
+            min_size=self.policy.min_size,
+            max_size=self.policy.max_size,
+        )
+
+    def _lose(self, agent: _Agent, reason: str) -> None:
+        if agent.holder is not None:
+            agent.holder.mark_lost(reason)
+            agent.holder = None
+        agent.lost = True
+        self._notify()
+
+    def _mark_idle(self, agent: _Agent, *, since: float | None = None) -> None:
+        agent.idle_since = self._clock() if since is None else since
+        agent.idle_seq = next(self._idle_order)
+
+    def _available(self, agent: _Agent) -> bool:
+        return choose_agent(self.policy, [self._view(agent)], now=self._clock()) is not None
+
+    def _view(self, agent: _Agent) -> ObservedAgent:
+        return dataclasses.replace(
+            agent.pod,
+            busy=agent.holder is not None,
+            uses=agent.uses,
+            idle_since=agent.idle_since,
+            idle_seq=agent.idle_seq,
+            consecutive_failures=agent.consecutive_failures,
+            lost=agent.pod.lost or agent.lost,
+            reset_failed=agent.pod.reset_failed or agent.reset_failed,
+            deleting=agent.pod.deleting or agent.retired,
+        )
+
+    def _notify(self) -> None:
+        self.changed.set()
+        if self._on_change is not None:
+            # A failing subscriber must not fail the checkout or checkin that notified it; the
+            # event above still tells the reconciler to re-plan.
+            with contextlib.suppress(Exception):
+                self._on_change()

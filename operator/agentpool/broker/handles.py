@@ -1,0 +1,81 @@
+"""A checked-out agent as its holder sees it, and how a holder reports the checkout's outcome.
+
+`Broker.checkout` returns a `Checkout`; the holder calls the agent at `endpoint` and hands the
+`Checkout` back to `Broker.checkin` with an `Outcome`. If the agent's pod dies while held, the
+broker sets `lost` on the handle, so a holder waiting on a call can stop at once instead of
+waiting for its call timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+
+
+class Outcome(enum.StrEnum):
+    """How a checkout ended, which decides what becomes of the agent."""
+
+    SUCCESS = "success"
+    """The item (or lease) finished: the agent returns to the idle set."""
+    FAILURE = "failure"
+    """The item failed on the agent: it returns, but counts toward quarantine."""
+    LOST = "lost"
+    """The call timed out or the agent crashed: its state is unknown, so it is retired."""
+    RESET_FAILED = "reset_failed"
+    """The agent's reset between items failed: it is retired."""
+
+
+class Checkout:
+    """One agent held by one holder, from checkout until checkin.
+
+    `lease` numbers every checkout of the broker, so a stale handle (checked in twice, or kept
+    after its agent was lost) can never act on a later checkout of the same agent.
+    """
+
+    __slots__ = ("_lost", "agent", "holder", "ip", "lease", "lost_reason", "pool", "port")
+
+    def __init__(
+        self,
+        pool: str,
+        agent: str,
+        *,
+        ip: str | None,
+        port: int,
+        holder: str,
+        lease: int,
+    ) -> None:
+        self.pool = pool
+        self.agent = agent
+        self.ip = ip
+        self.port = port
+        self.holder = holder
+        self.lease = lease
+        self.lost_reason: str | None = None
+        self._lost = asyncio.Event()
+
+    @property
+    def endpoint(self) -> str:
+        """The agent's base URL, `http://IP:PORT`."""
+        return f"http://{self.ip}:{self.port}"
+
+    @property
+    def is_lost(self) -> bool:
+        """The agent's pod died or vanished while this checkout held it."""
+        return self._lost.is_set()
+
+    async def wait_lost(self) -> str:
+        """Wait until the agent is lost; returns why. Holders race this against their call."""
+        await self._lost.wait()
+        return self.lost_reason or "agent lost"
+
+    def mark_lost(self, reason: str) -> None:
+        """Tell the holder its agent is gone (the broker calls this)."""
+        if not self._lost.is_set():
+            self.lost_reason = reason
+            self._lost.set()
+
+    def __repr__(self) -> str:
+        return (
+            f"Checkout(pool={self.pool!r}, agent={self.agent!r}, holder={self.holder!r}, "
+            f"lease={self.lease})"
+        )
