@@ -217,11 +217,11 @@ CASES = [
         create=0,
     ),
     Case(
-        "a lost agent is retired and replaced",
+        "an agent whose call timed out is retired and replaced",
         PoolPolicy(min_size=1, max_size=1),
         (idle("l", lost=True),),
         create=1,
-        retire=(("l", "Lost"),),
+        retire=(("l", "CallTimedOut"),),
     ),
     Case(
         "an agent whose reset failed is retired and replaced",

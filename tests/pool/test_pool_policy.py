@@ -75,3 +75,35 @@ def test_invalid_policy_is_refused(fields: dict[str, object], message: str) -> N
     """An impossible policy fails at once with a message naming the field."""
     with pytest.raises(ValueError, match=re.escape(message)):
         PoolPolicy(**fields)  # type: ignore[arg-type]
+
+
+def test_from_spec_reads_the_api_model() -> None:
+    """The AgentPool spec model, parsed from its wire form, gives the policy it describes."""
+    from agentpool.api import AgentPoolSpec
+
+    spec = AgentPoolSpec.model_validate(
+        {
+            "image": "agent:1",
+            "minSize": 2,
+            "strategy": "FIFO",
+            "minIdle": 1,
+            "idleTimeoutSeconds": 5,
+            "maxUses": 3,
+            "maxLifetimeSeconds": 9,
+            "quarantineAfterFailures": 2,
+            "port": 9000,
+        }
+    )
+    policy = PoolPolicy.from_spec(spec, template_hash="h")
+    assert policy == PoolPolicy(
+        min_size=2,
+        max_size=2,
+        strategy="FIFO",
+        min_idle=1,
+        idle_timeout_seconds=5.0,
+        max_uses=3,
+        max_lifetime_seconds=9.0,
+        quarantine_after_failures=2,
+        template_hash="h",
+        port=9000,
+    )

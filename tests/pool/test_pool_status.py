@@ -85,7 +85,7 @@ def test_ready_condition_follows_min_size() -> None:
     assert starting.conditions[0].reason == "AgentsStarting"
     assert "1 of 2" in starting.conditions[0].message
     up = compute_status(policy, [ready("a"), ready("b")], (), NOW)
-    assert (up.conditions[0].status, up.conditions[0].reason) == ("True", "MinSizeReady")
+    assert (up.conditions[0].status, up.conditions[0].reason) == ("True", "AgentsReady")
 
 
 @pytest.mark.parametrize(
@@ -96,7 +96,7 @@ def test_ready_condition_follows_min_size() -> None:
         (ObservedAgent("x", waiting_reason="ErrImagePull"), "ImagePullBackOff"),
         (ObservedAgent("x", waiting_reason="CrashLoopBackOff"), "CrashLoopBackOff"),
         (ObservedAgent("x", ready=False, ready_at=3.0), "ReadinessFailing"),
-        (ObservedAgent("x", failed=True), "AgentFailed"),
+        (ObservedAgent("x", failed=True), "PodFailed"),
     ],
 )
 def test_degraded_reasons(agent: ObservedAgent, reason: str) -> None:
@@ -110,7 +110,7 @@ def test_degraded_reasons(agent: ObservedAgent, reason: str) -> None:
 def test_degraded_false_when_healthy() -> None:
     """A pool whose agents all start or serve is not Degraded."""
     status = compute_status(PoolPolicy(), [ready("a"), ObservedAgent("p")], (), NOW)
-    assert (status.conditions[1].status, status.conditions[1].reason) == ("False", "Healthy")
+    assert (status.conditions[1].status, status.conditions[1].reason) == ("False", "AsExpected")
 
 
 def test_readiness_failing_after_grace() -> None:

@@ -7,19 +7,21 @@ rest of the pool (idle overflow, a lowered maxSize) are the planner's.
 
 from __future__ import annotations
 
+from agentpool.api.reasons import RetireReason
 from agentpool.pool.observed import ObservedAgent
 from agentpool.pool.policy import PoolPolicy
 
-FAILED = "Failed"
-LOST = "Lost"
-RESET_FAILED = "ResetFailed"
-QUARANTINED = "Quarantined"
-MAX_USES = "MaxUses"
-MAX_LIFETIME = "MaxLifetime"
-OUTDATED = "Outdated"
-UNREADY = "Unready"
-IDLE_TIMEOUT = "IdleTimeout"
-SCALED_DOWN = "ScaledDown"
+# The words of agentpool.api.reasons, as plain strings for plans and Events.
+FAILED = "Failed"  # the pod failed or crash-loops; the API's vocabulary has no word for it yet
+LOST = str(RetireReason.CALL_TIMED_OUT)  # its call timed out: the agent's state is unknown
+RESET_FAILED = str(RetireReason.RESET_FAILED)
+QUARANTINED = str(RetireReason.QUARANTINED)
+MAX_USES = str(RetireReason.MAX_USES)
+MAX_LIFETIME = str(RetireReason.MAX_LIFETIME)
+OUTDATED = str(RetireReason.OUTDATED)
+UNREADY = str(RetireReason.UNREADY)
+IDLE_TIMEOUT = str(RetireReason.IDLE_TIMEOUT)
+SCALED_DOWN = str(RetireReason.SCALED_DOWN)
 
 RETIREMENT_REASONS = (
     FAILED,

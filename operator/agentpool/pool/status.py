@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from agentpool.api.reasons import ConditionType, Reason
 from agentpool.pool.checkout import available_agents
 from agentpool.pool.observed import (
     CRASH_LOOP_BACK_OFF,
@@ -26,16 +27,15 @@ from agentpool.pool.sizing import DemandSample, Recommendation, recommend
 State = Literal["Ready", "Overflow", "Full"]
 ConditionStatus = Literal["True", "False", "Unknown"]
 
-READY = "Ready"
-DEGRADED = "Degraded"
+READY = str(ConditionType.READY)
+DEGRADED = str(ConditionType.DEGRADED)
 
-# Condition reasons, one CamelCase word each.
-MIN_SIZE_READY = "MinSizeReady"
-AGENTS_STARTING = "AgentsStarting"
-HEALTHY = "Healthy"
-UNSCHEDULABLE = "Unschedulable"
-READINESS_FAILING = "ReadinessFailing"
-AGENT_FAILED = "AgentFailed"
+AGENTS_READY = str(Reason.AGENTS_READY)
+AGENTS_STARTING = str(Reason.AGENTS_STARTING)
+AS_EXPECTED = str(Reason.AS_EXPECTED)
+UNSCHEDULABLE = str(Reason.UNSCHEDULABLE)
+READINESS_FAILING = str(Reason.READINESS_FAILING)
+POD_FAILED = str(Reason.POD_FAILED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +128,7 @@ def ready_condition(policy: PoolPolicy, *, ready: int) -> ConditionView:
     """Ready is True once minSize agents are Ready."""
     message = f"{ready} of {policy.min_size} agents ready (minSize {policy.min_size})"
     if ready >= policy.min_size:
-        return ConditionView(READY, "True", MIN_SIZE_READY, message)
+        return ConditionView(READY, "True", AGENTS_READY, message)
     return ConditionView(READY, "False", AGENTS_STARTING, message)
 
 
@@ -149,14 +149,14 @@ def degraded_condition(
         IMAGE_PULL_BACK_OFF,
         CRASH_LOOP_BACK_OFF,
         READINESS_FAILING,
-        AGENT_FAILED,
+        POD_FAILED,
     ):
         if reason in found:
             names = sorted(found[reason])
             shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
             noun = "agent" if len(names) == 1 else "agents"
             return ConditionView(DEGRADED, "True", reason, f"{reason}: {noun} {shown}")
-    return ConditionView(DEGRADED, "False", HEALTHY, "every agent is starting or serving")
+    return ConditionView(DEGRADED, "False", AS_EXPECTED, "every agent is starting or serving")
 
 
 def _trouble(
@@ -182,7 +182,7 @@ def _trouble(
     ):
         return READINESS_FAILING
     if agent.failed:
-        return AGENT_FAILED
+        return POD_FAILED
     return None
 
 
