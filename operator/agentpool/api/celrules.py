@@ -35,7 +35,8 @@ def _environment() -> celpy.Environment:
 
 
 @lru_cache(maxsize=512)
-def _program(expression: str) -> Any:
+def compile_rule(expression: str) -> Any:
+    """The compiled CEL program of ``expression``; raises CELParseError if it does not parse."""
     environment = _environment()
     return environment.program(environment.compile(expression))
 
@@ -55,7 +56,7 @@ def _activation(value: Any, old: Any, has_old: bool) -> dict[str, Any]:
 def evaluate_rule(rule: str, value: Any, *, old: Any = None, has_old: bool = False) -> CelOutcome:
     """Evaluate ``rule`` with ``self`` bound to ``value`` (and ``oldSelf`` to ``old`` if given)."""
     try:
-        result = _program(rule).evaluate(_activation(value, old, has_old))
+        result = compile_rule(rule).evaluate(_activation(value, old, has_old))
     except (CELEvalError, CELParseError) as exc:
         return CelOutcome(passed=False, error=str(exc.args[0] if exc.args else exc))
     if isinstance(result, CELEvalError):
@@ -70,7 +71,7 @@ def evaluate_message(
 ) -> str | None:
     """The string a ``messageExpression`` yields, or None if it does not yield one."""
     try:
-        result = _program(expression).evaluate(_activation(value, old, has_old))
+        result = compile_rule(expression).evaluate(_activation(value, old, has_old))
     except (CELEvalError, CELParseError):
         return None
     return str(result) if isinstance(result, str) else None

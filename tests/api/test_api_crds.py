@@ -1,0 +1,135 @@
+"""The generated CRDs: what they declare, and that `agentpool crds --check` catches drift."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import Field
+
+from agentpool import cli
+from agentpool.api import AgentPoolSpec, crds
+from agentpool.api.crds import render_crds
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_committed_crds_match_the_models(capsys: pytest.CaptureFixture[str]) -> None:
+    """`agentpool crds --check` passes on the repository as committed."""
+    assert cli.main(["crds", "--check", "--out", str(ROOT / "crds")]) == 0
+    assert "match the models" in capsys.readouterr().out
+
+
+def test_check_names_the_file_when_a_model_changes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A new field on AgentPoolSpec without regenerating fails the check, naming agentpools.yaml."""
+
+    class ChangedSpec(AgentPoolSpec):
+        warm_cache: bool = Field(default=False)
+        """A field added to the model after the CRDs were generated."""
+
+    kinds = tuple(
+        replace(info, spec=ChangedSpec) if info.kind == "AgentPool" else info for info in crds.KINDS
+    )
+    monkeypatch.setattr(crds, "KINDS", kinds)
+    assert "warmCache" in render_crds()["agentpools.yaml"]
+
+    assert cli.main(["crds", "--check", "--out", str(ROOT / "crds")]) == 1
+    err = capsys.readouterr().err
+    assert "agentpools.yaml" in err
+    assert "poolruns.yaml" not in err
+    assert "agentleases.yaml" not in err
+
+
+def test_check_names_an_edited_or_missing_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A hand-edited CRD and a deleted one both fail the check, each named; the rest pass."""
+    out = tmp_path / "crds"
+    shutil.copytree(ROOT / "crds", out)
+    edited = out / "poolruns.yaml"
+    edited.write_text(edited.read_text().replace("minimum: 1", "minimum: 0", 1))
+    (out / "agentleases.yaml").unlink()
+
+    assert cli.main(["crds", "--check", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert str(edited) in err
+    assert str(out / "agentleases.yaml") in err
+    assert "agentpools.yaml" not in err
+
+
+def test_crds_writes_files_that_then_pass_the_check(tmp_path: Path) -> None:
+    """`agentpool crds --out DIR` writes the three files, and a check of DIR passes."""
+    out = tmp_path / "fresh"
+    assert cli.main(["crds", "--out", str(out)]) == 0
+    assert sorted(path.name for path in out.iterdir()) == [
+        "agentleases.yaml",
+        "agentpools.yaml",
+        "poolruns.yaml",
+    ]
+    assert cli.main(["crds", "--check", "--out", str(out)]) == 0
+
+
+def test_rendering_is_deterministic() -> None:
+    """Two renders give identical text, so the check never fails on noise."""
+    assert render_crds() == render_crds()
+
+
+@pytest.mark.parametrize(
+    ("filename", "kind", "short_name"),
+    [
+        ("agentpools.yaml", "AgentPool", "ap"),
+        ("poolruns.yaml", "PoolRun", "pr"),
+        ("agentleases.yaml", "AgentLease", "al"),
+    ],
+)
+def test_names_and_status_subresource(
+    crds: dict[str, dict[str, Any]], filename: str, kind: str, short_name: str
+) -> None:
+    """Each CRD has DESIGN.md's group, version, kind, short name and category, and /status."""
+    crd = crds[filename]
+    spec = crd["spec"]
+    assert crd["apiVersion"] == "apiextensions.k8s.io/v1"
+    assert crd["metadata"]["name"] == f"{spec['names']['plural']}.agentpool.dev"
+    assert spec["group"] == "agentpool.dev"
+    assert spec["scope"] == "Namespaced"
+    assert spec["names"]["kind"] == kind
+    assert spec["names"]["shortNames"] == [short_name]
+    assert spec["names"]["categories"] == ["agentpool-all"]
+    [version] = spec["versions"]
+    assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
+    assert version["subresources"]["status"] == {}
+
+
+def test_agentpool_scale_subresource(crds: dict[str, dict[str, Any]]) -> None:
+    """AgentPool scales through spec.minSize and status.replicas, with status.selector."""
+    [version] = crds["agentpools.yaml"]["spec"]["versions"]
+    assert version["subresources"]["scale"] == {
+        "specReplicasPath": ".spec.minSize",
+        "statusReplicasPath": ".status.replicas",
+        "labelSelectorPath": ".status.selector",
+    }
+    for other in ("poolruns.yaml", "agentleases.yaml"):
+        [version] = crds[other]["spec"]["versions"]
+        assert "scale" not in version["subresources"]
+
+
+@pytest.mark.parametrize(
+    ("filename", "columns"),
+    [
+        ("agentpools.yaml", ["MIN", "MAX", "READY", "BUSY", "STATE", "AGE"]),
+        ("poolruns.yaml", ["POOL", "PHASE", "RESULT", "DONE", "FAILED", "ACTIVE", "TOTAL", "AGE"]),
+        ("agentleases.yaml", ["POOL", "PHASE", "AGENT", "TTL", "AGE"]),
+    ],
+)
+def test_default_printer_columns(
+    crds: dict[str, dict[str, Any]], filename: str, columns: list[str]
+) -> None:
+    """`kubectl get` shows DESIGN.md's columns in its order; wide adds more (priority 1)."""
+    [version] = crds[filename]["spec"]["versions"]
+    shown = [col["name"] for col in version["additionalPrinterColumns"] if not col.get("priority")]
+    assert shown == columns
