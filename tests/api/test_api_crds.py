@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import pytest
 from pydantic import Field
 
@@ -133,3 +134,11 @@ def test_default_printer_columns(
     [version] = crds[filename]["spec"]["versions"]
     shown = [col["name"] for col in version["additionalPrinterColumns"] if not col.get("priority")]
     assert shown == columns
+
+
+@pytest.mark.parametrize("filename", ["agentpools.yaml", "poolruns.yaml", "agentleases.yaml"])
+def test_crds_are_valid_customresourcedefinitions(
+    crds: dict[str, dict[str, Any]], filename: str
+) -> None:
+    """Each CRD passes Kubernetes' own CustomResourceDefinition schema in strict mode."""
+    kubernetes_validate.validate(crds[filename], "1.32", strict=True)
