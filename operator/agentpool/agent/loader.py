@@ -3,7 +3,8 @@
 ``python -m agentpool.agent`` calls ``load_agent``. MODULE is a dotted module name importable from
 the working directory, or a path to a ``.py`` file (relative to the working directory or
 absolute), so ``python -m agentpool.agent examples/agents/echo.py:agent`` works from a checkout and
-``/app/examples/agents/echo.py:agent`` from the image. OBJECT defaults to ``agent``.
+the same relative path from the image's working directory (or an absolute one). OBJECT defaults
+to ``agent``.
 """
 
 from __future__ import annotations
