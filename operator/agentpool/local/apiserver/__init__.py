@@ -1,0 +1,12 @@
+"""The local API server: an in-memory, Kubernetes-compatible API on aiohttp, loopback only.
+
+kubectl, the kubernetes client, kopf and the tests talk to it as to a cluster: discovery, OpenAPI,
+CRUD with all four patch types, watch, selectors, Table output, subresources, CRDs with schema
+and CEL validation, finalizers and garbage collection. ``ApiServer`` serves it in the caller's
+event loop; ``serve_in_thread`` on a thread of its own.
+"""
+
+from agentpool.local.apiserver.logs import LOG_PATH_ANNOTATION
+from agentpool.local.apiserver.server import ApiServer, ServerThread, serve_in_thread
+
+__all__ = ["LOG_PATH_ANNOTATION", "ApiServer", "ServerThread", "serve_in_thread"]

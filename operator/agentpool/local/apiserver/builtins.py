@@ -1,0 +1,46 @@
+"""The built-in resources the local API server serves before any CRD is applied.
+
+Only the types agentpool, kopf, kubectl and the tests touch: namespaces, pods (with log and status),
+events in both groups, configmaps, secrets, services, serviceaccounts, coordination leases and
+CustomResourceDefinitions. ``ApiServer`` registers them at start.
+"""
+
+from __future__ import annotations
+
+from agentpool.local.apiserver.resources import ResourceType
+
+CRD_GROUP = "apiextensions.k8s.io"
+
+BUILTINS: tuple[ResourceType, ...] = (
+    ResourceType(
+        "", "v1", "namespaces", "Namespace", "namespace", namespaced=False,
+        short_names=("ns",), status=True,
+        verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
+    ),
+    ResourceType(
+        "", "v1", "pods", "Pod", "pod", namespaced=True, short_names=("po",),
+        categories=("all",), status=True, extra_subresources=("log",),
+    ),
+    ResourceType("", "v1", "events", "Event", "event", namespaced=True, short_names=("ev",)),
+    ResourceType(
+        "", "v1", "configmaps", "ConfigMap", "configmap", namespaced=True, short_names=("cm",)
+    ),
+    ResourceType("", "v1", "secrets", "Secret", "secret", namespaced=True),
+    ResourceType(
+        "", "v1", "services", "Service", "service", namespaced=True, short_names=("svc",),
+        categories=("all",), status=True,
+    ),
+    ResourceType(
+        "", "v1", "serviceaccounts", "ServiceAccount", "serviceaccount", namespaced=True,
+        short_names=("sa",),
+    ),
+    ResourceType(
+        "events.k8s.io", "v1", "events", "Event", "event", namespaced=True, short_names=("ev",)
+    ),
+    ResourceType("coordination.k8s.io", "v1", "leases", "Lease", "lease", namespaced=True),
+    ResourceType(
+        CRD_GROUP, "v1", "customresourcedefinitions", "CustomResourceDefinition",
+        "customresourcedefinition", namespaced=False, short_names=("crd", "crds"),
+        categories=("api-extensions",), status=True, generation=True,
+    ),
+)  # fmt: skip

@@ -1,0 +1,167 @@
+"""The API server's state and the rules every write shares: registry, store, clock, metadata.
+
+``Core`` is what the HTTP layer talks to: it resolves resource types, owns the store and the
+garbage-collection queue, and builds the server-set metadata (uid, timestamps, names) that
+``writes`` and ``deletion`` stamp on objects. It knows nothing about HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from agentpool.local.apiserver.builtins import BUILTINS
+from agentpool.local.apiserver.errors import ApiError, Cause, bad_request, forbidden, invalid
+from agentpool.local.apiserver.resources import Registry, ResourceType
+from agentpool.local.apiserver.store import Key, Store
+
+NAMESPACES: Key = ("", "namespaces")
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+_DNS_LABEL_KINDS = {("", "namespaces"), ("", "services")}
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """Query parameters every write honours."""
+
+    dry_run: bool = False
+    field_validation: str = "Warn"
+    field_manager: str | None = None
+
+
+@dataclass(frozen=True)
+class GcTask:
+    """One piece of garbage-collection work; ``kind`` says what to re-examine."""
+
+    kind: str
+    key: Key
+    namespace: str
+    name: str
+    uid: str = ""
+
+
+def timestamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Core:
+    """Registry, store, clock and the garbage collector's queue."""
+
+    def __init__(
+        self, *, history: int = 10_000, clock: Callable[[], datetime] | None = None
+    ) -> None:
+        self.registry = Registry()
+        for rt in BUILTINS:
+            self.registry.add(rt)
+        self.store = Store(history=history)
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.gc_queue: asyncio.Queue[GcTask] | None = None
+        self.ensure_namespace("default")
+
+    def now(self) -> str:
+        return timestamp(self.clock())
+
+    def resolve(self, group: str, version: str, plural: str) -> ResourceType:
+        rt = self.registry.get(group, version, plural)
+        if rt is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        return rt
+
+    def ensure_namespace(self, name: str) -> None:
+        if self.store.get(NAMESPACES, "", name) is None:
+            obj = {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {
+                    "name": name,
+                    "uid": str(uuid.uuid4()),
+                    "creationTimestamp": self.now(),
+                    "labels": {"kubernetes.io/metadata.name": name},
+                },
+                "spec": {"finalizers": ["kubernetes"]},
+                "status": {"phase": "Active"},
+            }
+            self.store.put(NAMESPACES, obj, None)
+
+    def schedule(self, task: GcTask) -> None:
+        if self.gc_queue is not None:
+            self.gc_queue.put_nowait(task)
+
+    def check_namespace(self, rt: ResourceType, namespace: str, name: str) -> None:
+        """Refuse writes into a namespace that is missing or being deleted, as a cluster does."""
+        ns = self.store.get(NAMESPACES, "", namespace)
+        if ns is None:
+            raise ApiError(
+                404,
+                "NotFound",
+                f'namespaces "{namespace}" not found',
+                {"name": namespace, "kind": "namespaces"},
+            )
+        if ns["metadata"].get("deletionTimestamp"):
+            why = (
+                f"unable to create new content in namespace {namespace} "
+                "because it is being terminated"
+            )
+            raise forbidden(rt, name, why)
+
+    def check_name(self, rt: ResourceType, name: str) -> None:
+        if rt.key in _DNS_LABEL_KINDS:
+            if len(name) > 63 or not _LABEL.match(name):
+                raise invalid(rt, name, [Cause("metadata.name", _label_message(name))])
+        elif len(name) > 253 or not _SUBDOMAIN.match(name):
+            raise invalid(rt, name, [Cause("metadata.name", _subdomain_message(name))])
+
+    def generate_name(self, prefix: str) -> str:
+        return prefix + "".join(random.choices(_SUFFIX_CHARS, k=5))
+
+    def new_metadata(self, rt: ResourceType, meta: dict[str, Any]) -> dict[str, Any]:
+        """Server-set fields of a new object; whatever the client sent for them is dropped."""
+        fresh = {k: v for k, v in meta.items() if k not in _SERVER_FIELDS}
+        fresh["uid"] = str(uuid.uuid4())
+        fresh["creationTimestamp"] = self.now()
+        if rt.generation:
+            fresh["generation"] = 1
+        return fresh
+
+
+_SERVER_FIELDS = {
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "generation",
+    "deletionGracePeriodSeconds",
+    "selfLink",
+}
+
+
+def _subdomain_message(name: str) -> str:
+    return (
+        f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower case '
+        "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
+        "character (e.g. 'example.com', regex used for validation is "
+        "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+    )
+
+
+def _label_message(name: str) -> str:
+    return (
+        f'Invalid value: "{name}": a lowercase RFC 1123 label must consist of lower case '
+        "alphanumeric characters or '-', and must start and end with an alphanumeric character "
+        "(e.g. 'my-name',  or '123-abc', regex used for validation is "
+        "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+    )
+
+
+def require_dict(body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise bad_request("the object provided is unrecognized (must be of type object)")
+    return body

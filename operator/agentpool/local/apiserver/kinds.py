@@ -1,0 +1,126 @@
+"""What the API server sets on particular built-in kinds: pod defaults, namespace phase, service
+cluster IPs, secret ``stringData``, CRD status, and the custom-resource status rule.
+
+``writes`` calls ``prepare_create`` before storing a new object and ``prepare_update`` before
+storing a changed one; both return field causes the write reports as 422 Invalid.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+from typing import Any
+
+from agentpool.local.apiserver.crds import check_crd, crd_status
+from agentpool.local.apiserver.errors import Cause
+from agentpool.local.apiserver.resources import ResourceType
+
+Obj = dict[str, Any]
+
+_CLUSTER_IPS = itertools.count(10)
+_POD_DEFAULTS = {
+    "restartPolicy": "Always",
+    "terminationGracePeriodSeconds": 30,
+    "dnsPolicy": "ClusterFirst",
+    "schedulerName": "default-scheduler",
+    "securityContext": {},
+    "enableServiceLinks": True,
+}
+
+
+def _pod_spec(spec: Obj) -> Obj:
+    spec = {**_POD_DEFAULTS, **spec}
+    containers = []
+    for container in spec.get("containers") or []:
+        image = str(container.get("image", ""))
+        tag = image.rsplit("/", 1)[-1]
+        latest = ":" not in tag or tag.endswith(":latest")
+        containers.append(
+            {
+                "terminationMessagePath": "/dev/termination-log",
+                "terminationMessagePolicy": "File",
+                "imagePullPolicy": "Always" if latest else "IfNotPresent",
+                "resources": {},
+                **container,
+            }
+        )
+    spec["containers"] = containers
+    return spec
+
+
+def _secret(obj: Obj) -> Obj:
+    string_data = obj.pop("stringData", None)
+    if isinstance(string_data, dict):
+        data = dict(obj.get("data") or {})
+        for key, value in string_data.items():
+            data[key] = base64.b64encode(str(value).encode()).decode()
+        obj["data"] = data
+    obj.setdefault("type", "Opaque")
+    return obj
+
+
+def prepare_create(rt: ResourceType, obj: Obj, now: str) -> list[Cause]:
+    """Set what a cluster sets on a new object of this kind."""
+    key = rt.key
+    if rt.custom and rt.status:
+        obj.pop("status", None)
+    elif key == ("", "pods"):
+        if not (obj.get("spec") or {}).get("containers"):
+            return [Cause("spec.containers", "Required value", "FieldValueRequired")]
+        obj["spec"] = _pod_spec(obj.get("spec") or {})
+        obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+    elif key == ("", "namespaces"):
+        obj["spec"] = {"finalizers": ["kubernetes"]}
+        obj["status"] = {"phase": "Active"}
+        name = obj["metadata"]["name"]
+        obj["metadata"]["labels"] = {
+            **(obj["metadata"].get("labels") or {}),
+            "kubernetes.io/metadata.name": name,
+        }
+    elif key == ("", "services"):
+        spec = {"type": "ClusterIP", "sessionAffinity": "None", **(obj.get("spec") or {})}
+        if spec["type"] != "ExternalName" and not spec.get("clusterIP"):
+            n = next(_CLUSTER_IPS)
+            spec["clusterIP"] = f"10.96.{n // 250}.{n % 250 + 1}"
+            spec["clusterIPs"] = [spec["clusterIP"]]
+        spec["ports"] = [
+            {"protocol": "TCP", "targetPort": p.get("port"), **p} for p in spec.get("ports") or []
+        ]
+        obj["spec"] = spec
+        obj["status"] = {"loadBalancer": {}}
+    elif key == ("", "secrets"):
+        _secret(obj)
+    elif key == ("apiextensions.k8s.io", "customresourcedefinitions"):
+        causes = check_crd(obj)
+        if causes:
+            return causes
+        obj["status"] = crd_status(obj, _parse(now))
+    return []
+
+
+def prepare_update(rt: ResourceType, old: Obj, new: Obj, now: str) -> list[Cause]:
+    """Re-derive what a cluster keeps consistent on a changed object of this kind."""
+    key = rt.key
+    if key == ("", "secrets"):
+        _secret(new)
+    elif key == ("", "namespaces"):
+        name = new["metadata"]["name"]
+        new["metadata"]["labels"] = {
+            **(new["metadata"].get("labels") or {}),
+            "kubernetes.io/metadata.name": name,
+        }
+    elif key == ("apiextensions.k8s.io", "customresourcedefinitions"):
+        causes = check_crd(new)
+        if causes:
+            return causes
+        old_names = (old.get("spec") or {}).get("names", {})
+        if old_names.get("plural") != new["spec"]["names"].get("plural"):
+            return [Cause("spec.names.plural", "Invalid value: field is immutable")]
+        new["status"] = crd_status({**new, "status": old.get("status")}, _parse(now))
+    return []
+
+
+def _parse(now: str) -> Any:
+    from datetime import datetime
+
+    return datetime.fromisoformat(now.replace("Z", "+00:00"))

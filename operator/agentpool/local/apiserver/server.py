@@ -1,0 +1,153 @@
+"""``ApiServer``: the local Kubernetes-compatible API server, in process or on its own thread.
+
+``await ApiServer().start()`` serves on loopback in the caller's event loop;
+``serve_in_thread()`` runs one on a daemon thread with its own loop, for tests and for a kopf
+operator running in another thread. Both expose ``url``, request ``counts()`` and
+``reset_counts()``. ``agentpool.local.cluster`` and the tests start it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from aiohttp import web
+
+from agentpool.local.apiserver.core import Core
+from agentpool.local.apiserver.deletion import run_collector
+from agentpool.local.apiserver.handlers import Routes
+
+
+class ApiServer:
+    """An in-memory API server on aiohttp; loopback only."""
+
+    def __init__(
+        self,
+        *,
+        history: int = 10_000,
+        bookmark_interval: float = 30.0,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.core = Core(history=history, clock=clock)
+        self._stopping = False
+        self.routes = Routes(
+            self.core, bookmark_interval=bookmark_interval, stopping=lambda: self._stopping
+        )
+        self._runner: web.AppRunner | None = None
+        self._collector: asyncio.Task[None] | None = None
+        self._port = 0
+        self._host = "127.0.0.1"
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError(f"the local API server listens on loopback only, not {host}")
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        self.routes.attach(app)
+        self._runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, shutdown_timeout=2.0
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port, reuse_address=True)
+        await site.start()
+        server = site._server
+        assert isinstance(server, asyncio.base_events.Server)
+        self._host = host
+        self._port = server.sockets[0].getsockname()[1]
+        self.core.gc_queue = asyncio.Queue()
+        self._collector = asyncio.create_task(run_collector(self.core), name="apiserver-gc")
+
+    @property
+    def url(self) -> str:
+        return f"http://{self._host}:{self._port}"
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    async def stop(self) -> None:
+        self._stopping = True
+        self.core.store.wake_all()
+        if self._collector is not None:
+            self._collector.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._collector
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    def counts(self) -> dict[tuple[str, str], int]:
+        """Requests served so far, by (verb, resource), e.g. ``("patch", "poolruns/status")``."""
+        return dict(self.routes.counts.copy())
+
+    def reset_counts(self) -> None:
+        self.routes.counts.clear()
+
+
+class ServerThread:
+    """An ``ApiServer`` running on its own daemon thread and event loop."""
+
+    def __init__(
+        self, server: ApiServer, loop: asyncio.AbstractEventLoop, thread: threading.Thread
+    ) -> None:
+        self.server = server
+        self.loop = loop
+        self.thread = thread
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def counts(self) -> dict[tuple[str, str], int]:
+        return self.server.counts()
+
+    def reset_counts(self) -> None:
+        self.server.reset_counts()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if not self.thread.is_alive():
+            return
+        future = asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop)
+        with contextlib.suppress(Exception):
+            future.result(timeout)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout)
+
+    def __enter__(self) -> ServerThread:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def serve_in_thread(port: int = 0, **options: Any) -> ServerThread:
+    """Start an ``ApiServer`` on a daemon thread; returns once it accepts connections."""
+    loop = asyncio.new_event_loop()
+    server = ApiServer(**options)
+    ready = threading.Event()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(server.start(port=port))
+        except BaseException as error:
+            failure.append(error)
+            ready.set()
+            return
+        ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    thread = threading.Thread(target=run, name="agentpool-apiserver", daemon=True)
+    thread.start()
+    ready.wait()
+    if failure:
+        raise failure[0]
+    return ServerThread(server, loop, thread)

@@ -1,0 +1,209 @@
+"""The in-memory object store: objects by resource, namespace and name, plus event logs.
+
+Stored objects are never mutated: every write stores a fresh dict, so a watch event can hold the
+object itself and serialise it once for all watchers. One global counter supplies resource
+versions, as etcd's revision does. Each resource keeps a bounded log of its recent events; a
+watch from a resource version older than the log answers 410 Expired, as the real watch cache
+does. Owner references are indexed so garbage collection finds dependents without a scan.
+The write paths in ``writes`` and ``deletion`` are the only callers that change anything here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+Key = tuple[str, str]
+Obj = dict[str, Any]
+
+
+@dataclass(slots=True)
+class Event:
+    """One change to one object; ``previous`` lets selector watches see objects move in or out."""
+
+    seq: int
+    rv: int
+    type: str
+    obj: Obj
+    previous: Obj | None
+    _encoded: bytes | None = field(default=None)
+
+    def encoded(self) -> bytes:
+        """The object as JSON, encoded once however many watchers send it."""
+        if self._encoded is None:
+            self._encoded = json.dumps(self.obj, separators=(",", ":")).encode()
+        return self._encoded
+
+
+class Log:
+    """A resource's recent events; readers follow it by sequence number."""
+
+    def __init__(self, limit: int, floor_rv: int) -> None:
+        self.limit = limit
+        self.events: list[Event] = []
+        self.base = 0
+        self.floor_rv = floor_rv
+        self.closed = False
+        self._waiters: list[asyncio.Future[None]] = []
+
+    @property
+    def end(self) -> int:
+        return self.base + len(self.events)
+
+    def append(self, rv: int, kind: str, obj: Obj, previous: Obj | None) -> None:
+        self.events.append(Event(self.end, rv, kind, obj, previous))
+        if len(self.events) >= 2 * self.limit:
+            dropped = len(self.events) - self.limit
+            self.floor_rv = self.events[dropped - 1].rv
+            del self.events[:dropped]
+            self.base += dropped
+        self.wake()
+
+    def wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def seq_after(self, rv: int) -> int | None:
+        """The first sequence number with a resource version above ``rv``; None if expired."""
+        if rv < self.floor_rv:
+            return None
+        index = bisect.bisect_right(self.events, rv, key=lambda e: e.rv)
+        return self.base + index
+
+    def read(self, seq: int) -> list[Event] | None:
+        """Events from ``seq`` on; None when the reader fell behind the log."""
+        if seq < self.base:
+            return None
+        return self.events[seq - self.base :]
+
+    async def wait(self, seq: int, timeout: float) -> None:
+        if seq < self.end:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(waiter, timeout)
+
+
+class Bucket:
+    """All objects of one resource, by namespace then name ("" for cluster-scoped)."""
+
+    def __init__(self, log: Log) -> None:
+        self.by_ns: dict[str, dict[str, Obj]] = {}
+        self.log = log
+        self.count = 0
+
+    def get(self, namespace: str, name: str) -> Obj | None:
+        names = self.by_ns.get(namespace)
+        return names.get(name) if names is not None else None
+
+    def items(self, namespace: str | None) -> Iterator[Obj]:
+        if namespace is not None:
+            yield from list(self.by_ns.get(namespace, {}).values())
+            return
+        for names in list(self.by_ns.values()):
+            yield from list(names.values())
+
+
+class Store:
+    """Objects, resource versions, event logs and the owner index."""
+
+    def __init__(self, *, history: int = 10_000) -> None:
+        self.rv = 1
+        self.history = history
+        self.buckets: dict[Key, Bucket] = {}
+        self.dependents: dict[str, set[tuple[Key, str, str]]] = {}
+        self.uids: dict[str, tuple[Key, str, str]] = {}
+
+    def bucket(self, key: Key) -> Bucket:
+        bucket = self.buckets.get(key)
+        if bucket is None:
+            bucket = self.buckets[key] = Bucket(Log(self.history, self.rv))
+        return bucket
+
+    def next_rv(self) -> int:
+        self.rv += 1
+        return self.rv
+
+    def get(self, key: Key, namespace: str, name: str) -> Obj | None:
+        return self.bucket(key).get(namespace, name)
+
+    def items(self, key: Key, namespace: str | None = None) -> Iterator[Obj]:
+        return self.bucket(key).items(namespace)
+
+    def put(self, key: Key, obj: Obj, previous: Obj | None) -> Obj:
+        """Store ``obj`` under a fresh resource version and log ADDED or MODIFIED."""
+        rv = self.next_rv()
+        obj["metadata"]["resourceVersion"] = str(rv)
+        meta = obj["metadata"]
+        namespace, name = meta.get("namespace", ""), meta["name"]
+        bucket = self.bucket(key)
+        names = bucket.by_ns.setdefault(namespace, {})
+        if name not in names:
+            bucket.count += 1
+        names[name] = obj
+        self.uids[meta.get("uid", "")] = (key, namespace, name)
+        self._index_owners(key, previous, remove=True)
+        self._index_owners(key, obj, remove=False)
+        bucket.log.append(rv, "ADDED" if previous is None else "MODIFIED", obj, previous)
+        return obj
+
+    def remove(self, key: Key, obj: Obj) -> Obj:
+        """Drop the object and log DELETED with a fresh resource version."""
+        meta = obj["metadata"]
+        namespace, name = meta.get("namespace", ""), meta["name"]
+        bucket = self.bucket(key)
+        names = bucket.by_ns.get(namespace, {})
+        if names.pop(name, None) is not None:
+            bucket.count -= 1
+        if not names:
+            bucket.by_ns.pop(namespace, None)
+        self.uids.pop(meta.get("uid", ""), None)
+        self._index_owners(key, obj, remove=True)
+        rv = self.next_rv()
+        gone = {**obj, "metadata": {**meta, "resourceVersion": str(rv)}}
+        bucket.log.append(rv, "DELETED", gone, obj)
+        return gone
+
+    def drop_resource(self, key: Key) -> None:
+        """Forget a resource whose CRD was deleted, ending its watches."""
+        bucket = self.buckets.pop(key, None)
+        if bucket is not None:
+            for obj in bucket.items(None):
+                self._index_owners(key, obj, remove=True)
+                self.uids.pop(obj["metadata"].get("uid", ""), None)
+            bucket.log.closed = True
+            bucket.log.wake()
+
+    def owned_by(self, uid: str) -> list[tuple[Key, str, str]]:
+        return sorted(self.dependents.get(uid, ()))
+
+    def wake_all(self) -> None:
+        for bucket in self.buckets.values():
+            bucket.log.wake()
+
+    def _index_owners(self, key: Key, obj: Obj | None, *, remove: bool) -> None:
+        if obj is None:
+            return
+        meta = obj["metadata"]
+        refs: Iterable[dict[str, Any]] = meta.get("ownerReferences") or ()
+        entry = (key, meta.get("namespace", ""), meta["name"])
+        for ref in refs:
+            uid = ref.get("uid")
+            if not isinstance(uid, str):
+                continue
+            if remove:
+                owned = self.dependents.get(uid)
+                if owned is not None:
+                    owned.discard(entry)
+                    if not owned:
+                        del self.dependents[uid]
+            else:
+                self.dependents.setdefault(uid, set()).add(entry)
