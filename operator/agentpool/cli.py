@@ -11,34 +11,131 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentpool.io.kube import Kube
 
 
 def _cmd_crds(args: argparse.Namespace) -> int:
     from agentpool.api.crds import render_crds
 
-    out = Path(args.out)
     rendered = render_crds()
+    targets = [Path(args.out)]
+    if args.chart and Path(args.chart).parent.is_dir():
+        targets.append(Path(args.chart))
     if args.check:
-        stale = []
-        for filename, text in rendered.items():
-            path = out / filename
-            if not path.exists() or path.read_text() != text:
-                stale.append(str(path))
+        stale = [
+            out / filename
+            for out in targets
+            for filename, text in rendered.items()
+            if not (out / filename).exists() or (out / filename).read_text() != text
+        ]
+        for path in stale:
+            print(
+                f"{path} differs from what the models in agentpool.api generate; "
+                "run `agentpool crds` to regenerate it",
+                file=sys.stderr,
+            )
         if stale:
-            for path in stale:
-                print(
-                    f"{path} differs from what the models in agentpool.api generate; "
-                    "run `agentpool crds` to regenerate it",
-                    file=sys.stderr,
-                )
             return 1
-        print(f"{len(rendered)} CRDs in {out} match the models")
+        print(f"{len(rendered)} CRDs in {', '.join(map(str, targets))} match the models")
         return 0
-    out.mkdir(parents=True, exist_ok=True)
-    for filename, text in rendered.items():
-        (out / filename).write_text(text)
-        print(f"wrote {out / filename}")
+    for out in targets:
+        out.mkdir(parents=True, exist_ok=True)
+        for filename, text in rendered.items():
+            (out / filename).write_text(text)
+            print(f"wrote {out / filename}")
     return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+
+    from agentpool.handlers.operator import run_operator
+    from agentpool.io.kube import Connection
+
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if args.metrics_port:
+        from agentpool.metrics import serve_metrics
+
+        serve_metrics(args.metrics_port)
+    connection = Connection(server=args.server, context=args.context, kubeconfig=args.kubeconfig)
+    namespaces = [] if args.all_namespaces else args.namespace
+    asyncio.run(
+        run_operator(
+            connection,
+            namespaces=namespaces,
+            liveness_endpoint=args.liveness,
+            peering_name=None if args.standalone else args.peering,
+        )
+    )
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from agentpool.console.demo import demo
+
+    return asyncio.run(demo())
+
+
+def _client_for(args: argparse.Namespace) -> Kube:
+    from agentpool.io.kube import Connection, Kube
+
+    return Kube.connect(
+        Connection(server=args.server, context=args.context, kubeconfig=args.kubeconfig)
+    )
+
+
+def _cmd_watch(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from agentpool.console.runs import watch_run
+
+    kube = _client_for(args)
+    try:
+        return asyncio.run(watch_run(kube, args.namespace, args.run, timeout=args.timeout))
+    finally:
+        kube.close()
+
+
+def _cmd_results(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from agentpool.console.runs import collect_results, print_results
+    from agentpool.io.kube import NotFound
+
+    kube = _client_for(args)
+    try:
+        records = asyncio.run(collect_results(kube, args.namespace, args.run))
+    except NotFound:
+        print(f'poolrun "{args.run}" not found in namespace "{args.namespace}"', file=sys.stderr)
+        return 2
+    finally:
+        kube.close()
+    print_results(records)
+    return 0
+
+
+def _add_client_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--namespace", "-n", default="default", help="the run's namespace")
+    parser.add_argument("--server", help="API server URL (default: kubeconfig)")
+    parser.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)"
+    )
+    parser.add_argument("--context", help="kubeconfig context (default: the current one)")
+
+
+def _cmd_local_up(args: argparse.Namespace) -> int:
+    from agentpool.local.up import run_up
+
+    return run_up(Path(args.dir), port=args.port, operator=args.operator)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,11 +148,73 @@ def build_parser() -> argparse.ArgumentParser:
     crds = sub.add_parser("crds", help="write the CRDs generated from the API models")
     crds.add_argument("--out", default="crds", help="directory to write into (default: crds)")
     crds.add_argument(
+        "--chart",
+        default="charts/agentpool/crds",
+        help="the Helm chart's copy, kept identical (default: charts/agentpool/crds; '' skips it)",
+    )
+    crds.add_argument(
         "--check",
         action="store_true",
         help="write nothing; exit 1, naming each file, if the files differ from the models",
     )
     crds.set_defaults(func=_cmd_crds)
+
+    run = sub.add_parser("run", help="run the operator against a cluster")
+    scope = run.add_mutually_exclusive_group()
+    scope.add_argument(
+        "--namespace",
+        "-n",
+        action="append",
+        default=[],
+        metavar="NS",
+        help="watch this namespace (repeat for several); default: all namespaces",
+    )
+    scope.add_argument("--all-namespaces", "-A", action="store_true", help="watch every namespace")
+    peering = run.add_mutually_exclusive_group()
+    peering.add_argument(
+        "--standalone", action="store_true", help="act alone, without kopf peering (default)"
+    )
+    peering.add_argument(
+        "--peering",
+        metavar="NAME",
+        default=None,
+        help="coordinate with other replicas through the named kopf peering object",
+    )
+    run.add_argument("--liveness", metavar="URL", help="serve a liveness endpoint at this URL")
+    run.add_argument("--metrics-port", type=int, default=0, help="serve Prometheus metrics here")
+    run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    run.add_argument("--server", help="API server URL (default: in-cluster, then kubeconfig)")
+    run.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
+    run.add_argument("--context", help="kubeconfig context (default: the current one)")
+    run.set_defaults(func=_cmd_run)
+
+    demo = sub.add_parser(
+        "demo", help="run the quickstart on a local cluster, show the outcome, and clean up"
+    )
+    demo.set_defaults(func=_cmd_demo)
+
+    watch = sub.add_parser("watch", help="show a PoolRun's progress until it ends")
+    watch.add_argument("run", help="the PoolRun's name")
+    watch.add_argument("--timeout", type=float, default=None, help="give up after this long")
+    _add_client_options(watch)
+    watch.set_defaults(func=_cmd_watch)
+
+    results = sub.add_parser("results", help="print a PoolRun's outputs and failures as JSON Lines")
+    results.add_argument("run", help="the PoolRun's name")
+    _add_client_options(results)
+    results.set_defaults(func=_cmd_results)
+    local = sub.add_parser("local", help="run a local cluster: API server, kubelet and operator")
+    local_sub = local.add_subparsers(dest="local_command", required=True, metavar="COMMAND")
+    up = local_sub.add_parser("up", help="run the local cluster in the foreground until Ctrl-C")
+    up.add_argument("--dir", required=True, help="directory for the kubeconfig, lock and pod logs")
+    up.add_argument("--port", type=int, default=0, help="API server port (default: any free one)")
+    up.add_argument(
+        "--no-operator",
+        dest="operator",
+        action="store_false",
+        help="run only the API server and kubelet",
+    )
+    up.set_defaults(func=_cmd_local_up)
     return parser
 
 

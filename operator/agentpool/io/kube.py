@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import kubernetes
 from kubernetes.client.exceptions import ApiException
 
-from agentpool import GROUP, VERSION
+from agentpool import GROUP, VERSION, metrics
 
 T = TypeVar("T")
 
@@ -87,6 +87,7 @@ class Kube:
     async def _call(self, verb: str, resource: str, fn: Callable[[], T]) -> T:
         if verb not in ("get", "list"):
             self.writes[verb, resource] += 1
+            metrics.API_WRITES.labels(verb, resource).inc()
         try:
             return await asyncio.to_thread(fn)
         except ApiException as error:

@@ -1,0 +1,150 @@
+"""The PoolRun engine's dispatcher and invoker, backed by the operator's brokers and agent client.
+
+The engine (``agentpool.runs``) knows only protocols; this adapter gives it checkouts from the
+pool's broker, calls through :mod:`agentpool.io.agents` with the pool's token, and returns agents
+with the outcome the broker needs. A call races the broker's word that its agent died, so a
+crashed agent fails its item at once rather than after the call timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from agentpool import metrics
+from agentpool.broker import Checkout, Outcome, PoolClosed
+from agentpool.broker import PoolExhausted as BrokerExhausted
+from agentpool.handlers.runtime import PoolHandle, Runtime
+from agentpool.io.agents import InvokeResult
+from agentpool.io.kube import NotFound
+from agentpool.runs.contracts import CheckinOutcome, PoolExhausted, PoolNotFound
+from agentpool.runs.contracts import Checkout as RunCheckout
+
+AGENT_LOST = "AgentLost"
+CAST_POLL_SECONDS = 0.2
+
+_OUTCOMES = {"success": Outcome.SUCCESS, "failure": Outcome.FAILURE, "lost": Outcome.LOST}
+
+
+@dataclass
+class AgentCheckout:
+    """An agent held for one item: the broker's handle and the pool it came from."""
+
+    handle: PoolHandle
+    inner: Checkout
+    run: str = ""
+    cast: bool = False
+
+    @property
+    def agent(self) -> str:
+        return self.inner.agent
+
+
+class BrokerDispatcher:
+    """Checkouts, calls and checkins for the runs of one namespace."""
+
+    def __init__(self, runtime: Runtime, namespace: str) -> None:
+        self._runtime = runtime
+        self._namespace = namespace
+        self._background: set[asyncio.Task[None]] = set()
+
+    async def checkout(
+        self, pool: str, *, timeout: float, priority: int, holder: str
+    ) -> AgentCheckout:
+        key = (self._namespace, pool)
+        handle = self._runtime.pools.get(key)
+        if handle is None:
+            try:
+                await self._runtime.kube.get_custom("agentpools", self._namespace, pool)
+            except NotFound:
+                raise PoolNotFound(
+                    f'AgentPool "{pool}" not found in namespace "{self._namespace}"'
+                ) from None
+            handle = await self._runtime.wait_pool(key, timeout)
+            if handle is None:
+                raise PoolExhausted(f'AgentPool "{pool}" is not served yet after {timeout:g}s')
+        started = time.monotonic()
+        try:
+            inner = await handle.broker.checkout(timeout=timeout, priority=priority, holder=holder)
+        except BrokerExhausted as error:
+            metrics.CHECKOUT_TIMEOUTS.labels(self._namespace, pool).inc()
+            raise PoolExhausted(str(error)) from None
+        except PoolClosed as error:
+            raise PoolNotFound(str(error)) from None
+        elapsed = time.monotonic() - started
+        kind = "warm" if elapsed < metrics.WARM_CHECKOUT_SECONDS else "scaleup"
+        metrics.CHECKOUT_SECONDS.labels(self._namespace, pool, kind).observe(elapsed)
+        return AgentCheckout(handle=handle, inner=inner, run=holder.split("/", 1)[0])
+
+    async def invoke(
+        self, checkout: RunCheckout, envelope: dict[str, Any], *, timeout: float, cast: bool
+    ) -> InvokeResult:
+        assert isinstance(checkout, AgentCheckout)
+        inner = checkout.inner
+        if inner.is_lost:
+            return InvokeResult(
+                ok=False, reason=AGENT_LOST, message=inner.lost_reason or "agent lost", lost=True
+            )
+        call = asyncio.ensure_future(
+            self._runtime.agents.invoke(
+                inner.endpoint, checkout.handle.token, envelope, timeout=timeout, cast=cast
+            )
+        )
+        lost = asyncio.ensure_future(inner.wait_lost())
+        started = time.monotonic()
+        try:
+            await asyncio.wait({call, lost}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            lost.cancel()
+        namespace, run = self._namespace, checkout.run
+        metrics.ITEM_SECONDS.labels(namespace, run).observe(time.monotonic() - started)
+        if int(envelope.get("attempt", 1)) > 1:
+            metrics.RETRIES.labels(namespace, run).inc()
+        if not call.done():
+            call.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await call
+            metrics.ITEMS.labels(namespace, run, "failed").inc()
+            return InvokeResult(
+                ok=False, reason=AGENT_LOST, message=inner.lost_reason or "agent lost", lost=True
+            )
+        result = call.result()
+        outcome = "succeeded" if result.ok else "failed"
+        metrics.ITEMS.labels(namespace, run, outcome).inc()
+        checkout.cast = cast and result.ok
+        return result
+
+    async def checkin(self, checkout: RunCheckout, outcome: CheckinOutcome) -> None:
+        assert isinstance(checkout, AgentCheckout)
+        handle, inner = checkout.handle, checkout.inner
+        verdict = _OUTCOMES[outcome]
+        if checkout.cast and verdict is not Outcome.LOST:
+            # A cast item is still running on the agent: it goes back once it reports idle.
+            task = asyncio.create_task(self._return_when_idle(checkout))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+            return
+        await self._return(handle, inner, verdict)
+
+    async def _return(self, handle: PoolHandle, inner: Checkout, verdict: Outcome) -> None:
+        if (
+            verdict is not Outcome.LOST
+            and handle.reset_between_items
+            and not inner.is_lost
+            and not await self._runtime.agents.reset(inner.endpoint, handle.token)
+        ):
+            verdict = Outcome.RESET_FAILED
+        handle.broker.checkin(inner, verdict)
+
+    async def _return_when_idle(self, checkout: AgentCheckout) -> None:
+        handle, inner = checkout.handle, checkout.inner
+        while not inner.is_lost:
+            status = await self._runtime.agents.status(inner.endpoint, handle.token)
+            if status is not None and not status.busy:
+                await self._return(handle, inner, Outcome.SUCCESS)
+                return
+            await asyncio.sleep(CAST_POLL_SECONDS)
+        handle.broker.checkin(inner, Outcome.LOST)

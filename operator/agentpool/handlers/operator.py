@@ -1,0 +1,109 @@
+"""Assembles and runs the kopf operator: settings, login, and every handler of the project.
+
+``agentpool run`` calls :func:`run_operator` in a cluster; the local cluster calls it in process
+with the local API server's URL. Each call builds its own registry, so two operators (a test that
+restarts one, say) never share handlers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Collection
+from typing import Any
+
+import kopf
+
+from agentpool.handlers import leases, pods, pools, runs
+from agentpool.handlers.runtime import Runtime
+from agentpool.io.agents import AgentClient
+from agentpool.io.kube import Connection, Kube, credentials
+
+PREFIX = "agentpool.dev"
+
+
+def build_settings(*, embedded: bool) -> kopf.OperatorSettings:
+    settings = kopf.OperatorSettings()
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=PREFIX)
+    settings.persistence.finalizer = f"{PREFIX}/finalizer"
+    # Only agent pods matter to the operator: filter them on the server, not in Python.
+    settings.watching.label_selectors["v1", "pods"] = pools.POOL_LABEL
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.posting.level = logging.INFO
+    settings.execution.max_workers = 8
+    if embedded:
+        # Embedded in a larger process (the local cluster, tests): never SIGKILL the host
+        # process when the operator stops some other way than through its stop flag.
+        settings.process.ultimate_exiting_timeout = None
+    return settings
+
+
+def build_registry(runtime: Runtime, connection: Connection) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.login(registry=registry)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        found = credentials(connection)
+        return kopf.ConnectionInfo(
+            server=found["server"],
+            ca_path=found["ca_path"],
+            insecure=found["insecure"],
+            scheme=found["scheme"],
+            token=found["token"],
+            certificate_path=found["certificate_path"],
+            private_key_path=found["private_key_path"],
+            default_namespace="default",
+        )
+
+    @kopf.on.probe(id="pools", registry=registry)
+    def probe_pools(**_: Any) -> int:
+        return len(runtime.pools)
+
+    pods.register(registry, runtime)
+    pools.register(registry, runtime)
+    runs.register(registry, runtime)
+    leases.register(registry, runtime)
+    return registry
+
+
+async def run_operator(
+    connection: Connection,
+    *,
+    namespaces: Collection[str] = (),
+    stop_flag: asyncio.Event | None = None,
+    ready_flag: asyncio.Event | None = None,
+    liveness_endpoint: str | None = None,
+    peering_name: str | None = None,
+    embedded: bool = False,
+) -> None:
+    """Run the operator until ``stop_flag`` is set (or, without one, until cancelled).
+
+    ``namespaces`` limits it to those namespaces; empty means cluster-wide. ``peering_name``
+    turns on kopf peering so that only one of several replicas acts at a time.
+    """
+    kube = Kube.connect(connection)
+    agents = AgentClient()
+    runtime = Runtime(kube=kube, agents=agents)
+    registry = build_registry(runtime, connection)
+    settings = build_settings(embedded=embedded)
+    try:
+        await kopf.operator(
+            registry=registry,
+            settings=settings,
+            clusterwide=not namespaces,
+            namespaces=list(namespaces),
+            standalone=peering_name is None,
+            peering_name=peering_name,
+            # kopf pauses every peer whose priority equals another live peer's: each replica
+            # takes its own, so exactly one (the highest) acts at a time.
+            priority=random.randint(1, 2**31) if peering_name else None,
+            stop_flag=stop_flag,
+            ready_flag=ready_flag,
+            liveness_endpoint=liveness_endpoint,
+        )
+    finally:
+        await agents.close()
+        kube.close()

@@ -1,0 +1,36 @@
+"""Watches agent pods and feeds what it sees to their pool, without polling.
+
+kopf lists and watches pods carrying the pool label (filtered on the server). Each event updates
+the pool's view of its pods and hands readiness changes to the broker at once, so a waiter is
+served the moment its agent turns Ready; then it wakes the pool's reconcile loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+
+from agentpool.handlers import pools
+from agentpool.handlers.runtime import Runtime
+from agentpool.pool.manifests import POOL_LABEL
+
+
+def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
+    @kopf.on.event("v1", "pods", labels={POOL_LABEL: kopf.PRESENT}, registry=registry)
+    def pod_event(
+        event: kopf.RawEvent, namespace: str | None, labels: Mapping[str, str], **_: Any
+    ) -> None:
+        pod: dict[str, Any] = dict(event["object"])
+        key = (namespace or "", labels[POOL_LABEL])
+        handle = runtime.pools.get(key)
+        seen = handle.pods if handle is not None else runtime.orphan_pods.setdefault(key, {})
+        name = pod["metadata"]["name"]
+        if event.get("type") == "DELETED":
+            seen.pop(name, None)
+        else:
+            seen[name] = pod
+        if handle is not None:
+            pools.sync_broker(handle)
+            handle.poke()

@@ -1,0 +1,361 @@
+"""The AgentPool controller: one reconcile loop per pool, level-based.
+
+A kopf daemon runs for each AgentPool. Each pass observes the pool's pods (kept current by the pod
+watch in :mod:`agentpool.handlers.pods`) and the broker's waiters, asks the pure pool core for a
+plan, applies it (retire through the broker, then delete; create pods) and writes the status when
+it changed. A pass runs when something changes (a pod event, a waiter, a spec change) and at
+least every few seconds for the time-based rules (idle timeout, lifetime).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+
+from agentpool import GROUP, VERSION, metrics
+from agentpool.api import AgentPoolSpec, AgentPoolStatus
+from agentpool.api.reasons import EventReason
+from agentpool.broker import Checkout, Outcome
+from agentpool.handlers.conditions import merge_conditions, now_iso
+from agentpool.handlers.runtime import PoolHandle, Runtime
+from agentpool.io.kube import Conflict, NotFound
+from agentpool.pool import DemandSample, PoolPolicy, compute_status, plan
+from agentpool.pool.manifests import (
+    POOL_LABEL,
+    agent_pod,
+    pool_selector,
+    read_token,
+    template_hash,
+    token_secret,
+    token_secret_name,
+)
+from agentpool.pool.pods import is_ready, observe_pod
+
+__all__ = ["POOL_LABEL", "register", "sync_broker"]
+
+log = logging.getLogger(__name__)
+
+#: The longest a pass waits for a trigger before looking again.
+IDLE_PASS_SECONDS = 5.0
+#: While overflow or lifetimes are in play, look often enough to honour them to the second.
+TIMED_PASS_SECONDS = 1.0
+#: Status writes of one pool are coalesced to at most one per this many seconds.
+STATUS_INTERVAL_SECONDS = 1.0
+#: Demand is sampled for the sizing recommendation this often, over this window.
+SAMPLE_SECONDS = 10.0
+SAMPLE_WINDOW_SECONDS = 3600.0
+#: A deleted pool waits this long for busy agents before its pods go.
+DRAIN_SECONDS = 30.0
+#: How often an agent found busy after a restart is asked whether it is done.
+RESTORED_POLL_SECONDS = 0.5
+
+
+def policy_of(spec: dict[str, Any]) -> PoolPolicy:
+    model = AgentPoolSpec.model_validate(spec)
+    return PoolPolicy.from_spec(model, template_hash=template_hash(spec))
+
+
+def sync_broker(handle: PoolHandle) -> None:
+    """Hand the broker the pods as they are now; readiness changes take effect at once."""
+    now = time.time()
+    observed = []
+    for name, pod in handle.pods.items():
+        if is_ready(pod) and name not in handle.first_ready:
+            handle.first_ready[name] = now
+        observed.append(observe_pod(pod, first_ready=handle.first_ready.get(name)))
+    handle.broker.update_agents(observed)
+    for name in list(handle.first_ready):
+        if name not in handle.pods:
+            del handle.first_ready[name]
+
+
+def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
+    @kopf.index("v1", "pods", labels={POOL_LABEL: kopf.PRESENT}, registry=registry)
+    def pods_by_pool(
+        body: kopf.Body, namespace: str | None, labels: Mapping[str, str], **_: Any
+    ) -> dict[tuple[str | None, str], dict[str, Any]]:
+        # Seen by the pool loop when it starts, so a restarted operator knows every pod (kopf
+        # starts no handler before every index has been listed).
+        return {(namespace, labels[POOL_LABEL]): dict(body)}
+
+    @kopf.on.event(GROUP, VERSION, "agentpools", registry=registry)
+    def pool_event(namespace: str | None, name: str, **_: Any) -> None:
+        handle = runtime.pools.get((namespace or "", name))
+        if handle is not None:
+            handle.poke()
+
+    @kopf.daemon(
+        GROUP,
+        VERSION,
+        "agentpools",
+        registry=registry,
+        cancellation_timeout=DRAIN_SECONDS + 15,
+    )
+    async def pool_loop(
+        body: kopf.Body,
+        name: str,
+        namespace: str | None,
+        stopped: kopf.DaemonStopped,
+        **kwargs: Any,
+    ) -> None:
+        namespace = namespace or ""
+        pods_by_pool: kopf.Index[tuple[str, str], dict[str, Any]] = kwargs["pods_by_pool"]
+        key = (namespace, name)
+        spec = dict(body.get("spec") or {})
+        policy = policy_of(spec)
+        wake = asyncio.Event()
+        handle = PoolHandle(
+            namespace=namespace,
+            name=name,
+            broker=runtime.brokers.ensure(namespace, name, policy, on_change=wake.set),
+            port=policy.port,
+            wake=wake,
+        )
+        for pod in pods_by_pool.get(key, []):
+            handle.pods[pod["metadata"]["name"]] = pod
+        handle.pods.update(runtime.orphan_pods.pop(key, {}))
+        handle.token = await ensure_token(runtime, dict(body))
+        runtime.pools[key] = handle
+        sync_broker(handle)
+        restorers = await restore_busy_agents(runtime, handle)
+        runtime.started_event(key).set()
+        try:
+            while not stopped:
+                handle.wake.clear()
+                try:
+                    delay = await reconcile(runtime, handle, body)
+                except (ValueError, kopf.PermanentError) as error:
+                    log.warning("pool %s/%s: %s", namespace, name, error)
+                    delay = IDLE_PASS_SECONDS
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(handle.wake.wait(), delay)
+        finally:
+            for task in restorers:
+                task.cancel()
+            deleted = bool(
+                stopped.reason and stopped.reason & kopf.DaemonStoppingReason.RESOURCE_DELETED
+            )
+            if deleted:
+                await drain(runtime, handle)
+            runtime.pools.pop(key, None)
+            runtime.pool_started.pop(key, None)
+
+
+async def ensure_token(runtime: Runtime, pool: dict[str, Any]) -> str:
+    """The pool's agent token, from its Secret, creating the Secret on first sight."""
+    namespace, name = pool["metadata"]["namespace"], pool["metadata"]["name"]
+    try:
+        return read_token(await runtime.kube.read_secret(namespace, token_secret_name(name)))
+    except NotFound:
+        pass
+    token = secrets.token_urlsafe(32)
+    try:
+        await runtime.kube.create_secret(namespace, token_secret(pool, token))
+    except Conflict:
+        return read_token(await runtime.kube.read_secret(namespace, token_secret_name(name)))
+    return token
+
+
+async def restore_busy_agents(runtime: Runtime, handle: PoolHandle) -> list[asyncio.Task[None]]:
+    """After a restart, ask each Ready agent whether it is still working on an item.
+
+    A busy agent is held by the broker until it reports idle, so it is never handed out twice.
+    """
+    tasks: list[asyncio.Task[None]] = []
+    for agent in handle.broker.agents():
+        if not agent.ready or not agent.ip:
+            continue
+        endpoint = f"http://{agent.ip}:{handle.port}"
+        status = await runtime.agents.status(endpoint, handle.token, timeout=2.0)
+        if status is None or not status.busy:
+            continue
+        checkout = handle.broker.restore_busy(agent.name, _item_id(status.current))
+        if checkout is not None:
+            tasks.append(asyncio.create_task(release_when_idle(runtime, handle, checkout)))
+    return tasks
+
+
+def _item_id(current: Any) -> str | None:
+    return None if current is None else str(current)
+
+
+async def release_when_idle(runtime: Runtime, handle: PoolHandle, checkout: Checkout) -> None:
+    while not checkout.is_lost:
+        status = await runtime.agents.status(checkout.endpoint, handle.token, timeout=2.0)
+        if status is not None and not status.busy:
+            handle.broker.checkin(checkout, Outcome.SUCCESS)
+            return
+        await asyncio.sleep(RESTORED_POLL_SECONDS)
+
+
+async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> float:
+    """One pass: plan from what is observed, apply, report. Returns when to look again."""
+    pool = dict(body)
+    spec = pool.get("spec") or {}
+    policy = policy_of(spec)
+    handle.port = policy.port
+    handle.reset_between_items = bool(spec.get("resetBetweenItems", False))
+    handle.broker.update_policy(policy)
+    sync_broker(handle)
+    now = time.time()
+    agents = handle.broker.agents()
+    waiters = handle.broker.waiters()
+    decided = plan(policy, agents, waiters, now)
+
+    retired = set(handle.broker.retire(decided.retired_names))
+    for retirement in decided.retire:
+        if retirement.name not in retired:
+            continue
+        await runtime.kube.delete_pod(handle.namespace, retirement.name)
+        pod = handle.pods.get(retirement.name)
+        if pod is not None:
+            pod["metadata"]["deletionTimestamp"] = now_iso()
+        _event(
+            body,
+            "Normal",
+            EventReason.AGENT_RETIRED,
+            f"Retired agent {retirement.name}: {retirement.reason}",
+        )
+    created = 0
+    for _ in range(decided.create):
+        try:
+            pod = await runtime.kube.create_pod(handle.namespace, agent_pod(pool))
+        except Exception as error:  # reported, and retried on the next pass
+            _event(body, "Warning", "CreateFailed", f"Creating an agent pod failed: {error}")
+            break
+        handle.pods[pod["metadata"]["name"]] = pod
+        created += 1
+    if created:
+        sync_broker(handle)
+        replaced = min(created, len(retired))
+        if replaced:
+            _event(
+                body,
+                "Normal",
+                EventReason.AGENT_REPLACED,
+                f"Created {replaced} agent(s) to replace retired ones",
+            )
+        if created > replaced:
+            _event(
+                body,
+                "Normal",
+                EventReason.SCALED_UP,
+                f"Scaled up by {created - replaced} to {decided.desired} agents"
+                f" ({len(waiters)} waiting)",
+            )
+    scaled_down = sum(
+        1 for r in decided.retire if r.name in retired and r.reason in ("IdleTimeout", "ScaledDown")
+    )
+    if scaled_down:
+        _event(
+            body,
+            "Normal",
+            EventReason.SCALED_DOWN,
+            f"Scaled down by {scaled_down} to {decided.desired} agents",
+        )
+
+    await write_status(runtime, handle, pool, policy, now)
+    timed = policy.max_overflow > 0 or policy.max_lifetime_seconds > 0 or waiters
+    return TIMED_PASS_SECONDS if timed else IDLE_PASS_SECONDS
+
+
+async def write_status(
+    runtime: Runtime, handle: PoolHandle, pool: dict[str, Any], policy: PoolPolicy, now: float
+) -> None:
+    if not handle.history or now - handle.history[-1].at >= SAMPLE_SECONDS:
+        counts = handle.broker.counts()
+        handle.history.append(DemandSample(at=now, busy=counts["busy"], waiting=counts["waiting"]))
+        handle.history = [s for s in handle.history if now - s.at <= SAMPLE_WINDOW_SECONDS]
+    view = compute_status(
+        policy,
+        handle.broker.agents(),
+        handle.broker.waiters(),
+        now,
+        history=handle.history,
+        window_seconds=SAMPLE_WINDOW_SECONDS,
+    )
+    record_metrics(handle, view.waiting)
+    previous = pool.get("status") or {}
+    generation = pool["metadata"].get("generation")
+    status = AgentPoolStatus.model_validate(
+        {
+            "replicas": view.replicas,
+            "readyReplicas": view.ready_replicas,
+            "available": view.available,
+            "busy": view.busy,
+            "overflow": view.overflow,
+            "waiting": view.waiting,
+            "state": view.state,
+            "selector": pool_selector(handle.name),
+            "observedGeneration": generation,
+            "recommendation": (
+                {"minSize": view.recommendation.min_size, "maxSize": view.recommendation.max_size}
+                if view.recommendation
+                else None
+            ),
+            "coldStartSeconds": (
+                round(view.cold_start_seconds, 3) if view.cold_start_seconds is not None else None
+            ),
+        }
+    ).model_dump(by_alias=True, exclude_none=True, mode="json")
+    status["conditions"] = merge_conditions(
+        previous.get("conditions"), view.conditions, generation=generation, now=now_iso()
+    )
+    if status == handle.last_status:
+        return
+    since = now - handle.last_status_at
+    if since < STATUS_INTERVAL_SECONDS:
+        # Coalesce: the next pass (woken by then at the latest) writes the newest status.
+        handle.wake_at(STATUS_INTERVAL_SECONDS - since)
+        return
+    try:
+        await runtime.kube.patch_status("agentpools", handle.namespace, handle.name, status)
+    except NotFound:
+        return
+    handle.last_status = status
+    handle.last_status_at = now
+
+
+async def drain(runtime: Runtime, handle: PoolHandle) -> None:
+    """The pool is being deleted: refuse new checkouts, let busy agents finish (bounded),
+    then delete the pods."""
+    runtime.brokers.close(handle.namespace, handle.name)
+    deadline = time.monotonic() + DRAIN_SECONDS
+    while handle.broker.counts()["busy"] and time.monotonic() < deadline:
+        handle.wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(handle.wake.wait(), 0.5)
+    for name in list(handle.pods):
+        await runtime.kube.delete_pod(handle.namespace, name)
+
+
+def record_metrics(handle: PoolHandle, waiting: int) -> None:
+    states = dict.fromkeys(AGENT_STATES, 0)
+    for agent in handle.broker.agents():
+        if agent.deleting:
+            states["retiring"] += 1
+        elif agent.busy:
+            states["busy"] += 1
+        elif agent.idle:
+            states["idle"] += 1
+        elif agent.pending:
+            states["starting"] += 1
+        else:
+            states["unready"] += 1
+    for state, count in states.items():
+        metrics.AGENTS.labels(handle.namespace, handle.name, state).set(count)
+    metrics.WAITERS.labels(handle.namespace, handle.name).set(waiting)
+
+
+AGENT_STATES = ("idle", "busy", "starting", "unready", "retiring")
+
+
+def _event(body: kopf.Body, kind: str, reason: str, message: str) -> None:
+    kopf.event(body, type=kind, reason=str(reason), message=message)

@@ -1,0 +1,170 @@
+"""The PoolRun controller: a kopf daemon per run that drives the run engine.
+
+The daemon resolves the run's settings (the pool's timeouts as defaults), opens its source,
+restores its progress from status (and the result ConfigMaps) after a restart, and awaits
+:class:`agentpool.runs.engine.RunEngine`. ``spec.suspend`` changes reach the engine as they are
+watched. A finished run with ``ttlSecondsAfterFinished`` is deleted that long after it ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+import kopf
+import pydantic
+
+from agentpool import GROUP, VERSION
+from agentpool.api import PoolRunSpec
+from agentpool.handlers.conditions import now_iso
+from agentpool.handlers.dispatch import BrokerDispatcher
+from agentpool.handlers.runtime import Runtime
+from agentpool.io.kube import NotFound
+from agentpool.pool.manifests import owner_reference
+from agentpool.pool.pods import epoch
+from agentpool.runs.config import config_from_spec
+from agentpool.runs.engine import RunEngine
+from agentpool.runs.sources import HttpSource, ItemSource, configmap_source, inline_source
+
+FINISHED = frozenset({"Succeeded", "Failed"})
+RUN_LABEL = "agentpool.dev/run"
+
+
+class KubeSink:
+    """Where a run's progress goes: its status, its result ConfigMaps and its Events."""
+
+    def __init__(self, runtime: Runtime, body: kopf.Body) -> None:
+        self._runtime = runtime
+        self._body = body
+        self._namespace = str(body["metadata"]["namespace"])
+        self._name = str(body["metadata"]["name"])
+
+    async def write(self, patch: dict[str, Any]) -> None:
+        with contextlib.suppress(NotFound):
+            await self._runtime.kube.patch_status("poolruns", self._namespace, self._name, patch)
+
+    async def write_results_configmap(self, name: str, data: dict[str, str]) -> None:
+        await self._runtime.kube.apply_configmap(
+            self._namespace,
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": name,
+                    "namespace": self._namespace,
+                    "labels": {RUN_LABEL: self._name, "app.kubernetes.io/managed-by": "agentpool"},
+                    "ownerReferences": [owner_reference(dict(self._body))],
+                },
+                "data": data,
+            },
+        )
+
+    async def event(self, type: str, reason: str, message: str) -> None:
+        kopf.event(self._body, type=type, reason=reason, message=message)
+
+
+async def open_source(runtime: Runtime, namespace: str, spec: PoolRunSpec) -> ItemSource:
+    source = spec.source
+    if source.items is not None:
+        return inline_source(list(source.items))
+    if source.config_map_ref is not None:
+        ref = source.config_map_ref
+        try:
+            configmap = await runtime.kube.read_configmap(namespace, ref.name)
+        except NotFound:
+            return configmap_source(ref.name, ref.key, None)
+        return configmap_source(ref.name, ref.key, dict(configmap.get("data") or {}))
+    assert source.http is not None  # the CRD admits exactly one source
+    return HttpSource(source.http.url)
+
+
+async def pool_defaults(runtime: Runtime, namespace: str, pool: str | None) -> dict[str, float]:
+    """The pool's checkout and call timeouts, which a run inherits unless it sets its own."""
+    defaults = {"checkout_timeout_seconds": 30.0, "call_timeout_seconds": 300.0}
+    if pool is None:
+        return defaults
+    try:
+        spec = (await runtime.kube.get_custom("agentpools", namespace, pool)).get("spec") or {}
+    except NotFound:
+        return defaults
+    return {
+        "checkout_timeout_seconds": float(spec.get("checkoutTimeoutSeconds", 30)),
+        "call_timeout_seconds": float(spec.get("callTimeoutSeconds", 300)),
+    }
+
+
+def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
+    engines: dict[tuple[str, str], RunEngine] = {}
+
+    @kopf.on.field(GROUP, VERSION, "poolruns", field="spec.suspend", registry=registry)
+    def suspend_changed(name: str, namespace: str | None, new: Any, **_: Any) -> None:
+        engine = engines.get((namespace or "", name))
+        if engine is not None:
+            engine.set_suspended(bool(new))
+
+    @kopf.daemon(GROUP, VERSION, "poolruns", registry=registry, cancellation_timeout=10)
+    async def run_loop(
+        body: kopf.Body, name: str, namespace: str | None, stopped: kopf.DaemonStopped, **_: Any
+    ) -> None:
+        namespace = namespace or ""
+        status = dict(body.get("status") or {})
+        if status.get("phase") not in FINISHED:
+            try:
+                spec = PoolRunSpec.model_validate(dict(body.get("spec") or {}))
+            except pydantic.ValidationError as error:
+                await KubeSink(runtime, body).write(
+                    {
+                        "phase": "Failed",
+                        "message": f"the spec is invalid: {error}",
+                        "completionTime": now_iso(),
+                    }
+                )
+                return
+            raw_spec = dict(body.get("spec") or {})
+            pool = (raw_spec.get("poolRef") or {}).get("name")
+            config = config_from_spec(
+                name, raw_spec, **(await pool_defaults(runtime, namespace, pool))
+            )
+            configmaps = {}
+            for ref in status.get("resultRefs") or []:
+                with contextlib.suppress(NotFound):
+                    data = (await runtime.kube.read_configmap(namespace, ref["name"])).get("data")
+                    configmaps[ref["name"]] = dict(data or {})
+            dispatcher = BrokerDispatcher(runtime, namespace)
+            engine = RunEngine(
+                config,
+                source=await open_source(runtime, namespace, spec),
+                dispatcher=dispatcher,
+                invoker=dispatcher,
+                sink=KubeSink(runtime, body),
+                status=status,
+                configmaps=configmaps,
+                suspended=spec.suspend,
+            )
+            engines[(namespace, name)] = engine
+            task = asyncio.ensure_future(engine.run())
+            stop = asyncio.ensure_future(stopped.wait())
+            try:
+                await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stop.cancel()
+                engines.pop((namespace, name), None)
+                if not task.done():
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+            if not task.done() or task.cancelled():
+                return
+            task.result()
+            completion = time.time()
+        else:
+            completion = epoch(status.get("completionTime")) or time.time()
+        ttl = (body.get("spec") or {}).get("ttlSecondsAfterFinished")
+        if ttl is None:
+            return
+        remaining = completion + float(ttl) - time.time()
+        if remaining > 0 and await stopped.wait(remaining):
+            return
+        await runtime.kube.delete_custom("poolruns", namespace, name)

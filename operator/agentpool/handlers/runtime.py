@@ -1,0 +1,74 @@
+"""The operator's in-memory state, shared by its handlers.
+
+One :class:`Runtime` per running operator holds the API and agent clients and, per AgentPool, a
+:class:`PoolHandle`: the pool's broker, the pods last seen by the watch, and the event that wakes
+the pool's reconcile loop. Handlers receive it by closure when they are registered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentpool.broker import Broker, Brokers
+from agentpool.io.agents import AgentClient
+from agentpool.io.kube import Kube
+from agentpool.pool import DemandSample
+
+PoolKey = tuple[str, str]
+
+
+@dataclass
+class PoolHandle:
+    """What the operator knows about one pool between reconciles."""
+
+    namespace: str
+    name: str
+    broker: Broker
+    port: int
+    wake: asyncio.Event
+    token: str = ""
+    reset_between_items: bool = False
+    pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # When the operator first saw each pod Ready, to tell "turned unready" from "never ready".
+    first_ready: dict[str, float] = field(default_factory=dict)
+    history: list[DemandSample] = field(default_factory=list)
+    last_status: dict[str, Any] | None = None
+    last_status_at: float = 0.0
+
+    def poke(self) -> None:
+        """Ask the pool's reconcile loop to look again."""
+        self.wake.set()
+
+    def wake_at(self, delay: float) -> None:
+        """Ask the pool's reconcile loop to look again in ``delay`` seconds."""
+        asyncio.get_running_loop().call_later(delay, self.wake.set)
+
+
+@dataclass
+class Runtime:
+    kube: Kube
+    agents: AgentClient
+    brokers: Brokers = field(default_factory=Brokers)
+    pools: dict[PoolKey, PoolHandle] = field(default_factory=dict)
+    # Pods seen before their pool's loop started; the loop adopts them when it starts.
+    orphan_pods: dict[PoolKey, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    pool_started: dict[PoolKey, asyncio.Event] = field(default_factory=dict)
+
+    def started_event(self, key: PoolKey) -> asyncio.Event:
+        event = self.pool_started.get(key)
+        if event is None:
+            event = self.pool_started[key] = asyncio.Event()
+        return event
+
+    async def wait_pool(self, key: PoolKey, timeout: float) -> PoolHandle | None:
+        """The pool's handle once its loop runs, or None if it does not start in time."""
+        handle = self.pools.get(key)
+        if handle is not None:
+            return handle
+        try:
+            await asyncio.wait_for(self.started_event(key).wait(), timeout)
+        except TimeoutError:
+            return None
+        return self.pools.get(key)

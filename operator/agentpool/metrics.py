@@ -1,0 +1,73 @@
+"""The operator's Prometheus metrics, defined once and served on ``--metrics-port``.
+
+The pool controller sets the agent and waiter gauges on every pass, the run dispatcher times
+checkouts and items, and the Kubernetes API module counts writes. Everything lives in one
+registry so an embedded operator (tests, the local cluster) can be read without global state
+leaking between them.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+AGENTS = Gauge(
+    "agentpool_agents",
+    "Agents of a pool by state: idle, busy, starting, unready, retiring.",
+    ["namespace", "pool", "state"],
+    registry=REGISTRY,
+)
+WAITERS = Gauge(
+    "agentpool_waiters",
+    "Checkouts waiting for an agent of the pool.",
+    ["namespace", "pool"],
+    registry=REGISTRY,
+)
+CHECKOUT_SECONDS = Histogram(
+    "agentpool_checkout_seconds",
+    "Time from asking for an agent to holding one; warm when an idle agent was there, "
+    "scaleup when the checkout had to wait.",
+    ["namespace", "pool", "kind"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+    registry=REGISTRY,
+)
+CHECKOUT_TIMEOUTS = Counter(
+    "agentpool_checkout_timeouts_total",
+    "Checkouts that found no agent within their timeout.",
+    ["namespace", "pool"],
+    registry=REGISTRY,
+)
+ITEMS = Counter(
+    "agentpool_items_total",
+    "Item attempts by run and outcome (succeeded, failed).",
+    ["namespace", "run", "outcome"],
+    registry=REGISTRY,
+)
+ITEM_SECONDS = Histogram(
+    "agentpool_item_duration_seconds",
+    "Time an agent took over one item attempt, as the operator measured the call.",
+    ["namespace", "run"],
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+    registry=REGISTRY,
+)
+RETRIES = Counter(
+    "agentpool_retries_total",
+    "Item attempts beyond the first.",
+    ["namespace", "run"],
+    registry=REGISTRY,
+)
+API_WRITES = Counter(
+    "agentpool_api_writes_total",
+    "Writes the operator made to the Kubernetes API, by verb and resource.",
+    ["verb", "resource"],
+    registry=REGISTRY,
+)
+
+#: A checkout that took longer than this waited for an agent rather than finding one idle.
+WARM_CHECKOUT_SECONDS = 0.005
+
+
+def serve_metrics(port: int, host: str = "0.0.0.0") -> None:
+    """Serve ``/metrics`` from a background thread."""
+    start_http_server(port, addr=host, registry=REGISTRY)

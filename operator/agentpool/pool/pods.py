@@ -1,0 +1,120 @@
+"""Reading an agent pod: from its manifest and status to the pool core's :class:`ObservedAgent`.
+
+Pure functions over the pod as a dict in wire form. The pool handler calls :func:`observe_pod`
+for every pod the watch has shown it, adds what the broker knows (busy, uses, failures in a row),
+and passes the result to the planner. Times are seconds since the epoch, the clock the operator
+gives the core as ``now``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from agentpool.pool.manifests import TEMPLATE_HASH_ANNOTATION
+from agentpool.pool.observed import ObservedAgent
+
+
+def epoch(timestamp: str | None) -> float | None:
+    """An RFC 3339 timestamp as seconds since the epoch (None stays None)."""
+    if not timestamp:
+        return None
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+
+
+def condition(pod: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind:
+            found: dict[str, Any] = cond
+            return found
+    return None
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    """Ready as the pool understands it: Running, Ready condition True, not being deleted."""
+    status = pod.get("status") or {}
+    if pod["metadata"].get("deletionTimestamp") or status.get("phase") != "Running":
+        return False
+    ready = condition(pod, "Ready")
+    return bool(ready and ready.get("status") == "True")
+
+
+def ready_since(pod: dict[str, Any]) -> float | None:
+    """When the pod last turned Ready, if it is Ready now."""
+    if not is_ready(pod):
+        return None
+    ready = condition(pod, "Ready") or {}
+    return epoch(ready.get("lastTransitionTime")) or epoch(
+        (pod.get("status") or {}).get("startTime")
+    )
+
+
+def container_waiting_reason(pod: dict[str, Any]) -> str | None:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        waiting = (status.get("state") or {}).get("waiting")
+        if waiting and waiting.get("reason"):
+            reason: str = waiting["reason"]
+            return reason
+    return None
+
+
+def is_failed(pod: dict[str, Any]) -> bool:
+    """The pod's agent is gone for good: the pod ended, or its container keeps crashing."""
+    phase = (pod.get("status") or {}).get("phase")
+    if phase in ("Failed", "Succeeded"):
+        return True
+    return container_waiting_reason(pod) == "CrashLoopBackOff"
+
+
+def is_unschedulable(pod: dict[str, Any]) -> bool:
+    scheduled = condition(pod, "PodScheduled")
+    return bool(
+        scheduled
+        and scheduled.get("status") == "False"
+        and scheduled.get("reason") == "Unschedulable"
+    )
+
+
+def observe_pod(
+    pod: dict[str, Any],
+    *,
+    first_ready: float | None = None,
+    busy: bool = False,
+    uses: int = 0,
+    idle_since: float | None = None,
+    idle_seq: int = 0,
+    consecutive_failures: int = 0,
+    lost: bool = False,
+    reset_failed: bool = False,
+) -> ObservedAgent:
+    """The pool core's view of one pod, with what the broker knows about its agent.
+
+    ``first_ready`` is when the operator first saw the pod Ready, so a pod that turned unready
+    is told apart from one that never was.
+    """
+    meta = pod["metadata"]
+    status = pod.get("status") or {}
+    spec = pod.get("spec") or {}
+    ready = is_ready(pod)
+    scheduled_cond = condition(pod, "PodScheduled")
+    return ObservedAgent(
+        name=meta["name"],
+        created_at=epoch(meta.get("creationTimestamp")) or 0.0,
+        scheduled=bool(spec.get("nodeName"))
+        or bool(scheduled_cond and scheduled_cond.get("status") == "True"),
+        ready=ready,
+        busy=busy,
+        uses=uses,
+        ready_at=first_ready if first_ready is not None else ready_since(pod),
+        idle_since=idle_since,
+        idle_seq=idle_seq,
+        consecutive_failures=consecutive_failures,
+        failed=is_failed(pod),
+        lost=lost,
+        reset_failed=reset_failed,
+        deleting=bool(meta.get("deletionTimestamp")),
+        unschedulable=is_unschedulable(pod),
+        waiting_reason=container_waiting_reason(pod),
+        template_hash=(meta.get("annotations") or {}).get(TEMPLATE_HASH_ANNOTATION, ""),
+        ip=status.get("podIP"),
+    )
