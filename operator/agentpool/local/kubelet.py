@@ -22,7 +22,7 @@ import aiohttp
 from agentpool.local import processes
 from agentpool.local.podapi import Gone, PodApi
 from agentpool.local.podstatus import NODE_NAME
-from agentpool.local.podworker import PodWorker
+from agentpool.local.podworker import PodWorker, release
 
 logger = logging.getLogger(__name__)
 
@@ -152,11 +152,8 @@ class Kubelet:
         self._spawn(uid, worker.run())
 
     async def _forget(self, pod: Mapping[str, Any]) -> None:
-        metadata = pod["metadata"]
         with contextlib.suppress(aiohttp.ClientError):
-            await self.api.delete_pod(
-                metadata.get("namespace", "default"), metadata["name"], uid=metadata.get("uid", "")
-            )
+            await release(self.api, pod)
 
     def _spawn(self, uid: str, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)

@@ -71,10 +71,17 @@ class PodApi:
                 yield kind, obj
 
     async def bind(
-        self, namespace: str, name: str, *, node: str, annotations: Mapping[str, str]
+        self,
+        namespace: str,
+        name: str,
+        *,
+        node: str,
+        annotations: Mapping[str, str],
+        finalizers: list[str],
     ) -> bool:
-        """Set spec.nodeName and the kubelet's annotations; False when the pod is gone."""
-        patch = {"metadata": {"annotations": dict(annotations)}, "spec": {"nodeName": node}}
+        """Set spec.nodeName, the kubelet's annotations and finalizers; False if the pod is gone."""
+        metadata = {"annotations": dict(annotations), "finalizers": finalizers}
+        patch = {"metadata": metadata, "spec": {"nodeName": node}}
         url = self._pod_url(namespace, name)
         async with self.session.patch(url, data=json.dumps(patch), headers=MERGE) as response:
             if response.status == 404:
@@ -93,7 +100,7 @@ class PodApi:
             if r.status == 404:
                 return False
             r.raise_for_status()
-        patch = {"metadata": {"annotations": dict(annotations)}}
+        patch = {"metadata": metadata}
         async with self.session.patch(url, data=json.dumps(patch), headers=MERGE) as response:
             return response.status != 404
 
@@ -106,6 +113,15 @@ class PodApi:
                 return False
             response.raise_for_status()
             return True
+
+    async def set_finalizers(self, namespace: str, name: str, finalizers: list[str]) -> None:
+        """Replace the pod's finalizers (a merge patch replaces the whole list)."""
+        patch = json.dumps({"metadata": {"finalizers": finalizers}})
+        async with self.session.patch(
+            self._pod_url(namespace, name), data=patch, headers=MERGE
+        ) as response:
+            if response.status != 404:
+                response.raise_for_status()
 
     async def delete_pod(self, namespace: str, name: str, *, uid: str) -> None:
         """Remove the pod now that its processes ended (grace 0, guarded by uid)."""

@@ -26,6 +26,9 @@ from agentpool.local.podapi import PodApi
 from agentpool.local.podstatus import PodObservation, Running, Terminated, Waiting
 
 LOG_PATH_ANNOTATION = "local.agentpool.dev/log-path"
+# Holds a deleted pod in the API (with its deletionTimestamp) until its processes have ended, as a
+# real API server holds a bound pod for its kubelet; removed once the process group is gone.
+FINALIZER = "local.agentpool.dev/kubelet"
 DEFAULT_GRACE = 30.0
 # A container that ran this many back-off caps without crashing starts its back-off afresh.
 BACKOFF_RESET_FACTOR = 2.0
@@ -53,6 +56,20 @@ class Host(Protocol):
 
 def now() -> datetime:
     return datetime.now(UTC)
+
+
+def finalizers_of(pod: Mapping[str, Any]) -> list[str]:
+    return [f for f in (pod.get("metadata") or {}).get("finalizers") or [] if f != FINALIZER]
+
+
+async def release(api: PodApi, pod: Mapping[str, Any]) -> None:
+    """Let the API server remove a pod whose processes ended: drop our finalizer, then delete it
+    with no grace (a no-op 404 when the finalizer was all that held it)."""
+    metadata = pod["metadata"]
+    namespace, name = metadata.get("namespace", "default"), metadata["name"]
+    # Always patched: the watch event that shows our finalizer may not have arrived yet.
+    await api.set_finalizers(namespace, name, finalizers_of(pod))
+    await api.delete_pod(namespace, name, uid=metadata.get("uid", ""))
 
 
 class PodWorker:
@@ -270,8 +287,14 @@ class PodWorker:
             await asyncio.sleep(max(0.0, spec.period - (time.monotonic() - began)))
 
     def _grace(self) -> float:
+        """The deletion's grace period, else the pod's terminationGracePeriodSeconds.
+
+        A server that holds the pod only through our finalizer records 0 (finalizers carry no
+        grace), so 0 counts as unset: a deletion that really wanted no grace (``--force``) removes
+        the pod from a real API server without waiting for any kubelet.
+        """
         metadata = self.pod.get("metadata") or {}
-        value = metadata.get("deletionGracePeriodSeconds")
+        value = metadata.get("deletionGracePeriodSeconds") or None
         if value is None:
             value = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds")
         return DEFAULT_GRACE if value is None else float(value)
@@ -281,7 +304,11 @@ class PodWorker:
         for attempt in range(5):
             try:
                 return await self.host.api.bind(
-                    self.namespace, self.name, node=self.host.node_name, annotations=annotations
+                    self.namespace,
+                    self.name,
+                    node=self.host.node_name,
+                    annotations=annotations,
+                    finalizers=[*finalizers_of(self.pod), FINALIZER],
                 )
             except aiohttp.ClientError as error:
                 logger.warning("binding pod %s/%s failed: %s", self.namespace, self.name, error)
@@ -294,7 +321,7 @@ class PodWorker:
             self.running = None
         if not self.gone:
             try:
-                await self.host.api.delete_pod(self.namespace, self.name, uid=self.uid)
+                await release(self.host.api, self.pod)
             except aiohttp.ClientError as error:
                 logger.warning("removing pod %s/%s failed: %s", self.namespace, self.name, error)
         if self.ip is not None:

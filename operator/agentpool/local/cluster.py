@@ -1,0 +1,249 @@
+"""The whole local cluster in one async context manager: API server, CRDs, kubelet, operator.
+
+``async with LocalCluster(dir) as cluster:`` starts the in-memory API server on loopback, applies
+the agentpool CRDs, starts the local kubelet and (when the operator package is present) the operator
+in its own thread and event loop, and writes ``dir/kubeconfig`` (context ``agentpool-local``). On
+exit it stops them in reverse order and no process it started is left. A lock file in dir makes a
+second cluster on the same directory fail clearly. Used by ``agentpool local up``, ``agentpool
+demo`` and the test fixtures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import threading
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+import aiohttp
+import yaml
+
+from agentpool.local.apiserver import ApiServer
+from agentpool.local.kubeconfig import write_kubeconfig
+from agentpool.local.kubelet import Kubelet
+
+logger = logging.getLogger(__name__)
+
+# start_operator(server_url, stop_flag): runs the operator until stop_flag is set. It is awaited
+# in a thread with its own event loop, because kopf cancels every task of the loop it runs in.
+OperatorRunner = Callable[[str, asyncio.Event], Awaitable[None]]
+
+LOCK_NAME = "local.lock"
+CRDS_DIR = Path(__file__).resolve().parents[3] / "crds"
+
+
+class ClusterBusy(RuntimeError):
+    """The directory or the port is already taken by another local cluster or program."""
+
+
+def default_operator() -> OperatorRunner | None:
+    """The agentpool operator, or None when this installation does not have it."""
+    try:
+        from agentpool.handlers.operator import run_operator
+        from agentpool.io.kube import Connection
+    except ImportError:
+        return None
+
+    async def run(server: str, stop_flag: asyncio.Event) -> None:
+        await run_operator(Connection(server=server), stop_flag=stop_flag, embedded=True)
+
+    return run
+
+
+def crd_manifests() -> list[dict[str, Any]]:
+    """The CRDs to apply: generated from the models when possible, else the repository's crds/."""
+    try:
+        from agentpool.api.crds import render_crds
+
+        texts = list(render_crds().values())
+    except ImportError:
+        texts = [path.read_text() for path in sorted(CRDS_DIR.glob("*.yaml"))]
+    return [doc for text in texts for doc in yaml.safe_load_all(text) if doc]
+
+
+async def apply_crds(server: str, manifests: list[dict[str, Any]], *, timeout: float = 10) -> None:
+    """Create each CRD and wait until discovery serves its resource."""
+    base = f"{server}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    async with aiohttp.ClientSession() as session:
+        for manifest in manifests:
+            async with session.post(base, json=manifest) as response:
+                if response.status not in (200, 201, 409):
+                    raise RuntimeError(
+                        f"applying CRD {manifest['metadata']['name']} failed: "
+                        f"{response.status} {await response.text()}"
+                    )
+        async with asyncio.timeout(timeout):
+            for manifest in manifests:
+                spec = manifest["spec"]
+                plural = spec["names"]["plural"]
+                for version in spec["versions"]:
+                    url = f"{server}/apis/{spec['group']}/{version['name']}"
+                    while not await _serves(session, url, plural):  # noqa: ASYNC110
+                        await asyncio.sleep(0.05)
+
+
+async def _serves(session: aiohttp.ClientSession, url: str, plural: str) -> bool:
+    async with session.get(url) as response:
+        if response.status != 200:
+            return False
+        body = await response.json()
+    return any(r.get("name") == plural for r in body.get("resources") or [])
+
+
+class OperatorThread:
+    """Runs an :data:`OperatorRunner` in a daemon thread with its own loop; ``stop()`` ends it."""
+
+    def __init__(self, runner: OperatorRunner, server: str) -> None:
+        self._runner = runner
+        self._server = server
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._flag: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self.thread = threading.Thread(target=self._main, name="agentpool-operator", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+        self._ready.wait()
+
+    def _main(self) -> None:
+        try:
+            asyncio.run(self._serve())
+        except Exception:
+            logger.exception("the operator stopped with an error")
+        finally:
+            self._ready.set()
+
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._flag = asyncio.Event()
+        self._ready.set()
+        await self._runner(self._server, self._flag)
+
+    def stop(self, timeout: float = 30) -> None:
+        loop, flag = self._loop, self._flag
+        if loop is not None and flag is not None and self.thread.is_alive():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(flag.set)
+        self.thread.join(timeout)
+        if self.thread.is_alive():
+            logger.warning("the operator did not stop within %ss", timeout)
+
+
+class LocalCluster:
+    """API server, CRDs, kubelet and operator on loopback, with their files under ``dir``."""
+
+    def __init__(
+        self,
+        dir: Path,
+        *,
+        port: int = 0,
+        operator: bool = True,
+        start_operator: OperatorRunner | None = None,
+        kubelet: dict[str, Any] | None = None,
+    ) -> None:
+        self.dir = Path(dir).resolve()
+        self.port = port
+        self.operator = operator
+        self.start_operator = start_operator
+        self.kubelet_options = dict(kubelet or {})
+        self.kubeconfig = self.dir / "kubeconfig"
+        self.api: ApiServer | None = None
+        self.kubelet: Kubelet | None = None
+        self.operator_thread: OperatorThread | None = None
+        self._kubelet_task: asyncio.Task[None] | None = None
+        self._lock: IO[str] | None = None
+
+    @property
+    def url(self) -> str:
+        assert self.api is not None, "the cluster is not running"
+        return str(self.api.url)
+
+    def counts(self) -> dict[tuple[str, str], int]:
+        """Requests the API server answered, by (verb, resource)."""
+        assert self.api is not None, "the cluster is not running"
+        return dict(self.api.counts())
+
+    async def __aenter__(self) -> LocalCluster:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._lock = self._take_lock()
+        try:
+            await self._start()
+        except BaseException:
+            await self._stop()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        await self._stop()
+
+    async def _start(self) -> None:
+        self.api = ApiServer()
+        try:
+            await self.api.start("127.0.0.1", self.port)
+        except OSError as error:
+            await self.api.stop()
+            self.api = None
+            raise ClusterBusy(
+                f"port {self.port} on 127.0.0.1 is already in use ({error.strerror}); "
+                "stop what listens there or pick another --port"
+            ) from error
+        assert self._lock is not None
+        self._lock.seek(0)
+        self._lock.truncate()
+        self._lock.write(f"{os.getpid()} {self.url}\n")
+        self._lock.flush()
+        await apply_crds(self.url, crd_manifests())
+        self.kubelet = Kubelet(self.url, work_dir=self.dir / "pods", **self.kubelet_options)
+        self._kubelet_task = asyncio.create_task(self.kubelet.run())
+        async with asyncio.timeout(10):
+            await self.kubelet.wait_started()
+        runner = self.start_operator or (default_operator() if self.operator else None)
+        if self.operator and runner is not None:
+            self.operator_thread = OperatorThread(runner, self.url)
+            self.operator_thread.start()
+        write_kubeconfig(self.kubeconfig, self.url)
+
+    async def _stop(self) -> None:
+        if self.operator_thread is not None:
+            await asyncio.to_thread(self.operator_thread.stop)
+            self.operator_thread = None
+        if self.kubelet is not None:
+            await self.kubelet.stop()
+            self.kubelet = None
+        if self._kubelet_task is not None:
+            await asyncio.gather(self._kubelet_task, return_exceptions=True)
+            self._kubelet_task = None
+        if self.api is not None:
+            await self.api.stop()
+            self.api = None
+        if self._lock is not None:
+            self._lock.seek(0)
+            self._lock.truncate()
+            self._lock.close()
+            self._lock = None
+
+    def _take_lock(self) -> IO[str]:
+        path = self.dir / LOCK_NAME
+        handle = path.open("a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            raise ClusterBusy(
+                f"{self.dir} is in use by another local cluster (pid and URL: {holder}); "
+                "stop it first or pick another --dir"
+            ) from None
+        return handle

@@ -1,0 +1,57 @@
+"""``agentpool local up``: the local cluster in the foreground until SIGINT or SIGTERM.
+
+Starts a :class:`~agentpool.local.cluster.LocalCluster` in DIR, prints how to point kubectl at
+it, and on SIGINT or SIGTERM stops the operator, the kubelet (ending every pod's process group) and
+the API server before exiting, so no process it started outlives it. Called by :mod:`agentpool.cli`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from agentpool.local.cluster import ClusterBusy, LocalCluster
+from agentpool.local.kubeconfig import CONTEXT
+
+
+def usage(cluster: LocalCluster, *, operator: bool) -> str:
+    parts = "API server, kubelet" + (", operator" if operator else "")
+    kubeconfig = cluster.kubeconfig
+    return (
+        f"local cluster up at {cluster.url} ({parts}); context {CONTEXT}\n"
+        f"  kubectl --kubeconfig {kubeconfig} get pods -o wide\n"
+        f"or for this shell:\n"
+        f"  export KUBECONFIG={kubeconfig}\n"
+        f"  kubectl apply -f examples/quickstart/ && kubectl get agentpools,poolruns,pods\n"
+        f"pod logs: kubectl logs POD (files under {cluster.dir / 'pods'})\n"
+        f"stop with Ctrl-C\n"
+    )
+
+
+async def serve(directory: Path, *, port: int, operator: bool, out: TextIO) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        async with LocalCluster(directory, port=port, operator=operator) as cluster:
+            out.write(usage(cluster, operator=cluster.operator_thread is not None))
+            out.flush()
+            await stop.wait()
+            out.write("stopping the local cluster\n")
+            out.flush()
+    except ClusterBusy as error:
+        print(f"agentpool local up: {error}", file=sys.stderr)
+        return 1
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+    return 0
+
+
+def run_up(directory: Path, *, port: int = 0, operator: bool = True) -> int:
+    """Run the local cluster in DIR until interrupted; the exit code for the command line."""
+    return asyncio.run(serve(directory, port=port, operator=operator, out=sys.stdout))

@@ -1,0 +1,150 @@
+"""`agentpool local up` as a user runs it: kubeconfig, busy checks, and a clean exit on signals."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from cluster import wait_for
+from pods import FAMILY, pod
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] != "Z"
+
+
+def session_members(sid: int) -> list[int]:
+    """Live processes whose session is sid (each pod's processes form one session)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if int(fields[3]) == sid and fields[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def pod_log(core: client.CoreV1Api, name: str) -> str:
+    """The pod's log, or "" while its container has not started (the API answers 400 then)."""
+    try:
+        return str(core.read_namespaced_pod_log(name, "default"))
+    except ApiException as error:
+        if error.status == 400:
+            return ""
+        raise
+
+
+class Up:
+    """One `agentpool local up` subprocess with its output in a file."""
+
+    def __init__(self, directory: Path, *args: str) -> None:
+        self.directory = directory
+        self.output = directory.parent / f"{directory.name}.out"
+        self.errors = directory.parent / f"{directory.name}.err"
+        command = [sys.executable, "-m", "agentpool", "local", "up", "--dir", str(directory)]
+        with self.output.open("w") as out, self.errors.open("w") as err:
+            self.process = subprocess.Popen([*command, *args], stdout=out, stderr=err)
+
+    def wait_up(self) -> str:
+        wait_for(
+            lambda: (
+                "local cluster up" in self.output.read_text() or self.process.poll() is not None
+            ),
+            timeout=60,
+            message="local up started",
+        )
+        assert self.process.poll() is None, self.errors.read_text()
+        kubeconfig = yaml.safe_load((self.directory / "kubeconfig").read_text())
+        assert kubeconfig["current-context"] == "agentpool-local"
+        return str(kubeconfig["clusters"][0]["cluster"]["server"])
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(30)
+
+
+@pytest.fixture
+def started(tmp_path: Path) -> Iterator[list[Up]]:
+    ups: list[Up] = []
+    yield ups
+    for up in ups:
+        up.close()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_signal_leaves_no_process_behind(
+    signum: signal.Signals, tmp_path: Path, started: list[Up]
+) -> None:
+    """SIGINT or SIGTERM stops `local up` with exit 0, ending every pod process and its children."""
+    up = Up(tmp_path / "cluster", "--no-operator")
+    started.append(up)
+    up.wait_up()
+    api_client = config.new_client_from_config(config_file=str(tmp_path / "cluster" / "kubeconfig"))
+    core = client.CoreV1Api(api_client)
+    pids: list[int] = []
+    try:
+        for i in range(2):
+            core.create_namespaced_pod("default", pod(f"family-{i}", FAMILY, grace=30))
+        for i in range(2):
+            line = wait_for(
+                lambda i=i: next(
+                    (x for x in pod_log(core, f"family-{i}").splitlines() if x.startswith("pids")),
+                    None,
+                ),
+                message="pod printed its pids",
+            )
+            pids += [int(part) for part in line.split()[1:]]
+    finally:
+        api_client.close()
+    leaders = pids[::2]
+    assert all(alive(pid) for pid in pids)
+    up.process.send_signal(signum)
+    assert up.process.wait(60) == 0, up.errors.read_text()
+    try:
+        assert [pid for pid in pids if alive(pid)] == []
+        assert [sid for sid in leaders if session_members(sid)] == []
+        assert "stopping the local cluster" in up.output.read_text()
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_busy_directory_and_port_are_refused(tmp_path: Path, started: list[Up]) -> None:
+    """A second `up` on a directory or port in use exits 1 and says which one is busy."""
+    first = Up(tmp_path / "one", "--no-operator")
+    started.append(first)
+    url = first.wait_up()
+    port = url.rsplit(":", 1)[1]
+    same_dir = Up(tmp_path / "one", "--no-operator")
+    started.append(same_dir)
+    assert same_dir.process.wait(60) == 1
+    assert "is in use by another local cluster" in same_dir.errors.read_text()
+    same_port = Up(tmp_path / "two", "--no-operator", "--port", port)
+    started.append(same_port)
+    assert same_port.process.wait(60) == 1
+    assert f"port {port}" in same_port.errors.read_text()
+    assert "already in use" in same_port.errors.read_text()
+    lock = json.dumps((tmp_path / "one" / "local.lock").read_text())
+    assert str(first.process.pid) in lock
