@@ -11,7 +11,8 @@ import argparse
 import sys
 
 from agentpool.agent.loader import LoadError, load_agent
-from agentpool.agent.server import configure_logging, run_agent
+from agentpool.agent.server import run_agent
+from agentpool.agent.settings import configure_logging
 
 
 def main(argv: list[str] | None = None) -> int:
