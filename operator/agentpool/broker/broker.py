@@ -11,6 +11,7 @@ loop, so each method runs without interleaving and an agent is never handed out 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import dataclasses
 import heapq
@@ -21,7 +22,8 @@ from dataclasses import dataclass, field
 
 from agentpool.broker.errors import PoolClosed, PoolExhausted
 from agentpool.broker.handles import Checkout, Outcome
-from agentpool.pool import ObservedAgent, PoolPolicy, Waiter, choose_agent, order_waiters
+from agentpool.pool import ObservedAgent, PoolPolicy, Waiter, order_waiters
+from agentpool.pool.checkout import idle_key, is_available
 
 
 @dataclass(eq=False)
@@ -37,6 +39,7 @@ class _Agent:
     lost: bool = False
     reset_failed: bool = False
     retired: bool = False
+    key: tuple[float, int, str] = (0.0, 0, "")
 
 
 @dataclass(eq=False)
@@ -74,6 +77,10 @@ class Broker:
         self._clock = clock
         self._on_change = on_change
         self._agents: dict[str, _Agent] = {}
+        # Every agent neither held nor retired that has been Ready, in idle order (oldest
+        # first), so a checkout looks at one end instead of sorting the pool; agents there that
+        # cannot be handed out now (unready, worn out) are skipped.
+        self._free: list[_Agent] = []
         self._queue: list[_Waiter] = []
         self._waiting = 0
         self._arrivals = itertools.count(1)
@@ -180,6 +187,7 @@ class Broker:
         if complete:
             for name in [name for name in self._agents if name not in seen]:
                 agent = self._agents.pop(name)
+                self._unfree(agent)
                 if agent.holder is not None:
                     agent.holder.mark_lost(f"agent {name} was deleted while it held the work")
                     agent.holder = None
@@ -188,7 +196,10 @@ class Broker:
     def forget_agent(self, name: str) -> None:
         """The pod is gone: drop it, failing its holder if it had one."""
         agent = self._agents.pop(name, None)
-        if agent is not None and agent.holder is not None:
+        if agent is None:
+            return
+        self._unfree(agent)
+        if agent.holder is not None:
             agent.holder.mark_lost(f"agent {name} was deleted while it held the work")
             agent.holder = None
 
@@ -205,6 +216,7 @@ class Broker:
             if agent is None or agent.holder is not None:
                 continue
             agent.retired = True
+            self._unfree(agent)
             retired.append(name)
         return tuple(retired)
 
@@ -281,13 +293,22 @@ class Broker:
             if waiter.gone:
                 heapq.heappop(self._queue)
                 continue
-            name = choose_agent(self.policy, self.agents(), now=self._clock())
-            if name is None:
+            agent = self._pick()
+            if agent is None:
                 return
             heapq.heappop(self._queue)
             waiter.gone = True
             self._waiting -= 1
-            waiter.future.set_result(self._hand_out(self._agents[name], holder=waiter.holder))
+            waiter.future.set_result(self._hand_out(agent, holder=waiter.holder))
+
+    def _pick(self) -> _Agent | None:
+        """The agent the strategy hands out next, if any is available."""
+        now = self._clock()
+        candidates = reversed(self._free) if self.policy.strategy == "LIFO" else iter(self._free)
+        for agent in candidates:
+            if is_available(self.policy, self._view(agent), now=now):
+                return agent
+        return None
 
     def _hand_out(self, agent: _Agent, *, holder: str, count_use: bool = True) -> Checkout:
         checkout = Checkout(
@@ -299,6 +320,7 @@ class Broker:
             lease=next(self._leases),
         )
         agent.holder = checkout
+        self._unfree(agent)
         if count_use:
             agent.uses += 1
         return checkout
@@ -321,6 +343,7 @@ class Broker:
             # Never used: it goes back where it was in the idle order, uncounted.
             agent.holder = None
             agent.uses -= 1
+            self._free_again(agent)
             self._dispatch()
 
     def _exhausted(self, timeout: float) -> PoolExhausted:
@@ -344,11 +367,24 @@ class Broker:
         self._notify()
 
     def _mark_idle(self, agent: _Agent, *, since: float | None = None) -> None:
+        self._unfree(agent)
         agent.idle_since = self._clock() if since is None else since
         agent.idle_seq = next(self._idle_order)
+        self._free_again(agent)
+
+    def _free_again(self, agent: _Agent) -> None:
+        if agent.retired or agent.holder is not None:
+            return
+        agent.key = idle_key(self._view(agent))
+        bisect.insort(self._free, agent, key=lambda free: free.key)
+
+    def _unfree(self, agent: _Agent) -> None:
+        # _Agent compares by identity (eq=False), so this removes exactly this agent.
+        with contextlib.suppress(ValueError):
+            self._free.remove(agent)
 
     def _available(self, agent: _Agent) -> bool:
-        return choose_agent(self.policy, [self._view(agent)], now=self._clock()) is not None
+        return is_available(self.policy, self._view(agent), now=self._clock())
 
     def _view(self, agent: _Agent) -> ObservedAgent:
         return dataclasses.replace(

@@ -26,15 +26,25 @@ def available_agents(
     An agent qualifies when it is idle (Ready, free, sound) and not due for retirement, so an
     agent that wore out or is outdated is not handed out in the window before it is deleted.
     """
-    idle = [
-        agent for agent in agents if agent.idle and retirement_reason(policy, agent, now) is None
-    ]
-    # Oldest idle first; agents with equal stamps in the order they fell idle, then by name so
-    # the order is total and the same on every call.
-    idle.sort(key=lambda agent: (_idle_stamp(agent), agent.idle_seq, agent.name))
+    idle = [agent for agent in agents if is_available(policy, agent, now=now)]
+    idle.sort(key=idle_key)
     if policy.strategy == "LIFO":
         idle.reverse()
     return idle
+
+
+def is_available(policy: PoolPolicy, agent: ObservedAgent, *, now: float | None = None) -> bool:
+    """The agent is idle (Ready, free, sound) and not due for retirement."""
+    return agent.idle and retirement_reason(policy, agent, now) is None
+
+
+def idle_key(agent: ObservedAgent) -> tuple[float, int, str]:
+    """Sort key of the idle order, oldest idle first; FIFO takes the smallest, LIFO the largest.
+
+    Agents with equal stamps go in the order they fell idle, then by name, so the order is
+    total and the same on every call.
+    """
+    return (_idle_stamp(agent), agent.idle_seq, agent.name)
 
 
 def choose_agent(
