@@ -159,6 +159,25 @@ def test_crashing_command_backs_off(core: client.CoreV1Api) -> None:
     core.delete_namespaced_pod(name, NAMESPACE)
 
 
+def test_failing_liveness_probe_restarts_container(core: client.CoreV1Api, tmp_path: Path) -> None:
+    """A container whose liveness probe fails is killed and started again, counted as a restart."""
+    gate = tmp_path / "live"
+    gate.touch()
+    manifest = pod(unique("live"), HEALTH_SERVER, env={"READY_FILE": str(gate)})
+    # Like any liveness probe, it waits for the server to start before its first attempt.
+    liveness = {**http_readiness(failure_threshold=2), "initialDelaySeconds": 1}
+    manifest["spec"]["containers"][0]["livenessProbe"] = liveness
+    name = create(core, manifest)
+    wait_for(lambda: logs(core, name).count("probe 200") >= 1, message="a passing probe")
+    gate.unlink()
+    restarted = wait_for(
+        lambda: (s := container_status(read(core, name))).get("restartCount", 0) >= 1 and s,
+        message="a restart after the liveness probe failed",
+    )
+    assert "liveness" in restarted["lastState"]["terminated"]["message"]
+    core.delete_namespaced_pod(name, NAMESPACE)
+
+
 def test_never_restart_policy_fails_pod(core: client.CoreV1Api) -> None:
     """restartPolicy Never: a failing command leaves the pod Failed with its exit code."""
     name = create(core, pod(unique("never"), "raise SystemExit(4)", restart_policy="Never"))

@@ -8,6 +8,7 @@ the API server before exiting, so no process it started outlives it. Called by :
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import sys
 from pathlib import Path
@@ -54,4 +55,7 @@ async def serve(directory: Path, *, port: int, operator: bool, out: TextIO) -> i
 
 def run_up(directory: Path, *, port: int = 0, operator: bool = True) -> int:
     """Run the local cluster in DIR until interrupted; the exit code for the command line."""
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     return asyncio.run(serve(directory, port=port, operator=operator, out=sys.stdout))
