@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from agentpool.api import AgentPoolSpec
 from agentpool.pool import PoolPolicy
 
 
@@ -79,8 +80,6 @@ def test_invalid_policy_is_refused(fields: dict[str, object], message: str) -> N
 
 def test_from_spec_reads_the_api_model() -> None:
     """The AgentPool spec model, parsed from its wire form, gives the policy it describes."""
-    from agentpool.api import AgentPoolSpec
-
     spec = AgentPoolSpec.model_validate(
         {
             "image": "agent:1",
