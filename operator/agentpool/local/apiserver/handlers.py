@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from agentpool.local.apiserver import deletion, discovery, openapi, patch, writes
+from agentpool.local.apiserver import deletion, discovery, openapi, patch, protobuf, writes
 from agentpool.local.apiserver.core import Core, WriteOptions
 from agentpool.local.apiserver.errors import ApiError, bad_request, method_not_allowed, not_found
 from agentpool.local.apiserver.logs import serve_log
@@ -184,6 +184,8 @@ class Routes:
         raw = await request.read()
         if not raw.strip():
             return None
+        if request.content_type == protobuf.CONTENT_TYPE:
+            return protobuf.decode(raw)
         try:
             return json.loads(raw)
         except ValueError:
