@@ -81,10 +81,14 @@ class ApiServer:
 
     def counts(self) -> dict[tuple[str, str], int]:
         """Requests served so far, by (verb, resource), e.g. ``("patch", "poolruns/status")``."""
-        return dict(self.routes.counts.copy())
+        return dict(self.routes.counts)
 
     def reset_counts(self) -> None:
         self.routes.counts.clear()
+
+    def compact(self) -> None:
+        """Drop all watch history and expire open watches (410), as etcd compaction does."""
+        self.core.store.compact()
 
 
 class ServerThread:
@@ -106,6 +110,14 @@ class ServerThread:
 
     def reset_counts(self) -> None:
         self.server.reset_counts()
+
+    def compact(self) -> None:
+        """``ApiServer.compact`` on the server's own loop; returns once it is done."""
+        done = asyncio.run_coroutine_threadsafe(self._compact(), self.loop)
+        done.result(10)
+
+    async def _compact(self) -> None:
+        self.server.compact()
 
     def stop(self, timeout: float = 10.0) -> None:
         if not self.thread.is_alive():

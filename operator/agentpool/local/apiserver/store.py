@@ -49,6 +49,7 @@ class Log:
         self.base = 0
         self.floor_rv = floor_rv
         self.closed = False
+        self.epoch = 0
         self._waiters: list[asyncio.Future[None]] = []
 
     @property
@@ -69,6 +70,14 @@ class Log:
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
+
+    def compact(self, rv: int) -> None:
+        """Forget every event up to ``rv`` and expire open watches, as etcd compaction does."""
+        self.base = self.end
+        self.events = []
+        self.floor_rv = rv
+        self.epoch += 1
+        self.wake()
 
     def seq_after(self, rv: int) -> int | None:
         """The first sequence number with a resource version above ``rv``; None if expired."""
@@ -184,6 +193,11 @@ class Store:
 
     def owned_by(self, uid: str) -> list[tuple[Key, str, str]]:
         return sorted(self.dependents.get(uid, ()))
+
+    def compact(self) -> None:
+        """Compact every resource's history at the current resource version."""
+        for bucket in self.buckets.values():
+            bucket.log.compact(self.rv)
 
     def wake_all(self) -> None:
         for bucket in self.buckets.values():

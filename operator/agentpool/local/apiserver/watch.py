@@ -6,8 +6,8 @@ ADDED per current object first), or with ``sendInitialEvents`` (ADDED per object
 marked ``k8s.io/initial-events-end``). It follows the resource's event log, filters by namespace
 and selectors (an edit that moves an object into or out of a selector becomes ADDED or DELETED),
 sends bookmarks while idle when asked, and ends at ``timeoutSeconds``. A resource version older
-than the log, or a reader that falls behind it, gets an in-stream ERROR with code 410, which
-reflectors and kopf answer by listing again. ``handlers`` calls ``serve_watch``.
+than the log, a reader that falls behind it, or a compaction, gets an in-stream ERROR with code
+410, which reflectors and kopf answer by listing again. ``handlers`` calls ``serve_watch``.
 """
 
 from __future__ import annotations
@@ -156,11 +156,12 @@ async def serve_watch(
         if first:
             await response.write(b"".join(first))
         last_rv = core.store.rv if rv in (None, "", "0") else int(rv)
+        epoch = log.epoch
         deadline = time.monotonic() + request.timeout
         last_sent = time.monotonic()
         while not stopping() and not log.closed:
             events = log.read(seq)
-            if events is None:
+            if events is None or log.epoch != epoch:
                 await _expire(response, last_rv, log.floor_rv + 1)
                 return response
             if events:
