@@ -38,6 +38,7 @@ _META_FIELDS = {
     "finalizers",
     "managedFields",
 }
+ABSENT: Any = object()  # "no old value": a create, or a field the old object lacked
 _JSON_TYPES = {"object": dict, "array": list, "string": str, "boolean": bool}
 
 
@@ -155,10 +156,10 @@ def _rule_causes(schema: Schema, value: Any, old: Any, path: str) -> list[Cause]
     causes = []
     for rule in schema.get("x-kubernetes-validations") or []:
         text = rule.get("rule", "")
-        if "oldSelf" in text and old is None:
+        if "oldSelf" in text and old is ABSENT:
             continue
         activation = {"self": json_to_cel(value)}
-        if old is not None:
+        if old is not ABSENT:
             activation["oldSelf"] = json_to_cel(old)
         try:
             passed = bool(_program(text).evaluate(activation))
@@ -219,8 +220,14 @@ def _bounds(schema: Schema, value: Any, where: str) -> list[Cause]:
     return causes
 
 
-def validate(schema: Schema, value: Any, old: Any = None, path: str = "") -> list[Cause]:
-    """Every way ``value`` breaks ``schema``, as field causes in the API server's words."""
+def validate(schema: Schema, value: Any, old: Any = ABSENT, path: str = "") -> list[Cause]:
+    """Every way ``value`` breaks ``schema``, as field causes in the API server's words.
+
+    On an update (``old`` given) a subtree equal to its old value is not checked again: the API
+    server's validation ratcheting, which also keeps status writes from re-running spec rules.
+    """
+    if old is not ABSENT and value == old:
+        return []
     causes: list[Cause] = []
     where = path or "<root>"
     expected = schema.get("type")
@@ -249,9 +256,9 @@ def validate(schema: Schema, value: Any, old: Any = None, path: str = "") -> lis
         items = schema.get("items")
         if isinstance(items, dict):
             for index, item in enumerate(value):
-                causes.extend(validate(items, item, None, f"{path}[{index}]"))
+                causes.extend(validate(items, item, ABSENT, f"{path}[{index}]"))
     if isinstance(value, dict):
-        old_map = old if isinstance(old, dict) else {}
+        old_map: dict[str, Any] = old if isinstance(old, dict) else {}
         for key in schema.get("required") or []:
             if key not in value:
                 causes.append(
@@ -263,7 +270,7 @@ def validate(schema: Schema, value: Any, old: Any = None, path: str = "") -> lis
             child = f"{path}.{key}" if path else key
             sub = props.get(key, extra if isinstance(extra, dict) else None)
             if sub is not None and not (path == "" and key == "metadata"):
-                causes.extend(validate(sub, item, old_map.get(key), child))
+                causes.extend(validate(sub, item, old_map.get(key, ABSENT), child))
     if not causes:
         causes.extend(_rule_causes(schema, value, old, path))
     return causes

@@ -78,7 +78,7 @@ def _custom_checks(
     if unknown and options.field_validation == "Warn":
         warnings = [f'unknown field "{u}"' for u in unknown]
     defaulted = schema.apply_defaults(rt.schema, pruned)
-    causes = schema.validate(rt.schema, defaulted, old)
+    causes = schema.validate(rt.schema, defaulted, schema.ABSENT if old is None else old)
     if causes:
         raise invalid(rt, name, causes)
     return defaulted, warnings
