@@ -1,10 +1,11 @@
 """Create, update and patch: every write path of the local API server.
 
 Each write builds a fresh object from the request and the stored one, applies the kind's rules
-(``kinds``), prunes, defaults and validates custom resources (``schema``), keeps ``status`` apart
-from the main resource, bumps ``generation`` only on spec changes, honours ``dryRun``, then stores
-it, which logs the watch event whose resource version the response carries. A write that changes
-nothing stores nothing, as on a real server. The HTTP layer in ``handlers`` calls these.
+(``kinds``), prunes, defaults and validates custom resources (``agentpool.api.validation``, with
+top-level ratcheting), keeps ``status`` apart from the main resource, bumps ``generation`` only on
+spec changes, honours ``dryRun``, then stores it, which logs the watch event whose resource
+version the response carries. A write that changes nothing stores nothing, as on a real server.
+The HTTP layer in ``handlers`` calls these.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentpool.local.apiserver import kinds, patch, schema
+from agentpool.api import validation
+from agentpool.local.apiserver import kinds, patch
 from agentpool.local.apiserver.core import Core, GcTask, WriteOptions, require_dict
 from agentpool.local.apiserver.crds import resource_types
 from agentpool.local.apiserver.errors import (
@@ -28,6 +30,11 @@ from agentpool.local.apiserver.scale import apply_scale, scale_of
 from agentpool.local.apiserver.store import Obj
 
 CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
+META_FIELDS = {
+    "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
+    "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels",
+    "annotations", "ownerReferences", "finalizers", "managedFields",
+}  # fmt: skip
 _KEEP_META = (
     "name",
     "namespace",
@@ -67,7 +74,11 @@ def _custom_checks(
     """Prune, default and validate a custom resource; returns it and any warnings."""
     if not rt.custom or rt.schema is None:
         return obj, []
-    pruned, unknown = schema.prune(rt.schema, obj)
+    pruned, unknown = validation.prune(rt.schema, obj)
+    meta = pruned.get("metadata")
+    if isinstance(meta, dict):
+        unknown += [f"metadata.{k}" for k in meta if k not in META_FIELDS]
+        pruned["metadata"] = {k: v for k, v in meta.items() if k in META_FIELDS}
     warnings: list[str] = []
     if unknown and options.field_validation == "Strict":
         fields = ", ".join(f'unknown field "{u}"' for u in unknown)
@@ -77,11 +88,31 @@ def _custom_checks(
         )
     if unknown and options.field_validation == "Warn":
         warnings = [f'unknown field "{u}"' for u in unknown]
-    defaulted = schema.apply_defaults(rt.schema, pruned)
-    causes = schema.validate(rt.schema, defaulted, schema.ABSENT if old is None else old)
-    if causes:
-        raise invalid(rt, name, causes)
+    defaulted = validation.apply_defaults(rt.schema, pruned)
+    checked_schema, checked = _ratchet(rt.schema, defaulted, old)
+    errors = validation.validate(checked_schema, checked, old=old)
+    if errors:
+        raise invalid(rt, name, [Cause(e.field, e.message, e.reason) for e in errors])
     return defaulted, warnings
+
+
+def _ratchet(schema: dict[str, Any], obj: Obj, old: Obj | None) -> tuple[dict[str, Any], Obj]:
+    """Leave out top-level fields an update did not change, as validation ratcheting does.
+
+    A status write then does not re-run the spec's rules; root-level rules see everything.
+    """
+    if old is None or schema.get("x-kubernetes-validations"):
+        return schema, obj
+    props = schema.get("properties") or {}
+    same = {k for k in props if k in obj and k in old and obj[k] == old[k]}
+    if not same:
+        return schema, obj
+    reduced = {
+        **schema,
+        "properties": {k: v for k, v in props.items() if k not in same},
+        "required": [r for r in schema.get("required") or () if r not in same],
+    }
+    return reduced, {k: v for k, v in obj.items() if k not in same}
 
 
 def _register(core: Core, crd: Obj) -> None:
