@@ -52,11 +52,10 @@ def test_label_selectors(
 
 def test_field_selectors(core: k8s.CoreV1Api, namespace: str) -> None:
     """metadata.name and, for pods, status.phase and spec.nodeName select on the server."""
-    for name in ("p1", "p2"):
-        pod = {"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
-        core.create_namespaced_pod(namespace, pod)
+    for name, node in (("p1", None), ("p2", "n1")):
+        spec = {"containers": [{"name": "c", "image": "i"}], "nodeName": node}
+        core.create_namespaced_pod(namespace, {"metadata": {"name": name}, "spec": spec})
     core.patch_namespaced_pod_status("p2", namespace, {"status": {"phase": "Running"}})
-    core.patch_namespaced_pod("p2", namespace, {"spec": {"nodeName": "n1"}})
     by_name = core.list_namespaced_pod(namespace, field_selector="metadata.name=p1")
     assert [p.metadata.name for p in by_name.items] == ["p1"]
     running = core.list_namespaced_pod(namespace, field_selector="status.phase=Running")

@@ -112,7 +112,9 @@ def _scalar(kind: str, value: int | bytes) -> Any:
         return number - (1 << 64) if number >= 1 << 63 else number
     message = _message(_MESSAGES[kind], value if isinstance(value, bytes) else b"")
     if kind == "time":
-        moment = datetime.fromtimestamp(message.get("seconds", 0), UTC)
+        if not message.get("seconds"):
+            return None
+        moment = datetime.fromtimestamp(message["seconds"], UTC)
         return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
     if kind == "intorstring":
         return message.get("strVal", "") if message.get("type") == 1 else message.get("intVal", 0)

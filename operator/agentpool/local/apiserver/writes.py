@@ -173,6 +173,15 @@ def create(
     return Written(stored, created=True, warnings=warnings)
 
 
+def drop_nulls(value: Any) -> Any:
+    """Nulls vanish from built-in objects, as decoding into typed structs drops them."""
+    if isinstance(value, dict):
+        return {k: drop_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [drop_nulls(v) for v in value]
+    return value
+
+
 def _spec_changed(rt: ResourceType, old: Obj, new: Obj) -> bool:
     skip = {"metadata", "status"} if rt.status else {"metadata"}
     keys = (set(old) | set(new)) - skip
@@ -208,6 +217,8 @@ def commit(
                 new["status"] = old["status"]
         _check_finalizers(rt, old, new)
     new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+    if not rt.custom:
+        new = drop_nulls(new)
     causes = kinds.prepare_update(rt, old, new, core.now())
     if causes:
         raise invalid(rt, name, causes)
