@@ -300,3 +300,63 @@ def test_concurrent_watchers_all_see_a_write(core: k8s.CoreV1Api, namespace: str
     for thread in threads:
         thread.join(15)
     assert [r[0]["object"]["metadata"]["name"] for r in results] == ["shared"] * 5
+
+
+def test_every_write_is_a_watch_event_with_the_response_version(
+    api_client: k8s.ApiClient, widgets: str, namespace: str
+) -> None:
+    """Each write, status and metadata-only ones too, is one event carrying the answer's RV."""
+    custom = k8s.CustomObjectsApi(api_client)
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Widget",
+        "metadata": {"name": "rv"},
+        "spec": {"replicas": 1},
+    }
+    made = custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
+    args = (GROUP, VERSION, namespace, PLURAL, "rv")
+    answers = [
+        custom.patch_namespaced_custom_object(*args, {"spec": {"replicas": 2}}),
+        custom.patch_namespaced_custom_object_status(*args, {"status": {"phase": "Up"}}),
+        custom.patch_namespaced_custom_object(*args, {"metadata": {"annotations": {"a": "b"}}}),
+    ]
+    events = _stream(
+        api_client,
+        f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}",
+        [("resourceVersion", made["metadata"]["resourceVersion"]), ("timeoutSeconds", "5")],
+        3,
+    )
+    assert [e["type"] for e in events] == ["MODIFIED"] * 3
+    assert [e["object"]["metadata"]["resourceVersion"] for e in events] == [
+        a["metadata"]["resourceVersion"] for a in answers
+    ]
+
+
+def test_leases_and_new_style_events(api_client: k8s.ApiClient, namespace: str) -> None:
+    """coordination.k8s.io leases and events.k8s.io events are served like any resource."""
+    leases = k8s.CoordinationV1Api(api_client)
+    leases.create_namespaced_lease(
+        namespace, {"metadata": {"name": "l"}, "spec": {"holderIdentity": "me"}}
+    )
+    assert leases.read_namespaced_lease("l", namespace).spec.holder_identity == "me"
+    events = k8s.EventsV1Api(api_client)
+    event = {
+        "metadata": {"name": "e"},
+        "eventTime": "2025-01-01T00:00:00.000000Z",
+        "reportingController": "agentpool.dev/test",
+        "reportingInstance": "test",
+        "action": "Tested",
+        "reason": "Tested",
+        "type": "Normal",
+        "regarding": {"kind": "Lease", "name": "l", "namespace": namespace},
+    }
+    events.create_namespaced_event(namespace, event)
+    assert [e.reason for e in events.list_namespaced_event(namespace).items] == ["Tested"]
+
+
+def test_unknown_paths_answer_status_json(api_client: k8s.ApiClient) -> None:
+    """A path the server does not serve is a 404 Status in JSON, as on a cluster."""
+    reply = raw(api_client, "GET", "/apis/no.such.group/v1/things")
+    assert reply.status == 404
+    assert reply.body["kind"] == "Status"
+    assert reply.body["reason"] == "NotFound"

@@ -10,6 +10,7 @@ the read, write, delete, watch or log path, and answers JSON (or a Table when as
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from agentpool.local.apiserver.table import build_table, check_include
 from agentpool.local.apiserver.watch import DEFAULT_TIMEOUT, WatchRequest, serve_watch
 
 JSON = "application/json"
+log = logging.getLogger(__name__)
 _NOT_FOUND = ApiError(404, "NotFound", "the server could not find the requested resource")
 
 
@@ -84,6 +86,7 @@ class Routes:
         self.stopping = stopping
 
     def attach(self, app: web.Application) -> None:
+        app.middlewares.append(_as_status)
         app.router.add_get("/version", self.version)
         app.router.add_get("/healthz", self.ok)
         app.router.add_get("/readyz", self.ok)
@@ -320,6 +323,32 @@ class Routes:
             rv = items[0]["metadata"]["resourceVersion"] if single else str(self.core.store.rv)
             return respond(build_table(rt, items, resource_version=rv, include=table))
         return respond(self._versioned(rt, items[0]) if single else self._list(rt, items))
+
+
+@web.middleware
+async def _as_status(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Unknown paths, wrong methods and crashes answer as Status objects too, never plain text."""
+    try:
+        response: web.StreamResponse = await handler(request)
+        return response
+    except ApiError as error:
+        return respond(error.status(), error.code)
+    except web.HTTPException as error:
+        if error.status < 400:
+            raise
+        reason = {404: "NotFound", 405: "MethodNotAllowed"}.get(error.status, "BadRequest")
+        message = (
+            "the server could not find the requested resource"
+            if error.status == 404
+            else error.reason
+        )
+        body = ApiError(error.status, reason, message).status()
+        return respond(body, error.status)
+    except Exception:
+        log.exception("%s %s failed", request.method, request.path_qs)
+        body = ApiError(500, "InternalError", "an error on the server has prevented the request "
+                        "from succeeding").status()  # fmt: skip
+        return respond(body, 500)
 
 
 def _table_mode(request: web.Request) -> str | None:
