@@ -13,25 +13,33 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-import yaml
 from aiohttp import web
 
-from agentpool.local.apiserver import deletion, discovery, openapi, patch, protobuf, writes
-from agentpool.local.apiserver.core import Core, WriteOptions
-from agentpool.local.apiserver.errors import ApiError, bad_request, method_not_allowed, not_found
+from agentpool.local.apiserver import deletion, discovery, openapi, patch, writes
+from agentpool.local.apiserver.core import Core
+from agentpool.local.apiserver.errors import ApiError, method_not_allowed, not_found
 from agentpool.local.apiserver.logs import serve_log
+from agentpool.local.apiserver.parsing import (
+    NOT_FOUND,
+    Target,
+    delete_query,
+    parse_target,
+    read_body,
+    table_mode,
+    verb_of,
+    watch_request,
+    write_options,
+)
 from agentpool.local.apiserver.resources import ResourceType
 from agentpool.local.apiserver.scale import scale_of
 from agentpool.local.apiserver.selectors import combine, field_selector, label_selector
-from agentpool.local.apiserver.table import build_table, check_include
-from agentpool.local.apiserver.watch import DEFAULT_TIMEOUT, WatchRequest, serve_watch
+from agentpool.local.apiserver.table import build_table
+from agentpool.local.apiserver.watch import serve_watch
 
 JSON = "application/json"
 log = logging.getLogger(__name__)
-_NOT_FOUND = ApiError(404, "NotFound", "the server could not find the requested resource")
 
 
 def respond(body: Any, status: int = 200, warnings: list[str] | None = None) -> web.Response:
@@ -41,37 +49,6 @@ def respond(body: Any, status: int = 200, warnings: list[str] | None = None) -> 
     for warning in warnings or ():
         response.headers.add("Warning", "299 - " + json.dumps(warning))
     return response
-
-
-def _flag(query: Any, name: str) -> bool:
-    return str(query.get(name, "")).lower() in ("true", "1")
-
-
-def _options(query: Any) -> WriteOptions:
-    dry = query.getall("dryRun", [])
-    if any(value != "All" for value in dry):
-        raise bad_request(f'dryRun: Unsupported value: "{dry[0]}": supported values: "All"')
-    validation = query.get("fieldValidation") or "Warn"
-    if validation not in ("Ignore", "Warn", "Strict"):
-        raise bad_request(
-            f"fieldValidation: Unsupported value: {json.dumps(validation)}: supported values: "
-            '"Ignore", "Warn", "Strict"'
-        )
-    return WriteOptions(bool(dry), validation, query.get("fieldManager"))
-
-
-@dataclass(frozen=True)
-class Target:
-    """A parsed resource URL."""
-
-    rt: ResourceType
-    namespace: str | None
-    name: str | None
-    subresource: str | None
-
-    @property
-    def counted(self) -> str:
-        return f"{self.rt.plural}/{self.subresource}" if self.subresource else self.rt.plural
 
 
 class Routes:
@@ -117,12 +94,12 @@ class Routes:
 
     async def group(self, request: web.Request) -> web.Response:
         doc = discovery.group(self.core.registry, request.match_info["group"])
-        return respond(doc) if doc else respond(_NOT_FOUND.status(), 404)
+        return respond(doc) if doc else respond(NOT_FOUND.status(), 404)
 
     async def resources(self, request: web.Request) -> web.Response:
         group = request.match_info.get("group", "")
         doc = discovery.resource_list(self.core.registry, group, request.match_info["version"])
-        return respond(doc) if doc else respond(_NOT_FOUND.status(), 404)
+        return respond(doc) if doc else respond(NOT_FOUND.status(), 404)
 
     async def openapi_index(self, request: web.Request) -> web.Response:
         return respond(openapi.index(self.core.registry))
@@ -134,7 +111,7 @@ class Routes:
             doc = openapi.group_version_doc(self.core.registry, "", parts[1])
         elif parts[0] == "apis" and len(parts) == 3:
             doc = openapi.group_version_doc(self.core.registry, parts[1], parts[2])
-        return respond(doc) if doc else respond(_NOT_FOUND.status(), 404)
+        return respond(doc) if doc else respond(NOT_FOUND.status(), 404)
 
     async def openapi_v2(self, request: web.Request) -> web.Response:
         return web.Response(body=b"", headers={"Content-Type": openapi.V2_CONTENT_TYPE})
@@ -143,62 +120,14 @@ class Routes:
         rows = [{"verb": v, "resource": r, "count": n} for (v, r), n in sorted(self.counts.items())]
         return respond(rows)
 
-    def _target(self, request: web.Request) -> Target:
-        info = request.match_info
-        group, version = info.get("group", ""), info["version"]
-        if not group and version != "v1":
-            raise _NOT_FOUND
-        segments = info["tail"].strip("/").split("/")
-        namespace = None
-        if (
-            segments[0] == "namespaces"
-            and len(segments) >= 3
-            and segments[2] not in ("status", "finalize")
-        ):
-            namespace, segments = segments[1], segments[2:]
-        if len(segments) > 3:
-            raise _NOT_FOUND
-        rt = self.core.resolve(group, version, segments[0])
-        name = segments[1] if len(segments) > 1 else None
-        sub = segments[2] if len(segments) > 2 else None
-        if (namespace is not None and not rt.namespaced) or (
-            rt.namespaced and namespace is None and name
-        ):
-            raise _NOT_FOUND
-        allowed = {
-            *rt.extra_subresources,
-            *(("status",) if rt.status else ()),
-            *(("scale",) if rt.scale else ()),
-        }
-        if sub is not None and sub not in allowed:
-            raise _NOT_FOUND
-        return Target(rt, namespace, name, sub)
-
     async def resource(self, request: web.Request) -> web.StreamResponse:
         try:
-            target = self._target(request)
-            verb = _verb(request, target)
+            target = parse_target(self.core, request)
+            verb = verb_of(request, target)
             self.counts[(verb, target.counted)] += 1
             return await self._dispatch(request, target, verb)
         except ApiError as error:
             return respond(error.status(), error.code)
-
-    async def _body(self, request: web.Request) -> Any:
-        raw = await request.read()
-        if not raw.strip():
-            return None
-        if request.content_type == protobuf.CONTENT_TYPE:
-            return protobuf.decode(raw)
-        try:
-            return json.loads(raw)
-        except ValueError:
-            pass
-        if "yaml" in request.content_type:
-            try:
-                return yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-            except yaml.YAMLError as error:
-                raise bad_request(f"error decoding YAML: {error}") from None
-        raise bad_request("the object provided is unrecognized (body is not valid JSON)")
 
     async def _dispatch(self, request: web.Request, t: Target, verb: str) -> web.StreamResponse:
         core, rt, query = self.core, t.rt, request.query
@@ -213,19 +142,19 @@ class Routes:
                     request,
                     core,
                     rt,
-                    self._watch_request(request, t, match),
+                    watch_request(request, t, match),
                     bookmark_interval=self.bookmark_interval,
                     stopping=self.stopping,
                 )
             if verb == "deletecollection":
-                options = await self._body(request) or {}
+                options = await read_body(request) or {}
                 gone = deletion.delete_collection(
                     core,
                     rt,
                     t.namespace,
                     match,
-                    {**options, **_delete_query(query)},
-                    dry_run=_options(query).dry_run,
+                    {**options, **delete_query(query)},
+                    dry_run=write_options(query).dry_run,
                 )
                 return respond(self._list(rt, gone))
             items = [o for o in core.store.items(rt.key, t.namespace) if match is None or match(o)]
@@ -249,12 +178,20 @@ class Routes:
         if verb == "create":
             if t.subresource is not None or (rt.namespaced and t.namespace is None):
                 raise method_not_allowed("create", rt)
-            written = writes.create(core, rt, namespace, await self._body(request), _options(query))
+            written = writes.create(
+                core, rt, namespace, await read_body(request), write_options(query)
+            )
             return respond(self._versioned(rt, written.obj), 201, written.warnings)
         if verb == "update":
-            body = await self._body(request)
+            body = await read_body(request)
             written = writes.update(
-                core, rt, namespace, t.name or "", body, _options(query), subresource=t.subresource
+                core,
+                rt,
+                namespace,
+                t.name or "",
+                body,
+                write_options(query),
+                subresource=t.subresource,
             )
             return respond(self._versioned(rt, written.obj), 200, written.warnings)
         if verb == "patch":
@@ -271,36 +208,21 @@ class Routes:
                 rt,
                 namespace,
                 t.name or "",
-                await self._body(request),
+                await read_body(request),
                 content_type,
-                _options(query),
+                write_options(query),
                 subresource=t.subresource,
             )
             code = 201 if written.created else 200
             return respond(self._versioned(rt, written.obj), code, written.warnings)
         if verb == "delete":
-            options = {**(await self._body(request) or {}), **_delete_query(query)}
+            options = {**(await read_body(request) or {}), **delete_query(query)}
             deleted = deletion.delete(
-                core, rt, namespace, t.name or "", options, dry_run=_options(query).dry_run
+                core, rt, namespace, t.name or "", options, dry_run=write_options(query).dry_run
             )
             still = core.store.get(rt.key, namespace, t.name or "") is not None
             return respond(self._versioned(rt, deleted), 202 if still else 200)
         raise method_not_allowed(verb, rt)
-
-    def _watch_request(self, request: web.Request, t: Target, match: Any) -> WatchRequest:
-        query = request.query
-        timeout = float(query["timeoutSeconds"]) if query.get("timeoutSeconds") else DEFAULT_TIMEOUT
-        initial = query.get("sendInitialEvents")
-        return WatchRequest(
-            namespace=t.namespace,
-            match=match,
-            resource_version=query.get("resourceVersion"),
-            timeout=timeout,
-            bookmarks=_flag(query, "allowWatchBookmarks"),
-            initial_events=None if initial is None else initial.lower() in ("true", "1"),
-            rv_match=query.get("resourceVersionMatch"),
-            table=_table_mode(request),
-        )
 
     def _versioned(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
         if obj.get("apiVersion") == rt.api_version or obj.get("kind") != rt.kind:
@@ -318,7 +240,7 @@ class Routes:
     def _read(
         self, request: web.Request, rt: ResourceType, items: list[dict[str, Any]], *, single: bool
     ) -> web.Response:
-        table = _table_mode(request)
+        table = table_mode(request)
         if table is not None:
             rv = items[0]["metadata"]["resourceVersion"] if single else str(self.core.store.rv)
             return respond(build_table(rt, items, resource_version=rv, include=table))
@@ -349,39 +271,3 @@ async def _as_status(request: web.Request, handler: Any) -> web.StreamResponse:
         body = ApiError(500, "InternalError", "an error on the server has prevented the request "
                         "from succeeding").status()  # fmt: skip
         return respond(body, 500)
-
-
-def _table_mode(request: web.Request) -> str | None:
-    accept = request.headers.get("Accept", "")
-    first = accept.split(",")[0]
-    if "as=Table" not in first:
-        return None
-    return check_include(request.query.get("includeObject"))
-
-
-def _delete_query(query: Any) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    if query.get("propagationPolicy"):
-        options["propagationPolicy"] = query["propagationPolicy"]
-    if query.get("gracePeriodSeconds"):
-        options["gracePeriodSeconds"] = int(query["gracePeriodSeconds"])
-    if query.get("orphanDependents"):
-        options["orphanDependents"] = _flag(query, "orphanDependents")
-    return options
-
-
-def _verb(request: web.Request, t: Target) -> str:
-    method = request.method
-    if method == "GET":
-        if t.name is None:
-            return "watch" if _flag(request.query, "watch") else "list"
-        return "get"
-    if method == "POST":
-        return "create"
-    if method == "PUT":
-        return "update"
-    if method == "PATCH":
-        return "patch"
-    if method == "DELETE":
-        return "delete" if t.name else "deletecollection"
-    raise method_not_allowed(method.lower(), t.rt)

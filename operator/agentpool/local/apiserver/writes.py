@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentpool.api import validation
 from agentpool.local.apiserver import kinds, patch
 from agentpool.local.apiserver.core import Core, GcTask, WriteOptions, require_dict
 from agentpool.local.apiserver.crds import resource_types
+from agentpool.local.apiserver.customs import custom_checks
 from agentpool.local.apiserver.errors import (
     Cause,
     already_exists,
@@ -30,11 +30,7 @@ from agentpool.local.apiserver.scale import apply_scale, scale_of
 from agentpool.local.apiserver.store import Obj
 
 CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
-META_FIELDS = {
-    "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
-    "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels",
-    "annotations", "ownerReferences", "finalizers", "managedFields",
-}  # fmt: skip
+
 _KEEP_META = (
     "name",
     "namespace",
@@ -66,53 +62,6 @@ def _check_type(rt: ResourceType, body: Obj) -> None:
         raise bad_request(
             f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})"
         )
-
-
-def _custom_checks(
-    rt: ResourceType, obj: Obj, old: Obj | None, options: WriteOptions, name: str
-) -> tuple[Obj, list[str]]:
-    """Prune, default and validate a custom resource; returns it and any warnings."""
-    if not rt.custom or rt.schema is None:
-        return obj, []
-    pruned, unknown = validation.prune(rt.schema, obj)
-    meta = pruned.get("metadata")
-    if isinstance(meta, dict):
-        unknown += [f"metadata.{k}" for k in meta if k not in META_FIELDS]
-        pruned["metadata"] = {k: v for k, v in meta.items() if k in META_FIELDS}
-    warnings: list[str] = []
-    if unknown and options.field_validation == "Strict":
-        fields = ", ".join(f'unknown field "{u}"' for u in unknown)
-        raise bad_request(
-            f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
-            f"strict decoding error: {fields}"
-        )
-    if unknown and options.field_validation == "Warn":
-        warnings = [f'unknown field "{u}"' for u in unknown]
-    defaulted = validation.apply_defaults(rt.schema, pruned)
-    checked_schema, checked = _ratchet(rt.schema, defaulted, old)
-    errors = validation.validate(checked_schema, checked, old=old)
-    if errors:
-        raise invalid(rt, name, [Cause(e.field, e.message, e.reason) for e in errors])
-    return defaulted, warnings
-
-
-def _ratchet(schema: dict[str, Any], obj: Obj, old: Obj | None) -> tuple[dict[str, Any], Obj]:
-    """Leave out top-level fields an update did not change, as validation ratcheting does.
-
-    A status write then does not re-run the spec's rules; root-level rules see everything.
-    """
-    if old is None or schema.get("x-kubernetes-validations"):
-        return schema, obj
-    props = schema.get("properties") or {}
-    same = {k for k in props if k in obj and k in old and obj[k] == old[k]}
-    if not same:
-        return schema, obj
-    reduced = {
-        **schema,
-        "properties": {k: v for k, v in props.items() if k not in same},
-        "required": [r for r in schema.get("required") or () if r not in same],
-    }
-    return reduced, {k: v for k, v in obj.items() if k not in same}
 
 
 def _register(core: Core, crd: Obj) -> None:
@@ -162,7 +111,7 @@ def create(
     causes = kinds.prepare_create(rt, obj, core.now())
     if causes:
         raise invalid(rt, name, causes)
-    obj, warnings = _custom_checks(rt, obj, None, options, name)
+    obj, warnings = custom_checks(rt, obj, None, options, name)
     if core.store.get(rt.key, namespace, name) is not None:
         raise already_exists(rt, name)
     if options.dry_run:
@@ -222,7 +171,7 @@ def commit(
     causes = kinds.prepare_update(rt, old, new, core.now())
     if causes:
         raise invalid(rt, name, causes)
-    new, warnings = _custom_checks(rt, new, old, options, name)
+    new, warnings = custom_checks(rt, new, old, options, name)
     if rt.generation and _spec_changed(rt, old, new):
         new["metadata"]["generation"] = int(old["metadata"].get("generation", 1)) + 1
     if new == old:

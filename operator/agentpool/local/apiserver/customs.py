@@ -1,0 +1,70 @@
+"""Custom resources on their way in: pruned, checked for unknown fields, defaulted, validated.
+
+The schema work itself is ``agentpool.api.validation`` (shared with the CRD tests); this module
+applies it the way the API server does for a write: unknown fields refused (``Strict``), warned
+about (``Warn``) or silently dropped (``Ignore``), defaults filled, and on an update the top-level
+fields that did not change left out of validation (ratcheting). ``writes`` calls ``custom_checks``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentpool.api import validation
+from agentpool.local.apiserver.core import WriteOptions
+from agentpool.local.apiserver.errors import Cause, bad_request, invalid
+from agentpool.local.apiserver.resources import ResourceType
+from agentpool.local.apiserver.store import Obj
+
+META_FIELDS = {
+    "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
+    "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels",
+    "annotations", "ownerReferences", "finalizers", "managedFields",
+}  # fmt: skip
+
+
+def custom_checks(
+    rt: ResourceType, obj: Obj, old: Obj | None, options: WriteOptions, name: str
+) -> tuple[Obj, list[str]]:
+    """Prune, default and validate a custom resource; returns it and any warnings."""
+    if not rt.custom or rt.schema is None:
+        return obj, []
+    pruned, unknown = validation.prune(rt.schema, obj)
+    meta = pruned.get("metadata")
+    if isinstance(meta, dict):
+        unknown += [f"metadata.{k}" for k in meta if k not in META_FIELDS]
+        pruned["metadata"] = {k: v for k, v in meta.items() if k in META_FIELDS}
+    warnings: list[str] = []
+    if unknown and options.field_validation == "Strict":
+        fields = ", ".join(f'unknown field "{u}"' for u in unknown)
+        raise bad_request(
+            f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+            f"strict decoding error: {fields}"
+        )
+    if unknown and options.field_validation == "Warn":
+        warnings = [f'unknown field "{u}"' for u in unknown]
+    defaulted = validation.apply_defaults(rt.schema, pruned)
+    checked_schema, checked = _ratchet(rt.schema, defaulted, old)
+    errors = validation.validate(checked_schema, checked, old=old)
+    if errors:
+        raise invalid(rt, name, [Cause(e.field, e.message, e.reason) for e in errors])
+    return defaulted, warnings
+
+
+def _ratchet(schema: dict[str, Any], obj: Obj, old: Obj | None) -> tuple[dict[str, Any], Obj]:
+    """Leave out top-level fields an update did not change, as validation ratcheting does.
+
+    A status write then does not re-run the spec's rules; root-level rules see everything.
+    """
+    if old is None or schema.get("x-kubernetes-validations"):
+        return schema, obj
+    props = schema.get("properties") or {}
+    same = {k for k in props if k in obj and k in old and obj[k] == old[k]}
+    if not same:
+        return schema, obj
+    reduced = {
+        **schema,
+        "properties": {k: v for k, v in props.items() if k not in same},
+        "required": [r for r in schema.get("required") or () if r not in same],
+    }
+    return reduced, {k: v for k, v in obj.items() if k not in same}
