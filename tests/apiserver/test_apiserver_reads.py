@@ -360,3 +360,17 @@ def test_unknown_paths_answer_status_json(api_client: k8s.ApiClient) -> None:
     assert reply.status == 404
     assert reply.body["kind"] == "Status"
     assert reply.body["reason"] == "NotFound"
+
+
+def test_idle_watch_gets_bookmarks(core: k8s.CoreV1Api, namespace: str, cluster: Cluster) -> None:
+    """An idle watch that allows bookmarks receives them, so clients keep a fresh version."""
+    cluster.require_local()
+    rv = core.list_namespaced_config_map(namespace).metadata.resource_version
+    events = _stream(
+        core.api_client,
+        f"/api/v1/namespaces/{namespace}/configmaps",
+        [("resourceVersion", rv), ("allowWatchBookmarks", "true"), ("timeoutSeconds", "10")],
+        1,
+    )
+    assert events[0]["type"] == "BOOKMARK"
+    assert int(events[0]["object"]["metadata"]["resourceVersion"]) >= int(rv)
