@@ -34,7 +34,15 @@ def _iso(seconds: float) -> str:
 
 
 def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
-    @kopf.daemon(GROUP, VERSION, "agentleases", registry=registry, cancellation_timeout=10)
+    @kopf.daemon(
+        GROUP,
+        VERSION,
+        "agentleases",
+        id="lease_loop",
+        registry=registry,
+        backoff=2,
+        cancellation_timeout=10,
+    )
     async def lease_loop(
         body: kopf.Body, name: str, namespace: str | None, stopped: kopf.DaemonStopped, **_: Any
     ) -> None:

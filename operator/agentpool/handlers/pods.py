@@ -18,7 +18,9 @@ from agentpool.pool.manifests import POOL_LABEL
 
 
 def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
-    @kopf.on.event("v1", "pods", labels={POOL_LABEL: kopf.PRESENT}, registry=registry)
+    @kopf.on.event(
+        "v1", "pods", id="pod_event", labels={POOL_LABEL: kopf.PRESENT}, registry=registry
+    )
     def pod_event(
         event: kopf.RawEvent, namespace: str | None, labels: Mapping[str, str], **_: Any
     ) -> None:

@@ -77,7 +77,9 @@ def sync_broker(handle: PoolHandle) -> None:
 
 
 def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
-    @kopf.index("v1", "pods", labels={POOL_LABEL: kopf.PRESENT}, registry=registry)
+    @kopf.index(
+        "v1", "pods", id="pods_by_pool", labels={POOL_LABEL: kopf.PRESENT}, registry=registry
+    )
     def pods_by_pool(
         body: kopf.Body, namespace: str | None, labels: Mapping[str, str], **_: Any
     ) -> dict[tuple[str | None, str], dict[str, Any]]:
@@ -85,7 +87,7 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
         # starts no handler before every index has been listed).
         return {(namespace, labels[POOL_LABEL]): dict(body)}
 
-    @kopf.on.event(GROUP, VERSION, "agentpools", registry=registry)
+    @kopf.on.event(GROUP, VERSION, "agentpools", id="pool_event", registry=registry)
     def pool_event(namespace: str | None, name: str, **_: Any) -> None:
         handle = runtime.pools.get((namespace or "", name))
         if handle is not None:
@@ -95,7 +97,9 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
         GROUP,
         VERSION,
         "agentpools",
+        id="pool_loop",
         registry=registry,
+        backoff=2,
         cancellation_timeout=DRAIN_SECONDS + 15,
     )
     async def pool_loop(
@@ -126,17 +130,20 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
         sync_broker(handle)
         restorers = await restore_busy_agents(runtime, handle)
         runtime.started_event(key).set()
+        stopping = asyncio.ensure_future(stopped.wait())
         try:
             while not stopped:
                 handle.wake.clear()
                 try:
                     delay = await reconcile(runtime, handle, body)
-                except (ValueError, kopf.PermanentError) as error:
+                except ValueError as error:
                     log.warning("pool %s/%s: %s", namespace, name, error)
                     delay = IDLE_PASS_SECONDS
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(handle.wake.wait(), delay)
+                woken = asyncio.ensure_future(handle.wake.wait())
+                await asyncio.wait({woken, stopping}, timeout=delay, return_when="FIRST_COMPLETED")
+                woken.cancel()
         finally:
+            stopping.cancel()
             for task in restorers:
                 task.cancel()
             deleted = bool(

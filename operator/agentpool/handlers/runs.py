@@ -98,13 +98,23 @@ async def pool_defaults(runtime: Runtime, namespace: str, pool: str | None) -> d
 def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
     engines: dict[tuple[str, str], RunEngine] = {}
 
-    @kopf.on.field(GROUP, VERSION, "poolruns", field="spec.suspend", registry=registry)
+    @kopf.on.field(
+        GROUP, VERSION, "poolruns", id="suspend", field="spec.suspend", registry=registry
+    )
     def suspend_changed(name: str, namespace: str | None, new: Any, **_: Any) -> None:
         engine = engines.get((namespace or "", name))
         if engine is not None:
             engine.set_suspended(bool(new))
 
-    @kopf.daemon(GROUP, VERSION, "poolruns", registry=registry, cancellation_timeout=10)
+    @kopf.daemon(
+        GROUP,
+        VERSION,
+        "poolruns",
+        id="run_loop",
+        registry=registry,
+        backoff=2,
+        cancellation_timeout=10,
+    )
     async def run_loop(
         body: kopf.Body, name: str, namespace: str | None, stopped: kopf.DaemonStopped, **_: Any
     ) -> None:

@@ -1,0 +1,58 @@
+"""Fixtures of the operator tests: a local cluster with the operator in its own process.
+
+One cluster and one operator serve the whole package; each test works in a namespace of its
+own, so tests do not see each other's pools, runs or leases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from operator_support import Api, OperatorProcess
+
+from cluster import ClusterHandle, ClusterThread
+
+
+@dataclass
+class OperatorCluster:
+    handle: ClusterHandle
+    operator: OperatorProcess
+    thread: ClusterThread | None
+    dir: Path
+
+
+@pytest.fixture(scope="session")
+def operator_cluster(
+    kube_context: str | None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorCluster]:
+    if kube_context is not None:
+        pytest.skip("the operator tests start and kill the operator process: local cluster only")
+    directory = tmp_path_factory.mktemp("operator-cluster")
+    thread = ClusterThread(directory, operator=False)
+    handle = thread.start()
+    assert handle.url is not None
+    operator = OperatorProcess(handle.url, directory / "operator.log")
+    operator.start()
+    try:
+        yield OperatorCluster(handle=handle, operator=operator, thread=thread, dir=directory)
+    finally:
+        operator.stop()
+        thread.stop()
+
+
+@pytest.fixture(scope="session")
+def api(operator_cluster: OperatorCluster) -> Iterator[Api]:
+    client = operator_cluster.handle.api_client()
+    try:
+        yield Api(client)
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def namespace(api: Api) -> str:
+    """A namespace of the test's own."""
+    return api.new_namespace()

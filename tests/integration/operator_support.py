@@ -1,0 +1,182 @@
+"""What the operator tests share: the operator as its own process, and a small typed API client.
+
+The operator runs as ``agentpool run`` in a subprocess against a local cluster started without
+one, so tests can SIGKILL and restart it as a crash would. Tests talk to the cluster through the
+kubernetes client, as a user's program would, and read agents' processes from /proc to kill them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+
+GROUP, VERSION = "agentpool.dev", "v1alpha1"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def agent_command(agent: str) -> list[str]:
+    """The command of an example agent, as a pod template gives it (relative to the repo root,
+    the working directory of the local kubelet and of the operator image)."""
+    return ["python", "-m", "agentpool.agent", f"examples/agents/{agent}.py:agent"]
+
+
+def pool_spec(
+    agent: str = "echo", *, env: dict[str, str] | None = None, **spec: Any
+) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "agent", "command": agent_command(agent)}
+    if env:
+        container["env"] = [{"name": k, "value": v} for k, v in env.items()]
+    return {"image": "agentpool:0.1.0", "template": {"spec": {"containers": [container]}}, **spec}
+
+
+class OperatorProcess:
+    """``agentpool run`` against a cluster, in its own process."""
+
+    def __init__(self, server: str, log_path: Path, *, metrics_port: int = 0) -> None:
+        self.server = server
+        self.log_path = log_path
+        self.metrics_port = metrics_port
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        argv = [sys.executable, "-m", "agentpool", "run", "--server", self.server]
+        if self.metrics_port:
+            argv += ["--metrics-port", str(self.metrics_port)]
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(argv, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash or an evicted pod would end it."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+class Api:
+    """The calls the tests make, through the official kubernetes client."""
+
+    def __init__(self, client: kubernetes.client.ApiClient) -> None:
+        self.client = client
+        self.core = kubernetes.client.CoreV1Api(client)
+        self.custom = kubernetes.client.CustomObjectsApi(client)
+
+    def new_namespace(self, prefix: str = "t") -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        self.core.create_namespace({"metadata": {"name": name}})
+        return name
+
+    def create(
+        self, plural: str, namespace: str, name: str, spec: dict[str, Any]
+    ) -> dict[str, Any]:
+        kind = {"agentpools": "AgentPool", "poolruns": "PoolRun", "agentleases": "AgentLease"}
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": kind[plural],
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": spec,
+        }
+        obj: dict[str, Any] = self.custom.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, plural, body
+        )
+        return obj
+
+    def get(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        obj: dict[str, Any] = self.custom.get_namespaced_custom_object(
+            GROUP, VERSION, namespace, plural, name
+        )
+        return obj
+
+    def status(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        return dict(self.get(plural, namespace, name).get("status") or {})
+
+    def patch_spec(self, plural: str, namespace: str, name: str, spec: dict[str, Any]) -> None:
+        self.custom.patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            namespace,
+            plural,
+            name,
+            {"spec": spec},
+            _content_type="application/merge-patch+json",
+        )
+
+    def delete(self, plural: str, namespace: str, name: str) -> None:
+        self.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, plural, name)
+
+    def exists(self, plural: str, namespace: str, name: str) -> bool:
+        try:
+            self.get(plural, namespace, name)
+        except kubernetes.client.exceptions.ApiException as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
+
+    def pods(self, namespace: str, pool: str) -> list[dict[str, Any]]:
+        pods = self.core.list_namespaced_pod(namespace, label_selector=f"agentpool.dev/pool={pool}")
+        return [self.client.sanitize_for_serialization(pod) for pod in pods.items]
+
+    def live_pods(self, namespace: str, pool: str) -> list[dict[str, Any]]:
+        return [p for p in self.pods(namespace, pool) if not p["metadata"].get("deletionTimestamp")]
+
+    def events(self, namespace: str) -> list[dict[str, Any]]:
+        events = self.core.list_namespaced_event(namespace)
+        return [self.client.sanitize_for_serialization(event) for event in events.items]
+
+    def event_reasons(self, namespace: str) -> list[str]:
+        return [str(event.get("reason")) for event in self.events(namespace)]
+
+
+def agent_pids(pod_ip: str) -> list[int]:
+    """The processes the local kubelet started for the pod with this IP (its whole group)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"POD_IP={pod_ip}".encode() in environ:
+            found.append(int(entry.name))
+    return found
+
+
+def kill_agent(pod: dict[str, Any]) -> None:
+    """SIGKILL the agent's processes, as an out-of-memory kill or a crash would."""
+    pids = agent_pids(pod["status"]["podIP"])
+    assert pids, f"no process found for pod {pod['metadata']['name']}"
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+
+
+def ready(pod: dict[str, Any]) -> bool:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return False
+
+
+def now() -> float:
+    return time.monotonic()
