@@ -6,6 +6,7 @@ own, so tests do not see each other's pools, runs or leases.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 from operator_support import Api, OperatorProcess
 
-from cluster import ClusterHandle, ClusterThread
+from cluster import ClusterHandle, ClusterThread, Kubectl
 
 
 @dataclass
@@ -56,3 +57,17 @@ def api(operator_cluster: OperatorCluster) -> Iterator[Api]:
 def namespace(api: Api) -> str:
     """A namespace of the test's own."""
     return api.new_namespace()
+
+
+@pytest.fixture(scope="session")
+def kubectl_op(
+    operator_cluster: OperatorCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Kubectl:
+    """kubectl for the operator tests' cluster, with a fresh cache directory."""
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl is not installed; install it to run the kubectl end-to-end tests")
+    return Kubectl(
+        operator_cluster.handle.kubeconfig,
+        tmp_path_factory.mktemp("kubectl-op-cache"),
+        context=operator_cluster.handle.context,
+    )

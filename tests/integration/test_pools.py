@@ -6,6 +6,10 @@ process), the real local kubelet running the example agents, and the kubernetes 
 
 from __future__ import annotations
 
+import base64
+import json
+import urllib.error
+import urllib.request
 from typing import Any
 
 from operator_support import Api, kill_agent, pool_spec, ready
@@ -209,3 +213,132 @@ def test_a_killed_idle_agent_is_replaced_within_two_seconds(api: Api, namespace:
     )
     assert len(replacement) == 1
     wait_for(lambda: pool_status(api, namespace, "heal").get("readyReplicas") == 1, 60)
+
+
+def test_max_uses_retires_an_agent_only_once_it_is_returned(api: Api, namespace: str) -> None:
+    """maxUses 2: the agent serves two checkouts, is never retired while held, and is replaced
+    once the second holder lets go."""
+    api.create("agentpools", namespace, "worn", pool_spec(minSize=1, maxUses=2))
+    wait_for(lambda: pool_status(api, namespace, "worn").get("available") == 1, 60)
+    lease(api, namespace, "u1", "worn")
+    agent = bound_agent(api, namespace, "u1")
+    api.delete("agentleases", namespace, "u1")
+    wait_for(lambda: pool_status(api, namespace, "worn").get("available") == 1, 30)
+    lease(api, namespace, "u2", "worn")
+    assert bound_agent(api, namespace, "u2") == agent
+    assert "AgentRetired" not in api.event_reasons(namespace)
+    assert [p["metadata"]["name"] for p in api.live_pods(namespace, "worn")] == [agent]
+    api.delete("agentleases", namespace, "u2")
+    wait_for(
+        lambda: agent not in [p["metadata"]["name"] for p in api.live_pods(namespace, "worn")], 30
+    )
+    messages = [
+        e.get("message", "") for e in api.events(namespace) if e.get("reason") == "AgentRetired"
+    ]
+    assert any(agent in m and "MaxUses" in m for m in messages), messages
+    lease(api, namespace, "u3", "worn")
+    assert bound_agent(api, namespace, "u3", 60) != agent
+
+
+def test_max_lifetime_waits_for_the_holder(api: Api, namespace: str) -> None:
+    """maxLifetimeSeconds retires an aged agent, but not while a lease still holds it."""
+    api.create("agentpools", namespace, "aged", pool_spec(minSize=1, maxLifetimeSeconds=2))
+    wait_for(lambda: pool_status(api, namespace, "aged").get("available") == 1, 60)
+    lease(api, namespace, "hold", "aged", ttlSeconds=4)
+    agent = bound_agent(api, namespace, "hold")
+    wait_for(lambda: lease_phase(api, namespace, "hold") == "Expired", 30)
+    # The agent outlived its lifetime while held; it went only after the lease gave it back.
+    held_until = api.status("agentleases", namespace, "hold")
+    assert held_until["agent"] == agent
+    wait_for(
+        lambda: agent not in [p["metadata"]["name"] for p in api.live_pods(namespace, "aged")], 30
+    )
+    retired = [
+        e
+        for e in api.events(namespace)
+        if e.get("reason") == "AgentRetired" and agent in e.get("message", "")
+    ]
+    assert retired
+    assert "MaxLifetime" in retired[0]["message"]
+
+
+def test_scale_subresource_and_kubectl_views(api: Api, namespace: str, kubectl_op: Any) -> None:
+    """kubectl shows the printer columns, `kubectl scale` changes minSize and the pool follows,
+    and `kubectl describe` shows the pool's Events."""
+    api.create("agentpools", namespace, "viewed", pool_spec(minSize=1, maxSize=3))
+    wait_for(lambda: pool_status(api, namespace, "viewed").get("readyReplicas") == 1, 60)
+    table = kubectl_op("get", "agentpools", "-n", namespace).stdout
+    header = table.splitlines()[0].split()
+    assert header == ["NAME", "MIN", "MAX", "READY", "BUSY", "STATE", "AGE"]
+    row = table.splitlines()[1].split()
+    assert row[:6] == ["viewed", "1", "3", "1", "0", "Ready"]
+    kubectl_op("scale", "agentpool", "viewed", "-n", namespace, "--replicas=3")
+    assert api.get("agentpools", namespace, "viewed")["spec"]["minSize"] == 3
+    wait_for(lambda: pool_status(api, namespace, "viewed").get("readyReplicas") == 3, 60)
+    described = kubectl_op("describe", "agentpool", "viewed", "-n", namespace).stdout
+    assert "ScaledUp" in described
+
+
+def test_agents_demand_the_token_and_the_token_is_never_shown(
+    api: Api, namespace: str, operator_cluster: Any
+) -> None:
+    """A request without the pool's token gets 401; the token is in no status, event or log."""
+    api.create("agentpools", namespace, "secret", pool_spec(minSize=1))
+    wait_for(lambda: pool_status(api, namespace, "secret").get("available") == 1, 60)
+    lease(api, namespace, "talk", "secret")
+    bound_agent(api, namespace, "talk")
+    status = api.status("agentleases", namespace, "talk")
+    ref = status["tokenSecretRef"]
+    secret = api.core.read_namespaced_secret(ref["name"], namespace)
+    token = base64.b64decode(secret.data[ref["key"]]).decode()
+    endpoint = status["endpoint"]
+
+    def call(headers: dict[str, str]) -> int:
+        request = urllib.request.Request(f"{endpoint}/status", headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=5) as response:
+                return int(response.status)
+        except urllib.error.HTTPError as error:
+            return int(error.code)
+
+    assert call({}) == 401
+    assert call({"Authorization": "Bearer wrong"}) == 401
+    assert call({"Authorization": f"Bearer {token}"}) == 200
+
+    seen = json.dumps(
+        [
+            api.get("agentpools", namespace, "secret"),
+            api.get("agentleases", namespace, "talk"),
+            api.events(namespace),
+        ]
+    )
+    assert token not in seen
+    assert token not in operator_cluster.operator.log()
+    for pod in api.pods(namespace, "secret"):
+        log = api.core.read_namespaced_pod_log(pod["metadata"]["name"], namespace)
+        assert token not in log
+
+
+def test_operator_restart_keeps_busy_agents_busy(
+    api: Api, namespace: str, operator_cluster: Any
+) -> None:
+    """Restarting the operator while both agents are held: the new one counts them busy, and a
+    new checkout waits instead of getting an agent someone else holds."""
+    api.create("agentpools", namespace, "steady", pool_spec(minSize=2))
+    wait_for(lambda: pool_status(api, namespace, "steady").get("available") == 2, 60)
+    lease(api, namespace, "h1", "steady", ttlSeconds=600)
+    lease(api, namespace, "h2", "steady", ttlSeconds=600)
+    held = {bound_agent(api, namespace, "h1"), bound_agent(api, namespace, "h2")}
+    operator_cluster.operator.kill()
+    operator_cluster.operator.start()
+    lease(api, namespace, "h3", "steady", checkoutTimeoutSeconds=120)
+    status = wait_for(
+        lambda: (s := pool_status(api, namespace, "steady")).get("waiting") == 1 and s, 60
+    )
+    assert status["busy"] == 2
+    assert status["available"] == 0
+    assert lease_phase(api, namespace, "h3") == "Pending"
+    api.delete("agentleases", namespace, "h1")
+    assert bound_agent(api, namespace, "h3") in held
+    assert api.status("agentleases", namespace, "h2")["agent"] in held
+    assert bound_agent(api, namespace, "h3") != api.status("agentleases", namespace, "h2")["agent"]
