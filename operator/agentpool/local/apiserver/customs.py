@@ -29,7 +29,8 @@ def custom_checks(
     """Prune, default and validate a custom resource; returns it and any warnings."""
     if not rt.custom or rt.schema is None:
         return obj, []
-    pruned, unknown = validation.prune(rt.schema, obj)
+    schema, changed, unchanged = _ratchet(rt.schema, obj, old)
+    pruned, unknown = validation.prune(schema, changed)
     meta = pruned.get("metadata")
     if isinstance(meta, dict):
         unknown += [f"metadata.{k}" for k in meta if k not in META_FIELDS]
@@ -43,28 +44,30 @@ def custom_checks(
         )
     if unknown and options.field_validation == "Warn":
         warnings = [f'unknown field "{u}"' for u in unknown]
-    defaulted = validation.apply_defaults(rt.schema, pruned)
-    checked_schema, checked = _ratchet(rt.schema, defaulted, old)
-    errors = validation.validate(checked_schema, checked, old=old)
+    defaulted = validation.apply_defaults(schema, pruned)
+    errors = validation.validate(schema, defaulted, old=old)
     if errors:
         raise invalid(rt, name, [Cause(e.field, e.message, e.reason) for e in errors])
-    return defaulted, warnings
+    return {**unchanged, **defaulted}, warnings
 
 
-def _ratchet(schema: dict[str, Any], obj: Obj, old: Obj | None) -> tuple[dict[str, Any], Obj]:
-    """Leave out top-level fields an update did not change, as validation ratcheting does.
+def _ratchet(schema: dict[str, Any], obj: Obj, old: Obj | None) -> tuple[dict[str, Any], Obj, Obj]:
+    """Set aside top-level fields an update did not change, as validation ratcheting does.
 
-    A status write then does not re-run the spec's rules; root-level rules see everything.
+    They were pruned, defaulted and validated when stored, so a status write neither copies nor
+    re-checks the spec. Returns the schema and object without them, and them. Root-level rules
+    need the whole object, so a schema with any keeps everything in.
     """
     if old is None or schema.get("x-kubernetes-validations"):
-        return schema, obj
+        return schema, obj, {}
     props = schema.get("properties") or {}
     same = {k for k in props if k in obj and k in old and obj[k] == old[k]}
     if not same:
-        return schema, obj
+        return schema, obj, {}
     reduced = {
         **schema,
         "properties": {k: v for k, v in props.items() if k not in same},
         "required": [r for r in schema.get("required") or () if r not in same],
     }
-    return reduced, {k: v for k, v in obj.items() if k not in same}
+    changed = {k: v for k, v in obj.items() if k not in same}
+    return reduced, changed, {k: obj[k] for k in same}
