@@ -1,0 +1,50 @@
+"""The PoolRun engine: sources, naming and routing, dispatch, results and batched status.
+
+Nothing here talks to Kubernetes or kopf: the PoolRun daemon builds a :class:`RunEngine` with a
+:class:`RunConfig`, an item source, and the broker, agent client and status sink it adapts to the
+protocols in :mod:`agentpool.runs.contracts`, then awaits :meth:`RunEngine.run`.
+``agentpool results`` reads results back with :func:`iter_results`.
+"""
+
+from agentpool.runs.config import RunConfig, config_from_spec
+from agentpool.runs.contracts import (
+    CheckoutFailed,
+    Clock,
+    Dispatcher,
+    Invoker,
+    PoolExhausted,
+    PoolNotFound,
+    StatusSink,
+    SystemClock,
+)
+from agentpool.runs.engine import RunEngine
+from agentpool.runs.outcome import Outcome
+from agentpool.runs.results import iter_results
+from agentpool.runs.sources import (
+    HttpSource,
+    ItemSource,
+    SourceError,
+    configmap_source,
+    inline_source,
+)
+
+__all__ = [
+    "CheckoutFailed",
+    "Clock",
+    "Dispatcher",
+    "HttpSource",
+    "Invoker",
+    "ItemSource",
+    "Outcome",
+    "PoolExhausted",
+    "PoolNotFound",
+    "RunConfig",
+    "RunEngine",
+    "SourceError",
+    "StatusSink",
+    "SystemClock",
+    "config_from_spec",
+    "configmap_source",
+    "inline_source",
+    "iter_results",
+]

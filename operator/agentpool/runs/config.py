@@ -1,0 +1,98 @@
+"""The settings one PoolRun is driven by, resolved from its spec and its pool's defaults.
+
+The daemon builds a :class:`RunConfig` with :func:`config_from_spec` (or directly) and hands it to
+the engine, so the engine never reads a raw spec and the defaults live in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Mode = Literal["Call", "Cast"]
+FailurePolicy = Literal["Fail", "Report"]
+
+
+@dataclass(frozen=True)
+class Routes:
+    """Send each item to the pool named by the value of one of its fields."""
+
+    field: str
+    pools: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything the engine needs to know about a run, with defaults resolved."""
+
+    name: str
+    pool: str | None = None
+    routes: Routes | None = None
+    item_id: str | None = None
+    priority: int = 0
+    input: Any = None
+    cap: int = 1
+    mode: Mode = "Call"
+    failures: FailurePolicy = "Fail"
+    max_attempts: int = 1
+    backoff_seconds: float = 0.0
+    checkout_timeout_seconds: float = 30.0
+    call_timeout_seconds: float = 300.0
+    status_interval_seconds: float = 1.0
+    rerun_limit: int | None = None
+    """Most items that may have started without their result being written; an operator crash
+    re-runs at most this many. ``None`` means ``cap``. Items shorter than the status interval then
+    run at most this many per interval: the price of the guarantee."""
+
+    def __post_init__(self) -> None:
+        if self.pool is None and self.routes is None:
+            raise ValueError(f"run {self.name}: needs poolRef or routes")
+        if self.cap < 1:
+            raise ValueError(f"run {self.name}: cap must be at least 1, not {self.cap}")
+        if self.max_attempts < 1:
+            raise ValueError(f"run {self.name}: maxAttempts must be at least 1")
+
+    @property
+    def effective_rerun_limit(self) -> int:
+        return max(1, self.rerun_limit if self.rerun_limit is not None else self.cap)
+
+
+def config_from_spec(
+    name: str,
+    spec: Mapping[str, Any],
+    *,
+    checkout_timeout_seconds: float = 30.0,
+    call_timeout_seconds: float = 300.0,
+    status_interval_seconds: float = 1.0,
+) -> RunConfig:
+    """Resolve a PoolRun ``spec`` (camelCase, as stored) into a :class:`RunConfig`.
+
+    The timeouts given here are the pool's defaults; the run's own override them.
+    """
+    pool_ref = spec.get("poolRef") or {}
+    routes_spec = spec.get("routes")
+    routes = None
+    if routes_spec:
+        pools = routes_spec.get("pools", routes_spec.get("map", {}))
+        routes = Routes(field=str(routes_spec["field"]), pools=dict(pools))
+    checkout = spec.get("checkoutTimeoutSeconds")
+    call = spec.get("callTimeoutSeconds")
+    return RunConfig(
+        name=name,
+        pool=pool_ref.get("name"),
+        routes=routes,
+        item_id=spec.get("itemId"),
+        priority=int(spec.get("priority", 0)),
+        input=spec.get("input"),
+        cap=int(spec.get("cap", 1)),
+        mode=spec.get("mode", "Call"),
+        failures=spec.get("failures", "Fail"),
+        max_attempts=int(spec.get("maxAttempts", 1)),
+        backoff_seconds=float(spec.get("backoffSeconds", 0.0)),
+        checkout_timeout_seconds=float(
+            checkout if checkout is not None else checkout_timeout_seconds
+        ),
+        call_timeout_seconds=float(call if call is not None else call_timeout_seconds),
+        status_interval_seconds=status_interval_seconds,
+    )

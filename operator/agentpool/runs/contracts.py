@@ -1,0 +1,112 @@
+"""What the PoolRun engine needs from the rest of the operator, as protocols and exceptions.
+
+The engine knows nothing of Kubernetes, kopf or HTTP to agents: the kopf daemon that wraps a
+PoolRun hands it a dispatcher (the broker's checkout and checkin), an invoker (the agent client),
+a status sink (merge patches to the run's status, result ConfigMaps, Events) and a clock. Each is
+matched by structure, so the tests pass fakes and the daemon passes the real ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Literal, Protocol
+
+CheckinOutcome = Literal["success", "failure", "lost"]
+"""How an agent comes back, with the broker's words: ``success`` and ``failure`` agents are sound
+and may be reused (failures count toward quarantine); ``lost`` means its state is unknown (a call
+timed out or the connection broke) and it is retired."""
+
+
+class CheckoutFailed(Exception):
+    """No agent could be checked out for an item; the message says why in the user's words."""
+
+
+class PoolNotFound(CheckoutFailed):
+    """The pool a run names does not exist, so no item for it can ever start."""
+
+
+class PoolExhausted(CheckoutFailed):
+    """No agent became free within the checkout timeout."""
+
+
+class Checkout(Protocol):
+    """An agent handed to one item until it is checked back in."""
+
+    @property
+    def agent(self) -> str:
+        """The agent's name (its pod), recorded with a failure."""
+        ...
+
+
+class Dispatcher(Protocol):
+    """The broker as a run sees it: checkout an agent of a pool, and give it back."""
+
+    async def checkout(self, pool: str, *, timeout: float, priority: int, holder: str) -> Checkout:
+        """An agent of ``pool``; raises :class:`PoolNotFound` or another :class:`CheckoutFailed`."""
+        ...
+
+    async def checkin(self, checkout: Checkout, outcome: CheckinOutcome) -> None:
+        """Return the agent to its pool."""
+        ...
+
+
+class InvokeResult(Protocol):
+    """What one attempt of one item came to."""
+
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def output(self) -> Any: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def lost(self) -> bool:
+        """The agent's state is unknown (timed out, connection broken): it must not be reused."""
+        ...
+
+
+class Invoker(Protocol):
+    """The agent client: hand an envelope to a checked-out agent."""
+
+    async def invoke(
+        self, checkout: Checkout, envelope: dict[str, Any], *, timeout: float, cast: bool
+    ) -> InvokeResult: ...
+
+
+class StatusSink(Protocol):
+    """Where a run's progress goes: the run object's status, its result ConfigMaps, its Events."""
+
+    async def write(self, patch: dict[str, Any]) -> None:
+        """Apply a JSON merge patch to the run's ``status``."""
+        ...
+
+    async def write_results_configmap(self, name: str, data: dict[str, str]) -> None:
+        """Create or replace a ConfigMap owned by the run with exactly ``data``."""
+        ...
+
+    async def event(self, type: str, reason: str, message: str) -> None:
+        """Post an Event on the run (``type`` is ``Normal`` or ``Warning``)."""
+        ...
+
+
+class Clock(Protocol):
+    """Wall-clock time and sleeping, injected so tests run on a fake clock."""
+
+    def now(self) -> float:
+        """Seconds since the epoch."""
+        ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    """The real clock."""
+
+    def now(self) -> float:
+        return time.time()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(max(0.0, seconds))

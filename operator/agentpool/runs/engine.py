@@ -1,0 +1,491 @@
+"""The PoolRun engine: drives a run's items through its pools, and reports as it goes.
+
+It keeps up to ``cap`` items in flight, each one a checkout, an invoke and a checkin; retries
+failed attempts with back-off (to another agent when one is free); records every outcome in a
+:class:`RunLedger`; writes status in batches; and ends Drained or Deadlocked. The kopf daemon of a
+PoolRun builds one per run with the injected dispatcher, invoker, sink and clock, and awaits
+:meth:`RunEngine.run`; it calls :meth:`RunEngine.set_suspended` when ``spec.suspend`` changes.
+Decisions (naming, routing, placement, outcome) are the pure functions of the sibling modules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agentpool.runs import reasons
+from agentpool.runs.config import RunConfig
+from agentpool.runs.contracts import (
+    Checkout,
+    CheckoutFailed,
+    Clock,
+    Dispatcher,
+    Invoker,
+    PoolNotFound,
+    StatusSink,
+    SystemClock,
+)
+from agentpool.runs.items import Rejection, name_item, route_item
+from agentpool.runs.outcome import (
+    Outcome,
+    decide_outcome,
+    final_conditions,
+    format_time,
+    running_conditions,
+)
+from agentpool.runs.results import CHUNK_BYTES, encoded_size
+from agentpool.runs.sources import DONE, NOT_READY, ItemSource, Signal, SourceError
+from agentpool.runs.status import RunLedger, flush_due
+
+POLL_FIRST = 0.1
+POLL_MAX = 5.0
+
+
+@dataclass
+class Work:
+    """An item on its way: where it goes and which attempt comes next."""
+
+    key: str
+    index: int
+    value: Any
+    pool: str
+    attempt: int = 1
+    last_agent: str | None = None
+
+
+class RunEngine:
+    """One PoolRun, from its first item to Drained or Deadlocked."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        *,
+        source: ItemSource,
+        dispatcher: Dispatcher,
+        invoker: Invoker,
+        sink: StatusSink,
+        clock: Clock | None = None,
+        status: Mapping[str, Any] | None = None,
+        configmaps: Mapping[str, Mapping[str, str]] | None = None,
+        suspended: bool = False,
+        failure_event_interval: float = 5.0,
+    ) -> None:
+        self.config = config
+        self._source = source
+        self._dispatcher = dispatcher
+        self._invoker = invoker
+        self._sink = sink
+        self._clock = clock or SystemClock()
+        self._suspended = suspended
+        self._failure_event_interval = failure_event_interval
+        status = status or {}
+        self.ledger = RunLedger.restore(
+            config.name, replayable=source.replayable, status=status, configmaps=configmaps
+        )
+        self._resuming = bool(status.get("startTime"))
+        self._start_time = status.get("startTime")
+        self._conditions: list[dict[str, Any]] = list(status.get("conditions") or [])
+        self._conditions_dirty = True
+        self._phase: str | None = None
+        self._pending: deque[Work] = deque()
+        self._retries: list[tuple[float, Work]] = []
+        # Items in flight at the last write run again, with the attempt raised, when the source
+        # gives them: a replayable one always does; an HTTP source does if it hands them out again.
+        self._again = {key: attempt + 1 for key, attempt in self.ledger.resumed.items()}
+        self._parked: dict[str, list[Work]] = {}
+        self._missing_pools: dict[str, str] = {}
+        self._seen_ids: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._events: set[asyncio.Task[None]] = set()
+        # A replayable source gives its items from the first again; another goes on where it was.
+        self._next_index = 0 if source.replayable else self.ledger.seen
+        self._holding = 0
+        self._source_done = False
+        self._source_error: str | None = None
+        self._deadlock: str | None = None
+        self._next_poll = 0.0
+        self._poll_delay = POLL_FIRST
+        self._last_write: float | None = None
+        self._dirty = True
+        self._suspend_reported = False
+        self._last_failure_event: float | None = None
+        self._failures_unreported = 0
+        self._wake = asyncio.Event()
+        if not source.replayable:
+            self._seen_ids |= self.ledger.recorded
+
+    def set_suspended(self, suspended: bool) -> None:
+        """Follow ``spec.suspend``: finish what is in flight and dispatch nothing more, or go on."""
+        self._suspended = suspended
+        self._wake.set()
+
+    async def run(self) -> Outcome:
+        """Drive the run to its end, and return how it ended (also written to status)."""
+        try:
+            return await self._run()
+        except asyncio.CancelledError:
+            # The operator is stopping: keep what is done, so the next one resumes from there.
+            await self._stop_items()
+            with contextlib.suppress(Exception):
+                await self._flush({})
+            raise
+        finally:
+            await self._stop_items()
+            await asyncio.gather(*self._events, return_exceptions=True)
+            await self._source.close()
+
+    async def _stop_items(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _run(self) -> Outcome:
+        now = self._clock.now()
+        if self._start_time is None:
+            self._start_time = format_time(now)
+            await self._sink.event(
+                "Normal",
+                reasons.STARTED,
+                f"dispatching to {self._pools_text()}, cap {self.config.cap}",
+            )
+        self._phase = "Running"
+        while True:
+            self._wake.clear()
+            self._reap()
+            now = self._clock.now()
+            self._promote_retries(now)
+            if self._may_dispatch():
+                await self._fill(now)
+            await self._report_suspension()
+            if not self._tasks:
+                outcome = self._outcome()
+                if outcome is not None:
+                    return await self._finish(outcome)
+            now = self._clock.now()
+            if self._dirty and flush_due(
+                now=now, last_write=self._last_write, interval=self.config.status_interval_seconds
+            ):
+                await self._flush({})
+                # The write may have opened the gate on items waiting to start.
+                continue
+            await self._wait(self._next_deadline())
+
+    def _may_dispatch(self) -> bool:
+        return not (self._suspended or self._deadlock or self._source_error)
+
+    async def _fill(self, now: float) -> None:
+        limit = self.config.effective_rerun_limit
+        while len(self._tasks) < self.config.cap:
+            if not self._pending and not await self._pull(now):
+                return
+            work = self._pending[0]
+            if work.pool in self._missing_pools:
+                self._parked.setdefault(work.pool, []).append(self._pending.popleft())
+                continue
+            if work.key not in self.ledger.unrecorded and len(self.ledger.unrecorded) >= limit:
+                return
+            self._pending.popleft()
+            self.ledger.start(work.key, attempt=work.attempt)
+            self._dirty = True
+            task = asyncio.ensure_future(self._drive(work))
+            self._tasks.add(task)
+
+    async def _pull(self, now: float) -> bool:
+        """Bring the next runnable item into ``_pending``; False if there is none now."""
+        while not self._source_done and now >= self._next_poll:
+            active = [*self.ledger.in_flight, *(work.key for work in self._pending)]
+            try:
+                pulled = await self._source.next(active)
+            except SourceError as error:
+                self._source_error = str(error)
+                self._dirty = True
+                return False
+            if pulled is DONE:
+                self._source_done = True
+                return False
+            if pulled is NOT_READY:
+                self._next_poll = now + self._poll_delay
+                self._poll_delay = min(POLL_MAX, self._poll_delay * 2)
+                return False
+            self._poll_delay = POLL_FIRST
+            assert not isinstance(pulled, Signal)
+            index = self._next_index
+            self._next_index += 1
+            self.ledger.seen = max(self.ledger.seen, self._next_index)
+            named = name_item(
+                pulled.value, index, id_field=self.config.item_id, seen=self._seen_ids
+            )
+            if named.rejection is None:
+                self._seen_ids.add(named.key)
+            if named.key in self.ledger.recorded:
+                continue
+            if named.rejection is not None:
+                self._fail_now(named.key, named.rejection)
+                continue
+            attempt = self._again.pop(named.key, 1)
+            self._enqueue(named.key, index, named.value, attempt=attempt)
+            if self._pending:
+                return True
+        return bool(self._pending)
+
+    def _enqueue(self, key: str, index: int, value: Any, *, attempt: int) -> None:
+        pool = route_item(value, self.config)
+        if isinstance(pool, Rejection):
+            self._fail_now(key, pool)
+            return
+        self._pending.append(Work(key=key, index=index, value=value, pool=pool, attempt=attempt))
+
+    def _fail_now(self, key: str, rejection: Rejection) -> None:
+        self.ledger.record_failure(
+            key, reason=rejection.reason, message=rejection.message, attempts=0, agent=None
+        )
+        self._dirty = True
+        self._note_failure(key, rejection.reason, rejection.message)
+
+    async def _drive(self, work: Work) -> None:
+        try:
+            checkout = await self._checkout(work)
+        except PoolNotFound as error:
+            self._missing_pools[work.pool] = str(error)
+            self._unstart(work)
+            self._parked.setdefault(work.pool, []).append(work)
+            return
+        except CheckoutFailed as error:
+            if self._holding == 0:
+                self._deadlock = str(error)
+            self._unstart(work)
+            self._pending.appendleft(work)
+            return
+        finally:
+            self._wake.set()
+        self._holding += 1
+        try:
+            await self._attempt(work, checkout)
+        finally:
+            self._holding -= 1
+            self._dirty = True
+            self._wake.set()
+
+    def _unstart(self, work: Work) -> None:
+        self.ledger.in_flight.pop(work.key, None)
+        self._dirty = True
+
+    async def _checkout(self, work: Work) -> Checkout:
+        config = self.config
+        holder = f"{config.name}/{work.key}"
+        checkout = await self._dispatcher.checkout(
+            work.pool,
+            timeout=config.checkout_timeout_seconds,
+            priority=config.priority,
+            holder=holder,
+        )
+        if work.last_agent is None or checkout.agent != work.last_agent:
+            return checkout
+        # A retry goes to another agent when one is free at once; else to the same one.
+        try:
+            other = await self._dispatcher.checkout(
+                work.pool, timeout=0.0, priority=config.priority, holder=holder
+            )
+        except CheckoutFailed:
+            return checkout
+        await self._dispatcher.checkin(checkout, "success")
+        return other
+
+    async def _attempt(self, work: Work, checkout: Checkout) -> None:
+        config = self.config
+        envelope = {
+            "id": work.key,
+            "item": work.value,
+            "input": config.input,
+            "attempt": work.attempt,
+            "run": config.name,
+        }
+        try:
+            result = await self._invoker.invoke(
+                checkout,
+                envelope,
+                timeout=config.call_timeout_seconds,
+                cast=config.mode == "Cast",
+            )
+        except Exception as error:  # the agent client's own bug must cost one attempt, not the run
+            await self._dispatcher.checkin(checkout, "lost")
+            self._after_failure(work, checkout.agent, reasons.CALL_FAILED, repr(error))
+            return
+        ok, output = result.ok, result.output
+        if ok and encoded_size(output) > CHUNK_BYTES - 1024:
+            ok = False
+            reason, message = (
+                reasons.OUTPUT_TOO_LARGE,
+                f"output of {encoded_size(output)} bytes exceeds {CHUNK_BYTES - 1024}",
+            )
+        else:
+            reason, message = result.reason, result.message
+        await self._dispatcher.checkin(
+            checkout, "lost" if result.lost else ("success" if result.ok else "failure")
+        )
+        if ok:
+            self.ledger.record_output(work.key, output)
+            return
+        self._after_failure(work, checkout.agent, reason or reasons.CALL_FAILED, message)
+
+    def _after_failure(self, work: Work, agent: str, reason: str, message: str) -> None:
+        if work.attempt < self.config.max_attempts:
+            self.ledger.retries += 1
+            work.attempt += 1
+            work.last_agent = agent
+            # The first retry waits backoffSeconds, each further one twice as long.
+            delay = self.config.backoff_seconds * 2 ** (work.attempt - 2)
+            due = self._clock.now() + delay
+            self._retries.append((due, work))
+            return
+        self.ledger.record_failure(
+            work.key, reason=reason, message=message, attempts=work.attempt, agent=agent
+        )
+        self._note_failure(work.key, reason, message)
+
+    def _note_failure(self, key: str, reason: str, message: str) -> None:
+        now = self._clock.now()
+        last = self._last_failure_event
+        if last is not None and now - last < self._failure_event_interval:
+            self._failures_unreported += 1
+            return
+        text = f"item {key} failed ({reason}): {message}"
+        if self._failures_unreported:
+            text += f"; {self._failures_unreported} more failed since the last such event"
+        self._failures_unreported = 0
+        self._last_failure_event = now
+        task = asyncio.ensure_future(self._sink.event("Warning", reasons.ITEM_FAILED, text[:1000]))
+        self._events.add(task)
+        task.add_done_callback(self._events.discard)
+
+    def _promote_retries(self, now: float) -> None:
+        due = [entry for entry in self._retries if entry[0] <= now]
+        if due:
+            self._retries = [entry for entry in self._retries if entry[0] > now]
+            self._pending.extendleft(work for _, work in reversed(due))
+
+    def _reap(self) -> None:
+        for task in [task for task in self._tasks if task.done()]:
+            self._tasks.discard(task)
+            task.result()
+
+    def _next_deadline(self) -> float | None:
+        deadlines = [due for due, _ in self._retries]
+        if self._dirty and self._last_write is not None:
+            deadlines.append(self._last_write + self.config.status_interval_seconds)
+        if self._may_dispatch() and self._next_poll > self._clock.now():
+            # The source said nothing is ready yet: ask again after the back-off.
+            deadlines.append(self._next_poll)
+        return min(deadlines) if deadlines else None
+
+    async def _wait(self, deadline: float | None) -> None:
+        waiter = asyncio.ensure_future(self._wake.wait())
+        waits: set[asyncio.Future[Any]] = {waiter}
+        if deadline is not None:
+            waits.add(asyncio.ensure_future(self._clock.sleep(deadline - self._clock.now())))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for future in waits:
+                future.cancel()
+            for future in waits:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await future
+
+    async def _report_suspension(self) -> None:
+        if self._suspended and not self._tasks and not self._suspend_reported:
+            self._suspend_reported = True
+            self._phase = "Suspended"
+            self._conditions_dirty = True
+            await self._flush({})
+            await self._sink.event(
+                "Normal", reasons.SUSPENDED, "suspended: nothing in flight, nothing dispatched"
+            )
+        elif not self._suspended and self._suspend_reported:
+            self._suspend_reported = False
+            self._phase = "Running"
+            self._conditions_dirty = True
+            self._dirty = True
+            await self._sink.event("Normal", reasons.RESUMED, "resumed: dispatching again")
+
+    def _outcome(self) -> Outcome | None:
+        ledger = self.ledger
+        total = self._total()
+        left = total - ledger.succeeded - ledger.failed
+        policy, failed = self.config.failures, ledger.failed
+        if self._source_error is not None:
+            return decide_outcome(
+                result=None,
+                policy=policy,
+                total=total,
+                failed=failed,
+                source_error=self._source_error,
+            )
+        cause = self._deadlock
+        if cause is None and self._parked and self._drained():
+            cause = "; ".join(sorted(set(self._missing_pools.values())))
+        if cause is not None:
+            return decide_outcome(
+                result="Deadlocked",
+                policy=policy,
+                total=total,
+                failed=failed,
+                not_started=left,
+                cause=cause,
+            )
+        if self._suspended or not self._drained():
+            return None
+        return decide_outcome(result="Drained", policy=policy, total=total, failed=failed)
+
+    def _drained(self) -> bool:
+        return self._source_done and not self._pending and not self._retries
+
+    def _total(self) -> int:
+        known = self._source.total
+        if known is not None:
+            return known
+        return max(self.ledger.seen, self.ledger.succeeded + self.ledger.failed)
+
+    def _pools_text(self) -> str:
+        if self.config.routes is None:
+            return f"pool {self.config.pool}"
+        return "pools " + ", ".join(sorted(set(self.config.routes.pools.values())))
+
+    async def _flush(self, extra: Mapping[str, Any]) -> None:
+        now = self._clock.now()
+        fields: dict[str, Any] = {"phase": self._phase, "total": self._total()}
+        if self._start_time is not None:
+            fields["startTime"] = self._start_time
+        if self._conditions_dirty and "conditions" not in extra:
+            self._conditions = running_conditions(
+                self._conditions, suspended=self._phase == "Suspended", now=now
+            )
+            fields["conditions"] = self._conditions
+            self._conditions_dirty = False
+        fields.update(extra)
+        flush = self.ledger.take_flush(fields)
+        for name, data in flush.configmaps:
+            await self._sink.write_results_configmap(name, data)
+        await self._sink.write(flush.patch)
+        self._last_write = now
+        self._dirty = False
+
+    async def _finish(self, outcome: Outcome) -> Outcome:
+        now = self._clock.now()
+        self._phase = outcome.phase
+        self._conditions = final_conditions(self._conditions, outcome, now=now)
+        extra: dict[str, Any] = {
+            "message": outcome.message,
+            "completionTime": format_time(now),
+            "conditions": self._conditions,
+        }
+        if outcome.result is not None:
+            extra["result"] = outcome.result
+        await self._flush(extra)
+        kind = "Normal" if outcome.phase == "Succeeded" else "Warning"
+        await self._sink.event(kind, outcome.result or outcome.reason, outcome.message)
+        return outcome

@@ -1,0 +1,151 @@
+"""How a run ends and what its status says: phase, result, message and conditions.
+
+Pure functions of what the engine counted. A drained run succeeds unless items failed under the
+``Fail`` policy; a deadlocked run (items remain, none can start) fails whatever the policy, since
+work was left undone, with a message that names the cause; a source that cannot give items fails
+the run. The engine calls :func:`decide_outcome` at the end and :func:`set_condition` whenever a
+condition may change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from agentpool.runs import reasons
+from agentpool.runs.config import FailurePolicy
+
+Result = Literal["Drained", "Deadlocked"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The end of a run, as status and Events report it."""
+
+    phase: Literal["Succeeded", "Failed"]
+    result: Result | None
+    reason: str
+    message: str
+
+
+def decide_outcome(
+    *,
+    result: Result | None,
+    policy: FailurePolicy,
+    total: int,
+    failed: int,
+    not_started: int = 0,
+    cause: str = "",
+    source_error: str | None = None,
+) -> Outcome:
+    """The phase and message of a finished run."""
+    failed_text = f"{failed} of {total} items failed"
+    if source_error is not None:
+        return Outcome("Failed", result, reasons.SOURCE_FAILED, source_error)
+    if result == reasons.DEADLOCKED:
+        message = f"{not_started} of {total} items could not start: {cause}"
+        if failed:
+            message += f"; {failed_text}"
+        return Outcome("Failed", result, reasons.DEADLOCKED, message)
+    if failed and policy == "Fail":
+        return Outcome("Failed", result, reasons.ITEMS_FAILED, failed_text)
+    message = f"{total - failed} of {total} items succeeded"
+    if failed:
+        message += f"; {failed_text}"
+    return Outcome("Succeeded", result, reasons.DRAINED, message)
+
+
+def format_time(seconds: float) -> str:
+    """RFC 3339 in UTC with second precision, as Kubernetes writes times."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def set_condition(
+    conditions: Sequence[Mapping[str, Any]],
+    type: str,
+    status: bool,
+    *,
+    reason: str,
+    message: str,
+    now: float,
+) -> list[dict[str, Any]]:
+    """``conditions`` with ``type`` set; its transition time changes only when its status does."""
+    value = "True" if status else "False"
+    updated: list[dict[str, Any]] = []
+    found = False
+    for condition in conditions:
+        if condition.get("type") != type:
+            updated.append(dict(condition))
+            continue
+        found = True
+        moved = condition.get("status") != value
+        updated.append(
+            {
+                "type": type,
+                "status": value,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": format_time(now)
+                if moved
+                else condition.get("lastTransitionTime", format_time(now)),
+            }
+        )
+    if not found:
+        updated.append(
+            {
+                "type": type,
+                "status": value,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": format_time(now),
+            }
+        )
+    return updated
+
+
+def running_conditions(
+    conditions: Sequence[Mapping[str, Any]], *, suspended: bool, now: float
+) -> list[dict[str, Any]]:
+    """Conditions while a run goes on: neither Complete nor Failed; Suspended as it is."""
+    result = set_condition(
+        conditions, reasons.COMPLETE, False, reason="Running", message="items remain", now=now
+    )
+    result = set_condition(
+        result, reasons.FAILED, False, reason="Running", message="no failure yet", now=now
+    )
+    return set_condition(
+        result,
+        reasons.SUSPENDED,
+        suspended,
+        reason=reasons.SUSPENDED if suspended else "Running",
+        message="spec.suspend is true: nothing new is dispatched" if suspended else "dispatching",
+        now=now,
+    )
+
+
+def final_conditions(
+    conditions: Sequence[Mapping[str, Any]], outcome: Outcome, *, now: float
+) -> list[dict[str, Any]]:
+    """Conditions of a finished run: Complete or Failed true, with the outcome's words."""
+    succeeded = outcome.phase == "Succeeded"
+    result = set_condition(
+        conditions,
+        reasons.COMPLETE,
+        succeeded,
+        reason=outcome.reason,
+        message=outcome.message,
+        now=now,
+    )
+    result = set_condition(
+        result,
+        reasons.FAILED,
+        not succeeded,
+        reason=outcome.reason,
+        message=outcome.message,
+        now=now,
+    )
+    return set_condition(
+        result, reasons.SUSPENDED, False, reason=outcome.reason, message="finished", now=now
+    )

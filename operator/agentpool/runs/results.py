@@ -1,0 +1,144 @@
+"""Where a run's results live, and reading them back as JSON Lines.
+
+Small outputs and failures sit in the run's ``status.items`` and ``status.failures`` while they
+fit a byte budget; an output over 4 KiB, and everything past the budget, goes into ConfigMaps
+owned by the run (``<run>-results-<n>``, one ``results.jsonl`` key each, under 900 KiB), which
+``status.resultRefs`` names in order. The engine places records with :func:`place_record` and
+fills chunks with :class:`ResultChunks`; ``agentpool results RUN`` reads everything back with
+:func:`iter_results`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+CHUNK_KEY = "results.jsonl"
+SMALL_OUTPUT_BYTES = 4 * 1024
+CHUNK_BYTES = 900 * 1024
+STATUS_RESULTS_BUDGET = 128 * 1024
+"""Bytes of ``items`` and ``failures`` kept in status, so the object stays far below 256 KiB."""
+
+
+def chunk_name(run: str, number: int) -> str:
+    return f"{run}-results-{number}"
+
+
+def encoded_size(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":")).encode())
+
+
+def record_line(key: str, *, output: Any = None, failure: Mapping[str, Any] | None = None) -> str:
+    """One JSON Lines record: ``{"id", "output"}`` or ``{"id", "failure"}``."""
+    record: dict[str, Any] = {"id": key}
+    if failure is not None:
+        record["failure"] = dict(failure)
+    else:
+        record["output"] = output
+    return json.dumps(record, separators=(",", ":"))
+
+
+def place_record(
+    key: str, value: Any, *, is_output: bool, status_used: int, budget: int = STATUS_RESULTS_BUDGET
+) -> bool:
+    """Whether a record may go into status (True) or must go to a ConfigMap (False)."""
+    if is_output and encoded_size(value) > SMALL_OUTPUT_BYTES:
+        return False
+    return status_used + record_size(key, value) <= budget
+
+
+def record_size(key: str, value: Any) -> int:
+    """Bytes a record adds to status: its key, its value and the punctuation between."""
+    return encoded_size(key) + encoded_size(value) + 2
+
+
+def ref_name(ref: Any) -> str:
+    """The ConfigMap name of a ``status.resultRefs`` entry (``{"name", "outputs", "failures"}``)."""
+    return str(ref["name"]) if isinstance(ref, Mapping) else str(ref)
+
+
+class ResultChunks:
+    """The run's result ConfigMaps: appends records, says which ConfigMaps changed."""
+
+    def __init__(
+        self,
+        run: str,
+        *,
+        refs: Sequence[Mapping[str, Any]] = (),
+        last_data: Mapping[str, str] | None = None,
+        chunk_bytes: int = CHUNK_BYTES,
+    ) -> None:
+        self._run = run
+        self._chunk_bytes = chunk_bytes
+        self.refs: list[dict[str, Any]] = [
+            {
+                "name": ref_name(ref),
+                "outputs": ref.get("outputs", 0),
+                "failures": ref.get("failures", 0),
+            }
+            for ref in refs
+        ]
+        self._lines: list[str] = []
+        self._bytes = 0
+        self._dirty = False
+        if self.refs:
+            # Continue the last chunk rather than overwrite it.
+            text = (last_data or {}).get(CHUNK_KEY, "")
+            self._lines = [line for line in text.splitlines() if line.strip()]
+            self._bytes = sum(len(line.encode()) + 1 for line in self._lines)
+
+    def add(self, line: str, *, is_output: bool) -> None:
+        size = len(line.encode()) + 1
+        if not self.refs or (self._lines and self._bytes + size > self._chunk_bytes):
+            self.refs.append(
+                {"name": chunk_name(self._run, len(self.refs)), "outputs": 0, "failures": 0}
+            )
+            self._lines = []
+            self._bytes = 0
+        self._lines.append(line)
+        self._bytes += size
+        self.refs[-1]["outputs" if is_output else "failures"] += 1
+        self._dirty = True
+
+    def take_changed(self) -> list[tuple[str, dict[str, str]]]:
+        """The ConfigMaps to write now: the open chunk, if it changed (a full one is closed)."""
+        if not self._dirty:
+            return []
+        self._dirty = False
+        return [(self.refs[-1]["name"], {CHUNK_KEY: "\n".join(self._lines) + "\n"})]
+
+
+def _chunk_records(data: Mapping[str, str]) -> Iterator[dict[str, Any]]:
+    for line in data.get(CHUNK_KEY, "").splitlines():
+        if line.strip():
+            record = json.loads(line)
+            if isinstance(record, dict) and "id" in record:
+                yield record
+
+
+def iter_results(
+    status: Mapping[str, Any], configmaps: Sequence[Mapping[str, str]]
+) -> Iterator[dict[str, Any]]:
+    """Every output and failure of a run, once each: from status, then from its ConfigMaps.
+
+    ``configmaps`` holds the ``data`` of each ConfigMap in ``status.resultRefs``, in that order.
+    Records are ``{"id", "output"}`` or ``{"id", "failure": {"reason", "message", ...}}``.
+    """
+    refs = status.get("resultRefs") or []
+    if len(configmaps) != len(refs):
+        names = ", ".join(ref_name(ref) for ref in refs)
+        raise ValueError(f"{len(refs)} result configmaps ({names}) but {len(configmaps)} given")
+    seen: set[str] = set()
+    for key, output in (status.get("items") or {}).items():
+        seen.add(key)
+        yield {"id": key, "output": output}
+    for key, failure in (status.get("failures") or {}).items():
+        if key not in seen:
+            seen.add(key)
+            yield {"id": key, "failure": failure}
+    for data in configmaps:
+        for record in _chunk_records(data):
+            if record["id"] not in seen:
+                seen.add(record["id"])
+                yield record

@@ -1,0 +1,208 @@
+"""Where a PoolRun's items come from: an inline list, a ConfigMap's text, or an HTTP source service.
+
+The engine asks a source for the next item, telling it which ids are active; a source answers with
+an item, "nothing ready yet" or "done". Inline and ConfigMap sources are replayable (the same items
+in the same order every time), so a resumed run skips what it recorded; the HTTP source is not, so
+the engine keeps the bodies of its in-flight items in status. The daemon builds the source (it
+reads the ConfigMap) and hands it to the engine.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import aiohttp
+
+from agentpool.runs.contracts import Clock, SystemClock
+
+
+class SourceError(Exception):
+    """The source cannot give items; the message says which source and why."""
+
+
+class Signal(enum.Enum):
+    NOT_READY = "NotReady"
+    DONE = "Done"
+
+
+NOT_READY = Signal.NOT_READY
+DONE = Signal.DONE
+
+
+@dataclass(frozen=True)
+class Pulled:
+    """One item from a source."""
+
+    value: Any
+
+
+class ItemSource(Protocol):
+    """What the engine pulls items from."""
+
+    @property
+    def replayable(self) -> bool:
+        """The same items in the same order on every pull from the start."""
+        ...
+
+    @property
+    def total(self) -> int | None:
+        """How many items there are, when known up front."""
+        ...
+
+    async def next(self, active: Sequence[str]) -> Pulled | Signal:
+        """The next item, :data:`NOT_READY` or :data:`DONE`; raises :class:`SourceError`."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class ListSource:
+    """Items known up front: the run's inline ``items`` or a parsed ConfigMap."""
+
+    replayable = True
+
+    def __init__(self, items: Sequence[Any], *, error: SourceError | None = None) -> None:
+        self._items = list(items)
+        self._next = 0
+        self._error = error
+
+    @property
+    def total(self) -> int | None:
+        return None if self._error else len(self._items)
+
+    async def next(self, active: Sequence[str]) -> Pulled | Signal:
+        if self._error is not None:
+            raise self._error
+        if self._next >= len(self._items):
+            return DONE
+        self._next += 1
+        return Pulled(self._items[self._next - 1])
+
+    async def close(self) -> None:
+        return None
+
+
+def inline_source(items: Sequence[Any]) -> ListSource:
+    return ListSource(items)
+
+
+def parse_items_text(text: str, *, name: str, key: str) -> list[Any]:
+    """The items in a ConfigMap value: a JSON array, or JSON Lines (one item a line)."""
+    stripped = text.strip()
+    if stripped.startswith("["):
+        try:
+            parsed = json.loads(stripped)
+        except json.JSONDecodeError:
+            parsed = None
+        if isinstance(parsed, list):
+            return parsed
+    items = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            items.append(json.loads(line))
+        except json.JSONDecodeError as error:
+            raise SourceError(
+                f"configmap {name} key {key} is not a JSON array or JSON Lines: "
+                f"line {number}: {error.msg} (column {error.colno})"
+            ) from None
+    return items
+
+
+def configmap_source(name: str, key: str, data: dict[str, str] | None) -> ListSource:
+    """A source over ConfigMap ``name``'s ``key``; ``data`` is None when the ConfigMap is missing.
+
+    A missing ConfigMap or key, or text that does not parse, gives a source that fails on its
+    first pull, so the engine reports it the same way as any other source failure.
+    """
+    if data is None:
+        return ListSource([], error=SourceError(f"configmap {name} not found"))
+    if key not in data:
+        keys = ", ".join(sorted(data)) or "none"
+        return ListSource(
+            [], error=SourceError(f"configmap {name} has no key {key} (keys: {keys})")
+        )
+    try:
+        return ListSource(parse_items_text(data[key], name=name, key=key))
+    except SourceError as error:
+        return ListSource([], error=error)
+
+
+class HttpSource:
+    """A source service: ``POST {url}`` with ``{"active": [ids]}``.
+
+    It answers ``{"item": ...}``, ``{"item": null}`` (nothing ready yet) or ``{"done": true}``.
+    Connection failures and 5xx answers are retried with back-off; after ``attempts`` the source
+    fails with a message naming the URL and the last error.
+    """
+
+    replayable = False
+    total = None
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        attempts: int = 5,
+        retry_delay: float = 0.2,
+        request_timeout: float = 30.0,
+        clock: Clock | None = None,
+    ) -> None:
+        self.url = url
+        self._attempts = attempts
+        self._retry_delay = retry_delay
+        self._timeout = aiohttp.ClientTimeout(total=request_timeout)
+        self._clock = clock or SystemClock()
+        self._session: aiohttp.ClientSession | None = None
+
+    async def next(self, active: Sequence[str]) -> Pulled | Signal:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        last = ""
+        delay = self._retry_delay
+        for attempt in range(1, self._attempts + 1):
+            try:
+                async with self._session.post(self.url, json={"active": list(active)}) as reply:
+                    if reply.status >= 500:
+                        last = f"HTTP {reply.status}"
+                    elif reply.status >= 400:
+                        raise SourceError(
+                            f"http source {self.url} refused the request: HTTP {reply.status}: "
+                            f"{(await reply.text())[:200]}"
+                        )
+                    else:
+                        return _read_answer(self.url, await reply.text())
+            except (aiohttp.ClientError, TimeoutError) as error:
+                last = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+            if attempt < self._attempts:
+                await self._clock.sleep(delay)
+                delay *= 2
+        raise SourceError(
+            f"http source {self.url} unreachable after {self._attempts} attempts: {last}"
+        )
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def _read_answer(url: str, text: str) -> Pulled | Signal:
+    try:
+        answer = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise SourceError(f"http source {url} answered with invalid JSON: {error.msg}") from None
+    if not isinstance(answer, dict):
+        raise SourceError(f"http source {url} answered {type(answer).__name__}, not an object")
+    if answer.get("done") is True:
+        return DONE
+    if "item" not in answer:
+        raise SourceError(f'http source {url} answered neither "item" nor "done": {text[:200]}')
+    if answer["item"] is None:
+        return NOT_READY
+    return Pulled(answer["item"])

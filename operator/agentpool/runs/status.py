@@ -1,0 +1,191 @@
+"""A run's progress in memory, and the batched merge patches that make it durable.
+
+The engine tells the :class:`RunLedger` what happens (an item started, succeeded, failed, was
+retried); the ledger counts, places each result in status or a result ConfigMap, and builds the
+next status patch with only what changed. It also restores itself from a status written before an
+operator restart, so recorded items are never run again and items that were in flight run again
+with ``attempt`` raised. :func:`flush_due` decides when to write: at most once per interval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentpool.runs.results import (
+    ResultChunks,
+    iter_results,
+    place_record,
+    record_line,
+    record_size,
+    ref_name,
+)
+
+
+def flush_due(*, now: float, last_write: float | None, interval: float) -> bool:
+    """Whether a status write may happen now: the first one at once, then one per interval."""
+    return last_write is None or now - last_write >= interval
+
+
+@dataclass
+class InFlight:
+    """An item that started and has no recorded result: running, or waiting to retry."""
+
+    key: str
+    attempt: int
+
+
+@dataclass
+class Flush:
+    """One batch to write: ConfigMaps first (status names them), then the status patch."""
+
+    configmaps: list[tuple[str, dict[str, str]]]
+    patch: dict[str, Any]
+
+
+@dataclass
+class RunLedger:
+    """Counts and records of one run, and the unwritten part of its status."""
+
+    run: str
+    replayable: bool
+    recorded: set[str] = field(default_factory=set)
+    succeeded: int = 0
+    failed: int = 0
+    retries: int = 0
+    seen: int = 0
+    """Items the source gave, over the run's whole life: an unreplayable source's next index."""
+    in_flight: dict[str, InFlight] = field(default_factory=dict)
+    unrecorded: set[str] = field(default_factory=set)
+    """Items started since the last write, or in flight at it: what a crash now would re-run."""
+    resumed: dict[str, int] = field(default_factory=dict)
+    """Items in flight when status was last written, with the attempt they were on."""
+    status_used: int = 0
+    chunks: ResultChunks | None = None
+    _new_items: dict[str, Any] = field(default_factory=dict)
+    _new_failures: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _refs_written: list[dict[str, Any]] = field(default_factory=list)
+    _in_flight_written: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.chunks is None:
+            self.chunks = ResultChunks(self.run)
+
+    @classmethod
+    def restore(
+        cls,
+        run: str,
+        *,
+        replayable: bool,
+        status: Mapping[str, Any] | None,
+        configmaps: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> RunLedger:
+        """The ledger of a run whose status (and result ConfigMaps) were written before."""
+        status = status or {}
+        configmaps = configmaps or {}
+        refs = list(status.get("resultRefs") or [])
+        # A ConfigMap named in status but gone costs its items a second run, not the whole run.
+        datas = [configmaps.get(ref_name(ref), {}) for ref in refs]
+        ledger = cls(
+            run=run,
+            replayable=replayable,
+            chunks=ResultChunks(run, refs=refs, last_data=datas[-1] if datas else None),
+        )
+        assert ledger.chunks is not None
+        ledger._refs_written = [dict(ref) for ref in ledger.chunks.refs]
+        for record in iter_results(status, datas):
+            ledger.recorded.add(record["id"])
+            if "failure" in record:
+                ledger.failed += 1
+            else:
+                ledger.succeeded += 1
+        ledger.retries = int(status.get("retries") or 0)
+        ledger.seen = int(status.get("total") or 0)
+        for key, output in (status.get("items") or {}).items():
+            ledger.status_used += record_size(key, output)
+        for key, failure in (status.get("failures") or {}).items():
+            ledger.status_used += record_size(key, failure)
+        ledger._in_flight_written = {
+            str(key): int(attempt) for key, attempt in (status.get("inFlight") or {}).items()
+        }
+        ledger.resumed = {
+            key: attempt
+            for key, attempt in ledger._in_flight_written.items()
+            if key not in ledger.recorded
+        }
+        return ledger
+
+    @property
+    def active(self) -> int:
+        return len(self.in_flight)
+
+    def start(self, key: str, *, attempt: int) -> None:
+        self.in_flight[key] = InFlight(key=key, attempt=attempt)
+        self.unrecorded.add(key)
+
+    def record_output(self, key: str, output: Any) -> None:
+        self.in_flight.pop(key, None)
+        self.recorded.add(key)
+        self.succeeded += 1
+        if place_record(key, output, is_output=True, status_used=self.status_used):
+            self.status_used += record_size(key, output)
+            self._new_items[key] = output
+        else:
+            assert self.chunks is not None
+            self.chunks.add(record_line(key, output=output), is_output=True)
+
+    def record_failure(
+        self, key: str, *, reason: str, message: str, attempts: int, agent: str | None
+    ) -> None:
+        self.in_flight.pop(key, None)
+        self.recorded.add(key)
+        self.failed += 1
+        failure: dict[str, Any] = {"reason": reason, "message": message, "attempts": attempts}
+        if agent:
+            failure["agent"] = agent
+        if place_record(key, failure, is_output=False, status_used=self.status_used):
+            self.status_used += record_size(key, failure)
+            self._new_failures[key] = failure
+        else:
+            assert self.chunks is not None
+            self.chunks.add(record_line(key, failure=failure), is_output=False)
+
+    def take_flush(self, extra: Mapping[str, Any]) -> Flush:
+        """The next write: changed ConfigMaps, and a status patch of counts and new records.
+
+        After it is written, only what is in flight now can be lost to a crash.
+        """
+        assert self.chunks is not None
+        configmaps = self.chunks.take_changed()
+        in_flight = {key: entry.attempt for key, entry in self.in_flight.items()}
+        patch: dict[str, Any] = {
+            "succeeded": self.succeeded,
+            "failed": self.failed,
+            "retries": self.retries,
+            "active": self.active,
+        }
+        # A merge patch removes a map key by setting it to null.
+        changes: dict[str, int | None] = {
+            key: None for key in self._in_flight_written if key not in in_flight
+        }
+        changes.update(
+            (key, attempt)
+            for key, attempt in in_flight.items()
+            if self._in_flight_written.get(key) != attempt
+        )
+        if changes:
+            patch["inFlight"] = changes
+            self._in_flight_written = in_flight
+        if self._new_items:
+            patch["items"] = self._new_items
+            self._new_items = {}
+        if self._new_failures:
+            patch["failures"] = self._new_failures
+            self._new_failures = {}
+        if self.chunks.refs != self._refs_written:
+            patch["resultRefs"] = [dict(ref) for ref in self.chunks.refs]
+            self._refs_written = [dict(ref) for ref in self.chunks.refs]
+        patch.update(extra)
+        self.unrecorded = set(self.in_flight)
+        return Flush(configmaps=configmaps, patch=patch)

@@ -1,0 +1,233 @@
+"""Fakes for the run engine's injected parts: a virtual clock, a broker, an agent client, a sink.
+
+The clock is virtual: time moves only when every task is waiting, and then straight to the next
+sleeper's deadline, so call durations, back-offs and status intervals cost no real time and the
+order of events is the same on every run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import heapq
+import itertools
+import json
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentpool.runs.contracts import PoolExhausted, PoolNotFound
+from agentpool.runs.engine import RunEngine
+from agentpool.runs.outcome import Outcome
+
+
+class FakeClock:
+    """Virtual time that jumps to the next deadline once the event loop has nothing to run."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self._now = start
+        self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._seq = itertools.count()
+
+    def now(self) -> float:
+        return self._now
+
+    async def sleep(self, seconds: float) -> None:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        heapq.heappush(self._sleepers, (self._now + max(0.0, seconds), next(self._seq), future))
+        await future
+
+    async def advance(self) -> None:
+        """Run forever: whenever the loop is idle, wake the earliest sleepers."""
+        loop = asyncio.get_running_loop()
+        while True:
+            # The loop's ready queue is empty only when every other task is waiting.
+            while loop._ready:  # type: ignore[attr-defined]  # noqa: ASYNC110 (yield, not wait)
+                await asyncio.sleep(0)
+            while self._sleepers and self._sleepers[0][2].done():
+                heapq.heappop(self._sleepers)
+            if not self._sleepers:
+                # Something waits on real I/O (an HTTP test); give it real time.
+                await asyncio.sleep(0.001)
+                continue
+            deadline = self._sleepers[0][0]
+            self._now = max(self._now, deadline)
+            while self._sleepers and self._sleepers[0][0] <= deadline:
+                _, _, future = heapq.heappop(self._sleepers)
+                if not future.done():
+                    future.set_result(None)
+            await asyncio.sleep(0)
+
+
+@contextlib.asynccontextmanager
+async def running(clock: FakeClock) -> AsyncIterator[None]:
+    task = asyncio.ensure_future(clock.advance())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def run_engine(engine: RunEngine, clock: FakeClock) -> Outcome:
+    async with running(clock):
+        return await engine.run()
+
+
+@dataclass
+class FakeCheckout:
+    pool: str
+    agent: str
+
+
+class FakeDispatcher:
+    """A broker over fixed pools of agents: ``pools`` maps a pool to its number of Ready agents."""
+
+    def __init__(self, clock: FakeClock, pools: dict[str, int]) -> None:
+        self._clock = clock
+        self.pools = pools
+        self.idle = {pool: [f"{pool}-{n}" for n in range(size)] for pool, size in pools.items()}
+        self.waiters: dict[str, deque[asyncio.Future[str]]] = {pool: deque() for pool in pools}
+        self.held: set[str] = set()
+        self.most_held = 0
+        self.checkins: list[tuple[str, str]] = []
+
+    async def checkout(
+        self, pool: str, *, timeout: float, priority: int, holder: str
+    ) -> FakeCheckout:
+        if pool not in self.pools:
+            raise PoolNotFound(f'pool "{pool}" not found')
+        if self.idle[pool]:
+            return self._hand(pool, self.idle[pool].pop())
+        if timeout <= 0:
+            raise PoolExhausted(f'pool "{pool}" has no idle agent')
+        waiter: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self.waiters[pool].append(waiter)
+        timer = asyncio.ensure_future(self._clock.sleep(timeout))
+        await asyncio.wait({waiter, timer}, return_when=asyncio.FIRST_COMPLETED)
+        timer.cancel()
+        if waiter.done():
+            return self._hand(pool, waiter.result())
+        self.waiters[pool].remove(waiter)
+        raise PoolExhausted(
+            f'pool "{pool}" exhausted after {timeout:g}s: {self.pools[pool]} agents, 0 ready'
+        )
+
+    def _hand(self, pool: str, agent: str) -> FakeCheckout:
+        self.held.add(agent)
+        self.most_held = max(self.most_held, len(self.held))
+        return FakeCheckout(pool=pool, agent=agent)
+
+    async def checkin(self, checkout: FakeCheckout, outcome: str) -> None:
+        self.held.discard(checkout.agent)
+        self.checkins.append((checkout.agent, outcome))
+        waiters = self.waiters[checkout.pool]
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(checkout.agent)
+                return
+        self.idle[checkout.pool].append(checkout.agent)
+
+
+@dataclass(frozen=True)
+class Result:
+    ok: bool
+    output: Any = None
+    reason: str = ""
+    message: str = ""
+    lost: bool = False
+
+
+Behaviour = Callable[[dict[str, Any], str], tuple[float, Result]]
+
+
+def echo(duration: float = 0.1) -> Behaviour:
+    """Every item succeeds after ``duration`` with ``{"echo": item}``."""
+    return lambda envelope, agent: (duration, Result(ok=True, output={"echo": envelope["item"]}))
+
+
+@dataclass
+class FakeInvoker:
+    """An agent client whose agents behave as ``behaviour`` says; it counts every call."""
+
+    clock: FakeClock
+    behaviour: Behaviour
+    calls: list[tuple[str, int, str]] = field(default_factory=list)
+    runs: dict[str, int] = field(default_factory=dict)
+    active: int = 0
+    most_active: int = 0
+    envelopes: list[dict[str, Any]] = field(default_factory=list)
+    on_call: Callable[[int], None] | None = None
+
+    async def invoke(
+        self, checkout: FakeCheckout, envelope: dict[str, Any], *, timeout: float, cast: bool
+    ) -> Result:
+        key = envelope["id"]
+        self.calls.append((key, envelope["attempt"], checkout.agent))
+        self.envelopes.append(envelope)
+        self.runs[key] = self.runs.get(key, 0) + 1
+        self.active += 1
+        self.most_active = max(self.most_active, self.active)
+        try:
+            duration, result = self.behaviour(envelope, checkout.agent)
+            await self.clock.sleep(duration)
+            return result
+        finally:
+            self.active -= 1
+            if self.on_call is not None:
+                self.on_call(len(self.calls))
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch, as the API server applies it to status."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+@dataclass
+class FakeSink:
+    """The run's status as the API server would hold it, its ConfigMaps and its Events."""
+
+    status: dict[str, Any] = field(default_factory=dict)
+    configmaps: dict[str, dict[str, str]] = field(default_factory=dict)
+    events: list[tuple[str, str, str]] = field(default_factory=list)
+    writes: int = 0
+    configmap_writes: int = 0
+    frozen: bool = False
+    largest_status: int = 0
+
+    async def write(self, patch: dict[str, Any]) -> None:
+        if self.frozen:
+            return
+        json.dumps(patch)
+        self.status = merge_patch(self.status, patch)
+        self.writes += 1
+        self.largest_status = max(self.largest_status, len(json.dumps(self.status)))
+
+    async def write_results_configmap(self, name: str, data: dict[str, str]) -> None:
+        if self.frozen:
+            return
+        self.configmaps[name] = dict(data)
+        self.configmap_writes += 1
+
+    async def event(self, type: str, reason: str, message: str) -> None:
+        if not self.frozen:
+            self.events.append((type, reason, message))
+
+    def reasons(self) -> list[str]:
+        return [reason for _, reason, _ in self.events]
+
+    def result_configmaps(self) -> list[dict[str, str]]:
+        return [self.configmaps[ref["name"]] for ref in self.status.get("resultRefs", [])]

@@ -1,0 +1,294 @@
+"""The PoolRun engine driven with a fake broker, agents and status on a virtual clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runfakes import (
+    Behaviour,
+    FakeClock,
+    FakeDispatcher,
+    FakeInvoker,
+    FakeSink,
+    Result,
+    echo,
+    run_engine,
+)
+
+from agentpool.runs.config import Routes, RunConfig
+from agentpool.runs.engine import RunEngine
+from agentpool.runs.results import iter_results
+from agentpool.runs.sources import inline_source
+
+
+def build(
+    items: list[Any],
+    *,
+    behaviour: Behaviour | None = None,
+    pools: dict[str, int] | None = None,
+    **settings: Any,
+) -> tuple[RunEngine, FakeClock, FakeDispatcher, FakeInvoker, FakeSink]:
+    clock = FakeClock()
+    settings.setdefault("pool", "workers")
+    config = RunConfig(name="run", **settings)
+    dispatcher = FakeDispatcher(clock, pools if pools is not None else {"workers": 8})
+    invoker = FakeInvoker(clock, behaviour or echo())
+    sink = FakeSink()
+    engine = RunEngine(
+        config,
+        source=inline_source(items),
+        dispatcher=dispatcher,
+        invoker=invoker,
+        sink=sink,
+        clock=clock,
+    )
+    return engine, clock, dispatcher, invoker, sink
+
+
+def fail_marked(duration: float = 0.1) -> Behaviour:
+    """Items with ``"fail": true`` fail with the agent's reason; the others echo."""
+
+    def behave(envelope: dict[str, Any], agent: str) -> tuple[float, Result]:
+        if envelope["item"].get("fail"):
+            return duration, Result(ok=False, reason="HandlerError", message="asked to fail")
+        return duration, Result(ok=True, output={"echo": envelope["item"]})
+
+    return behave
+
+
+async def test_200_items_cap_8_drain_with_every_output_by_id() -> None:
+    """200 items through a pool of 8 with cap 8 end Drained with each item's own output."""
+    items = [{"id": f"item-{n}", "n": n} for n in range(200)]
+    engine, clock, dispatcher, invoker, sink = build(items, cap=8, item_id="id")
+    outcome = await run_engine(engine, clock)
+    assert (outcome.phase, outcome.result) == ("Succeeded", "Drained")
+    status = sink.status
+    assert status["phase"] == "Succeeded"
+    assert status["result"] == "Drained"
+    assert (status["succeeded"], status["failed"], status["total"]) == (200, 0, 200)
+    assert status["active"] == 0
+    assert status["items"] == {item["id"]: {"echo": item} for item in items}
+    assert invoker.most_active <= 8
+    assert dispatcher.most_held <= 8
+    assert sorted(invoker.runs.values()) == [1] * 200
+    complete = next(c for c in status["conditions"] if c["type"] == "Complete")
+    assert complete["status"] == "True"
+    assert status["startTime"] <= status["completionTime"]
+    assert sink.reasons()[0] == "Started"
+    assert sink.reasons()[-1] == "Drained"
+
+
+async def test_five_of_fifty_failing_fail_the_run_under_fail() -> None:
+    """Under the Fail policy, 5 failed items of 50 fail the run with "5 of 50 items failed"."""
+    items = [{"id": f"i{n}", "fail": n % 10 == 3} for n in range(50)]
+    engine, clock, _, _, sink = build(items, cap=4, item_id="id", behaviour=fail_marked())
+    outcome = await run_engine(engine, clock)
+    assert outcome.phase == "Failed"
+    assert sink.status["phase"] == "Failed"
+    assert sink.status["result"] == "Drained"
+    assert sink.status["message"] == "5 of 50 items failed"
+    assert sink.status["succeeded"] == 45
+    failed = next(c for c in sink.status["conditions"] if c["type"] == "Failed")
+    assert failed["status"] == "True"
+    assert failed["message"] == "5 of 50 items failed"
+
+
+async def test_five_of_fifty_failing_are_reported_under_report() -> None:
+    """Under Report, the run succeeds Drained and each failure has reason, message, attempts,
+    agent."""
+    items = [{"id": f"i{n}", "fail": n % 10 == 3} for n in range(50)]
+    engine, clock, _, _, sink = build(
+        items, cap=4, item_id="id", failures="Report", behaviour=fail_marked()
+    )
+    outcome = await run_engine(engine, clock)
+    assert (outcome.phase, outcome.result) == ("Succeeded", "Drained")
+    assert sink.status["phase"] == "Succeeded"
+    failures = sink.status["failures"]
+    assert sorted(failures) == sorted(f"i{n}" for n in range(50) if n % 10 == 3)
+    for failure in failures.values():
+        assert failure["reason"] == "HandlerError"
+        assert failure["message"] == "asked to fail"
+        assert failure["attempts"] == 1
+        assert failure["agent"].startswith("workers-")
+    assert len(sink.status["items"]) == 45
+
+
+async def test_an_item_failing_once_succeeds_on_its_second_attempt() -> None:
+    """With maxAttempts 2 an item that fails once succeeds, seen by the agent as attempt 2."""
+
+    def flaky_once(envelope: dict[str, Any], agent: str) -> tuple[float, Result]:
+        if envelope["id"] == "b" and envelope["attempt"] == 1:
+            return 0.1, Result(ok=False, reason="HandlerError", message="first time fails")
+        return 0.1, Result(ok=True, output=envelope["attempt"])
+
+    items = [{"id": "a"}, {"id": "b"}, {"id": "c"}]
+    engine, clock, _, invoker, sink = build(
+        items, item_id="id", max_attempts=2, backoff_seconds=1.0, behaviour=flaky_once
+    )
+    outcome = await run_engine(engine, clock)
+    assert outcome.phase == "Succeeded"
+    assert sink.status["items"]["b"] == 2
+    assert sink.status["retries"] == 1
+    attempts = [(attempt, agent) for key, attempt, agent in invoker.calls if key == "b"]
+    assert [attempt for attempt, _ in attempts] == [1, 2]
+    # The retry goes to another agent, since others are free.
+    assert attempts[0][1] != attempts[1][1]
+
+
+async def test_an_item_failing_every_attempt_records_its_attempts() -> None:
+    """An item that fails all of maxAttempts 3 is recorded with 3 attempts and 2 retries."""
+    engine, clock, _, invoker, sink = build(
+        [{"fail": True}], max_attempts=3, backoff_seconds=2.0, behaviour=fail_marked()
+    )
+    start = clock.now()
+    await run_engine(engine, clock)
+    assert sink.status["failures"]["0"]["attempts"] == 3
+    assert sink.status["retries"] == 2
+    assert [attempt for _, attempt, _ in invoker.calls] == [1, 2, 3]
+    # Back-off 2 s then 4 s, plus three calls of 0.1 s.
+    assert clock.now() - start >= 6.29
+
+
+async def test_missing_pool_deadlocks_naming_the_pool() -> None:
+    """A run whose pool does not exist ends Deadlocked, its message naming the missing pool."""
+    engine, clock, _, invoker, sink = build([1, 2, 3], pools={})
+    outcome = await run_engine(engine, clock)
+    assert outcome.result == "Deadlocked"
+    assert sink.status["result"] == "Deadlocked"
+    assert sink.status["phase"] == "Failed"
+    assert 'pool "workers" not found' in sink.status["message"]
+    assert "3 of 3 items could not start" in sink.status["message"]
+    assert invoker.calls == []
+    assert sink.reasons()[-1] == "Deadlocked"
+    assert sink.status.get("inFlight", {}) == {}
+
+
+async def test_checkout_timeout_with_nothing_in_flight_deadlocks() -> None:
+    """A pool whose agents never become Ready deadlocks the run after the checkout timeout."""
+    engine, clock, _, invoker, sink = build(
+        list(range(5)), cap=2, pools={"workers": 0}, checkout_timeout_seconds=30
+    )
+    start = clock.now()
+    outcome = await run_engine(engine, clock)
+    assert outcome.result == "Deadlocked"
+    assert 'pool "workers" exhausted after 30s' in sink.status["message"]
+    assert clock.now() - start >= 30
+    assert invoker.calls == []
+    assert sink.status["succeeded"] == 0
+
+
+async def test_checkout_timeout_while_items_run_waits_for_them() -> None:
+    """A checkout that times out while other items hold agents waits again, not deadlocks."""
+    engine, clock, _, _, sink = build(
+        list(range(6)),
+        cap=4,
+        pools={"workers": 1},
+        checkout_timeout_seconds=1,
+        behaviour=echo(duration=3.0),
+    )
+    outcome = await run_engine(engine, clock)
+    assert (outcome.phase, outcome.result) == ("Succeeded", "Drained")
+    assert sink.status["succeeded"] == 6
+
+
+async def test_routes_send_items_to_their_pools_and_unrouted_items_fail() -> None:
+    """Routes pick each item's pool by a field; an item whose value has no route fails NoRoute."""
+    items = [
+        {"id": "r1", "role": "researcher"},
+        {"id": "c1", "role": "coder"},
+        {"id": "x1", "role": "painter"},
+        {"id": "r2", "role": "researcher"},
+    ]
+    routes = Routes(field="role", pools={"researcher": "research", "coder": "code"})
+    engine, clock, _, invoker, sink = build(
+        items,
+        pool=None,
+        routes=routes,
+        item_id="id",
+        cap=4,
+        failures="Report",
+        pools={"research": 2, "code": 2},
+    )
+    await run_engine(engine, clock)
+    agents = {key: agent for key, _, agent in invoker.calls}
+    assert agents["r1"].startswith("research-")
+    assert agents["r2"].startswith("research-")
+    assert agents["c1"].startswith("code-")
+    failure = sink.status["failures"]["x1"]
+    assert failure["reason"] == "NoRoute"
+    assert "'painter'" in failure["message"]
+    assert sink.status["succeeded"] == 3
+
+
+async def test_duplicate_ids_fail_only_the_duplicate() -> None:
+    """A second item with an id already used fails as DuplicateId; the first keeps its output."""
+    items = [{"id": "a", "v": 1}, {"id": "b", "v": 2}, {"id": "a", "v": 3}]
+    engine, clock, _, invoker, sink = build(items, item_id="id", failures="Report")
+    await run_engine(engine, clock)
+    assert sink.status["items"]["a"] == {"echo": {"id": "a", "v": 1}}
+    assert sink.status["items"]["b"] == {"echo": {"id": "b", "v": 2}}
+    failure = sink.status["failures"]["a[2]"]
+    assert failure["reason"] == "DuplicateId"
+    assert "index 2" in failure["message"]
+    assert len(invoker.calls) == 2
+    assert (sink.status["total"], sink.status["failed"]) == (3, 1)
+
+
+async def test_each_agent_gets_the_envelope() -> None:
+    """The agent gets id, item, run input, attempt and run name."""
+    engine, clock, _, invoker, _ = build([{"id": "x", "q": 1}], item_id="id", input={"model": "m"})
+    await run_engine(engine, clock)
+    assert invoker.envelopes == [
+        {
+            "id": "x",
+            "item": {"id": "x", "q": 1},
+            "input": {"model": "m"},
+            "attempt": 1,
+            "run": "run",
+        }
+    ]
+
+
+async def test_cast_mode_counts_items_delivered() -> None:
+    """In Cast mode an accepted hand-over counts the item delivered."""
+    seen: list[bool] = []
+
+    def cast(envelope: dict[str, Any], agent: str) -> tuple[float, Result]:
+        return 0.01, Result(ok=True, output=None)
+
+    engine, clock, _, invoker, sink = build([1, 2], mode="Cast", behaviour=cast)
+    original = invoker.invoke
+
+    async def spy(checkout: Any, envelope: dict[str, Any], *, timeout: float, cast: bool) -> Any:
+        seen.append(cast)
+        return await original(checkout, envelope, timeout=timeout, cast=cast)
+
+    invoker.invoke = spy  # type: ignore[method-assign]
+    outcome = await run_engine(engine, clock)
+    assert outcome.phase == "Succeeded"
+    assert seen == [True, True]
+    assert sink.status["succeeded"] == 2
+
+
+async def test_lost_agents_are_checked_in_lost() -> None:
+    """An attempt whose agent is lost (timed out) checks the agent in as lost, to be retired."""
+
+    def timeout(envelope: dict[str, Any], agent: str) -> tuple[float, Result]:
+        return 1.0, Result(ok=False, reason="CallTimeout", message="no answer", lost=True)
+
+    engine, clock, dispatcher, _, sink = build([1], behaviour=timeout, failures="Report")
+    await run_engine(engine, clock)
+    assert [outcome for _, outcome in dispatcher.checkins] == ["lost"]
+    assert sink.status["failures"]["0"]["reason"] == "CallTimeout"
+
+
+async def test_results_iterate_from_status() -> None:
+    """iter_results gives every output and failure recorded in status."""
+    items = [{"id": f"i{n}", "fail": n == 2} for n in range(5)]
+    engine, clock, _, _, sink = build(
+        items, item_id="id", failures="Report", behaviour=fail_marked()
+    )
+    await run_engine(engine, clock)
+    records = list(iter_results(sink.status, sink.result_configmaps()))
+    assert sorted(record["id"] for record in records) == [f"i{n}" for n in range(5)]
+    assert [r["failure"]["reason"] for r in records if "failure" in r] == ["HandlerError"]
