@@ -7,7 +7,9 @@ fixtures; the helpers behind them live in ``tests/cluster.py``.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -30,15 +32,27 @@ def kube_context(request: pytest.FixtureRequest) -> str | None:
 
 
 @pytest.fixture(scope="session")
-def local_cluster(
-    kube_context: str | None, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ClusterHandle]:
+def scratch_root() -> Iterator[Path]:
+    """A directory for the whole session outside pytest's basetemp, which a concurrent pytest run
+    on the same machine may rotate away while this one still runs (pods keep logs there)."""
+    with tempfile.TemporaryDirectory(prefix="agentpool-tests-") as directory:
+        yield Path(directory)
+
+
+@pytest.fixture
+def scratch(scratch_root: Path, request: pytest.FixtureRequest) -> Path:
+    """A fresh directory for one test under :func:`scratch_root`."""
+    return Path(tempfile.mkdtemp(prefix=request.node.name[:40] + "-", dir=scratch_root))
+
+
+@pytest.fixture(scope="session")
+def local_cluster(kube_context: str | None, scratch_root: Path) -> Iterator[ClusterHandle]:
     """The cluster the integration tests use: a LocalCluster (API server, kubelet, operator) in a
     background thread, or the real cluster named by ``--kube-context``."""
     if kube_context is not None:
         yield ClusterHandle(kubeconfig=default_kubeconfig(), context=kube_context)
         return
-    server = ClusterThread(tmp_path_factory.mktemp("local-cluster"))
+    server = ClusterThread(scratch_root / "local-cluster")
     handle = server.start()
     try:
         yield handle
@@ -47,10 +61,10 @@ def local_cluster(
 
 
 @pytest.fixture(scope="session")
-def kubectl(local_cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
+def kubectl(local_cluster: ClusterHandle, scratch_root: Path) -> Kubectl:
     """kubectl for the test cluster, with a cache directory fresh to this test session."""
     return Kubectl(
         local_cluster.kubeconfig,
-        tmp_path_factory.mktemp("kubectl-cache"),
+        Path(tempfile.mkdtemp(prefix="kubectl-cache-", dir=scratch_root)),
         context=local_cluster.context,
     )

@@ -81,9 +81,9 @@ def create(core: client.CoreV1Api, manifest: dict[str, Any]) -> str:
     return str(manifest["metadata"]["name"])
 
 
-def test_ready_only_after_readiness_probe_passes(core: client.CoreV1Api, tmp_path: Path) -> None:
+def test_ready_only_after_readiness_probe_passes(core: client.CoreV1Api, scratch: Path) -> None:
     """A pod answering 503 stays unready over several probes and turns Ready once it answers 200."""
-    gate = tmp_path / "ready"
+    gate = scratch / "ready"
     name = create(
         core,
         pod(
@@ -107,9 +107,9 @@ def test_ready_only_after_readiness_probe_passes(core: client.CoreV1Api, tmp_pat
     core.delete_namespaced_pod(name, NAMESPACE)
 
 
-def test_failing_probe_turns_ready_false(core: client.CoreV1Api, tmp_path: Path) -> None:
+def test_failing_probe_turns_ready_false(core: client.CoreV1Api, scratch: Path) -> None:
     """A Ready pod whose probe starts failing is reported Ready False, without a restart."""
-    gate = tmp_path / "ready"
+    gate = scratch / "ready"
     gate.touch()
     name = create(
         core,
@@ -159,9 +159,9 @@ def test_crashing_command_backs_off(core: client.CoreV1Api) -> None:
     core.delete_namespaced_pod(name, NAMESPACE)
 
 
-def test_failing_liveness_probe_restarts_container(core: client.CoreV1Api, tmp_path: Path) -> None:
+def test_failing_liveness_probe_restarts_container(core: client.CoreV1Api, scratch: Path) -> None:
     """A container whose liveness probe fails is killed and started again, counted as a restart."""
-    gate = tmp_path / "live"
+    gate = scratch / "live"
     gate.touch()
     manifest = pod(unique("live"), HEALTH_SERVER, env={"READY_FILE": str(gate)})
     # Like any liveness probe, it waits for the server to start before its first attempt.

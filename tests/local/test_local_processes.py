@@ -8,30 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-
 from agentpool.local import processes
 from cluster import wait_for_async
-
-
-def test_addresses_start_at_two_and_are_reused() -> None:
-    """Pods get 127.0.0.2, .3, ...; a released address is handed out again first."""
-    pool = processes.AddressPool()
-    first = [pool.allocate() for _ in range(3)]
-    assert first == ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
-    pool.release("127.0.0.3")
-    assert pool.allocate() == "127.0.0.3"
-    assert len(pool) == 3
-
-
-@pytest.mark.parametrize("index", [0, 1, 252, 253, 254, 506, 507, 70000])
-def test_address_index_round_trip(index: int) -> None:
-    """Past 127.0.0.254 addresses continue in the next /24, never using host part 0 or 255."""
-    address = processes.address_at(index)
-    assert processes.index_of(address) == index
-    host = int(address.rsplit(".", 1)[1])
-    assert 1 <= host <= 254
-    assert address.startswith("127.")
 
 
 def test_python_runs_in_this_interpreter() -> None:

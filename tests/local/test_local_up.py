@@ -17,7 +17,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from cluster import wait_for
-from pods import FAMILY, pod
+from pods import FAMILY, HEALTH_SERVER, pod
 
 
 def alive(pid: int) -> bool:
@@ -79,13 +79,18 @@ class Up:
         return str(kubeconfig["clusters"][0]["cluster"]["server"])
 
     def close(self) -> None:
+        """Stop it the way a user would, so even a failed test leaves no pod process behind."""
         if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(30)
+            self.process.terminate()
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(30)
 
 
 @pytest.fixture
-def started(tmp_path: Path) -> Iterator[list[Up]]:
+def started(scratch: Path) -> Iterator[list[Up]]:
     ups: list[Up] = []
     yield ups
     for up in ups:
@@ -94,13 +99,13 @@ def started(tmp_path: Path) -> Iterator[list[Up]]:
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_signal_leaves_no_process_behind(
-    signum: signal.Signals, tmp_path: Path, started: list[Up]
+    signum: signal.Signals, scratch: Path, started: list[Up]
 ) -> None:
     """SIGINT or SIGTERM stops `local up` with exit 0, ending every pod process and its children."""
-    up = Up(tmp_path / "cluster", "--no-operator")
+    up = Up(scratch / "cluster", "--no-operator")
     started.append(up)
     up.wait_up()
-    api_client = config.new_client_from_config(config_file=str(tmp_path / "cluster" / "kubeconfig"))
+    api_client = config.new_client_from_config(config_file=str(scratch / "cluster" / "kubeconfig"))
     core = client.CoreV1Api(api_client)
     pids: list[int] = []
     try:
@@ -131,20 +136,46 @@ def test_signal_leaves_no_process_behind(
                 os.kill(pid, signal.SIGKILL)
 
 
-def test_busy_directory_and_port_are_refused(tmp_path: Path, started: list[Up]) -> None:
+def test_killed_host_takes_its_pods_along(scratch: Path, started: list[Up]) -> None:
+    """Even SIGKILL of `local up`, which runs no clean-up, ends the pods' main processes."""
+    up = Up(scratch / "cluster", "--no-operator")
+    started.append(up)
+    up.wait_up()
+    api_client = config.new_client_from_config(config_file=str(scratch / "cluster" / "kubeconfig"))
+    core = client.CoreV1Api(api_client)
+    try:
+        core.create_namespaced_pod("default", pod("server", HEALTH_SERVER))
+        line = wait_for(
+            lambda: next(
+                (x for x in pod_log(core, "server").splitlines() if x.startswith("serving")), None
+            ),
+            message="pod serving",
+        )
+        found = core.read_namespaced_pod("server", "default")
+    finally:
+        api_client.close()
+    assert found.status.pod_ip in line
+    leader = int(found.status.container_statuses[0].container_id.rsplit("/", 1)[1])
+    assert alive(leader)
+    up.process.kill()
+    up.process.wait(30)
+    wait_for(lambda: not alive(leader), timeout=30, message="pod process ended")
+
+
+def test_busy_directory_and_port_are_refused(scratch: Path, started: list[Up]) -> None:
     """A second `up` on a directory or port in use exits 1 and says which one is busy."""
-    first = Up(tmp_path / "one", "--no-operator")
+    first = Up(scratch / "one", "--no-operator")
     started.append(first)
     url = first.wait_up()
     port = url.rsplit(":", 1)[1]
-    same_dir = Up(tmp_path / "one", "--no-operator")
+    same_dir = Up(scratch / "one", "--no-operator")
     started.append(same_dir)
     assert same_dir.process.wait(60) == 1
     assert "is in use by another local cluster" in same_dir.errors.read_text()
-    same_port = Up(tmp_path / "two", "--no-operator", "--port", port)
+    same_port = Up(scratch / "two", "--no-operator", "--port", port)
     started.append(same_port)
     assert same_port.process.wait(60) == 1
     assert f"port {port}" in same_port.errors.read_text()
     assert "already in use" in same_port.errors.read_text()
-    lock = json.dumps((tmp_path / "one" / "local.lock").read_text())
+    lock = json.dumps((scratch / "one" / "local.lock").read_text())
     assert str(first.process.pid) in lock

@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 
 from agentpool.local import processes
+from agentpool.local.addresses import AddressPool
 from agentpool.local.podapi import Gone, PodApi
 from agentpool.local.podstatus import NODE_NAME
 from agentpool.local.podworker import PodWorker, release
@@ -56,7 +57,7 @@ class Kubelet:
         self.stop_grace = stop_grace
         self.cwd = (cwd or Path.cwd()).resolve()
         self.base_env: Mapping[str, str] = processes.base_env()
-        self.addresses = processes.AddressPool()
+        self.addresses = AddressPool()
         self.workers: dict[str, PodWorker] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._run_task: asyncio.Task[None] | None = None
@@ -175,6 +176,7 @@ class Kubelet:
         await asyncio.gather(*tasks, return_exceptions=True)
         await asyncio.gather(*(w.kill(self.stop_grace) for w in workers), return_exceptions=True)
         self.workers.clear()
+        self.addresses.close()
         if self._api is not None:
             await self._api.close()
             self._api = None

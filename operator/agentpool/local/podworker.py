@@ -22,6 +22,7 @@ from typing import Any, Protocol
 import aiohttp
 
 from agentpool.local import podenv, podstatus, probes, processes
+from agentpool.local.addresses import AddressPool
 from agentpool.local.podapi import PodApi
 from agentpool.local.podstatus import PodObservation, Running, Terminated, Waiting
 
@@ -45,7 +46,7 @@ class Host(Protocol):
     @property
     def probe_session(self) -> aiohttp.ClientSession: ...
 
-    addresses: processes.AddressPool
+    addresses: AddressPool
     work_dir: Path
     node_name: str
     backoff_initial: float

@@ -1,15 +1,15 @@
-"""Local processes for pod containers: loopback addresses, process groups, and how to end them.
+"""Local processes for pod containers: their command, environment, process group, and its end.
 
 The local kubelet runs each pod's container as one process group (``start_new_session``), so the
 container's own children belong to it and a single signal reaches all of them, as a container's
-cgroup would on a node. Each pod listens on its own loopback address, 127.0.0.N, so many agents can
-bind the same port. Only :mod:`agentpool.local.kubelet` calls this module.
+cgroup would on a node. Only :mod:`agentpool.local.kubelet` and its pod workers call this module.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -37,53 +37,6 @@ INHERITED_ENV = (
 )
 
 PYTHON_NAMES = frozenset({"python", "python3"})
-
-
-class AddressPool:
-    """Hands out loopback addresses 127.0.0.2, .3, ... and takes them back when a pod is removed.
-
-    The lowest free address is reused first, so a cluster that keeps ten pods keeps ten addresses.
-    Past 127.0.0.254 it continues in 127.0.1.x and beyond (all of 127/8 is loopback on Linux),
-    skipping host parts 0 and 255.
-    """
-
-    def __init__(self) -> None:
-        self._used: set[int] = set()
-
-    def allocate(self) -> str:
-        index = 0
-        while index in self._used:
-            index += 1
-        self._used.add(index)
-        return address_at(index)
-
-    def release(self, address: str) -> None:
-        self._used.discard(index_of(address))
-
-    def __len__(self) -> int:
-        return len(self._used)
-
-
-def address_at(index: int) -> str:
-    """The index-th pod address: 0 -> 127.0.0.2, 252 -> 127.0.0.254, 253 -> 127.0.1.1."""
-    if index < 253:
-        return f"127.0.0.{index + 2}"
-    rest = index - 253
-    block, host = divmod(rest, 254)
-    block += 1
-    high, mid = divmod(block, 256)
-    if high > 255:
-        raise RuntimeError("no loopback address left for another pod")
-    return f"127.{high}.{mid}.{host + 1}"
-
-
-def index_of(address: str) -> int:
-    """Inverse of :func:`address_at`."""
-    _, high, mid, host = (int(part) for part in address.split("."))
-    if high == 0 and mid == 0:
-        return host - 2
-    block = high * 256 + mid
-    return 253 + (block - 1) * 254 + host - 1
 
 
 def resolve_command(argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
@@ -140,7 +93,7 @@ async def spawn(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
         process = await asyncio.create_subprocess_exec(
-            *argv,
+            *die_with_parent(argv),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=log,
             stderr=asyncio.subprocess.STDOUT,
@@ -149,6 +102,26 @@ async def spawn(
             start_new_session=True,
         )
     return Running(process=process, started_at=time.time())
+
+
+def die_with_parent(argv: Sequence[str]) -> list[str]:
+    """argv wrapped so that the container's leader is SIGKILLed if the kubelet's process dies.
+
+    A kubelet stopped normally ends every group itself; this covers a host process killed outright
+    (SIGKILL, or SIGTERM with no handler), which would otherwise leave agents running unowned.
+    util-linux ``setpriv`` sets the parent-death signal and then execs the command, so the pid
+    stays the container's; a ``preexec_fn`` would run Python between fork and exec in a threaded
+    process, which can deadlock. Where setpriv is missing the normal stop is all there is.
+    """
+    setpriv = _setpriv()
+    return [setpriv, "--pdeathsig", "KILL", "--", *argv] if setpriv else list(argv)
+
+
+@functools.cache
+def _setpriv() -> str | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    return shutil.which("setpriv")
 
 
 def signal_group(pgid: int, signum: int) -> bool:
