@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -342,3 +343,97 @@ def test_operator_restart_keeps_busy_agents_busy(
     assert bound_agent(api, namespace, "h3") in held
     assert api.status("agentleases", namespace, "h2")["agent"] in held
     assert bound_agent(api, namespace, "h3") != api.status("agentleases", namespace, "h2")["agent"]
+
+
+def test_a_killed_busy_agent_fails_its_holder_and_is_replaced(api: Api, namespace: str) -> None:
+    """Killing the agent a lease holds fails the lease with AgentLost; the pod is replaced."""
+    api.create("agentpools", namespace, "fragile", pool_spec(minSize=1))
+    wait_for(lambda: pool_status(api, namespace, "fragile").get("available") == 1, 60)
+    lease(api, namespace, "holder", "fragile")
+    agent = bound_agent(api, namespace, "holder")
+    pod = next(p for p in api.pods(namespace, "fragile") if p["metadata"]["name"] == agent)
+    kill_agent(pod)
+    failed = wait_for(
+        lambda: (
+            (s := api.status("agentleases", namespace, "holder")).get("phase") == "Failed" and s
+        ),
+        30,
+    )
+    assert failed["reason"] == "AgentLost"
+    assert agent in failed["message"]
+    wait_for(
+        lambda: [p for p in api.live_pods(namespace, "fragile") if p["metadata"]["name"] != agent],
+        30,
+        message="replacement pod",
+    )
+
+
+def test_a_template_change_replaces_idle_agents_but_never_a_busy_one(
+    api: Api, namespace: str
+) -> None:
+    """A new template replaces agents as they fall idle: the held one stays until released."""
+    api.create("agentpools", namespace, "rolling", pool_spec(minSize=2))
+    wait_for(lambda: pool_status(api, namespace, "rolling").get("available") == 2, 60)
+    lease(api, namespace, "busy", "rolling")
+    held = bound_agent(api, namespace, "busy")
+    old = {p["metadata"]["name"] for p in api.live_pods(namespace, "rolling")}
+    api.patch_spec("agentpools", namespace, "rolling", pool_spec(env={"VERSION": "2"}, minSize=2))
+    (idle_old,) = old - {held}
+    wait_for(
+        lambda: (
+            idle_old not in {p["metadata"]["name"] for p in api.live_pods(namespace, "rolling")}
+        ),
+        30,
+        message="idle outdated agent replaced",
+    )
+    assert held in {p["metadata"]["name"] for p in api.live_pods(namespace, "rolling")}
+    api.delete("agentleases", namespace, "busy")
+    wait_for(
+        lambda: (
+            not old & {p["metadata"]["name"] for p in api.live_pods(namespace, "rolling")}
+            and pool_status(api, namespace, "rolling").get("readyReplicas") == 2
+        ),
+        60,
+        message="every agent on the new template",
+    )
+    messages = [e.get("message", "") for e in api.events(namespace)]
+    assert any("Outdated" in m for m in messages)
+
+
+def test_deleting_a_pool_removes_its_agents(api: Api, namespace: str) -> None:
+    """Deleting the pool removes its pods and its token Secret."""
+    api.create("agentpools", namespace, "gone", pool_spec(minSize=2))
+    wait_for(lambda: pool_status(api, namespace, "gone").get("readyReplicas") == 2, 60)
+    api.delete("agentpools", namespace, "gone")
+    wait_for(lambda: not api.pods(namespace, "gone"), 60, message="pods removed")
+    wait_for(lambda: not api.exists("agentpools", namespace, "gone"), 30)
+    secrets = [s.metadata.name for s in api.core.list_namespaced_secret(namespace).items]
+    assert "gone-agent-token" not in secrets
+
+
+def test_agents_that_cannot_start_degrade_the_pool_without_churning(
+    api: Api, namespace: str
+) -> None:
+    """A pool whose pods cannot run (no command for the local kubelet) reports Degraded with the
+    reason, and backs off, doubling from a second, instead of creating pod after pod."""
+    api.create("agentpools", namespace, "broken", {"image": "agentpool:0.1.0", "minSize": 1})
+
+    def degraded() -> dict[str, Any] | None:
+        for cond in pool_status(api, namespace, "broken").get("conditions", []):
+            if cond["type"] == "Degraded" and cond["status"] == "True":
+                return dict(cond)
+        return None
+
+    first = wait_for(degraded, 30)
+    started = time.monotonic()
+    assert first["reason"] == "NoLocalCommand"
+    assert "command" in first["message"]
+    wait_for(
+        lambda: (c := degraded()) is not None and "(4 agents failed" in c["message"],
+        60,
+        interval=0.1,
+        message="four failed agents",
+    )
+    # Without back-off the next three replacements would fail within a second; with it they
+    # wait 1 + 2 + 4 seconds.
+    assert time.monotonic() - started >= 6

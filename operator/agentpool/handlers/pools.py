@@ -26,7 +26,7 @@ from agentpool.broker import Checkout, Outcome
 from agentpool.handlers.conditions import merge_conditions, now_iso
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.kube import Conflict, NotFound
-from agentpool.pool import DemandSample, PoolPolicy, compute_status, plan
+from agentpool.pool import ConditionView, DemandSample, PoolPolicy, compute_status, plan
 from agentpool.pool.manifests import (
     POOL_LABEL,
     agent_pod,
@@ -36,7 +36,7 @@ from agentpool.pool.manifests import (
     token_secret,
     token_secret_name,
 )
-from agentpool.pool.pods import is_ready, observe_pod
+from agentpool.pool.pods import failure_of, is_failed, is_ready, observe_pod
 
 __all__ = ["POOL_LABEL", "register", "sync_broker"]
 
@@ -53,6 +53,8 @@ SAMPLE_SECONDS = 10.0
 SAMPLE_WINDOW_SECONDS = 3600.0
 #: A deleted pool waits this long for busy agents before its pods go.
 DRAIN_SECONDS = 30.0
+#: The longest a pool waits before replacing agents that keep failing at start-up.
+CRASH_BACKOFF_MAX_SECONDS = 60.0
 #: How often an agent found busy after a restart is asked whether it is done.
 RESTORED_POLL_SECONDS = 0.5
 
@@ -69,6 +71,7 @@ def sync_broker(handle: PoolHandle) -> None:
     for name, pod in handle.pods.items():
         if is_ready(pod) and name not in handle.first_ready:
             handle.first_ready[name] = now
+            handle.crash_failures = 0
         observed.append(observe_pod(pod, first_ready=handle.first_ready.get(name)))
     handle.broker.update_agents(observed)
     for name in list(handle.first_ready):
@@ -220,6 +223,7 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
     for retirement in decided.retire:
         if retirement.name not in retired:
             continue
+        note_failure(handle, retirement.name, now)
         await runtime.kube.delete_pod(handle.namespace, retirement.name)
         pod = handle.pods.get(retirement.name)
         if pod is not None:
@@ -231,7 +235,13 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
             f"Retired agent {retirement.name}: {retirement.reason}",
         )
     created = 0
-    for _ in range(decided.create):
+    wanted = decided.create
+    hold = handle.crash_backoff_until - now
+    if wanted and hold > 0:
+        # Agents keep failing before they ever turn Ready: back off instead of churning pods.
+        handle.wake_at(hold)
+        wanted = 0
+    for _ in range(wanted):
         try:
             pod = await runtime.kube.create_pod(handle.namespace, agent_pod(pool))
         except Exception as error:  # reported, and retried on the next pass
@@ -312,8 +322,22 @@ async def write_status(
             ),
         }
     ).model_dump(by_alias=True, exclude_none=True, mode="json")
+    conditions = list(view.conditions)
+    if handle.crash_failures and handle.last_failure is not None:
+        reason, message = handle.last_failure
+        conditions = [
+            ConditionView(
+                type="Degraded",
+                status="True",
+                reason=reason,
+                message=f"{message} ({handle.crash_failures} agents failed before turning Ready)",
+            )
+            if cond.type == "Degraded" and cond.status != "True"
+            else cond
+            for cond in conditions
+        ]
     status["conditions"] = merge_conditions(
-        previous.get("conditions"), view.conditions, generation=generation, now=now_iso()
+        previous.get("conditions"), conditions, generation=generation, now=now_iso()
     )
     if status == handle.last_status:
         return
@@ -341,6 +365,20 @@ async def drain(runtime: Runtime, handle: PoolHandle) -> None:
             await asyncio.wait_for(handle.wake.wait(), 0.5)
     for name in list(handle.pods):
         await runtime.kube.delete_pod(handle.namespace, name)
+
+
+def note_failure(handle: PoolHandle, name: str, now: float) -> None:
+    """Remember a pod that failed before it ever turned Ready, for back-off and Degraded."""
+    pod = handle.pods.get(name)
+    if pod is None or not is_failed(pod):
+        return
+    if name in handle.first_ready:
+        handle.crash_failures = 0
+        return
+    handle.crash_failures += 1
+    handle.last_failure = failure_of(pod)
+    delay = min(CRASH_BACKOFF_MAX_SECONDS, 2.0 ** (handle.crash_failures - 1))
+    handle.crash_backoff_until = now + delay
 
 
 def record_metrics(handle: PoolHandle, waiting: int) -> None:

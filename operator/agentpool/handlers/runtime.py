@@ -36,6 +36,10 @@ class PoolHandle:
     history: list[DemandSample] = field(default_factory=list)
     last_status: dict[str, Any] | None = None
     last_status_at: float = 0.0
+    # Agents that failed before ever turning Ready, in a row: replacements back off.
+    crash_failures: int = 0
+    crash_backoff_until: float = 0.0
+    last_failure: tuple[str, str] | None = None
 
     def poke(self) -> None:
         """Ask the pool's reconcile loop to look again."""

@@ -118,3 +118,25 @@ def observe_pod(
         template_hash=(meta.get("annotations") or {}).get(TEMPLATE_HASH_ANNOTATION, ""),
         ip=status.get("podIP"),
     )
+
+
+def failure_of(pod: dict[str, Any]) -> tuple[str, str]:
+    """Why a failed pod failed, as a (reason, message) pair for the pool's Degraded condition.
+
+    The pod's own reason wins (NoLocalCommand, Evicted); then the agent container's termination
+    (a crash at start-up reads as CrashLoopBackOff, the word users know for it).
+    """
+    status = pod.get("status") or {}
+    if status.get("reason"):
+        return str(status["reason"]), str(status.get("message") or status["reason"])
+    for container in status.get("containerStatuses") or []:
+        for state in (container.get("state") or {}, container.get("lastState") or {}):
+            terminated = state.get("terminated")
+            if terminated:
+                code = terminated.get("exitCode")
+                detail = terminated.get("message") or terminated.get("reason") or "exited"
+                return "CrashLoopBackOff", f"agent exited with code {code}: {detail}"
+        waiting = (container.get("state") or {}).get("waiting")
+        if waiting and waiting.get("reason"):
+            return str(waiting["reason"]), str(waiting.get("message") or waiting["reason"])
+    return "PodFailed", f"pod {pod['metadata']['name']} failed"
