@@ -4,7 +4,8 @@ Builds a broker over ``--agents`` Ready agents, runs twice as many holders that 
 agent out, yield once to the loop and check it back in, with random priorities so the waiter
 queue is exercised, and reports cycles per second and the checkout latency (p50, p99, max) for
 each pool size and strategy. Half the holders wait at any moment, so the latency is mostly time
-queued behind others: it grows with the number of holders, not with the broker's own cost. Writes the figures to ``bench/out/broker.json``.
+queued behind others: it grows with the number of holders, not with the broker's own cost.
+Writes the figures to ``bench/out/broker.json``.
 
     .venv/bin/python bench/broker.py [--agents 4 32 200] [--cycles 20000]
 """

@@ -48,16 +48,17 @@ class Connection:
     kubeconfig: str | None = None
 
 
-def make_api_client(connection: Connection) -> kubernetes.client.ApiClient:
+def make_api_client(connection: Connection) -> Any:
     """Build a client configuration for the connection, the way kubectl would resolve it."""
     configuration = kubernetes.client.Configuration()
     if connection.server:
         configuration.host = connection.server
     else:
+        loader: Any = kubernetes.config
         try:
-            kubernetes.config.load_incluster_config(client_configuration=configuration)
+            loader.load_incluster_config(client_configuration=configuration)
         except kubernetes.config.ConfigException:
-            kubernetes.config.load_kube_config(
+            loader.load_kube_config(
                 config_file=connection.kubeconfig,
                 context=connection.context,
                 client_configuration=configuration,
@@ -71,10 +72,11 @@ def make_api_client(connection: Connection) -> kubernetes.client.ApiClient:
 class Kube:
     """Async access to the resources the operator reads and writes."""
 
-    def __init__(self, api_client: kubernetes.client.ApiClient) -> None:
-        self._client = api_client
-        self._core = kubernetes.client.CoreV1Api(api_client)
-        self._custom = kubernetes.client.CustomObjectsApi(api_client)
+    def __init__(self, api_client: Any) -> None:
+        # The client's generated methods are loosely typed; the boundary is kept to this class.
+        self._client: Any = api_client
+        self._core: Any = kubernetes.client.CoreV1Api(api_client)
+        self._custom: Any = kubernetes.client.CustomObjectsApi(api_client)
         self.writes: collections.Counter[tuple[str, str]] = collections.Counter()
 
     @classmethod
@@ -251,7 +253,7 @@ def credentials(connection: Connection) -> dict[str, Any]:
     credentials as the rest of the operator, however the connection was given.
     """
     client = make_api_client(connection)
-    config = client.configuration
+    config: Any = client.configuration
     header: str | None = config.get_api_key_with_prefix(
         "BearerToken"
     ) or config.get_api_key_with_prefix("authorization")
