@@ -178,6 +178,20 @@ def test_failing_liveness_probe_restarts_container(core: client.CoreV1Api, scrat
     core.delete_namespaced_pod(name, NAMESPACE)
 
 
+def test_missing_program_is_a_start_error(core: client.CoreV1Api) -> None:
+    """A command that cannot be executed is retried with back-off and reported as StartError."""
+    manifest = pod(unique("noexec"), None)
+    manifest["spec"]["containers"][0]["command"] = ["/nonexistent/agent"]
+    name = create(core, manifest)
+    status = wait_for(
+        lambda: (s := container_status(read(core, name))).get("restartCount", 0) >= 2 and s,
+        message="two restarts",
+    )
+    assert status["lastState"]["terminated"]["reason"] == "StartError"
+    assert status["lastState"]["terminated"]["exitCode"] == 128
+    core.delete_namespaced_pod(name, NAMESPACE)
+
+
 def test_never_restart_policy_fails_pod(core: client.CoreV1Api) -> None:
     """restartPolicy Never: a failing command leaves the pod Failed with its exit code."""
     name = create(core, pod(unique("never"), "raise SystemExit(4)", restart_policy="Never"))

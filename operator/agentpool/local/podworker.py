@@ -117,7 +117,18 @@ class PodWorker:
     async def run(self) -> None:
         reporter = asyncio.create_task(self._report())
         try:
-            await self._live()
+            try:
+                await self._live()
+            except Exception as error:
+                # A bug here must not leave an untracked agent running: end it and say so.
+                logger.exception("pod %s/%s: the local kubelet failed", self.namespace, self.name)
+                if self.running is not None:
+                    await processes.terminate_group(self.running, 0)
+                    self.running = None
+                self._publish(
+                    phase="Failed", ready=False, reason="KubeletError", message=str(error)
+                )
+                await self.deleting.wait()
         finally:
             reporter.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -144,9 +155,9 @@ class PodWorker:
             return
         self.ip = self.host.addresses.allocate()
         self._publish(pod_ip=self.ip, start_time=now())
-        backoff_steps = 0
+        backoff_steps = restarts = 0
         while not self.deleting.is_set():
-            terminated = await self._run_once()
+            terminated = await self._run_once(restarts)
             if terminated is None or self.deleting.is_set():
                 return
             ran = terminated.finished_at - (terminated.started_at or terminated.finished_at)
@@ -160,6 +171,7 @@ class PodWorker:
                 await self.deleting.wait()
                 return
             backoff_steps += 1
+            restarts += 1
             delay = podstatus.backoff_delay(
                 backoff_steps, initial=self.host.backoff_initial, cap=self.host.backoff_max
             )
@@ -171,7 +183,7 @@ class PodWorker:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.deleting.wait(), timeout=delay)
 
-    async def _run_once(self) -> Terminated | None:
+    async def _run_once(self, restarts: int) -> Terminated | None:
         """Start the container once and supervise it; None when deletion ended it."""
         assert self.ip is not None
         env = await self._resolve_env(self.ip)
@@ -180,12 +192,10 @@ class PodWorker:
         argv = processes.resolve_command(podenv.container_argv(self.container, env), env)
         cwd = Path(self.container.get("workingDir") or self.host.cwd)
         started = now()
-        restarts = self.observation.restart_count + (
-            1 if self.observation.last_state is not None else 0
-        )
         try:
             self.running = await processes.spawn(argv, env=env, cwd=cwd, log_path=self.log_path)
         except OSError as error:
+            self._publish(restart_count=restarts)
             return Terminated(128, "StartError", started, now(), message=str(error))
         self._publish(
             state=Running(started),

@@ -89,7 +89,16 @@ class Running:
 async def spawn(
     argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log_path: Path
 ) -> Running:
-    """Start argv as the leader of a new session, appending stdout and stderr to log_path."""
+    """Start argv as the leader of a new session, appending stdout and stderr to log_path.
+
+    Raises OSError when argv[0] cannot be executed (checked here, since under setpriv the failed
+    exec would otherwise look like a program that ran and exited).
+    """
+    program = argv[0]
+    if not executable(program, cwd):
+        raise FileNotFoundError(
+            f'exec: "{program}": executable file not found in $PATH or not executable'
+        )
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
         process = await asyncio.create_subprocess_exec(
@@ -102,6 +111,14 @@ async def spawn(
             start_new_session=True,
         )
     return Running(process=process, started_at=time.time())
+
+
+def executable(program: str, cwd: Path) -> bool:
+    """Whether program (a path, as :func:`resolve_command` gives it) can be executed from cwd."""
+    if os.sep not in program:
+        return False
+    path = cwd / program
+    return path.is_file() and os.access(path, os.X_OK)
 
 
 def die_with_parent(argv: Sequence[str]) -> list[str]:
