@@ -111,3 +111,111 @@ def test_two_hundred_items_drain_with_every_output_by_id(
         "two-hundred", "p", "Succeeded", "Drained", "200", "0", "0", "200"
     ]  # fmt: skip
     print(f"200 items at cap 8: {elapsed:.1f}s from create to Complete")
+
+
+def fifty_items_five_failing() -> list[dict[str, Any]]:
+    return [
+        {"id": f"i{n:02}", "n": n, **({"fail": True, "message": f"bad {n}"} if n % 10 == 3 else {})}
+        for n in range(50)
+    ]
+
+
+def test_failed_items_fail_the_run_under_fail_and_are_reported_under_report(
+    api: Api, namespace: str
+) -> None:
+    """5 failing items of 50: under Fail the run is Failed with "5 of 50 items failed"; under
+    Report it Succeeds, Drained; both record every failure with reason, message, attempts and
+    agent, and the 45 other outputs, so a failed item stops only itself."""
+    api.create("agentpools", namespace, "flaky", pool_spec("flaky", minSize=2, maxSize=4))
+    items = fifty_items_five_failing()
+    failing = {item["id"] for item in items if item.get("fail")}
+    common = {"poolRef": {"name": "flaky"}, "itemId": "id", "cap": 4}
+    start_run(api, namespace, "strict", items, failures="Fail", **common)
+    start_run(api, namespace, "lenient", items, failures="Report", **common)
+    agents = set()
+    for name, phase in (("strict", "Failed"), ("lenient", "Succeeded")):
+        status = finished_run(api, namespace, name)
+        assert (status["phase"], status["result"]) == (phase, "Drained"), status.get("message")
+        assert (status["succeeded"], status["failed"], status["total"]) == (45, 5, 50)
+        assert set(status["items"]) == {item["id"] for item in items} - failing
+        assert all(status["items"][key]["item"]["id"] == key for key in status["items"])
+        assert set(status["failures"]) == failing
+        for key, failure in status["failures"].items():
+            assert failure["reason"] == "HandlerError"
+            assert f"bad {int(key[1:])}" in failure["message"]
+            assert failure["attempts"] == 1
+            agents.add(failure["agent"])
+        if phase == "Failed":
+            assert status["message"] == "5 of 50 items failed"
+            assert condition(status, "Failed")["status"] == "True"
+            assert condition(status, "Complete")["status"] == "False"
+        else:
+            assert condition(status, "Complete")["status"] == "True"
+            assert "5 of 50 items failed" in status["message"]
+    pods = {pod["metadata"]["name"] for pod in api.pods(namespace, "flaky")}
+    assert agents <= pods
+    assert "ItemFailed" in api.event_reasons(namespace)
+
+
+def test_an_item_that_fails_once_succeeds_on_its_second_attempt(
+    api: Api, namespace: str, scratch: Path
+) -> None:
+    """With maxAttempts 2 an item failing its first attempt succeeds on the second: its output
+    says attempt 2, status counts one retry, and the agents saw attempts 1 then 2."""
+    record = scratch / "invocations.jsonl"
+    api.create(
+        "agentpools",
+        namespace,
+        "retry",
+        pool_spec("flaky", env={"INVOCATIONS_FILE": str(record)}, minSize=2),
+    )
+    items = [{"id": "once", "failTimes": 1}, {"id": "fine"}]
+    start_run(
+        api,
+        namespace,
+        "again",
+        items,
+        poolRef={"name": "retry"},
+        itemId="id",
+        maxAttempts=2,
+        backoffSeconds=0,
+        cap=2,
+    )
+    status = finished_run(api, namespace, "again")
+    assert (status["phase"], status["result"]) == ("Succeeded", "Drained")
+    assert status.get("failures", {}) == {}
+    assert status["items"]["once"] == {"id": "once", "attempt": 2, "item": items[0]}
+    assert status["items"]["fine"]["attempt"] == 1
+    assert (status["succeeded"], status["retries"]) == (2, 1)
+    seen = invocations(record)
+    assert [call["attempt"] for call in seen["once"]] == [1, 2]
+    assert [call["attempt"] for call in seen["fine"]] == [1]
+
+
+def test_runs_that_can_never_start_end_deadlocked_naming_the_cause(
+    api: Api, namespace: str
+) -> None:
+    """A run against a missing pool, and one against a pool whose agents never become Ready, end
+    Deadlocked once the checkout timeout has passed, with a message naming the cause."""
+    api.create(
+        "agentpools",
+        namespace,
+        "cold",
+        pool_spec("slow_start", env={"SLOW_START_SECONDS": "inf"}, minSize=1),
+    )
+    started = time.monotonic()
+    items = [{"id": f"i{n}"} for n in range(3)]
+    common = {"itemId": "id", "checkoutTimeoutSeconds": 3}
+    start_run(api, namespace, "nowhere", items, poolRef={"name": "absent"}, **common)
+    start_run(api, namespace, "never", items, poolRef={"name": "cold"}, **common)
+    for name, cause in (("nowhere", 'AgentPool "absent" not found'), ("never", 'pool "cold"')):
+        status = finished_run(api, namespace, name, 60)
+        assert (status["phase"], status["result"]) == ("Failed", "Deadlocked")
+        assert cause in status["message"], status["message"]
+        assert "3 of 3 items could not start" in status["message"]
+        assert condition(status, "Failed")["reason"] == "Deadlocked"
+        assert status["succeeded"] == status["failed"] == status["active"] == 0
+    assert time.monotonic() - started >= 3
+    message = run_status(api, namespace, "never")["message"]
+    assert "ready 0" in message, message
+    assert "Deadlocked" in api.event_reasons(namespace)

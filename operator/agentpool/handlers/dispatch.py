@@ -57,15 +57,19 @@ class BrokerDispatcher:
         key = (self._namespace, pool)
         handle = self._runtime.pools.get(key)
         if handle is None:
+            # A pool applied together with its run may be created a moment after it, and a
+            # restarted operator serves its pools a moment after its runs: wait the checkout
+            # timeout for the pool before calling it missing.
+            handle = await self._runtime.wait_pool(key, timeout)
+        if handle is None:
             try:
                 await self._runtime.kube.get_custom("agentpools", self._namespace, pool)
             except NotFound:
                 raise PoolNotFound(
-                    f'AgentPool "{pool}" not found in namespace "{self._namespace}"'
+                    f'AgentPool "{pool}" not found in namespace "{self._namespace}" '
+                    f"(waited {timeout:g}s for it)"
                 ) from None
-            handle = await self._runtime.wait_pool(key, timeout)
-            if handle is None:
-                raise PoolExhausted(f'AgentPool "{pool}" is not served yet after {timeout:g}s')
+            raise PoolExhausted(f'AgentPool "{pool}" is not served yet after {timeout:g}s')
         started = time.monotonic()
         try:
             inner = await handle.broker.checkout(timeout=timeout, priority=priority, holder=holder)
