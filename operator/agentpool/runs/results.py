@@ -82,6 +82,7 @@ class ResultChunks:
         self._lines: list[str] = []
         self._bytes = 0
         self._dirty = False
+        self._closed: list[tuple[str, dict[str, str]]] = []
         if self.refs:
             # Continue the last chunk rather than overwrite it.
             text = (last_data or {}).get(CHUNK_KEY, "")
@@ -91,6 +92,8 @@ class ResultChunks:
     def add(self, line: str, *, is_output: bool) -> None:
         size = len(line.encode()) + 1
         if not self.refs or (self._lines and self._bytes + size > self._chunk_bytes):
+            if self._dirty:
+                self._closed.append(self._current())
             self.refs.append(
                 {"name": chunk_name(self._run, len(self.refs)), "outputs": 0, "failures": 0}
             )
@@ -102,11 +105,15 @@ class ResultChunks:
         self._dirty = True
 
     def take_changed(self) -> list[tuple[str, dict[str, str]]]:
-        """The ConfigMaps to write now: the open chunk, if it changed (a full one is closed)."""
-        if not self._dirty:
-            return []
-        self._dirty = False
-        return [(self.refs[-1]["name"], {CHUNK_KEY: "\n".join(self._lines) + "\n"})]
+        """The ConfigMaps to write now: chunks filled since the last call, and the open one."""
+        changed, self._closed = self._closed, []
+        if self._dirty:
+            changed.append(self._current())
+            self._dirty = False
+        return changed
+
+    def _current(self) -> tuple[str, dict[str, str]]:
+        return (self.refs[-1]["name"], {CHUNK_KEY: "\n".join(self._lines) + "\n"})
 
 
 def _chunk_records(data: Mapping[str, str]) -> Iterator[dict[str, Any]]:

@@ -1,0 +1,219 @@
+"""A run's progress survives an operator crash, costs few status writes, and scales in size."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+import json
+from typing import Any
+
+import pytest
+from runfakes import (
+    Behaviour,
+    FakeClock,
+    FakeDispatcher,
+    FakeInvoker,
+    FakeSink,
+    Result,
+    echo,
+    run_engine,
+    running,
+)
+
+from agentpool.runs.config import RunConfig
+from agentpool.runs.engine import RunEngine
+from agentpool.runs.results import iter_results
+from agentpool.runs.sources import inline_source
+
+
+def varied(envelope: dict[str, Any], agent: str) -> tuple[float, Result]:
+    """Calls of 0.2 to 0.9 s, different per item, each output naming its item."""
+    n = envelope["item"]["n"]
+    return 0.2 + (n * 7 % 8) / 10, Result(ok=True, output={"n": n, "by": "agent"})
+
+
+def slow(envelope: dict[str, Any], agent: str) -> tuple[float, Result]:
+    """Calls of 1.5 to 3.25 s, so items are in flight whenever status is written."""
+    n = envelope["item"]["n"]
+    return 1.5 + (n * 5 % 8) / 4, Result(ok=True, output={"n": n})
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "cap", "count"), [(varied, 20, 500), (slow, 6, 80)], ids=["short", "long"]
+)
+async def test_a_crashed_run_resumes_without_running_recorded_items_again(
+    behaviour: Behaviour, cap: int, count: int
+) -> None:
+    """After a crash, recorded items never run again; those in flight run again with attempt + 1,
+    at most cap of them; in the end every item is recorded once."""
+    items = [{"id": f"i{n}", "n": n} for n in range(count)]
+    config = RunConfig(name="run", pool="workers", item_id="id", cap=cap)
+    clock = FakeClock()
+    sink = FakeSink()
+    crashed = asyncio.Event()
+    invoker = FakeInvoker(clock, behaviour)
+
+    def crash_at(calls: int) -> None:
+        # Crash half-way, just after a write that left items in flight if there is one.
+        late = calls >= count * 3 // 4
+        if calls >= count // 2 and not crashed.is_set() and (sink.status.get("inFlight") or late):
+            # From here on nothing the first operator does reaches the API server.
+            sink.frozen = True
+            crashed.set()
+
+    invoker.on_call = crash_at
+    first = RunEngine(
+        config,
+        source=inline_source(items),
+        dispatcher=FakeDispatcher(clock, {"workers": cap}),
+        invoker=invoker,
+        sink=sink,
+        clock=clock,
+    )
+    async with running(clock):
+        task = asyncio.ensure_future(first.run())
+        await crashed.wait()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    written = copy.deepcopy(sink.status)
+    recorded_at_crash = {record["id"] for record in iter_results(written, [])}
+    in_flight_at_crash = dict(written.get("inFlight", {}))
+    assert recorded_at_crash, "the crash came after some progress was written"
+    assert len(in_flight_at_crash) <= cap
+    runs_before = dict(invoker.runs)
+
+    sink.frozen = False
+    invoker.on_call = None
+    second_calls = len(invoker.calls)
+    second = RunEngine(
+        config,
+        source=inline_source(items),
+        dispatcher=FakeDispatcher(clock, {"workers": cap}),
+        invoker=invoker,
+        sink=sink,
+        clock=clock,
+        status=written,
+        configmaps=copy.deepcopy(sink.configmaps),
+    )
+    outcome = await run_engine(second, clock)
+
+    assert (outcome.phase, outcome.result) == ("Succeeded", "Drained")
+    assert sink.status["succeeded"] == count
+    assert set(sink.status["items"]) == {item["id"] for item in items}
+    if behaviour is slow:
+        assert in_flight_at_crash, "long calls are in flight when status is written"
+    rerun = {key for key, count in invoker.runs.items() if count > 1}
+    assert not rerun & recorded_at_crash
+    assert len(rerun) <= cap
+    assert set(in_flight_at_crash) - recorded_at_crash <= rerun | set(runs_before)
+    for key, attempt, _ in invoker.calls[second_calls:]:
+        if key in in_flight_at_crash:
+            assert attempt == in_flight_at_crash[key] + 1
+    assert sink.status.get("inFlight", {}) == {}
+
+
+async def test_500_items_cost_at_most_30_status_writes() -> None:
+    """500 items with calls of 0.2 to 0.9 s and cap 20 are written in at most 30 status writes."""
+    items = [{"id": f"i{n}", "n": n} for n in range(500)]
+    clock = FakeClock()
+    sink = FakeSink()
+    engine = RunEngine(
+        RunConfig(name="run", pool="workers", item_id="id", cap=20),
+        source=inline_source(items),
+        dispatcher=FakeDispatcher(clock, {"workers": 20}),
+        invoker=FakeInvoker(clock, varied),
+        sink=sink,
+        clock=clock,
+    )
+    outcome = await run_engine(engine, clock)
+    assert outcome.result == "Drained"
+    assert sink.status["succeeded"] == 500
+    assert sink.writes <= 30, sink.writes
+
+
+async def test_writes_are_at_least_an_interval_apart() -> None:
+    """No two status writes of a running run are closer than the status interval."""
+    times: list[float] = []
+    clock = FakeClock()
+
+    class TimedSink(FakeSink):
+        async def write(self, patch: dict[str, Any]) -> None:
+            times.append(clock.now())
+            await super().write(patch)
+
+    sink = TimedSink()
+    engine = RunEngine(
+        RunConfig(name="run", pool="workers", cap=4, status_interval_seconds=2.0),
+        source=inline_source(list(range(60))),
+        dispatcher=FakeDispatcher(clock, {"workers": 4}),
+        invoker=FakeInvoker(clock, echo(0.3)),
+        sink=sink,
+        clock=clock,
+        configmaps={},
+    )
+    await run_engine(engine, clock)
+    # The last write, at the end, is not held back.
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times[:-1])]
+    assert gaps
+    assert min(gaps) >= 2.0 - 1e-6
+
+
+async def test_20000_items_with_2_kib_outputs_keep_status_small() -> None:
+    """20,000 outputs of 2 KiB keep the status under 256 KiB; results come back, all 20,000."""
+    items = [{"id": f"item-{n:05d}", "n": n} for n in range(20_000)]
+
+    def big(envelope: dict[str, Any], agent: str) -> tuple[float, Result]:
+        n = envelope["item"]["n"]
+        return 0.5, Result(ok=True, output={"n": n, "text": f"{n:05d}" * 400})
+
+    clock = FakeClock()
+    sink = FakeSink()
+    engine = RunEngine(
+        RunConfig(name="big", pool="workers", item_id="id", cap=200),
+        source=inline_source(items),
+        dispatcher=FakeDispatcher(clock, {"workers": 200}),
+        invoker=FakeInvoker(clock, big),
+        sink=sink,
+        clock=clock,
+    )
+    outcome = await run_engine(engine, clock)
+    assert outcome.result == "Drained"
+    assert sink.largest_status < 256 * 1024
+    assert sink.status["succeeded"] == 20_000
+    refs = sink.status["resultRefs"]
+    assert refs
+    assert all(ref["name"].startswith("big-results-") for ref in refs)
+    assert sum(ref["outputs"] for ref in refs) + len(sink.status["items"]) == 20_000
+    for data in sink.configmaps.values():
+        assert sum(len(value.encode()) for value in data.values()) < 1024 * 1024
+    records = list(iter_results(sink.status, sink.result_configmaps()))
+    assert len(records) == 20_000
+    assert {record["id"] for record in records} == {item["id"] for item in items}
+    sample = next(record for record in records if record["id"] == "item-12345")
+    assert sample["output"]["text"] == "12345" * 400
+
+
+async def test_an_output_over_4_kib_goes_to_a_configmap() -> None:
+    """A single output over 4 KiB is kept in a result ConfigMap, not in status."""
+
+    def sized(envelope: dict[str, Any], agent: str) -> tuple[float, Result]:
+        return 0.1, Result(ok=True, output="x" * envelope["item"]["size"])
+
+    clock = FakeClock()
+    sink = FakeSink()
+    engine = RunEngine(
+        RunConfig(name="run", pool="workers", item_id="id", cap=2),
+        source=inline_source([{"id": "small", "size": 10}, {"id": "large", "size": 5000}]),
+        dispatcher=FakeDispatcher(clock, {"workers": 2}),
+        invoker=FakeInvoker(clock, sized),
+        sink=sink,
+        clock=clock,
+    )
+    await run_engine(engine, clock)
+    assert set(sink.status["items"]) == {"small"}
+    assert sink.status["resultRefs"] == [{"name": "run-results-0", "outputs": 1, "failures": 0}]
+    records = {r["id"]: r for r in iter_results(sink.status, sink.result_configmaps())}
+    assert records["large"]["output"] == "x" * 5000
+    assert len(json.dumps(sink.status)) < 4096
