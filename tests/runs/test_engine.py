@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from typing import Any
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from runfakes import (
     Behaviour,
     FakeClock,
@@ -13,6 +17,7 @@ from runfakes import (
     Result,
     echo,
     run_engine,
+    running,
 )
 
 from agentpool.runs.config import Routes, RunConfig
@@ -292,3 +297,98 @@ async def test_results_iterate_from_status() -> None:
     records = list(iter_results(sink.status, sink.result_configmaps()))
     assert sorted(record["id"] for record in records) == [f"i{n}" for n in range(5)]
     assert [r["failure"]["reason"] for r in records if "failure" in r] == ["HandlerError"]
+
+
+async def test_suspend_finishes_in_flight_items_and_resume_goes_on() -> None:
+    """Suspending lets in-flight items finish and starts no more; resuming drains the rest."""
+    engine, clock, _, invoker, sink = build(list(range(20)), cap=3, behaviour=echo(1.0))
+    suspended_at: list[int] = []
+
+    def suspend_after(calls: int) -> None:
+        if calls >= 5 and not suspended_at:
+            engine.set_suspended(True)
+            suspended_at.append(len(invoker.calls))
+
+    invoker.on_call = suspend_after
+    async with running(clock):
+        task = asyncio.ensure_future(engine.run())
+        await wait_for(lambda: sink.status.get("phase") == "Suspended")
+        calls_when_suspended = len(invoker.calls)
+        assert calls_when_suspended == suspended_at[0]
+        assert sink.status["active"] == 0
+        suspended = next(c for c in sink.status["conditions"] if c["type"] == "Suspended")
+        assert suspended["status"] == "True"
+        # Time passes while suspended and nothing is dispatched.
+        await clock.sleep(60)
+        assert len(invoker.calls) == calls_when_suspended
+        engine.set_suspended(False)
+        outcome = await task
+    assert (outcome.phase, outcome.result) == ("Succeeded", "Drained")
+    assert sink.status["succeeded"] == 20
+    assert sorted(invoker.runs.values()) == [1] * 20
+    reasons = sink.reasons()
+    assert reasons.index("Suspended") < reasons.index("Resumed") < reasons.index("Drained")
+
+
+async def test_item_failed_events_are_rate_limited() -> None:
+    """Many failures at once post one ItemFailed event, the next one counting those held back."""
+    engine, clock, _, _, sink = build(
+        [{"fail": True}] * 30, cap=10, failures="Report", behaviour=fail_marked(0.1)
+    )
+    await run_engine(engine, clock)
+    failed_events = [message for _, reason, message in sink.events if reason == "ItemFailed"]
+    assert 1 <= len(failed_events) <= 3
+    assert sink.status["failed"] == 30
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    cap=st.integers(min_value=1, max_value=6),
+    agents=st.integers(min_value=1, max_value=8),
+    durations=st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=40),
+    failing=st.sets(st.integers(min_value=0, max_value=39)),
+)
+def test_cap_is_never_exceeded_and_every_item_is_recorded_once(
+    cap: int, agents: int, durations: list[int], failing: set[int]
+) -> None:
+    """Whatever the cap, pool size, call durations and failures: never more than cap items in
+    flight, and every item recorded exactly once with the right verdict."""
+
+    def behave(envelope: dict[str, Any], agent: str) -> tuple[float, Result]:
+        n = envelope["item"]["n"]
+        if n in failing and envelope["attempt"] == 1:
+            return durations[n] / 10, Result(ok=False, reason="HandlerError", message="no")
+        return durations[n] / 10, Result(ok=True, output=n)
+
+    items = [{"n": n} for n in range(len(durations))]
+
+    async def scenario() -> None:
+        engine, clock, dispatcher, invoker, sink = build(
+            items,
+            cap=cap,
+            pools={"workers": agents},
+            behaviour=behave,
+            failures="Report",
+            max_attempts=2 if cap % 2 else 1,
+            checkout_timeout_seconds=1000,
+        )
+        await run_engine(engine, clock)
+        assert invoker.most_active <= cap
+        # A retry may hold a second agent for the instant it takes to swap the failed one.
+        assert dispatcher.most_held <= 2 * cap
+        recorded = set(sink.status.get("items", {})) | set(sink.status.get("failures", {}))
+        assert recorded == {str(n) for n in range(len(items))}
+        assert sink.status["succeeded"] + sink.status["failed"] == len(items)
+        expected_failed = 0 if cap % 2 else len([n for n in failing if n < len(items)])
+        assert sink.status["failed"] == expected_failed
+
+    asyncio.run(scenario())
+
+
+async def wait_for(condition: Callable[[], bool], *, deadline: float = 10.0) -> None:
+    """Wait, in real time up to ``deadline``, for a condition the running tasks will make true."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline
+    while not condition():
+        assert loop.time() < end, "condition not met before the deadline"
+        await asyncio.sleep(0.001)

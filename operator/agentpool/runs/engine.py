@@ -268,6 +268,9 @@ class RunEngine:
         finally:
             self._holding -= 1
             self._dirty = True
+            # The active ids changed: a source with nothing ready may have something now.
+            self._next_poll = 0.0
+            self._poll_delay = POLL_FIRST
             self._wake.set()
 
     def _unstart(self, work: Work) -> None:
