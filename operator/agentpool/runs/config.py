@@ -89,7 +89,7 @@ def config_from_spec(
         mode=spec.get("mode", "Call"),
         failures=spec.get("failures", "Fail"),
         max_attempts=int(spec.get("maxAttempts", 1)),
-        backoff_seconds=float(spec.get("backoffSeconds", 0.0)),
+        backoff_seconds=float(spec.get("backoffSeconds", 1.0)),
         checkout_timeout_seconds=float(
             checkout if checkout is not None else checkout_timeout_seconds
         ),

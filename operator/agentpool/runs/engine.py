@@ -30,16 +30,11 @@ from agentpool.runs.contracts import (
     SystemClock,
 )
 from agentpool.runs.items import Rejection, name_item, route_item
-from agentpool.runs.outcome import (
-    Outcome,
-    decide_outcome,
-    final_conditions,
-    format_time,
-    running_conditions,
-)
+from agentpool.runs.outcome import Outcome, decide_outcome
+from agentpool.runs.reporting import Reporter
 from agentpool.runs.results import CHUNK_BYTES, encoded_size
 from agentpool.runs.sources import DONE, NOT_READY, ItemSource, Signal, SourceError
-from agentpool.runs.status import RunLedger, flush_due
+from agentpool.runs.status import RunLedger
 
 POLL_FIRST = 0.1
 POLL_MAX = 5.0
@@ -78,19 +73,20 @@ class RunEngine:
         self._source = source
         self._dispatcher = dispatcher
         self._invoker = invoker
-        self._sink = sink
         self._clock = clock or SystemClock()
         self._suspended = suspended
-        self._failure_event_interval = failure_event_interval
         status = status or {}
         self.ledger = RunLedger.restore(
             config.name, replayable=source.replayable, status=status, configmaps=configmaps
         )
-        self._resuming = bool(status.get("startTime"))
-        self._start_time = status.get("startTime")
-        self._conditions: list[dict[str, Any]] = list(status.get("conditions") or [])
-        self._conditions_dirty = True
-        self._phase: str | None = None
+        self._report = Reporter(
+            sink=sink,
+            clock=self._clock,
+            ledger=self.ledger,
+            status=status,
+            interval=config.status_interval_seconds,
+            failure_event_interval=failure_event_interval,
+        )
         self._pending: deque[Work] = deque()
         self._retries: list[tuple[float, Work]] = []
         # Items in flight at the last write run again, with the attempt raised, when the source
@@ -100,7 +96,6 @@ class RunEngine:
         self._missing_pools: dict[str, str] = {}
         self._seen_ids: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._events: set[asyncio.Task[None]] = set()
         # A replayable source gives its items from the first again; another goes on where it was.
         self._next_index = 0 if source.replayable else self.ledger.seen
         self._holding = 0
@@ -109,11 +104,7 @@ class RunEngine:
         self._deadlock: str | None = None
         self._next_poll = 0.0
         self._poll_delay = POLL_FIRST
-        self._last_write: float | None = None
-        self._dirty = True
         self._suspend_reported = False
-        self._last_failure_event: float | None = None
-        self._failures_unreported = 0
         self._wake = asyncio.Event()
         if not source.replayable:
             self._seen_ids |= self.ledger.recorded
@@ -131,11 +122,11 @@ class RunEngine:
             # The operator is stopping: keep what is done, so the next one resumes from there.
             await self._stop_items()
             with contextlib.suppress(Exception):
-                await self._flush({})
+                await self._report.write(total=self._total())
             raise
         finally:
             await self._stop_items()
-            await asyncio.gather(*self._events, return_exceptions=True)
+            await self._report.close()
             await self._source.close()
 
     async def _stop_items(self) -> None:
@@ -144,15 +135,7 @@ class RunEngine:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _run(self) -> Outcome:
-        now = self._clock.now()
-        if self._start_time is None:
-            self._start_time = format_time(now)
-            await self._sink.event(
-                "Normal",
-                reasons.STARTED,
-                f"dispatching to {self._pools_text()}, cap {self.config.cap}",
-            )
-        self._phase = "Running"
+        await self._report.begin(f"dispatching to {self._pools_text()}, cap {self.config.cap}")
         while True:
             self._wake.clear()
             self._reap()
@@ -164,12 +147,10 @@ class RunEngine:
             if not self._tasks:
                 outcome = self._outcome()
                 if outcome is not None:
-                    return await self._finish(outcome)
-            now = self._clock.now()
-            if self._dirty and flush_due(
-                now=now, last_write=self._last_write, interval=self.config.status_interval_seconds
-            ):
-                await self._flush({})
+                    await self._report.finish(outcome, total=self._total())
+                    return outcome
+            if self._report.due():
+                await self._report.write(total=self._total())
                 # The write may have opened the gate on items waiting to start.
                 continue
             await self._wait(self._next_deadline())
@@ -190,7 +171,7 @@ class RunEngine:
                 return
             self._pending.popleft()
             self.ledger.start(work.key, attempt=work.attempt)
-            self._dirty = True
+            self._report.dirty = True
             task = asyncio.ensure_future(self._drive(work))
             self._tasks.add(task)
 
@@ -202,7 +183,7 @@ class RunEngine:
                 pulled = await self._source.next(active)
             except SourceError as error:
                 self._source_error = str(error)
-                self._dirty = True
+                self._report.dirty = True
                 return False
             if pulled is DONE:
                 self._source_done = True
@@ -243,8 +224,8 @@ class RunEngine:
         self.ledger.record_failure(
             key, reason=rejection.reason, message=rejection.message, attempts=0, agent=None
         )
-        self._dirty = True
-        self._note_failure(key, rejection.reason, rejection.message)
+        self._report.dirty = True
+        self._report.item_failed(key, rejection.reason, rejection.message)
 
     async def _drive(self, work: Work) -> None:
         try:
@@ -265,9 +246,14 @@ class RunEngine:
         self._holding += 1
         try:
             await self._attempt(work, checkout)
+        except asyncio.CancelledError:
+            # Stopped mid-call: the agent's state is unknown, and it must not stay checked out.
+            with contextlib.suppress(Exception):
+                await self._dispatcher.checkin(checkout, "lost")
+            raise
         finally:
             self._holding -= 1
-            self._dirty = True
+            self._report.dirty = True
             # The active ids changed: a source with nothing ready may have something now.
             self._next_poll = 0.0
             self._poll_delay = POLL_FIRST
@@ -275,7 +261,7 @@ class RunEngine:
 
     def _unstart(self, work: Work) -> None:
         self.ledger.in_flight.pop(work.key, None)
-        self._dirty = True
+        self._report.dirty = True
 
     async def _checkout(self, work: Work) -> Checkout:
         config = self.config
@@ -348,22 +334,7 @@ class RunEngine:
         self.ledger.record_failure(
             work.key, reason=reason, message=message, attempts=work.attempt, agent=agent
         )
-        self._note_failure(work.key, reason, message)
-
-    def _note_failure(self, key: str, reason: str, message: str) -> None:
-        now = self._clock.now()
-        last = self._last_failure_event
-        if last is not None and now - last < self._failure_event_interval:
-            self._failures_unreported += 1
-            return
-        text = f"item {key} failed ({reason}): {message}"
-        if self._failures_unreported:
-            text += f"; {self._failures_unreported} more failed since the last such event"
-        self._failures_unreported = 0
-        self._last_failure_event = now
-        task = asyncio.ensure_future(self._sink.event("Warning", reasons.ITEM_FAILED, text[:1000]))
-        self._events.add(task)
-        task.add_done_callback(self._events.discard)
+        self._report.item_failed(work.key, reason, message)
 
     def _promote_retries(self, now: float) -> None:
         due = [entry for entry in self._retries if entry[0] <= now]
@@ -378,8 +349,9 @@ class RunEngine:
 
     def _next_deadline(self) -> float | None:
         deadlines = [due for due, _ in self._retries]
-        if self._dirty and self._last_write is not None:
-            deadlines.append(self._last_write + self.config.status_interval_seconds)
+        write_at = self._report.next_write_at()
+        if write_at is not None:
+            deadlines.append(write_at)
         if self._may_dispatch() and self._next_poll > self._clock.now():
             # The source said nothing is ready yet: ask again after the back-off.
             deadlines.append(self._next_poll)
@@ -402,18 +374,10 @@ class RunEngine:
     async def _report_suspension(self) -> None:
         if self._suspended and not self._tasks and not self._suspend_reported:
             self._suspend_reported = True
-            self._phase = "Suspended"
-            self._conditions_dirty = True
-            await self._flush({})
-            await self._sink.event(
-                "Normal", reasons.SUSPENDED, "suspended: nothing in flight, nothing dispatched"
-            )
+            await self._report.suspended(total=self._total())
         elif not self._suspended and self._suspend_reported:
             self._suspend_reported = False
-            self._phase = "Running"
-            self._conditions_dirty = True
-            self._dirty = True
-            await self._sink.event("Normal", reasons.RESUMED, "resumed: dispatching again")
+            await self._report.resumed()
 
     def _outcome(self) -> Outcome | None:
         ledger = self.ledger
@@ -457,38 +421,3 @@ class RunEngine:
         if self.config.routes is None:
             return f"pool {self.config.pool}"
         return "pools " + ", ".join(sorted(set(self.config.routes.pools.values())))
-
-    async def _flush(self, extra: Mapping[str, Any]) -> None:
-        now = self._clock.now()
-        fields: dict[str, Any] = {"phase": self._phase, "total": self._total()}
-        if self._start_time is not None:
-            fields["startTime"] = self._start_time
-        if self._conditions_dirty and "conditions" not in extra:
-            self._conditions = running_conditions(
-                self._conditions, suspended=self._phase == "Suspended", now=now
-            )
-            fields["conditions"] = self._conditions
-            self._conditions_dirty = False
-        fields.update(extra)
-        flush = self.ledger.take_flush(fields)
-        for name, data in flush.configmaps:
-            await self._sink.write_results_configmap(name, data)
-        await self._sink.write(flush.patch)
-        self._last_write = now
-        self._dirty = False
-
-    async def _finish(self, outcome: Outcome) -> Outcome:
-        now = self._clock.now()
-        self._phase = outcome.phase
-        self._conditions = final_conditions(self._conditions, outcome, now=now)
-        extra: dict[str, Any] = {
-            "message": outcome.message,
-            "completionTime": format_time(now),
-            "conditions": self._conditions,
-        }
-        if outcome.result is not None:
-            extra["result"] = outcome.result
-        await self._flush(extra)
-        kind = "Normal" if outcome.phase == "Succeeded" else "Warning"
-        await self._sink.event(kind, outcome.result or outcome.reason, outcome.message)
-        return outcome

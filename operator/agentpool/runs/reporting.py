@@ -1,0 +1,147 @@
+"""How a run reports: batched status writes, conditions, and rate-limited Events.
+
+The engine marks the status dirty as things happen and asks :class:`Reporter` to write when
+:func:`flush_due` allows, at most once per interval and once at the end; ConfigMaps go before the
+status that names them, and a write that fails on a passing API error is retried. Events are
+posted for the run's milestones; ItemFailed ones at most once per interval, each counting the
+failures held back since the last.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from agentpool.runs import reasons
+from agentpool.runs.contracts import Clock, StatusSink
+from agentpool.runs.outcome import Outcome, final_conditions, format_time, running_conditions
+from agentpool.runs.status import RunLedger, flush_due
+
+WRITE_RETRY_DELAYS = (0.5, 1.0, 2.0)
+
+
+class Reporter:
+    """The run's status and Events, written economically."""
+
+    def __init__(
+        self,
+        *,
+        sink: StatusSink,
+        clock: Clock,
+        ledger: RunLedger,
+        status: Mapping[str, Any],
+        interval: float,
+        failure_event_interval: float,
+    ) -> None:
+        self._sink = sink
+        self._clock = clock
+        self._ledger = ledger
+        self._interval = interval
+        self._failure_event_interval = failure_event_interval
+        self.start_time: str | None = status.get("startTime")
+        self._conditions: list[dict[str, Any]] = list(status.get("conditions") or [])
+        self._conditions_dirty = True
+        self.phase = "Running"
+        self.dirty = True
+        self._last_write: float | None = None
+        self._last_failure_event: float | None = None
+        self._failures_held = 0
+        self._events: set[asyncio.Task[None]] = set()
+
+    async def begin(self, message: str) -> None:
+        """Mark the run started, unless it started before an operator restart."""
+        if self.start_time is None:
+            self.start_time = format_time(self._clock.now())
+            await self._sink.event("Normal", reasons.STARTED, message)
+
+    def due(self) -> bool:
+        return self.dirty and flush_due(
+            now=self._clock.now(), last_write=self._last_write, interval=self._interval
+        )
+
+    def next_write_at(self) -> float | None:
+        if self.dirty and self._last_write is not None:
+            return self._last_write + self._interval
+        return None
+
+    async def write(self, *, total: int, extra: Mapping[str, Any] | None = None) -> None:
+        """Write what changed: result ConfigMaps first, then the status patch naming them."""
+        now = self._clock.now()
+        fields: dict[str, Any] = {"phase": self.phase, "total": total}
+        if self.start_time is not None:
+            fields["startTime"] = self.start_time
+        if self._conditions_dirty:
+            self._conditions = running_conditions(
+                self._conditions, suspended=self.phase == "Suspended", now=now
+            )
+            fields["conditions"] = self._conditions
+            self._conditions_dirty = False
+        fields.update(extra or {})
+        flush = self._ledger.take_flush(fields)
+        for name, data in flush.configmaps:
+            await self._retrying(functools.partial(self._sink.write_results_configmap, name, data))
+        await self._retrying(functools.partial(self._sink.write, flush.patch))
+        self._last_write = now
+        self.dirty = False
+
+    async def _retrying(self, write: Callable[[], Awaitable[None]]) -> None:
+        """A write that a passing API error does not lose: retried, then the error is raised."""
+        for delay in WRITE_RETRY_DELAYS:
+            try:
+                await write()
+                return
+            except Exception:  # the sink's errors are the API client's; any of them may pass
+                await self._clock.sleep(delay)
+        await write()
+
+    async def suspended(self, *, total: int) -> None:
+        self.phase = "Suspended"
+        self._conditions_dirty = True
+        await self.write(total=total)
+        await self._sink.event(
+            "Normal", reasons.SUSPENDED, "suspended: nothing in flight, nothing dispatched"
+        )
+
+    async def resumed(self) -> None:
+        self.phase = "Running"
+        self._conditions_dirty = True
+        self.dirty = True
+        await self._sink.event("Normal", reasons.RESUMED, "resumed: dispatching again")
+
+    def item_failed(self, key: str, reason: str, message: str) -> None:
+        """Post an ItemFailed event, unless one went out less than an interval ago."""
+        now = self._clock.now()
+        last = self._last_failure_event
+        if last is not None and now - last < self._failure_event_interval:
+            self._failures_held += 1
+            return
+        text = f"item {key} failed ({reason}): {message}"
+        if self._failures_held:
+            text += f"; {self._failures_held} more failed since the last such event"
+        self._failures_held = 0
+        self._last_failure_event = now
+        task = asyncio.ensure_future(self._sink.event("Warning", reasons.ITEM_FAILED, text[:1000]))
+        self._events.add(task)
+        task.add_done_callback(self._events.discard)
+
+    async def finish(self, outcome: Outcome, *, total: int) -> None:
+        """The last write and the closing Event: Drained, Deadlocked or SourceFailed."""
+        now = self._clock.now()
+        self.phase = outcome.phase
+        self._conditions = final_conditions(self._conditions, outcome, now=now)
+        self._conditions_dirty = False
+        extra: dict[str, Any] = {
+            "message": outcome.message,
+            "completionTime": format_time(now),
+            "conditions": self._conditions,
+        }
+        if outcome.result is not None:
+            extra["result"] = outcome.result
+        await self.write(total=total, extra=extra)
+        kind = "Normal" if outcome.phase == "Succeeded" else "Warning"
+        await self._sink.event(kind, outcome.result or outcome.reason, outcome.message)
+
+    async def close(self) -> None:
+        await asyncio.gather(*self._events, return_exceptions=True)
