@@ -7,14 +7,19 @@ invocations (``INVOCATIONS_FILE``) let a test count exactly what ran, across ope
 
 from __future__ import annotations
 
+import asyncio
 import json
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
 from operator_support import REPO, Api, pool_spec
 
 from cluster import wait_for
@@ -75,6 +80,65 @@ def agentpool_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProce
         text=True,
         timeout=timeout,
     )
+
+
+class SourceService:
+    """A source service on 127.0.0.1, in a thread of its own: ``POST /`` hands out ``count``
+    items made by ``make_item(n)``, one per request, then ``{"done": true}``; after
+    ``fail_after`` items it answers HTTP 500 instead, as a source that broke would."""
+
+    def __init__(
+        self, count: int, make_item: Callable[[int], Any], *, fail_after: int | None = None
+    ) -> None:
+        self.count = count
+        self.make_item = make_item
+        self.fail_after = fail_after
+        self.handed = 0
+        self.requests = 0
+        self.url = ""
+        self._loop = asyncio.new_event_loop()
+        self._runner: web.AppRunner | None = None
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+
+    async def _answer(self, request: web.Request) -> web.Response:
+        self.requests += 1
+        await request.json()
+        if self.fail_after is not None and self.handed >= self.fail_after:
+            return web.json_response({"error": "the source broke"}, status=500)
+        if self.handed >= self.count:
+            return web.json_response({"done": True})
+        self.handed += 1
+        return web.json_response({"item": self.make_item(self.handed - 1)})
+
+    async def _start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/", self._answer)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = self._runner.addresses[0][:2]
+        self.url = f"http://{host}:{port}/"
+
+    def __enter__(self) -> SourceService:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._runner is not None:
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+
+def closed_port_url() -> str:
+    """A URL on 127.0.0.1 where nothing listens."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}/"
 
 
 def test_two_hundred_items_drain_with_every_output_by_id(
@@ -272,3 +336,254 @@ def test_a_killed_operator_resumes_without_running_a_recorded_item_again(
         f"calls: {len(again)} ran again "
         f"({len(again & in_flight)} written as in flight), {after - before} status writes"
     )
+
+
+def test_twenty_thousand_items_from_a_source_service_keep_the_object_small(
+    api: Api, namespace: str, operator_cluster: Any
+) -> None:
+    """20,000 items from an HTTP source service, each with a 2 KiB output: the run drains, its
+    object stays under 256 KiB (results go to ConfigMaps it owns), and `agentpool results`
+    prints all 20,000 outputs."""
+    count = 20_000
+    env = {"SLOW_START_SECONDS": "0", "WORK_SECONDS": "0"}
+    api.create("agentpools", namespace, "wide", pool_spec("slow_start", env=env, minSize=8))
+    ready_pool(api, namespace, "wide", 8)
+    with SourceService(count, lambda n: {"id": f"i{n:05}", "outputBytes": 2048}) as source:
+        started = time.monotonic()
+        start_run(
+            api,
+            namespace,
+            "bulk",
+            poolRef={"name": "wide"},
+            source={"http": {"url": source.url}},
+            itemId="id",
+            cap=64,
+        )
+        status = finished_run(api, namespace, "bulk", 240)
+        elapsed = time.monotonic() - started
+    assert (status["phase"], status["result"]) == ("Succeeded", "Drained"), status.get("message")
+    assert (status["succeeded"], status["failed"], status["total"]) == (count, 0, count)
+    size = len(json.dumps(api.get("poolruns", namespace, "bulk")))
+    assert size < 256 * 1024
+    assert status["resultRefs"]
+    printed = agentpool_cli(
+        "results", "bulk", "-n", namespace, "--server", operator_cluster.handle.url
+    )
+    assert printed.returncode == 0, printed.stderr
+    records = [json.loads(line) for line in printed.stdout.splitlines()]
+    assert len(records) == count
+    assert {record["id"] for record in records} == {f"i{n:05}" for n in range(count)}
+    assert all(len(record["output"]["padding"]) == 2048 for record in records)
+    print(
+        f"20,000 items over HTTP at cap 64: {elapsed:.1f}s, object {size / 1024:.0f} KiB, "
+        f"{len(status['resultRefs'])} result ConfigMaps, {source.requests} source requests"
+    )
+
+
+def test_bad_items_and_sources_fail_clearly_and_lose_nothing_else(api: Api, namespace: str) -> None:
+    """A duplicate id fails only that item; a ConfigMap that is not JSON, a missing ConfigMap,
+    an unreachable source URL and a source that breaks mid-run fail the run with a message
+    naming the source; a missing pool among routes deadlocks only its items. Every other item's
+    output is kept."""
+    api.create("agentpools", namespace, "p", pool_spec("echo", minSize=2))
+    api.core.create_namespaced_config_map(
+        namespace,
+        {"metadata": {"name": "garbled"}, "data": {"items.json": "[1, 2,\nnot json"}},
+    )
+    pool = {"poolRef": {"name": "p"}}
+    start_run(
+        api,
+        namespace,
+        "twins",
+        [{"id": "a"}, {"id": "b"}, {"id": "a", "second": True}],
+        itemId="id",
+        cap=2,
+        **pool,
+    )
+    start_run(
+        api,
+        namespace,
+        "garbled",
+        source={"configMapRef": {"name": "garbled", "key": "items.json"}},
+        **pool,
+    )
+    start_run(
+        api,
+        namespace,
+        "unlisted",
+        source={"configMapRef": {"name": "absent", "key": "items.json"}},
+        **pool,
+    )
+    unreachable = closed_port_url()
+    start_run(api, namespace, "unreachable", source={"http": {"url": unreachable}}, **pool)
+    start_run(
+        api,
+        namespace,
+        "half-routed",
+        [{"id": f"r{n}", "to": "here" if n % 2 else "gone"} for n in range(6)],
+        itemId="id",
+        cap=2,
+        checkoutTimeoutSeconds=2,
+        routes={"field": "to", "pools": {"here": "p", "gone": "missing"}},
+    )
+    with SourceService(10, lambda n: {"id": f"s{n}"}, fail_after=3) as broken:
+        start_run(
+            api,
+            namespace,
+            "broken",
+            itemId="id",
+            source={"http": {"url": broken.url}},
+            **pool,
+        )
+        status = finished_run(api, namespace, "broken", 60)
+    assert status["phase"] == "Failed"
+    assert f"http source {broken.url}" in status["message"]
+    assert "HTTP 500" in status["message"]
+    assert set(status["items"]) == {"s0", "s1", "s2"}
+    assert condition(status, "Failed")["reason"] == "SourceFailed"
+
+    status = finished_run(api, namespace, "twins")
+    assert status["phase"] == "Failed"
+    assert status["message"] == "1 of 3 items failed"
+    assert status["items"] == {"a": {"id": "a"}, "b": {"id": "b"}}
+    (key,) = status["failures"]
+    assert status["failures"][key]["reason"] == "DuplicateId"
+    assert "'a'" in status["failures"][key]["message"]
+    assert "unique" in status["failures"][key]["message"]
+
+    for name, words in (
+        ("garbled", "configmap garbled key items.json is not a JSON array or JSON Lines"),
+        ("unlisted", "configmap absent not found"),
+        ("unreachable", f"http source {unreachable} unreachable"),
+    ):
+        status = finished_run(api, namespace, name, 60)
+        assert status["phase"] == "Failed", name
+        assert words in status["message"], status["message"]
+        failed = condition(status, "Failed")
+        assert (failed["status"], failed["reason"]) == ("True", "SourceFailed")
+        assert words in failed["message"]
+
+    status = finished_run(api, namespace, "half-routed", 60)
+    assert (status["phase"], status["result"]) == ("Failed", "Deadlocked")
+    assert 'AgentPool "missing" not found' in status["message"]
+    assert "3 of 6 items could not start" in status["message"]
+    assert set(status["items"]) == {"r1", "r3", "r5"}
+
+
+def test_a_finished_run_is_deleted_after_its_ttl(api: Api, namespace: str) -> None:
+    """ttlSecondsAfterFinished: the run is deleted that long after it ended."""
+    api.create("agentpools", namespace, "p", pool_spec("echo", minSize=1))
+    start_run(api, namespace, "brief", [1, 2, 3], poolRef={"name": "p"}, ttlSecondsAfterFinished=2)
+    status = finished_run(api, namespace, "brief")
+    assert status["phase"] == "Succeeded"
+    assert api.exists("poolruns", namespace, "brief")
+    wait_for(lambda: not api.exists("poolruns", namespace, "brief"), 30, message="run deleted")
+
+
+def test_suspend_finishes_in_flight_items_and_resume_goes_on(
+    api: Api, namespace: str, scratch: Path
+) -> None:
+    """Suspending a run lets its in-flight items finish and dispatches nothing more, while
+    another run on the same pool goes on; resuming completes it, each item run exactly once, with
+    the Suspended and Resumed Events."""
+    record = scratch / "invocations.jsonl"
+    env = {"SLOW_START_SECONDS": "0", "WORK_SECONDS": "0.2", "INVOCATIONS_FILE": str(record)}
+    api.create("agentpools", namespace, "p", pool_spec("slow_start", env=env, minSize=2))
+    items = [{"id": f"i{n:02}"} for n in range(20)]
+    start_run(api, namespace, "paused", items, poolRef={"name": "p"}, itemId="id", cap=2)
+    wait_for(lambda: run_status(api, namespace, "paused").get("succeeded", 0) >= 4, 60)
+    api.patch_spec("poolruns", namespace, "paused", {"suspend": True})
+    status = wait_for(
+        lambda: (s := run_status(api, namespace, "paused")).get("phase") == "Suspended" and s,
+        30,
+        message="run suspended",
+    )
+    assert status["active"] == 0
+    assert condition(status, "Suspended")["status"] == "True"
+    done = status["succeeded"]
+    assert 4 <= done < 20
+    assert sum(map(len, invocations(record).values())) == done
+    # Another run through the same pool marks time: the suspended run starts nothing meanwhile.
+    start_run(api, namespace, "other", [{"id": f"o{n}"} for n in range(6)], poolRef={"name": "p"})
+    assert finished_run(api, namespace, "other")["phase"] == "Succeeded"
+    status = run_status(api, namespace, "paused")
+    assert (status["phase"], status["succeeded"]) == ("Suspended", done)
+    assert {key for key in invocations(record) if key.startswith("i")} == set(status["items"])
+    api.patch_spec("poolruns", namespace, "paused", {"suspend": False})
+    status = finished_run(api, namespace, "paused")
+    assert (status["phase"], status["result"], status["succeeded"]) == ("Succeeded", "Drained", 20)
+    assert condition(status, "Suspended")["status"] == "False"
+    calls = invocations(record)
+    assert all(len(calls[item["id"]]) == 1 for item in items)
+    reasons = api.event_reasons(namespace)
+    assert "Suspended" in reasons
+    assert "Resumed" in reasons
+
+
+def test_routes_send_each_item_to_the_pool_its_field_names(api: Api, namespace: str) -> None:
+    """routes: researcher items go to one pool, coder items to another (their outputs say which
+    agent served them), and an item whose value has no route fails with NoRoute."""
+    api.create("agentpools", namespace, "research", pool_spec("echo", minSize=1))
+    api.create("agentpools", namespace, "code", pool_spec("flaky", minSize=1))
+    items = [
+        {"id": "r1", "role": "researcher"},
+        {"id": "c1", "role": "coder"},
+        {"id": "r2", "role": "researcher"},
+        {"id": "c2", "role": "coder"},
+        {"id": "x", "role": "manager"},
+    ]
+    start_run(
+        api,
+        namespace,
+        "mixed",
+        items,
+        itemId="id",
+        cap=4,
+        failures="Report",
+        routes={"field": "role", "pools": {"researcher": "research", "coder": "code"}},
+    )
+    status = finished_run(api, namespace, "mixed")
+    assert (status["phase"], status["result"]) == ("Succeeded", "Drained")
+    for item in items[:4]:
+        output = status["items"][item["id"]]
+        if item["role"] == "researcher":
+            assert output == item  # echo answers with the item itself
+        else:
+            assert output == {"id": item["id"], "attempt": 1, "item": item}  # flaky's answer
+    assert status["failures"]["x"]["reason"] == "NoRoute"
+    assert "'manager'" in status["failures"]["x"]["message"]
+
+
+def test_agentpool_watch_exits_with_the_runs_outcome(
+    api: Api, namespace: str, operator_cluster: Any
+) -> None:
+    """`agentpool watch RUN` shows progress until the run ends, then exits 0 for a run that
+    succeeded and 1 for one that failed, printing the outcome's message."""
+    api.create("agentpools", namespace, "p", pool_spec("flaky", minSize=2))
+    server = operator_cluster.handle.url
+    items = [{"id": f"i{n}"} for n in range(10)]
+    start_run(api, namespace, "good", items, poolRef={"name": "p"}, itemId="id", cap=2)
+    bad = [*items, {"id": "boom", "fail": True}]
+    start_run(api, namespace, "bad", bad, poolRef={"name": "p"}, itemId="id", cap=2)
+    watches = {
+        name: subprocess.Popen(
+            [sys.executable, "-m", "agentpool", "watch", name, "-n", namespace, "--server", server],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("good", "bad")
+    }
+    outputs = {name: watch.communicate(timeout=90) for name, watch in watches.items()}
+    assert watches["good"].returncode == 0, outputs["good"]
+    assert watches["bad"].returncode == 1, outputs["bad"]
+    good, bad_out = outputs["good"][0], outputs["bad"][0]
+    assert "10/10" in good
+    assert "Drained" in good
+    assert "10 of 10 items succeeded" in good
+    assert "11/11" in bad_out
+    assert "1 of 11 items failed" in bad_out
+    missing = agentpool_cli("watch", "nope", "-n", namespace, "--server", server)
+    assert missing.returncode == 2
+    assert 'poolrun "nope" not found' in missing.stderr
