@@ -1,0 +1,15 @@
+"""The operator scenario, run once per test session for the metrics and RBAC tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from ship.scenario import Outcome, run_scenario
+
+
+@pytest.fixture(scope="session")
+def operator_outcome(kube_context: str | None, tmp_path_factory: pytest.TempPathFactory) -> Outcome:
+    """The operator's requests and metrics over one scenario on a local cluster of its own."""
+    if kube_context is not None:
+        pytest.skip("the scenario runs the operator behind a recording proxy: local cluster only")
+    return run_scenario(tmp_path_factory.mktemp("ship-scenario"))

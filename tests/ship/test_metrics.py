@@ -1,0 +1,80 @@
+"""``/metrics`` of a running operator, read over HTTP after a scenario, says what happened.
+
+The operator ran in its own process with ``--metrics-port``; each test reads one part of the
+scrape and compares it with what the scenario did and with the objects' status.
+"""
+
+from __future__ import annotations
+
+from agentpool import metrics
+from ship.scenario import ITEMS, Outcome
+
+
+def test_every_metric_family_is_served(operator_outcome: Outcome) -> None:
+    """Each metric the operator defines is in the scrape."""
+    defined = {family.name for family in metrics.REGISTRY.collect()}
+    assert defined <= set(operator_outcome.metrics), operator_outcome.metrics.keys()
+
+
+def test_items_counted_by_run_and_outcome(operator_outcome: Outcome) -> None:
+    """Every item of the main run is one successful attempt, timed once, as its status says."""
+    run = operator_outcome.main_run
+    assert (run["phase"], run.get("succeeded"), run.get("failed")) == ("Succeeded", ITEMS, 0)
+    total = operator_outcome.total
+    assert total("agentpool_items_total", run="main", outcome="succeeded") == ITEMS
+    assert total("agentpool_items_total", run="main", outcome="failed") == 0
+    assert total("agentpool_item_duration_seconds_count", run="main") == ITEMS
+    assert 0 < total("agentpool_item_duration_seconds_sum", run="main") < 30 * ITEMS
+
+
+def test_retries_counted(operator_outcome: Outcome) -> None:
+    """The item that failed once and then succeeded shows one retry and both attempts."""
+    total = operator_outcome.total
+    assert total("agentpool_retries_total", run="retried") == 1
+    assert total("agentpool_items_total", run="retried", outcome="failed") == 1
+    assert total("agentpool_items_total", run="retried", outcome="succeeded") == 1
+
+
+def test_checkouts_timed_warm_and_after_scale_up(operator_outcome: Outcome) -> None:
+    """Each item's checkout is in the histogram; with cap above minSize some had to wait."""
+    total = operator_outcome.total
+    assert total("agentpool_checkout_seconds_count", pool="echo") >= ITEMS
+    assert total("agentpool_checkout_seconds_count", pool="echo", kind="warm") >= 1
+    assert total("agentpool_checkout_seconds_count", pool="echo", kind="scaleup") >= 1
+
+
+def test_checkout_timeouts_counted(operator_outcome: Outcome) -> None:
+    """A run on a pool that never becomes Ready deadlocks, and its timed-out checkout is counted."""
+    stuck = operator_outcome.stuck_run
+    assert (stuck["phase"], stuck.get("result")) == ("Failed", "Deadlocked")
+    assert operator_outcome.total("agentpool_checkout_timeouts_total", pool="cold") >= 1
+
+
+def test_agent_and_waiter_gauges_match_pool_status(operator_outcome: Outcome) -> None:
+    """Agents by state add up to the pool's replicas, idle and busy to its ready agents, and the
+    waiters gauge is the status' waiting count."""
+    pool = operator_outcome.pool
+    total = operator_outcome.total
+    assert total("agentpool_agents", pool="echo") == pool["replicas"] == 1
+    ready = total("agentpool_agents", pool="echo", state="idle") + total(
+        "agentpool_agents", pool="echo", state="busy"
+    )
+    assert ready == pool["readyReplicas"]
+    assert total("agentpool_waiters", pool="echo") == pool.get("waiting", 0) == 0
+
+
+def test_api_writes_are_counted_and_batched(operator_outcome: Outcome) -> None:
+    """Writes are counted by verb and resource; each counted write is a request the API server
+    got; and run status is written far less often than once per item."""
+    writes = operator_outcome.samples("agentpool_api_writes_total")
+    assert writes, "no API writes were counted"
+    for sample in writes:
+        verb, resource = sample.labels["verb"], sample.labels["resource"]
+        accesses = operator_outcome.accesses.items()
+        sent = sum(n for a, n in accesses if (a.verb, a.resource) == (verb, resource))
+        assert sample.value <= sent, f"{verb} {resource}: {sample.value} counted, {sent} sent"
+    total = operator_outcome.total
+    # Two echo agents, one overflow agent, one flaky, one cold.
+    assert total("agentpool_api_writes_total", verb="create", resource="pods") >= 5
+    status_writes = total("agentpool_api_writes_total", verb="patch", resource="poolruns/status")
+    assert 0 < status_writes < ITEMS
