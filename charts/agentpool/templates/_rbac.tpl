@@ -6,11 +6,15 @@ in case it might be useful.
 
 {{/* Rules for the namespaces the operator serves (a Role each, or the ClusterRole). */}}
 {{- define "agentpool.rules.namespaced" -}}
-# kopf lists and watches the three kinds, the operator reads one by name, and kopf patches them
-# to add and remove its finalizer and to keep its progress annotations.
+# kopf lists and watches the three kinds, and patches them to add and remove its finalizer and
+# to keep its progress annotations.
 - apiGroups: ["agentpool.dev"]
   resources: ["agentpools", "poolruns", "agentleases"]
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["list", "watch", "patch"]
+# A run or a lease reads the spec of the AgentPool it names (its size and timeouts) by name.
+- apiGroups: ["agentpool.dev"]
+  resources: ["agentpools"]
+  verbs: ["get"]
 # A finished PoolRun is deleted once spec.ttlSecondsAfterFinished has passed.
 - apiGroups: ["agentpool.dev"]
   resources: ["poolruns"]
@@ -25,27 +29,24 @@ in case it might be useful.
 - apiGroups: ["agentpool.dev"]
   resources: ["agentpools/finalizers"]
   verbs: ["update"]
-# Agent pods: listed and watched to track each pool, read by name, created to fill a pool and
-# deleted to retire an agent.
+# Agent pods: listed and watched (kopf, by the pool label) to track each pool, created to fill a
+# pool and deleted to retire an agent.
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list", "watch", "create", "delete"]
+  verbs: ["list", "watch", "create", "delete"]
 # The per-pool token Secret that agent requests are authenticated with: created once, then read
 # back (also after a restart) to call the agents. Secrets are never listed or changed.
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "create"]
 # PoolRun sources read from a ConfigMap, and outputs too large for status written to ConfigMaps
-# the run owns, patched as results arrive and deleted when no longer needed.
+# the run owns: created, read back after a restart, and patched when a restarted operator writes
+# a chunk that already exists. The run's ownerReference deletes them with it.
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["get", "list", "create", "patch", "delete"]
-# Events about the objects that kopf posts (core/v1 Events).
+  verbs: ["get", "create", "patch"]
+# Events about pools, runs and leases, which the operator posts through kopf (core/v1 Events).
 - apiGroups: [""]
-  resources: ["events"]
-  verbs: ["create"]
-# Events the operator itself records through the events.k8s.io API.
-- apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create"]
 {{- if and (include "agentpool.peering" .) .Values.watchNamespaces }}
