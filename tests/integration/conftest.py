@@ -25,13 +25,12 @@ class OperatorCluster:
     dir: Path
 
 
-@pytest.fixture(scope="session")
-def operator_cluster(
-    kube_context: str | None, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[OperatorCluster]:
+@pytest.fixture(scope="package")
+def operator_cluster(kube_context: str | None, scratch_root: Path) -> Iterator[OperatorCluster]:
     if kube_context is not None:
         pytest.skip("the operator tests start and kill the operator process: local cluster only")
-    directory = tmp_path_factory.mktemp("operator-cluster")
+    directory = scratch_root / "operator-cluster"
+    directory.mkdir()
     thread = ClusterThread(directory, operator=False)
     handle = thread.start()
     assert handle.url is not None
@@ -44,7 +43,7 @@ def operator_cluster(
         thread.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def api(operator_cluster: OperatorCluster) -> Iterator[Api]:
     client = operator_cluster.handle.api_client()
     try:
@@ -59,7 +58,7 @@ def namespace(api: Api) -> str:
     return api.new_namespace()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def kubectl_op(
     operator_cluster: OperatorCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Kubectl:
