@@ -1,0 +1,216 @@
+"""``python -m bench``: the pool measured against direct calls and a pod per item, in one run.
+
+Runs the scenarios of issue 8 on the local cluster, each on a fresh cluster and operator process:
+overhead and API economy (1, 3), warm against cold (2), scale (4), reactivity (5) and lease
+binding (6). It prints a summary table beside the targets, writes ``results.json`` (every figure
+the issue names, null where a scenario did not run, and the machine) and PNG plots under
+``plots/`` in ``--out`` (default ``bench/``). ``--quick`` uses smaller counts and finishes in
+about two minutes; ``.ci/run`` runs it as a smoke check. Targets are reported, never asserted:
+the exit code is 1 only when a scenario crashed, not when it was slow or missed a target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from bench import leasing, machine, overhead, plots, reactivity, scale, warmcold
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Every figure results.json must hold, by section; null when its scenario did not run.
+REQUIRED = {
+    "overhead": ["throughput_ratio", "p50_ms", "p95_ms", "p99_ms"],
+    "warm_vs_cold": ["ratio", "theoretical_ratio"],
+    "api": ["writes_per_item", "reads_per_item"],
+    "scale": ["items_per_second", "peak_rss_mib", "object_bytes"],
+    "reactivity": ["overflow_ms", "replacement_ms", "checkout_p99_ms"],
+    "lease": ["p50_ms", "p99_ms"],
+}
+
+FULL = {
+    "overhead": 2000,
+    "warm_vs_cold": 200,
+    "scale": 20000,
+    "samples": 5,
+    "warm": 500,
+    "leases": 50,
+}
+QUICK = {
+    "overhead": 300,
+    "warm_vs_cold": 40,
+    "scale": 1000,
+    "samples": 2,
+    "warm": 100,
+    "leases": 10,
+}
+
+Scenario = Callable[[Path, dict[str, int]], Awaitable[dict[str, Any]]]
+SCENARIOS: dict[str, Scenario] = {
+    "overhead": lambda work, n: overhead.run(work, items=n["overhead"]),
+    "warm_vs_cold": lambda work, n: warmcold.run(work, items=n["warm_vs_cold"]),
+    "scale": lambda work, n: scale.run(work, items=n["scale"]),
+    "reactivity": lambda work, n: reactivity.run(work, samples=n["samples"], items=n["warm"]),
+    "lease": lambda work, n: leasing.run(work, leases=n["leases"]),
+}
+
+# (section, figure, target text, test): what the issue asks of this machine (2 cores).
+TARGETS: list[tuple[str, str, str, Callable[[Any, dict[str, Any]], bool]]] = [
+    ("overhead", "throughput_ratio", ">= 0.8", lambda v, s: v >= 0.8),
+    ("overhead", "p50_ms", "", lambda v, s: True),
+    ("overhead", "p95_ms", "<= 2", lambda v, s: v <= 2),
+    ("overhead", "p99_ms", "", lambda v, s: True),
+    (
+        "warm_vs_cold",
+        "ratio",
+        "theory +-15%",
+        lambda v, s: abs(v / s["theoretical_ratio"] - 1) <= 0.15,
+    ),
+    ("warm_vs_cold", "theoretical_ratio", "", lambda v, s: True),
+    ("api", "writes_per_item", "<= 0.02", lambda v, s: v <= 0.02),
+    ("api", "reads_per_item", "", lambda v, s: True),
+    ("scale", "items_per_second", "", lambda v, s: True),
+    ("scale", "peak_rss_mib", "<= 250", lambda v, s: v <= 250),
+    ("scale", "object_bytes", "<= 262144", lambda v, s: v <= 262144),
+    ("reactivity", "overflow_ms", "<= 100", lambda v, s: v <= 100),
+    ("reactivity", "replacement_ms", "<= 100", lambda v, s: v <= 100),
+    ("reactivity", "checkout_p99_ms", "<= 100", lambda v, s: v <= 100),
+    ("lease", "p50_ms", "", lambda v, s: True),
+    ("lease", "p99_ms", "", lambda v, s: True),
+]
+
+
+def summary(results: dict[str, Any]) -> str:
+    lines = [f"{'figure':<32}{'value':>12}  {'target':<14}verdict"]
+    for section, figure, target, test in TARGETS:
+        values = results.get(section) or {}
+        value = values.get(figure)
+        if value is None:
+            shown, verdict = "-", "not run"
+        else:
+            shown = f"{value:g}" if isinstance(value, float | int) else str(value)
+            verdict = ("met" if test(value, values) else "MISSED") if target else ""
+        lines.append(f"{section + '.' + figure:<32}{shown:>12}  {target:<14}{verdict}")
+    return "\n".join(lines)
+
+
+def explain(results: dict[str, Any]) -> str:
+    """The sentences that say how the figures were taken, printed under the table."""
+    notes = []
+    if (o := results.get("overhead")) and o.get("throughput_ratio") is not None:
+        notes.append(
+            f"overhead: {o['items']} items, cap {o['cap']}, {o['agents']} echo agents; "
+            f"direct {o['direct']['items_per_second']} items/s, "
+            f"pool {o['pool']['items_per_second']} items/s on the agents "
+            f"(end to end {o['pool']['end_to_end_items_per_second']}); "
+            f"per-item overhead = an agent's idle gap between two items while the run has more "
+            f"(direct p50/p95/p99 {o['direct']['gap_p50_ms']}/{o['direct']['gap_p95_ms']}/"
+            f"{o['direct']['gap_p99_ms']} ms)"
+        )
+    if (w := results.get("warm_vs_cold")) and w.get("ratio") is not None:
+        notes.append(
+            f"warm vs cold: theoretical ratio = cold / warm where cold = items/cap*(startup+work) "
+            f"= {w['theoretical_cold_s']} s and warm = startup + items*work/cap = "
+            f"{w['theoretical_warm_s']} s; measured {w['cold_s']} s / {w['warm_s']} s "
+            f"(from creating the pool to the run's end)"
+        )
+    if (a := results.get("api")) and a.get("writes_per_item") is not None:
+        writes = ", ".join(f"{k}: {v}" for k, v in a["by_request"].items())
+        notes.append(
+            f"api: {a['writes']} writes, {a['reads']} reads for {a['items']} items ({writes})"
+        )
+    if (s := results.get("scale")) and s.get("items_per_second") is not None:
+        notes.append(
+            f"scale: {s['items']} items in {s['seconds']} s, "
+            f"{s['agents_at_end']} agents at the end, {s['result_configmaps']} result ConfigMaps"
+        )
+    return "\n".join(notes)
+
+
+def fill(results: dict[str, Any]) -> None:
+    for section, keys in REQUIRED.items():
+        values = results.setdefault(section, {})
+        for key in keys:
+            values.setdefault(key, None)
+
+
+async def run_all(
+    names: list[str], counts: dict[str, int], work: Path
+) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    results: dict[str, Any] = {}
+    samples: dict[str, Any] = {}
+    errors: list[str] = []
+    for name in names:
+        print(f"== {name}", flush=True)
+        started = time.monotonic()
+        try:
+            found = await SCENARIOS[name](work, counts)
+        except TimeoutError as error:
+            # Slow is a figure, not a crash: the scenario reports nothing and the run goes on.
+            print(f"   {name} did not finish in time: {error}", flush=True)
+            results.setdefault("timeouts", []).append(f"{name}: {error}")
+            continue
+        except Exception:
+            text = traceback.format_exc()
+            print(text, file=sys.stderr, flush=True)
+            errors.append(f"{name}: {text.strip().splitlines()[-1]}")
+            continue
+        samples.update(found.pop("_samples", {}))
+        results.update(found)
+        print(f"   {time.monotonic() - started:.1f} s", flush=True)
+    return results, samples, errors
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller counts (about two minutes)")
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "bench", help="where results.json and plots/ go"
+    )
+    parser.add_argument(
+        "--only", nargs="+", choices=list(SCENARIOS), help="run only these scenarios"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, pods)")
+    args = parser.parse_args(argv)
+    counts = QUICK if args.quick else FULL
+    names = args.only or list(SCENARIOS)
+    work = Path(tempfile.mkdtemp(prefix="agentpool-bench-"))
+    started = time.monotonic()
+    try:
+        results, samples, errors = asyncio.run(run_all(names, counts, work))
+    finally:
+        if args.keep:
+            print(f"work directory kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    fill(results)
+    results["command"] = "python -m bench" + (" --quick" if args.quick else "")
+    results["counts"] = counts
+    results["seconds"] = round(time.monotonic() - started, 1)
+    results["machine"] = machine.describe()
+    if errors:
+        results["errors"] = errors
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "results.json"
+    path.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    print()
+    print(summary(results))
+    print()
+    print(explain(results))
+    for drawn in plots.draw(results, samples, args.out / "plots"):
+        print(f"wrote {drawn}")
+    print(f"wrote {path} in {results['seconds']} s")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

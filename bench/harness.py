@@ -1,0 +1,411 @@
+"""What every scenario of ``python -m bench`` stands on: the cluster, the operator, a small client.
+
+Each scenario starts a fresh local cluster (``agentpool local up --no-operator``, in its own
+process, as a real API server would be) and the operator as ``agentpool run`` in another process,
+so the operator's memory can be read from ``/proc`` and its CPU is its own. The bench talks to the
+API server with :class:`Kube`, a few aiohttp calls that count themselves, so the scenarios can
+tell the operator's requests from their own in the API server's ``/debug/counts``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from agentpool.pool.manifests import TOKEN_KEY, token_secret_name
+
+ROOT = Path(__file__).resolve().parents[1]
+GROUP, VERSION = "agentpool.dev", "v1alpha1"
+KINDS = {"agentpools": "AgentPool", "poolruns": "PoolRun", "agentleases": "AgentLease"}
+READS = {"get", "list"}
+WRITES = {"create", "update", "patch", "delete", "deletecollection"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def agent_command(path: Path) -> list[str]:
+    """The pod command that serves the agent defined at ``path`` (``python -m agentpool.agent``)."""
+    return ["python", "-m", "agentpool.agent", f"{path}:agent"]
+
+
+def pool_spec(path: Path, *, env: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    """An AgentPool spec whose pods run the agent at ``path`` with ``env``."""
+    container: dict[str, Any] = {"name": "agent", "command": agent_command(path)}
+    if env:
+        container["env"] = [{"name": k, "value": v} for k, v in env.items()]
+    return {"image": "agentpool:0.1.0", "template": {"spec": {"containers": [container]}}, **spec}
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q``-th percentile (0..100) by nearest rank; NaN for no values."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
+    return ordered[rank]
+
+
+async def until(
+    check: Callable[[], Awaitable[Any]], *, timeout: float, what: str, interval: float = 0.01
+) -> Any:
+    """Await ``check`` until it returns something truthy, and return it; fail at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"waited {timeout:g}s for {what}")
+        await asyncio.sleep(interval)
+
+
+class ClusterProcess:
+    """``agentpool local up --no-operator`` in a process of its own, under ``directory``."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.process: subprocess.Popen[bytes] | None = None
+        self.url = ""
+
+    def start(self, timeout: float = 60) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        log = self.directory / "cluster.log"
+        argv = [sys.executable, "-m", "agentpool", "local", "up", "--dir", str(self.directory)]
+        with log.open("wb") as out:
+            self.process = subprocess.Popen(
+                [*argv, "--no-operator"], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.process.poll() is None:
+            match = re.search(r"local cluster up at (http://\S+)", log.read_text())
+            if match:
+                self.url = match.group(1)
+                return
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"the local cluster did not start:\n{log.read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        process = self.process
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+class OperatorProcess:
+    """``agentpool run --server URL`` in a process of its own; its memory is read from /proc."""
+
+    def __init__(self, server: str, log_path: Path, *, metrics_port: int = 0) -> None:
+        self.server = server
+        self.log_path = log_path
+        self.metrics_port = metrics_port
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def start(self) -> None:
+        argv = [sys.executable, "-m", "agentpool", "run", "--server", self.server]
+        if self.metrics_port:
+            argv += ["--metrics-port", str(self.metrics_port)]
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+
+    def memory_kib(self, field: str) -> int:
+        """A ``/proc/PID/status`` figure in KiB: ``VmHWM`` (peak resident) or ``VmRSS``."""
+        text = Path(f"/proc/{self.pid}/status").read_text()
+        match = re.search(rf"^{field}:\s+(\d+) kB", text, re.MULTILINE)
+        return int(match.group(1)) if match else 0
+
+    def stop(self) -> None:
+        process = self.process
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+class Kube:
+    """The API calls the scenarios make, counting each by verb so they can be told apart."""
+
+    def __init__(self, server: str, session: aiohttp.ClientSession) -> None:
+        self.server = server
+        self.session = session
+        self.own: Counter[str] = Counter()
+
+    def _custom(self, plural: str, namespace: str, name: str = "") -> str:
+        base = f"{self.server}/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{plural}"
+        return f"{base}/{name}" if name else base
+
+    async def _call(self, verb: str, method: str, url: str, **kwargs: Any) -> Any:
+        self.own[verb] += 1
+        async with self.session.request(method, url, **kwargs) as response:
+            body = await response.read()
+            if response.status >= 400:
+                raise RuntimeError(f"{method} {url}: {response.status} {body[:300]!r}")
+            return json.loads(body) if body else None
+
+    async def new_namespace(self, name: str) -> str:
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        await self._call("create", "POST", f"{self.server}/api/v1/namespaces", json=body)
+        return name
+
+    async def create(
+        self, plural: str, namespace: str, name: str, spec: dict[str, Any]
+    ) -> dict[str, Any]:
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": KINDS[plural],
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": spec,
+        }
+        result: dict[str, Any] = await self._call(
+            "create", "POST", self._custom(plural, namespace), json=body
+        )
+        return result
+
+    async def get(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self._call(
+            "get", "GET", self._custom(plural, namespace, name)
+        )
+        return result
+
+    async def get_raw(self, plural: str, namespace: str, name: str) -> bytes:
+        """The object exactly as the API server stores and serves it."""
+        self.own["get"] += 1
+        async with self.session.get(self._custom(plural, namespace, name)) as response:
+            response.raise_for_status()
+            return await response.read()
+
+    async def delete(self, plural: str, namespace: str, name: str) -> None:
+        await self._call("delete", "DELETE", self._custom(plural, namespace, name))
+
+    async def pods(self, namespace: str, pool: str) -> list[dict[str, Any]]:
+        """The pool's pods that are not being deleted."""
+        url = f"{self.server}/api/v1/namespaces/{namespace}/pods"
+        params = {"labelSelector": f"agentpool.dev/pool={pool}"}
+        body = await self._call("list", "GET", url, params=params)
+        return [p for p in body["items"] if not p["metadata"].get("deletionTimestamp")]
+
+    async def ready_endpoints(self, namespace: str, pool: str, port: int = 8080) -> list[str]:
+        return [
+            f"http://{pod['status']['podIP']}:{port}"
+            for pod in await self.pods(namespace, pool)
+            if is_ready(pod)
+        ]
+
+    async def token(self, namespace: str, pool: str) -> str:
+        url = f"{self.server}/api/v1/namespaces/{namespace}/secrets/{token_secret_name(pool)}"
+        secret = await self._call("get", "GET", url)
+        return base64.b64decode(secret["data"][TOKEN_KEY]).decode()
+
+    async def counts(self) -> Counter[tuple[str, str]]:
+        """Every request the API server answered so far, by (verb, resource)."""
+        async with self.session.get(f"{self.server}/debug/counts") as response:
+            rows = await response.json()
+        return Counter({(row["verb"], row["resource"]): row["count"] for row in rows})
+
+    async def watch(
+        self, plural: str, namespace: str, name: str, *, timeout: float
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The object as each change arrives, from one watch request (not a read per look)."""
+        self.own["watch"] += 1
+        params = {"watch": "true", "fieldSelector": f"metadata.name={name}"}
+        client_timeout = aiohttp.ClientTimeout(total=timeout, sock_read=timeout)
+        async with self.session.get(
+            self._custom(plural, namespace), params=params, timeout=client_timeout
+        ) as response:
+            response.raise_for_status()
+            async for line in response.content:
+                if line.strip():
+                    event = json.loads(line)
+                    if event.get("type") in ("ADDED", "MODIFIED"):
+                        yield event["object"]
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def condition(obj: dict[str, Any], kind: str) -> bool:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
+
+
+def finished(run: dict[str, Any]) -> bool:
+    return (run.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+async def wait_run(kube: Kube, namespace: str, name: str, *, timeout: float) -> dict[str, Any]:
+    """Follow the run with a watch until it ends; the run as it ended."""
+    async with asyncio.timeout(timeout):
+        async for run in kube.watch("poolruns", namespace, name, timeout=timeout):
+            if finished(run):
+                return run
+    raise RuntimeError(f"the watch on run {name} ended before the run did")
+
+
+async def wait_pool_ready(
+    kube: Kube, namespace: str, pool: str, count: int, *, timeout: float
+) -> list[str]:
+    """Wait until ``count`` of the pool's pods are Ready; their endpoints."""
+
+    async def ready() -> list[str]:
+        endpoints = await kube.ready_endpoints(namespace, pool)
+        return endpoints if len(endpoints) >= count else []
+
+    result: list[str] = await until(
+        ready, timeout=timeout, what=f"{count} ready agents in pool {pool}", interval=0.2
+    )
+    return result
+
+
+class Stage(contextlib.AbstractAsyncContextManager["Stage"]):
+    """A fresh cluster and operator for one scenario, with a session and a :class:`Kube`."""
+
+    def __init__(self, work: Path, name: str, *, metrics_port: int = 0) -> None:
+        self.dir = work / name
+        self.cluster = ClusterProcess(self.dir / "cluster")
+        self.metrics_port = metrics_port
+        self.operator: OperatorProcess | None = None
+        self.session: aiohttp.ClientSession | None = None
+        self._kube: Kube | None = None
+
+    @property
+    def kube(self) -> Kube:
+        assert self._kube is not None
+        return self._kube
+
+    async def __aenter__(self) -> Stage:
+        await asyncio.to_thread(self.cluster.start)
+        try:
+            self.operator = OperatorProcess(
+                self.cluster.url, self.dir / "operator.log", metrics_port=self.metrics_port
+            )
+            self.operator.start()
+            self.session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=64), trust_env=False
+            )
+            self._kube = Kube(self.cluster.url, self.session)
+        except BaseException:
+            await self.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        if self.session is not None:
+            await self.session.close()
+        if self.operator is not None:
+            await asyncio.to_thread(self.operator.stop)
+        await asyncio.to_thread(self.cluster.stop)
+
+    def pod_logs(self) -> list[Path]:
+        return sorted((self.dir / "cluster" / "pods").rglob("*.log"))
+
+
+class Watcher:
+    """A watch on one kind in one namespace, noting when each object was first seen as what.
+
+    It lists first and watches from that resourceVersion, so nothing created after
+    :meth:`start` returns is missed however late the stream connects. ``seen(name, test)``
+    answers with the monotonic time the object first passed ``test``.
+    """
+
+    def __init__(self, kube: Kube, path: str) -> None:
+        self.kube = kube
+        self.url = f"{kube.server}{path}"
+        self.first: dict[str, float] = {}
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.history: list[tuple[float, str, dict[str, Any]]] = []
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self.kube.own["list"] += 1
+        async with self.kube.session.get(self.url) as response:
+            response.raise_for_status()
+            body = await response.json()
+        for obj in body.get("items") or []:
+            self.objects[obj["metadata"]["name"]] = obj
+        version = body["metadata"]["resourceVersion"]
+        self._task = asyncio.create_task(self._follow(version))
+
+    async def _follow(self, version: str) -> None:
+        self.kube.own["watch"] += 1
+        params = {"watch": "true", "resourceVersion": version, "allowWatchBookmarks": "false"}
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
+        async with self.kube.session.get(self.url, params=params, timeout=timeout) as response:
+            response.raise_for_status()
+            async for line in response.content:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                now = time.monotonic()
+                obj = event.get("object") or {}
+                name = (obj.get("metadata") or {}).get("name")
+                if not name or event.get("type") not in ("ADDED", "MODIFIED", "DELETED"):
+                    continue
+                self.first.setdefault(name, now)
+                self.objects[name] = obj
+                self.history.append((now, str(event["type"]), obj))
+                self._changed.set()
+
+    async def wait(
+        self,
+        test: Callable[[str, dict[str, Any]], bool],
+        *,
+        timeout: float,
+        what: str,
+        since: float = 0.0,
+    ) -> tuple[float, str]:
+        """The first (time, name) seen at or after ``since`` whose object passes ``test``."""
+        deadline = time.monotonic() + timeout
+        checked = 0
+        while True:
+            for at, _kind, obj in self.history[checked:]:
+                name = obj["metadata"]["name"]
+                if at >= since and test(name, obj):
+                    return at, name
+            checked = len(self.history)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"waited {timeout:g}s for {what}")
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), left)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, aiohttp.ClientError):
+                await self._task

@@ -1,0 +1,196 @@
+"""Scenarios 1 and 3: what the operator costs per item, against direct calls, and in API requests.
+
+A pool of 8 echo agents (``bench/echo_agent.py``) serves ``items`` items twice in one cluster:
+first from a plain asyncio client that calls the agents directly (one loop per agent, so 8 in
+flight, as ``cap: 8`` allows), then as a PoolRun with ``cap: 8`` through the operator. Each agent
+notes when its handler held each item, so both are measured the same way:
+
+- throughput: items over the span from the first item's start to the last item's end on the
+  agents, and also from the run's creation to its completion as a user sees it;
+- per-item overhead: on each agent, the idle gap between finishing one item and starting the
+  next. With every agent kept busy that is the item's time on the operator's side (the HTTP round
+  trip, checkin, record, the next checkout) beyond the agent's own handling.
+
+The API server's request counts, taken after set-up and after the run, give scenario 3: writes
+and reads per item (the bench's own requests taken out).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from agentpool.io.agents import AgentClient
+from bench.harness import (
+    READS,
+    ROOT,
+    WRITES,
+    Stage,
+    percentile,
+    pool_spec,
+    wait_pool_ready,
+    wait_run,
+)
+
+AGENTS = 8
+CAP = 8
+AGENT = ROOT / "bench" / "echo_agent.py"
+PAYLOAD = "x" * 200
+
+
+def read_timings(path: Path, run: str) -> list[tuple[int, int, int]]:
+    """(pid, start_ns, end_ns) of every item the agents handled for ``run``."""
+    rows = []
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 5 and parts[1] == run:
+            rows.append((int(parts[0]), int(parts[3]), int(parts[4])))
+    return rows
+
+
+def gaps_ms(rows: list[tuple[int, int, int]]) -> list[float]:
+    """On each agent, the idle time between one item's end and the next one's start."""
+    by_agent: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for pid, start, end in rows:
+        by_agent[pid].append((start, end))
+    gaps = []
+    for spans in by_agent.values():
+        spans.sort()
+        gaps += [(b[0] - a[1]) / 1e6 for a, b in itertools.pairwise(spans)]
+    return gaps
+
+
+def span_seconds(rows: list[tuple[int, int, int]]) -> float:
+    return (max(r[2] for r in rows) - min(r[1] for r in rows)) / 1e9
+
+
+async def direct(endpoints: list[str], token: str, count: int) -> dict[str, Any]:
+    """Call the agents directly, one loop per agent, ``count`` items in all."""
+    latencies: list[float] = []
+    failures = 0
+
+    async def loop(client: AgentClient, endpoint: str, ids: range, run: str) -> None:
+        nonlocal failures
+        for index in ids:
+            envelope: dict[str, Any] = {"id": str(index), "item": {"text": PAYLOAD}}
+            envelope |= {"input": None, "attempt": 1, "run": run}
+            before = time.perf_counter()
+            result = await client.invoke(endpoint, token, envelope, timeout=30)
+            latencies.append((time.perf_counter() - before) * 1000)
+            failures += not result.ok
+
+    async with AgentClient() as client:
+        warm = [
+            loop(client, e, range(i, 200, len(endpoints)), "warmup")
+            for i, e in enumerate(endpoints)
+        ]
+        await asyncio.gather(*warm)
+        latencies.clear()
+        started = time.perf_counter()
+        await asyncio.gather(
+            *(
+                loop(client, e, range(i, count, len(endpoints)), "direct")
+                for i, e in enumerate(endpoints)
+            )
+        )
+        elapsed = time.perf_counter() - started
+    return {"seconds": elapsed, "latencies": latencies, "failures": failures}
+
+
+def summarize(gaps: list[float], rows: list[tuple[int, int, int]], count: int) -> dict[str, Any]:
+    return {
+        "items": len(rows),
+        "agent_span_s": round(span_seconds(rows), 3),
+        "items_per_second": round(count / span_seconds(rows), 1),
+        "gap_p50_ms": round(percentile(gaps, 50), 3),
+        "gap_p95_ms": round(percentile(gaps, 95), 3),
+        "gap_p99_ms": round(percentile(gaps, 99), 3),
+        "gap_max_ms": round(max(gaps), 3),
+    }
+
+
+async def run(work: Path, *, items: int) -> dict[str, Any]:
+    """Scenarios 1 and 3; the figures for results.json and the plots."""
+    async with Stage(work, "overhead") as stage:
+        kube = stage.kube
+        timings = stage.dir / "timings.txt"
+        namespace = await kube.new_namespace("bench")
+        spec = pool_spec(AGENT, env={"TIMINGS_FILE": str(timings)}, minSize=AGENTS, maxSize=AGENTS)
+        await kube.create("agentpools", namespace, "echo", spec)
+        endpoints = await wait_pool_ready(kube, namespace, "echo", AGENTS, timeout=120)
+        token = await kube.token(namespace, "echo")
+
+        baseline = await direct(endpoints, token, items)
+        direct_rows = read_timings(timings, "direct")
+
+        # Let the pool's status settle after the direct calls, then count from here.
+        await asyncio.sleep(1.0)
+        before, own_before = await kube.counts(), Counter(kube.own)
+        run_spec = {
+            "poolRef": {"name": "echo"},
+            "cap": CAP,
+            "source": {"items": [{"text": PAYLOAD} for _ in range(items)]},
+        }
+        created = time.perf_counter()
+        await kube.create("poolruns", namespace, "overhead", run_spec)
+        ended = await wait_run(kube, namespace, "overhead", timeout=max(120.0, items * 0.5))
+        end_to_end = time.perf_counter() - created
+        # Writes that trail the final status (Events, the pool's own status) belong to the run.
+        await asyncio.sleep(1.5)
+        after, own_after = await kube.counts(), Counter(kube.own)
+
+    pool_rows = read_timings(timings, "overhead")
+    requests = after - before
+    own = own_after - own_before
+    writes = Counter({k: v for k, v in requests.items() if k[0] in WRITES})
+    reads = Counter({k: v for k, v in requests.items() if k[0] in READS})
+    own_writes = sum(v for verb, v in own.items() if verb in WRITES)
+    own_reads = sum(v for verb, v in own.items() if verb in READS)
+    write_total = sum(writes.values()) - own_writes
+    read_total = sum(reads.values()) - own_reads
+
+    status = ended.get("status") or {}
+    direct_gaps = gaps_ms(direct_rows)
+    pool_gaps = gaps_ms(pool_rows)
+    direct_figures = summarize(direct_gaps, direct_rows, items)
+    direct_figures["client_p50_ms"] = round(percentile(baseline["latencies"], 50), 3)
+    direct_figures["client_p99_ms"] = round(percentile(baseline["latencies"], 99), 3)
+    direct_figures["failures"] = baseline["failures"]
+    pool_figures = summarize(pool_gaps, pool_rows, items)
+    pool_figures["end_to_end_s"] = round(end_to_end, 3)
+    pool_figures["end_to_end_items_per_second"] = round(items / end_to_end, 1)
+    pool_figures["succeeded"] = status.get("succeeded")
+    pool_figures["phase"] = status.get("phase")
+    return {
+        "overhead": {
+            "items": items,
+            "agents": AGENTS,
+            "cap": CAP,
+            "throughput_ratio": round(
+                pool_figures["items_per_second"] / direct_figures["items_per_second"], 3
+            ),
+            "end_to_end_ratio": round(
+                pool_figures["end_to_end_items_per_second"] / direct_figures["items_per_second"], 3
+            ),
+            "p50_ms": pool_figures["gap_p50_ms"],
+            "p95_ms": pool_figures["gap_p95_ms"],
+            "p99_ms": pool_figures["gap_p99_ms"],
+            "direct": direct_figures,
+            "pool": pool_figures,
+        },
+        "api": {
+            "items": items,
+            "writes_per_item": round(write_total / items, 4),
+            "reads_per_item": round(read_total / items, 4),
+            "writes": write_total,
+            "reads": read_total,
+            "by_request": {
+                f"{verb} {resource}": count for (verb, resource), count in sorted(requests.items())
+            },
+        },
+        "_samples": {"overhead_pool_gaps_ms": pool_gaps, "overhead_direct_gaps_ms": direct_gaps},
+    }

@@ -1,0 +1,138 @@
+"""The PNG plots of ``python -m bench``, drawn with matplotlib when it is installed.
+
+matplotlib is in the ``dev`` extra, not a dependency of the operator: it is imported here, lazily,
+and without it the bench says so and skips the plots. Each plot is drawn only from the samples of
+a scenario that ran.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def draw(results: dict[str, Any], samples: dict[str, Any], out: Path) -> list[Path]:
+    """Draw what the samples allow into ``out``; the files written."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed (pip install -e '.[dev]'): no plots drawn")
+        return []
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, painter in PAINTERS.items():
+        figure = painter(plt, results, samples)
+        if figure is None:
+            continue
+        path = out / f"{name}.png"
+        figure.tight_layout()
+        figure.savefig(path, dpi=100)
+        plt.close(figure)
+        written.append(path)
+    return written
+
+
+def _cdf(values: list[float]) -> tuple[list[float], list[float]]:
+    ordered = sorted(values)
+    return ordered, [(i + 1) / len(ordered) for i in range(len(ordered))]
+
+
+def overhead(plt: Any, results: dict[str, Any], samples: dict[str, Any]) -> Any:
+    pool, direct = samples.get("overhead_pool_gaps_ms"), samples.get("overhead_direct_gaps_ms")
+    if not pool or not direct:
+        return None
+    figure, axes = plt.subplots(figsize=(7, 4))
+    for values, label in (
+        (direct, "direct asyncio client"),
+        (pool, "PoolRun through the operator"),
+    ):
+        xs, ys = _cdf([max(v, 0.01) for v in values])
+        axes.plot(xs, ys, label=label)
+    axes.set_xscale("log")
+    axes.set_xlabel("idle gap on an agent between two items (ms, log scale)")
+    axes.set_ylabel("fraction of items")
+    figures = results.get("overhead") or {}
+    axes.set_title(
+        f"Per-item overhead, {figures.get('items')} items, 8 echo agents, cap 8 "
+        f"(throughput ratio {figures.get('throughput_ratio')})"
+    )
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend()
+    return figure
+
+
+def warm_vs_cold(plt: Any, results: dict[str, Any], samples: dict[str, Any]) -> Any:
+    figures = results.get("warm_vs_cold") or {}
+    if figures.get("warm_s") is None:
+        return None
+    figure, axes = plt.subplots(figsize=(7, 4))
+    labels = ["warm pool", "a pod per item (maxUses 1)"]
+    measured = [figures["warm_s"], figures["cold_s"]]
+    theory = [figures["theoretical_warm_s"], figures["theoretical_cold_s"]]
+    positions = range(len(labels))
+    axes.bar([p - 0.2 for p in positions], measured, width=0.4, label="measured")
+    axes.bar([p + 0.2 for p in positions], theory, width=0.4, label="agents' own time (theory)")
+    axes.set_xticks(list(positions), labels)
+    axes.set_ylabel("makespan (s)")
+    axes.set_title(
+        f"{figures['items']} items, {figures['startup_s']} s start-up, "
+        f"{figures['work_s'] * 1000:.0f} ms work: ratio {figures['ratio']} "
+        f"(theory {figures['theoretical_ratio']})"
+    )
+    axes.legend()
+    return figure
+
+
+def scale(plt: Any, results: dict[str, Any], samples: dict[str, Any]) -> Any:
+    progress, memory = samples.get("scale_progress"), samples.get("scale_rss_mib")
+    if not progress:
+        return None
+    figure, axes = plt.subplots(figsize=(7, 4))
+    axes.plot([p[0] for p in progress], [p[1] for p in progress], color="tab:blue")
+    axes.set_xlabel("seconds since the run was created")
+    axes.set_ylabel("items succeeded (as status reports)", color="tab:blue")
+    if memory:
+        right = axes.twinx()
+        right.plot([m[0] for m in memory], [m[1] for m in memory], color="tab:red")
+        right.set_ylabel("operator resident memory (MiB)", color="tab:red")
+        right.set_ylim(bottom=0)
+    figures = results.get("scale") or {}
+    axes.set_title(
+        f"{figures.get('items')} items via the HTTP source, cap 64, pool 8 to 32: "
+        f"{figures.get('items_per_second')} items/s"
+    )
+    return figure
+
+
+def latency(plt: Any, results: dict[str, Any], samples: dict[str, Any]) -> Any:
+    wanted = {
+        "overflow pod\ncreated": "overflow_ms",
+        "replacement pod\ncreated": "replacement_ms",
+        "lease\nBound": "lease_ms",
+    }
+    series: dict[str, list[float]] = {
+        label: list(samples[key]) for label, key in wanted.items() if samples.get(key)
+    }
+    if not series:
+        return None
+    figure, axes = plt.subplots(figsize=(7, 4))
+    axes.boxplot(list(series.values()), whis=(0, 100))
+    axes.set_xticks(range(1, len(series) + 1), list(series))
+    for position, values in enumerate(series.values(), start=1):
+        axes.scatter([position] * len(values), values, s=10, alpha=0.6, color="tab:blue")
+    axes.axhline(100, color="tab:red", linestyle="--", linewidth=1, label="target 100 ms")
+    axes.set_ylabel("ms")
+    axes.set_title("Reactivity: from the cause to the API showing the effect")
+    axes.legend()
+    return figure
+
+
+PAINTERS = {
+    "overhead": overhead,
+    "warm_vs_cold": warm_vs_cold,
+    "scale": scale,
+    "reactivity": latency,
+}
