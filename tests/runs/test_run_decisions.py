@@ -188,7 +188,8 @@ def test_config_from_spec_resolves_defaults_and_overrides() -> None:
     assert (config.pool, config.cap, config.mode, config.failures) == ("p", 3, "Call", "Fail")
     assert (config.checkout_timeout_seconds, config.call_timeout_seconds) == (12, 5)
     assert config.backoff_seconds == 1.0
-    assert config.effective_rerun_limit == 3
+    assert config.effective_rerun_limit(replayable=True) == 3
+    assert config.effective_rerun_limit(replayable=False) is None
     routed = config_from_spec("r", {"routes": {"field": "f", "pools": {"x": "px"}}})
     assert routed.routes == Routes(field="f", pools={"x": "px"})
     with pytest.raises(ValueError, match="needs poolRef or routes"):

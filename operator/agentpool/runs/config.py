@@ -41,9 +41,10 @@ class RunConfig:
     call_timeout_seconds: float = 300.0
     status_interval_seconds: float = 1.0
     rerun_limit: int | None = None
-    """Most items that may have started without their result being written; an operator crash
-    re-runs at most this many. ``None`` means ``cap``. Items shorter than the status interval then
-    run at most this many per interval: the price of the guarantee."""
+    """Most items that may have started without their result being written, for a replayable
+    source (inline items, a ConfigMap): an operator crash re-runs at most this many. ``None``
+    means ``cap``. Items shorter than the status interval then run at most this many per
+    interval: the price of the guarantee. ``0`` lifts the limit."""
 
     def __post_init__(self) -> None:
         if self.pool is None and self.routes is None:
@@ -53,9 +54,15 @@ class RunConfig:
         if self.max_attempts < 1:
             raise ValueError(f"run {self.name}: maxAttempts must be at least 1")
 
-    @property
-    def effective_rerun_limit(self) -> int:
-        return max(1, self.rerun_limit if self.rerun_limit is not None else self.cap)
+    def effective_rerun_limit(self, *, replayable: bool) -> int | None:
+        """The limit on unwritten starts, or None for none.
+
+        An unreplayable source (the HTTP source) does not give an item again after a crash, so
+        holding starts back would bound nothing that a resumed run re-runs: it is not limited.
+        """
+        if not replayable or self.rerun_limit == 0:
+            return None
+        return self.rerun_limit if self.rerun_limit is not None else self.cap
 
 
 def config_from_spec(

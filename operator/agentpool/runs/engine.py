@@ -159,7 +159,7 @@ class RunEngine:
         return not (self._suspended or self._deadlock or self._source_error)
 
     async def _fill(self, now: float) -> None:
-        limit = self.config.effective_rerun_limit
+        limit = self.config.effective_rerun_limit(replayable=self._source.replayable)
         while len(self._tasks) < self.config.cap:
             if not self._pending and not await self._pull(now):
                 return
@@ -167,7 +167,8 @@ class RunEngine:
             if work.pool in self._missing_pools:
                 self._parked.setdefault(work.pool, []).append(self._pending.popleft())
                 continue
-            if work.key not in self.ledger.unrecorded and len(self.ledger.unrecorded) >= limit:
+            unrecorded = self.ledger.unrecorded
+            if limit is not None and work.key not in unrecorded and len(unrecorded) >= limit:
                 return
             self._pending.popleft()
             self.ledger.start(work.key, attempt=work.attempt)
