@@ -437,3 +437,75 @@ def test_agents_that_cannot_start_degrade_the_pool_without_churning(
     # Without back-off the next three replacements would fail within a second; with it they
     # wait 1 + 2 + 4 seconds.
     assert time.monotonic() - started >= 6
+
+
+def run_to_end(api: Api, namespace: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    api.create("poolruns", namespace, name, spec)
+    return wait_for(
+        lambda: (
+            (s := api.status("poolruns", namespace, name)).get("phase") in ("Succeeded", "Failed")
+            and s
+        ),
+        90,
+        message=f"run {name} finished",
+    )
+
+
+def retirements(api: Api, namespace: str, reason: str) -> list[str]:
+    return [
+        e.get("message", "")
+        for e in api.events(namespace)
+        if e.get("reason") == "AgentRetired" and reason in e.get("message", "")
+    ]
+
+
+def test_an_agent_failing_items_in_a_row_is_quarantined(api: Api, namespace: str) -> None:
+    """quarantineAfterFailures 2: after two failed items in a row the agent is retired, so the
+    third item meets a fresh agent instead of the broken one LIFO would hand out again."""
+    api.create(
+        "agentpools", namespace, "q", pool_spec("flaky", minSize=1, quarantineAfterFailures=2)
+    )
+    wait_for(lambda: pool_status(api, namespace, "q").get("available") == 1, 60)
+    items = [{"id": f"bad{n}", "fail": True} for n in range(3)]
+    status = run_to_end(
+        api,
+        namespace,
+        "q",
+        {
+            "poolRef": {"name": "q"},
+            "source": {"items": items},
+            "itemId": "id",
+            "failures": "Report",
+            "checkoutTimeoutSeconds": 60,
+        },
+    )
+    agents = [status["failures"][f"bad{n}"]["agent"] for n in range(3)]
+    assert agents[0] == agents[1] != agents[2]
+    assert any(agents[0] in m for m in retirements(api, namespace, "Quarantined"))
+
+
+def test_a_call_that_times_out_retires_its_agent(api: Api, namespace: str) -> None:
+    """An agent whose call timed out is in an unknown state: the item fails with CallTimeout and
+    the agent is retired, never reused."""
+    api.create("agentpools", namespace, "slowcall", pool_spec("flaky", minSize=1))
+    wait_for(lambda: pool_status(api, namespace, "slowcall").get("available") == 1, 60)
+    status = run_to_end(
+        api,
+        namespace,
+        "t",
+        {
+            "poolRef": {"name": "slowcall"},
+            "source": {"items": [{"id": "stuck", "sleepSeconds": 30}, {"id": "fine"}]},
+            "itemId": "id",
+            "failures": "Report",
+            "callTimeoutSeconds": 1,
+            "checkoutTimeoutSeconds": 60,
+        },
+    )
+    failure = status["failures"]["stuck"]
+    assert failure["reason"] == "CallTimeout"
+    assert "fine" in status["items"]
+    assert any(failure["agent"] in m for m in retirements(api, namespace, "CallTimedOut"))
+    assert failure["agent"] not in {
+        p["metadata"]["name"] for p in api.live_pods(namespace, "slowcall")
+    }
