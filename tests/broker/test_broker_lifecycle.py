@@ -130,6 +130,25 @@ async def test_waiter_queued_sets_changed_and_calls_back() -> None:
         await task
 
 
+async def test_a_restarted_reconciler_takes_over_the_callback() -> None:
+    """ensure() from a restarted reconcile loop keeps the broker (and its waiters) but calls the
+    new loop back, so waiters that queue later still wake it."""
+    brokers = Brokers(clock=lambda: 0.0)
+    policy = PoolPolicy(min_size=0, max_size=1)
+    old: list[int] = []
+    new: list[int] = []
+    broker = brokers.ensure("ns", "p", policy, on_change=lambda: old.append(1))
+    assert brokers.ensure("ns", "p", policy, on_change=lambda: new.append(1)) is broker
+    task = asyncio.create_task(broker.checkout(timeout=5, holder="h"))
+    async with asyncio.timeout(5):
+        await broker.changed.wait()
+    assert new
+    assert not old
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
 async def test_policy_update_changes_the_strategy() -> None:
     """A spec change to the strategy takes effect on the next checkout."""
     clock = iter(range(100, 200))

@@ -75,7 +75,7 @@ class Broker:
         self.policy = policy
         self.changed = asyncio.Event()
         self._clock = clock
-        self._on_change = on_change
+        self.on_change = on_change
         self._agents: dict[str, _Agent] = {}
         # Every agent neither held nor retired that has been Ready, in idle order (oldest
         # first), so a checkout looks at one end instead of sorting the pool; agents there that
@@ -401,8 +401,8 @@ class Broker:
 
     def _notify(self) -> None:
         self.changed.set()
-        if self._on_change is not None:
+        if self.on_change is not None:
             # A failing subscriber must not fail the checkout or checkin that notified it; the
             # event above still tells the reconciler to re-plan.
             with contextlib.suppress(Exception):
-                self._on_change()
+                self.on_change()

@@ -35,12 +35,16 @@ class Brokers:
         *,
         on_change: Callable[[], None] | None = None,
     ) -> Broker:
-        """The pool's broker, created on first sight; an existing one takes the new policy."""
+        """The pool's broker, created on first sight; an existing one takes the new policy and,
+        when given, the new change callback (a restarted reconcile loop listens anew)."""
         broker = self._brokers.get((namespace, name))
         if broker is None or broker.closed:
             broker = Broker(name, policy, clock=self._clock, on_change=on_change)
             self._brokers[(namespace, name)] = broker
-        elif broker.policy != policy:
+            return broker
+        if on_change is not None:
+            broker.on_change = on_change
+        if broker.policy != policy:
             broker.update_policy(policy)
         return broker
 
