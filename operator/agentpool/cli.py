@@ -60,6 +60,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         level=getattr(logging, args.log_level.upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if args.log_level != "debug":
+        # kopf reports every handled pod event at info; keep the log for what needs attention.
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     if args.metrics_port:
         from agentpool.metrics import serve_metrics
 
