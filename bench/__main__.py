@@ -184,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     counts = QUICK if args.quick else FULL
     names = args.only or list(SCENARIOS)
     work = Path(tempfile.mkdtemp(prefix="agentpool-bench-"))
+    host = machine.describe()
     started = time.monotonic()
     try:
         results, samples, errors = asyncio.run(run_all(names, counts, work))
@@ -196,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     results["command"] = "python -m bench" + (" --quick" if args.quick else "")
     results["counts"] = counts
     results["seconds"] = round(time.monotonic() - started, 1)
-    results["machine"] = machine.describe()
+    results["machine"] = host
     if errors:
         results["errors"] = errors
     args.out.mkdir(parents=True, exist_ok=True)

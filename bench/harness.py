@@ -13,6 +13,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import os
 import re
 import signal
 import socket
@@ -141,6 +142,11 @@ class OperatorProcess:
         text = Path(f"/proc/{self.pid}/status").read_text()
         match = re.search(rf"^{field}:\s+(\d+) kB", text, re.MULTILINE)
         return int(match.group(1)) if match else 0
+
+    def cpu_seconds(self) -> float:
+        """User and system CPU time the operator has used so far (``/proc/PID/stat``)."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         process = self.process

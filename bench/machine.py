@@ -19,7 +19,11 @@ def _proc(path: str, pattern: str) -> str | None:
 
 
 def describe() -> dict[str, Any]:
-    """CPU count and model, memory, operating system, Python version and the date, as a dict."""
+    """CPU count and model, memory, system, Python, load average and the date, as a dict.
+
+    The load average matters on a shared machine: other work on the same cores slows every
+    process of the benchmark, the direct client's as much as the operator's.
+    """
     memory_kib = _proc("/proc/meminfo", r"^MemTotal:\s+(\d+) kB")
     return {
         "cpus": os.cpu_count(),
@@ -27,5 +31,6 @@ def describe() -> dict[str, Any]:
         "memory_gib": round(int(memory_kib) / 1024**2, 1) if memory_kib else None,
         "system": f"{platform.system()} {platform.release()}",
         "python": platform.python_version(),
+        "load_average": _proc("/proc/loadavg", r"^(\S+ \S+ \S+)"),
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }

@@ -83,6 +83,7 @@ async def direct(endpoints: list[str], token: str, count: int) -> dict[str, Any]
             latencies.append((time.perf_counter() - before) * 1000)
             failures += not result.ok
 
+    cpu = 0.0
     async with AgentClient() as client:
         warm = [
             loop(client, e, range(i, 200, len(endpoints)), "warmup")
@@ -90,15 +91,15 @@ async def direct(endpoints: list[str], token: str, count: int) -> dict[str, Any]
         ]
         await asyncio.gather(*warm)
         latencies.clear()
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         await asyncio.gather(
             *(
                 loop(client, e, range(i, count, len(endpoints)), "direct")
                 for i, e in enumerate(endpoints)
             )
         )
-        elapsed = time.perf_counter() - started
-    return {"seconds": elapsed, "latencies": latencies, "failures": failures}
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return {"seconds": elapsed, "cpu": cpu, "latencies": latencies, "failures": failures}
 
 
 def summarize(gaps: list[float], rows: list[tuple[int, int, int]], count: int) -> dict[str, Any]:
@@ -135,10 +136,13 @@ async def run(work: Path, *, items: int) -> dict[str, Any]:
             "cap": CAP,
             "source": {"items": [{"text": PAYLOAD} for _ in range(items)]},
         }
+        assert stage.operator is not None
+        cpu_before = stage.operator.cpu_seconds()
         created = time.perf_counter()
         await kube.create("poolruns", namespace, "overhead", run_spec)
         ended = await wait_run(kube, namespace, "overhead", timeout=max(120.0, items * 0.5))
         end_to_end = time.perf_counter() - created
+        operator_cpu = stage.operator.cpu_seconds() - cpu_before
         # Writes that trail the final status (Events, the pool's own status) belong to the run.
         await asyncio.sleep(1.5)
         after, own_after = await kube.counts(), Counter(kube.own)
@@ -160,8 +164,10 @@ async def run(work: Path, *, items: int) -> dict[str, Any]:
     direct_figures["client_p50_ms"] = round(percentile(baseline["latencies"], 50), 3)
     direct_figures["client_p99_ms"] = round(percentile(baseline["latencies"], 99), 3)
     direct_figures["failures"] = baseline["failures"]
+    direct_figures["client_cpu_ms_per_item"] = round(baseline["cpu"] * 1000 / items, 3)
     pool_figures = summarize(pool_gaps, pool_rows, items)
     pool_figures["end_to_end_s"] = round(end_to_end, 3)
+    pool_figures["operator_cpu_ms_per_item"] = round(operator_cpu * 1000 / items, 3)
     pool_figures["end_to_end_items_per_second"] = round(items / end_to_end, 1)
     pool_figures["succeeded"] = status.get("succeeded")
     pool_figures["phase"] = status.get("phase")
