@@ -1,10 +1,10 @@
-"""The operator scenario, run once per test session for the metrics and RBAC tests."""
+"""The operator scenarios, each run once per test session for the metrics and RBAC tests."""
 
 from __future__ import annotations
 
 import pytest
 
-from ship.scenario import Outcome, run_scenario
+from ship.scenario import NAMESPACE, Outcome, drive_one_run, run_scenario
 
 
 @pytest.fixture(scope="session")
@@ -13,3 +13,17 @@ def operator_outcome(kube_context: str | None, tmp_path_factory: pytest.TempPath
     if kube_context is not None:
         pytest.skip("the scenario runs the operator behind a recording proxy: local cluster only")
     return run_scenario(tmp_path_factory.mktemp("ship-scenario"))
+
+
+@pytest.fixture(scope="session")
+def namespaced_outcome(
+    kube_context: str | None, tmp_path_factory: pytest.TempPathFactory
+) -> Outcome:
+    """The operator's requests over a short run while it serves one listed namespace."""
+    if kube_context is not None:
+        pytest.skip("the scenario runs the operator behind a recording proxy: local cluster only")
+    return run_scenario(
+        tmp_path_factory.mktemp("ship-namespaced"),
+        scope=("--namespace", NAMESPACE),
+        drive=drive_one_run,
+    )

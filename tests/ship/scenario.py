@@ -1,11 +1,12 @@
-"""One working session of the operator, run once, for the metrics and RBAC tests to judge.
+"""Working sessions of the operator, each run once, for the metrics and RBAC tests to judge.
 
-The operator runs as ``agentpool run --all-namespaces --standalone`` (the chart's default flags) in
-its own process, against a local cluster started without one, through a :class:`RecordingProxy`
-so every request it makes is recorded as RBAC sees it. The scenario walks the paths a user's
-cluster would: a run from a ConfigMap through an echo pool that overflows, an output large enough
-to go to a result ConfigMap, a retried item in a run deleted by its TTL, a run that deadlocks on a
-pool that never becomes Ready, a lease bound and released, a scale-down, and deleting the pools.
+The operator runs as ``agentpool run --all-namespaces --standalone`` (the chart's default flags),
+or with ``--namespace`` as the chart runs it for ``watchNamespaces``, in its own process, against
+a local cluster started without one, through a :class:`RecordingProxy` so every request it makes
+is recorded as RBAC sees it. The full scenario walks the paths a user's cluster would: a run from
+a ConfigMap through an echo pool that overflows, outputs large enough to go to a result ConfigMap,
+a retried item in a run deleted by its TTL, a run that deadlocks on a pool that never becomes
+Ready, a lease bound and released, a scale-down, and deleting the pools.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import socket
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -146,8 +147,10 @@ def _items() -> list[dict[str, Any]]:
     return items
 
 
-def drive(objects: Objects, metrics_port: int, outcome: Outcome, log: Callable[[], str]) -> None:
-    """Walk the scenario; each wait has a deadline and names what it waited for."""
+def drive_everything(
+    objects: Objects, metrics_port: int, outcome: Outcome, log: Callable[[], str]
+) -> None:
+    """Walk the whole scenario; each wait has a deadline and names what it waited for."""
     objects.core.create_namespace({"metadata": {"name": NAMESPACE}})
     objects.core.create_namespaced_config_map(
         NAMESPACE,
@@ -228,13 +231,37 @@ def drive(objects: Objects, metrics_port: int, outcome: Outcome, log: Callable[[
     for pool in ("echo", "flaky", "cold"):
         wait_for(
             lambda name=pool: objects.get("agentpools", name) is None,  # type: ignore[misc]
-            30,
-            message=f"pool {pool} deleted",
+            60,
+            message=f"pool {pool} deleted\n{log()[-3000:]}",
         )
 
 
-def run_scenario(directory: Path) -> Outcome:
-    """Start the cluster, the proxy and the operator, drive the scenario, stop them all."""
+def drive_one_run(
+    objects: Objects, metrics_port: int, outcome: Outcome, log: Callable[[], str]
+) -> None:
+    """A pool and a short run: enough for an operator serving listed namespaces to show its
+    namespace-scoped requests."""
+    objects.core.create_namespace({"metadata": {"name": NAMESPACE}})
+    objects.create("agentpools", "echo", {"minSize": 1, "template": agent_template("echo")})
+    objects.create(
+        "poolruns", "short", {"poolRef": {"name": "echo"}, "source": {"items": ["a", "b"]}}
+    )
+    outcome.main_run = wait_for(
+        lambda: objects.finished("short"), 60, message=f"run short to finish\n{log()[-3000:]}"
+    )
+
+
+Drive = Callable[[Objects, int, Outcome, Callable[[], str]], None]
+
+
+def run_scenario(
+    directory: Path,
+    *,
+    scope: Sequence[str] = ("--all-namespaces",),
+    drive: Drive = drive_everything,
+) -> Outcome:
+    """Start the cluster, the proxy and the operator (serving ``scope``), drive the scenario,
+    and stop them all."""
     cluster = ClusterThread(directory, operator=False)
     handle = cluster.start()
     assert handle.url is not None
@@ -247,7 +274,7 @@ def run_scenario(directory: Path) -> Outcome:
         with log_path.open("wb") as log_file:
             operator = subprocess.Popen(
                 [
-                    *(sys.executable, "-m", "agentpool", "run", "--all-namespaces"),
+                    *(sys.executable, "-m", "agentpool", "run", *scope),
                     *("--standalone", "--server", proxy.url, "--metrics-port", str(metrics_port)),
                 ],
                 cwd=REPO,

@@ -9,7 +9,7 @@ with the rules the chart renders with default values.
 from __future__ import annotations
 
 from chart.rendering import ADMISSION_ONLY, granted_requests, granted_rules
-from ship.scenario import Outcome
+from ship.scenario import NAMESPACE, Outcome
 
 
 def _show(accesses: set[tuple[str, str, str]]) -> str:
@@ -43,3 +43,20 @@ def test_the_proxy_saw_what_the_api_server_served(operator_outcome: Outcome) -> 
         assert counts.get((access.verb, access.resource), 0) >= n, access
     used = {(a.verb, a.resource) for a in operator_outcome.accesses}
     assert used <= granted_requests()
+
+
+def test_namespaced_operator_needs_only_the_namespaced_grants(namespaced_outcome: Outcome) -> None:
+    """Serving a list of namespaces (``watchNamespaces``), every request is granted by the Roles
+    and the small ClusterRole the chart renders then, and the namespace reads granted only in
+    that mode are ones the operator makes."""
+    run = namespaced_outcome.main_run
+    assert run["phase"] == "Succeeded", run
+    used = _used(namespaced_outcome)
+    granted = granted_rules({"watchNamespaces": [NAMESPACE]})
+    missing = used - granted
+    assert not missing, "the operator sent requests the chart does not grant:\n" + _show(missing)
+    only_here = granted - granted_rules()
+    assert only_here, "the chart grants nothing extra for watchNamespaces"
+    assert only_here <= used, "granted for watchNamespaces but never used:\n" + _show(
+        only_here - used
+    )
