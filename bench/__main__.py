@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench import leasing, machine, overhead, plots, reactivity, scale, warmcold
+from bench import leasing, machine, overhead, plots, reactivity, report, scale, warmcold
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,11 +46,11 @@ FULL = {
     "leases": 50,
 }
 QUICK = {
-    "overhead": 300,
+    "overhead": 240,
     "warm_vs_cold": 40,
     "scale": 1000,
     "samples": 2,
-    "warm": 100,
+    "warm": 60,
     "leases": 10,
 }
 
@@ -203,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "results.json"
     path.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    (args.out / "performance.md").write_text(report.render(results))
     print()
     print(summary(results))
     print()

@@ -251,11 +251,23 @@ class Kube:
             self._custom(plural, namespace), params=params, timeout=client_timeout
         ) as response:
             response.raise_for_status()
-            async for line in response.content:
-                if line.strip():
-                    event = json.loads(line)
-                    if event.get("type") in ("ADDED", "MODIFIED"):
-                        yield event["object"]
+            async for line in lines(response):
+                event = json.loads(line)
+                if event.get("type") in ("ADDED", "MODIFIED"):
+                    yield event["object"]
+
+
+async def lines(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    """The non-empty lines of a watch stream, however long (an object may be megabytes)."""
+    buffer = b""
+    async for chunk in response.content.iter_any():
+        buffer += chunk
+        *complete, buffer = buffer.split(b"\n")
+        for line in complete:
+            if line.strip():
+                yield line
+    if buffer.strip():
+        yield buffer
 
 
 def is_ready(pod: dict[str, Any]) -> bool:
@@ -372,9 +384,7 @@ class Watcher:
         timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
         async with self.kube.session.get(self.url, params=params, timeout=timeout) as response:
             response.raise_for_status()
-            async for line in response.content:
-                if not line.strip():
-                    continue
+            async for line in lines(response):
                 event = json.loads(line)
                 now = time.monotonic()
                 obj = event.get("object") or {}

@@ -1,9 +1,9 @@
 """Scenarios 1 and 3: what the operator costs per item, against direct calls, and in API requests.
 
 A pool of 8 echo agents (``bench/echo_agent.py``) serves ``items`` items twice in one cluster:
-first from a plain asyncio client that calls the agents directly (one loop per agent, so 8 in
-flight, as ``cap: 8`` allows), then as a PoolRun with ``cap: 8`` through the operator. Each agent
-notes when its handler held each item, so both are measured the same way:
+first from a plain asyncio client (aiohttp) that calls the agents directly (one loop per agent,
+so 8 in flight, as ``cap: 8`` allows), then as a PoolRun with ``cap: 8`` through the operator.
+Each agent notes when its handler held each item, so both are measured the same way:
 
 - throughput: items over the span from the first item's start to the last item's end on the
   agents, and also from the run's creation to its completion as a user sees it;
@@ -24,7 +24,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from agentpool.io.agents import AgentClient
+import aiohttp
+
 from bench.harness import (
     READS,
     ROOT,
@@ -69,35 +70,34 @@ def span_seconds(rows: list[tuple[int, int, int]]) -> float:
 
 
 async def direct(endpoints: list[str], token: str, count: int) -> dict[str, Any]:
-    """Call the agents directly, one loop per agent, ``count`` items in all."""
+    """Call the agents directly with a plain aiohttp client, one loop per agent, ``count`` items.
+
+    This is what a program without agentpool would write: one session, a POST per item.
+    """
     latencies: list[float] = []
     failures = 0
+    headers = {"Authorization": f"Bearer {token}"}
 
-    async def loop(client: AgentClient, endpoint: str, ids: range, run: str) -> None:
+    async def loop(session: aiohttp.ClientSession, endpoint: str, ids: range, run: str) -> None:
         nonlocal failures
         for index in ids:
             envelope: dict[str, Any] = {"id": str(index), "item": {"text": PAYLOAD}}
             envelope |= {"input": None, "attempt": 1, "run": run}
             before = time.perf_counter()
-            result = await client.invoke(endpoint, token, envelope, timeout=30)
+            async with session.post(f"{endpoint}/invoke", json=envelope, headers=headers) as answer:
+                await answer.read()
+                failures += answer.status != 200
             latencies.append((time.perf_counter() - before) * 1000)
-            failures += not result.ok
 
-    cpu = 0.0
-    async with AgentClient() as client:
-        warm = [
-            loop(client, e, range(i, 200, len(endpoints)), "warmup")
-            for i, e in enumerate(endpoints)
-        ]
-        await asyncio.gather(*warm)
+    def loops(session: aiohttp.ClientSession, total: int, run: str) -> list[Any]:
+        step = len(endpoints)
+        return [loop(session, e, range(i, total, step), run) for i, e in enumerate(endpoints)]
+
+    async with aiohttp.ClientSession() as session:
+        await asyncio.gather(*loops(session, 200, "warmup"))
         latencies.clear()
         started, cpu = time.perf_counter(), time.process_time()
-        await asyncio.gather(
-            *(
-                loop(client, e, range(i, count, len(endpoints)), "direct")
-                for i, e in enumerate(endpoints)
-            )
-        )
+        await asyncio.gather(*loops(session, count, "direct"))
         elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     return {"seconds": elapsed, "cpu": cpu, "latencies": latencies, "failures": failures}
 

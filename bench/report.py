@@ -1,0 +1,49 @@
+"""The Markdown of the README's Performance section, from a results.json of ``python -m bench``.
+
+``python -m bench`` writes it as ``performance.md`` beside ``results.json``, so the figures in the
+README are pasted from a run rather than typed by hand.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# (section, figure, what it is, target)
+ROWS = [
+    ("overhead", "throughput_ratio", "pool throughput / direct client's (scenario 1)", ">= 0.8"),
+    ("overhead", "p50_ms", "per-item overhead p50, ms", ""),
+    ("overhead", "p95_ms", "per-item overhead p95, ms", "<= 2"),
+    ("overhead", "p99_ms", "per-item overhead p99, ms", ""),
+    ("warm_vs_cold", "ratio", "makespan, a pod per item / warm pool (scenario 2)", "theory +-15%"),
+    ("warm_vs_cold", "theoretical_ratio", "the same from the agents' own time", ""),
+    ("api", "writes_per_item", "API writes per item (scenario 3)", "<= 0.02"),
+    ("api", "reads_per_item", "API reads per item", ""),
+    ("scale", "items_per_second", "items/s, 20,000 via HTTP, cap 64, pool 8-32 (4)", ""),
+    ("scale", "peak_rss_mib", "operator peak memory, MiB", "<= 250"),
+    ("scale", "object_bytes", "PoolRun object, bytes", "<= 262144"),
+    ("reactivity", "overflow_ms", "waiter -> overflow pod created, ms (scenario 5)", "<= 100"),
+    ("reactivity", "replacement_ms", "agent killed -> replacement pod created, ms", "<= 100"),
+    ("reactivity", "checkout_p99_ms", "warm checkout p99, ms (histogram bucket bound)", "<= 100"),
+    ("lease", "p50_ms", "lease created -> Bound p50, ms (scenario 6)", ""),
+    ("lease", "p99_ms", "lease created -> Bound p99, ms", ""),
+]
+
+
+def render(results: dict[str, Any]) -> str:
+    host = results.get("machine") or {}
+    lines = [
+        "| figure | value | target |",
+        "|---|---|---|",
+    ]
+    for section, key, label, target in ROWS:
+        value = (results.get(section) or {}).get(key)
+        shown = "not run" if value is None else f"{value:g}"
+        lines.append(f"| {label} | {shown} | {target} |")
+    lines += [
+        "",
+        f"Made by `{results.get('command', 'python -m bench')}` on {host.get('date')}: "
+        f"{host.get('cpus')} CPUs ({host.get('cpu_model')}), {host.get('memory_gib')} GiB, "
+        f"{host.get('system')}, Python {host.get('python')}, load average "
+        f"{host.get('load_average')} when it started.",
+    ]
+    return "\n".join(lines) + "\n"
