@@ -262,7 +262,8 @@ def run_scenario(
 ) -> Outcome:
     """Start the cluster, the proxy and the operator (serving ``scope``), drive the scenario,
     and stop them all."""
-    cluster = ClusterThread(directory, operator=False)
+    # Agent commands name example files relative to the repository, wherever pytest runs from.
+    cluster = ClusterThread(directory, operator=False, kubelet={"cwd": REPO})
     handle = cluster.start()
     assert handle.url is not None
     proxy = RecordingProxy(handle.url)
