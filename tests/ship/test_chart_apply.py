@@ -4,8 +4,9 @@
 same with ``kubectl apply`` for the ways an admin installs the operator, and reads each object back.
 Kinds the local API server does not serve yet (RBAC, Deployments, PodDisruptionBudgets,
 NetworkPolicies) are named in the xfail reason; everything it serves must apply, and the test
-passes on its own once the server serves them all. ServiceMonitor and KopfPeering belong to CRDs
-of other projects (the Prometheus Operator, kopf) and are left to the chart tests.
+passes on its own once the server serves them all. The chart ships kopf's peering CRDs, so the
+peering objects of a two-replica install apply too; ServiceMonitor belongs to the Prometheus
+Operator's CRD, which the chart does not ship, and is left to the chart tests.
 """
 
 from __future__ import annotations
@@ -18,14 +19,18 @@ import pytest
 import yaml
 
 from chart.rendering import Manifest, chart_crds, render_chart
-from cluster import ClusterHandle, Kubectl
+from cluster import ClusterHandle, Kubectl, wait_for
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.cluster]
 
 VALUE_SETS: dict[str, dict[str, Any] | None] = {
     "defaults": None,
-    "watch-namespaces": {"watchNamespaces": ["team-a", "team-b"]},
-    "network-policy": {"networkPolicy": {"enabled": True}},
+    "two-replicas": {"replicaCount": 2},
+    "namespaces-replicas-network-policy": {
+        "watchNamespaces": ["team-a", "team-b"],
+        "replicaCount": 2,
+        "networkPolicy": {"enabled": True},
+    },
 }
 NAMESPACE = "agentpool-system"
 
@@ -56,7 +61,20 @@ def test_rendered_chart_applies_to_the_local_cluster(
     ``kubectl apply`` and can be read back."""
     if not local_cluster.local:
         pytest.skip("applying the chart installs the operator: use helm install on a real cluster")
-    manifests = chart_crds() + render_chart(VALUE_SETS[name], namespace=NAMESPACE)
+    crds = chart_crds()
+    crd_path = tmp_path / "crds.yaml"
+    crd_path.write_text(yaml.safe_dump_all(crds, sort_keys=False))
+    kubectl("apply", "-f", str(crd_path))
+    for crd in crds:
+        spec = crd["spec"]
+        api_version = f"{spec['group']}/{spec['versions'][0]['name']}"
+        wait_for(
+            lambda: spec["names"]["kind"] in _served(kubectl, api_version),  # noqa: B023
+            10,
+            message=f"{spec['names']['kind']} served",
+        )
+
+    manifests = render_chart(VALUE_SETS[name], namespace=NAMESPACE)
     served: dict[str, set[str]] = {}
     for manifest in manifests:
         version = manifest["apiVersion"]
