@@ -43,8 +43,11 @@ class RunConfig:
     rerun_limit: int | None = None
     """Most items that may have started without their result being written, for a replayable
     source (inline items, a ConfigMap): an operator crash re-runs at most this many. ``None``
-    means ``cap``. Items shorter than the status interval then run at most this many per
-    interval: the price of the guarantee. ``0`` lifts the limit."""
+    means ``cap``. A status write then goes out at least once per this many items started: the
+    price of the guarantee. ``0`` lifts the limit."""
+    held_write_gap_seconds: float = 0.1
+    """When the re-run limit holds dispatch and nothing is running, the next status write goes
+    this long after the last instead of a whole interval, so short items do not idle."""
 
     def __post_init__(self) -> None:
         if self.pool is None and self.routes is None:

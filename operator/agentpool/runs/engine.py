@@ -86,7 +86,10 @@ class RunEngine:
             status=status,
             interval=config.status_interval_seconds,
             failure_event_interval=failure_event_interval,
+            held_gap=config.held_write_gap_seconds,
         )
+        # The re-run limit stopped the last fill: only a status write lets more items start.
+        self._held = False
         self._pending: deque[Work] = deque()
         self._retries: list[tuple[float, Work]] = []
         # Items in flight at the last write run again, with the attempt raised, when the source
@@ -149,7 +152,7 @@ class RunEngine:
                 if outcome is not None:
                     await self._report.finish(outcome, total=self._total())
                     return outcome
-            if self._report.due():
+            if self._report.due(held=self._held_on_write()):
                 await self._report.write(total=self._total())
                 # The write may have opened the gate on items waiting to start.
                 continue
@@ -158,8 +161,13 @@ class RunEngine:
     def _may_dispatch(self) -> bool:
         return not (self._suspended or self._deadlock or self._source_error)
 
+    def _held_on_write(self) -> bool:
+        # With nothing running, every unwritten item is done: a write frees the whole limit.
+        return self._held and not self._tasks
+
     async def _fill(self, now: float) -> None:
         limit = self.config.effective_rerun_limit(replayable=self._source.replayable)
+        self._held = False
         while len(self._tasks) < self.config.cap:
             if not self._pending and not await self._pull(now):
                 return
@@ -169,6 +177,7 @@ class RunEngine:
                 continue
             unrecorded = self.ledger.unrecorded
             if limit is not None and work.key not in unrecorded and len(unrecorded) >= limit:
+                self._held = True
                 return
             self._pending.popleft()
             self.ledger.start(work.key, attempt=work.attempt)
@@ -350,7 +359,7 @@ class RunEngine:
 
     def _next_deadline(self) -> float | None:
         deadlines = [due for due, _ in self._retries]
-        write_at = self._report.next_write_at()
+        write_at = self._report.next_write_at(held=self._held_on_write())
         if write_at is not None:
             deadlines.append(write_at)
         if self._may_dispatch() and self._next_poll > self._clock.now():

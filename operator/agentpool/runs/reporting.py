@@ -1,7 +1,8 @@
 """How a run reports: batched status writes, conditions, and rate-limited Events.
 
 The engine marks the status dirty as things happen and asks :class:`Reporter` to write when
-:func:`flush_due` allows, at most once per interval and once at the end; ConfigMaps go before the
+:func:`flush_due` allows, at most once per interval (sooner when dispatch waits on the write)
+and once at the end; ConfigMaps go before the
 status that names them, and a write that fails on a passing API error is retried. Events are
 posted for the run's milestones; ItemFailed ones at most once per interval, each counting the
 failures held back since the last.
@@ -34,11 +35,13 @@ class Reporter:
         status: Mapping[str, Any],
         interval: float,
         failure_event_interval: float,
+        held_gap: float = 0.0,
     ) -> None:
         self._sink = sink
         self._clock = clock
         self._ledger = ledger
         self._interval = interval
+        self._held_gap = held_gap
         self._failure_event_interval = failure_event_interval
         self.start_time: str | None = status.get("startTime")
         self._conditions: list[dict[str, Any]] = list(status.get("conditions") or [])
@@ -56,14 +59,20 @@ class Reporter:
             self.start_time = format_time(self._clock.now())
             await self._sink.event("Normal", reasons.STARTED, message)
 
-    def due(self) -> bool:
+    def due(self, *, held: bool = False) -> bool:
+        """Whether to write now; ``held``: dispatch waits on this write (see :func:`flush_due`)."""
         return self.dirty and flush_due(
-            now=self._clock.now(), last_write=self._last_write, interval=self._interval
+            now=self._clock.now(),
+            last_write=self._last_write,
+            interval=self._interval,
+            held=held,
+            held_gap=self._held_gap,
         )
 
-    def next_write_at(self) -> float | None:
+    def next_write_at(self, *, held: bool = False) -> float | None:
         if self.dirty and self._last_write is not None:
-            return self._last_write + self._interval
+            gap = min(self._held_gap, self._interval) if held else self._interval
+            return self._last_write + gap
         return None
 
     async def write(self, *, total: int, extra: Mapping[str, Any] | None = None) -> None:

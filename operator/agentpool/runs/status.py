@@ -4,7 +4,8 @@ The engine tells the :class:`RunLedger` what happens (an item started, succeeded
 retried); the ledger counts, places each result in status or a result ConfigMap, and builds the
 next status patch with only what changed. It also restores itself from a status written before an
 operator restart, so recorded items are never run again and items that were in flight run again
-with ``attempt`` raised. :func:`flush_due` decides when to write: at most once per interval.
+with ``attempt`` raised. :func:`flush_due` decides when to write: at most once per interval,
+unless dispatch waits on the write.
 """
 
 from __future__ import annotations
@@ -23,9 +24,24 @@ from agentpool.runs.results import (
 )
 
 
-def flush_due(*, now: float, last_write: float | None, interval: float) -> bool:
-    """Whether a status write may happen now: the first one at once, then one per interval."""
-    return last_write is None or now - last_write >= interval
+def flush_due(
+    *,
+    now: float,
+    last_write: float | None,
+    interval: float,
+    held: bool = False,
+    held_gap: float = 0.0,
+) -> bool:
+    """Whether a status write may happen now: the first one at once, then one per interval.
+
+    ``held`` says dispatch waits on this write (the re-run limit is reached and nothing runs):
+    then it may go ``held_gap`` after the last. Each such write records the limit's worth of
+    items, so there are no more writes than the limit already forces; the run just does not idle.
+    """
+    if last_write is None:
+        return True
+    # Compared as the deadline the engine sleeps until, so a wake at it always finds it due.
+    return now >= last_write + (min(held_gap, interval) if held else interval)
 
 
 @dataclass
