@@ -2,7 +2,9 @@
 
 Only the types agentpool, kopf, kubectl and the tests touch: namespaces, pods (with log and status),
 events in both groups, configmaps, secrets, services, serviceaccounts, coordination leases and
-CustomResourceDefinitions. ``ApiServer`` registers them at start.
+CustomResourceDefinitions, plus the kinds the Helm chart renders (RBAC, Deployment,
+PodDisruptionBudget, NetworkPolicy), stored as given so the chart applies as on a cluster; no
+controller acts on them. ``ApiServer`` registers them at start.
 """
 
 from __future__ import annotations
@@ -38,6 +40,33 @@ BUILTINS: tuple[ResourceType, ...] = (
         "events.k8s.io", "v1", "events", "Event", "event", namespaced=True, short_names=("ev",)
     ),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", "lease", namespaced=True),
+    ResourceType(
+        "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", "clusterrole",
+        namespaced=False,
+    ),
+    ResourceType(
+        "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding",
+        "clusterrolebinding", namespaced=False,
+    ),
+    ResourceType(
+        "rbac.authorization.k8s.io", "v1", "roles", "Role", "role", namespaced=True,
+    ),
+    ResourceType(
+        "rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", "rolebinding",
+        namespaced=True,
+    ),
+    ResourceType(
+        "apps", "v1", "deployments", "Deployment", "deployment", namespaced=True,
+        short_names=("deploy",), categories=("all",), status=True, generation=True,
+    ),
+    ResourceType(
+        "policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", "poddisruptionbudget",
+        namespaced=True, short_names=("pdb",), status=True, generation=True,
+    ),
+    ResourceType(
+        "networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", "networkpolicy",
+        namespaced=True, short_names=("netpol",), generation=True,
+    ),
     ResourceType(
         CRD_GROUP, "v1", "customresourcedefinitions", "CustomResourceDefinition",
         "customresourcedefinition", namespaced=False, short_names=("crd", "crds"),
