@@ -587,3 +587,31 @@ def test_agentpool_watch_exits_with_the_runs_outcome(
     missing = agentpool_cli("watch", "nope", "-n", namespace, "--server", server)
     assert missing.returncode == 2
     assert 'poolrun "nope" not found' in missing.stderr
+
+
+def test_items_in_flight_at_a_kill_run_again_with_their_attempt_raised(
+    api: Api, namespace: str, operator_cluster: Any, scratch: Path
+) -> None:
+    """Items longer than the status interval are written as in flight; after a SIGKILL of the
+    operator each runs again with its attempt raised, and every item is recorded once."""
+    record = scratch / "invocations.jsonl"
+    env = {"SLOW_START_SECONDS": "0", "WORK_SECONDS": "2", "INVOCATIONS_FILE": str(record)}
+    api.create("agentpools", namespace, "long", pool_spec("slow_start", env=env, minSize=3))
+    ready_pool(api, namespace, "long", 3)
+    items = [{"id": f"i{n}"} for n in range(6)]
+    start_run(api, namespace, "lengthy", items, poolRef={"name": "long"}, itemId="id", cap=3)
+    at_kill = wait_for(
+        lambda: len((s := run_status(api, namespace, "lengthy")).get("inFlight") or {}) == 3 and s,
+        30,
+        message="three items written as in flight",
+    )
+    operator_cluster.operator.kill()
+    written = at_kill["inFlight"]
+    operator_cluster.operator.start()
+    status = finished_run(api, namespace, "lengthy", 60)
+    assert (status["phase"], status["succeeded"]) == ("Succeeded", 6)
+    assert status.get("inFlight", {}) == {}
+    calls = invocations(record)
+    for key, attempt in written.items():
+        assert [call["attempt"] for call in calls[key]] == [attempt, attempt + 1]
+    assert all(len(calls[item["id"]]) == 1 for item in items if item["id"] not in written)
