@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import kubernetes
 from aiohttp import web
 from operator_support import REPO, Api, pool_spec
 
@@ -40,12 +41,13 @@ def start_run(api: Api, namespace: str, name: str, items: Any = None, **spec: An
 
 def finished_run(api: Api, namespace: str, name: str, timeout: float = 90) -> dict[str, Any]:
     """The run's status once it has ended."""
-    return wait_for(
+    status = wait_for(
         lambda: (s := run_status(api, namespace, name)).get("phase") in FINISHED and s,
         timeout,
         interval=0.1,
         message=f"run {name} finished",
     )
+    return dict(status)
 
 
 def ready_pool(api: Api, namespace: str, name: str, count: int, timeout: float = 60) -> None:
@@ -174,6 +176,11 @@ def test_two_hundred_items_drain_with_every_output_by_id(
     assert table[1].split()[:8] == [
         "two-hundred", "p", "Succeeded", "Drained", "200", "0", "0", "200"
     ]  # fmt: skip
+    wait_for(
+        lambda: {"Started", "Drained"} <= set(api.event_reasons(namespace)),
+        10,
+        message="Started and Drained events",
+    )
     print(f"200 items at cap 8: {elapsed:.1f}s from create to Complete")
 
 
@@ -388,7 +395,10 @@ def test_bad_items_and_sources_fail_clearly_and_lose_nothing_else(api: Api, name
     api.create("agentpools", namespace, "p", pool_spec("echo", minSize=2))
     api.core.create_namespaced_config_map(
         namespace,
-        {"metadata": {"name": "garbled"}, "data": {"items.json": "[1, 2,\nnot json"}},
+        kubernetes.client.V1ConfigMap(
+            metadata=kubernetes.client.V1ObjectMeta(name="garbled"),
+            data={"items.json": "[1, 2,\nnot json"},
+        ),
     )
     pool = {"poolRef": {"name": "p"}}
     start_run(
