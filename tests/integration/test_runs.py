@@ -523,6 +523,8 @@ def test_suspend_finishes_in_flight_items_and_resume_goes_on(
     status = finished_run(api, namespace, "paused")
     assert (status["phase"], status["result"], status["succeeded"]) == ("Succeeded", "Drained", 20)
     assert condition(status, "Suspended")["status"] == "False"
+    generation = api.get("poolruns", namespace, "paused")["metadata"]["generation"]
+    assert status["observedGeneration"] == generation >= 3  # created, suspended, resumed
     calls = invocations(record)
     assert all(len(calls[item["id"]]) == 1 for item in items)
     reasons = api.event_reasons(namespace)

@@ -42,6 +42,10 @@ class KubeSink:
         self._name = str(body["metadata"]["name"])
 
     async def write(self, patch: dict[str, Any]) -> None:
+        # kopf keeps a daemon's body up to date, so this is the generation the engine now follows.
+        generation = self._body["metadata"].get("generation")
+        if generation is not None:
+            patch = {**patch, "observedGeneration": generation}
         with contextlib.suppress(NotFound):
             await self._runtime.kube.patch_status("poolruns", self._namespace, self._name, patch)
 
