@@ -15,7 +15,6 @@ connection's end.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from dataclasses import dataclass, field
 
@@ -154,8 +153,3 @@ async def _read_chunks(reader: asyncio.StreamReader) -> bytes:
         if not trailer:
             raise asyncio.IncompleteReadError(b"", None)
     return b"".join(pieces)
-
-
-def close_quietly(pool: WirePool) -> None:
-    with contextlib.suppress(Exception):
-        pool.close()
