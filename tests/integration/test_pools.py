@@ -30,7 +30,27 @@ def lease_phase(api: Api, namespace: str, name: str) -> str | None:
     return api.status("agentleases", namespace, name).get("phase")
 
 
-def bound_agent(api: Api, namespace: str, name: str, timeout: float = 30) -> str:
+def retired_event(api: Api, namespace: str, agent: str, reason: str) -> str:
+    """The AgentRetired event of ``agent`` naming ``reason``; Events are posted in the background,
+    so it is waited for."""
+    found: str = wait_for(
+        lambda: next(
+            (
+                e.get("message", "")
+                for e in api.events(namespace)
+                if e.get("reason") == "AgentRetired"
+                and agent in e.get("message", "")
+                and reason in e.get("message", "")
+            ),
+            "",
+        ),
+        10,
+        message=f"AgentRetired {reason} for {agent}",
+    )
+    return found
+
+
+def bound_agent(api: Api, namespace: str, name: str, timeout: float = 60) -> str:
     status = wait_for(
         lambda: (s := api.status("agentleases", namespace, name)).get("phase") == "Bound" and s,
         timeout,
@@ -137,7 +157,8 @@ def test_overflow_stops_at_max_size_and_waiters_go_by_priority_then_arrival(
     for name in ("c", "d", "e"):
         api.delete("agentleases", namespace, name)
     wait_for(lambda: len(api.live_pods(namespace, "p")) == 1, 30, message="overflow removed")
-    assert "ScaledDown" in api.event_reasons(namespace)
+    # Events are posted in the background: the scale-down's follows shortly.
+    wait_for(lambda: "ScaledDown" in api.event_reasons(namespace), 10, message="ScaledDown")
 
 
 def checkout_order(api: Api, namespace: str, strategy: str) -> tuple[str, str, str]:
@@ -233,10 +254,7 @@ def test_max_uses_retires_an_agent_only_once_it_is_returned(api: Api, namespace:
     wait_for(
         lambda: agent not in [p["metadata"]["name"] for p in api.live_pods(namespace, "worn")], 30
     )
-    messages = [
-        e.get("message", "") for e in api.events(namespace) if e.get("reason") == "AgentRetired"
-    ]
-    assert any(agent in m and "MaxUses" in m for m in messages), messages
+    retired_event(api, namespace, agent, "MaxUses")
     lease(api, namespace, "u3", "worn")
     assert bound_agent(api, namespace, "u3", 60) != agent
 
@@ -254,13 +272,7 @@ def test_max_lifetime_waits_for_the_holder(api: Api, namespace: str) -> None:
     wait_for(
         lambda: agent not in [p["metadata"]["name"] for p in api.live_pods(namespace, "aged")], 30
     )
-    retired = [
-        e
-        for e in api.events(namespace)
-        if e.get("reason") == "AgentRetired" and agent in e.get("message", "")
-    ]
-    assert retired
-    assert "MaxLifetime" in retired[0]["message"]
+    retired_event(api, namespace, agent, "MaxLifetime")
 
 
 def test_scale_subresource_and_kubectl_views(api: Api, namespace: str, kubectl_op: Any) -> None:
@@ -396,8 +408,7 @@ def test_a_template_change_replaces_idle_agents_but_never_a_busy_one(
         60,
         message="every agent on the new template",
     )
-    messages = [e.get("message", "") for e in api.events(namespace)]
-    assert any("Outdated" in m for m in messages)
+    retired_event(api, namespace, idle_old, "Outdated")
 
 
 def test_deleting_a_pool_removes_its_agents(api: Api, namespace: str) -> None:
@@ -451,14 +462,6 @@ def run_to_end(api: Api, namespace: str, name: str, spec: dict[str, Any]) -> dic
     )
 
 
-def retirements(api: Api, namespace: str, reason: str) -> list[str]:
-    return [
-        e.get("message", "")
-        for e in api.events(namespace)
-        if e.get("reason") == "AgentRetired" and reason in e.get("message", "")
-    ]
-
-
 def test_an_agent_failing_items_in_a_row_is_quarantined(api: Api, namespace: str) -> None:
     """quarantineAfterFailures 2: after two failed items in a row the agent is retired, so the
     third item meets a fresh agent instead of the broken one LIFO would hand out again."""
@@ -481,7 +484,7 @@ def test_an_agent_failing_items_in_a_row_is_quarantined(api: Api, namespace: str
     )
     agents = [status["failures"][f"bad{n}"]["agent"] for n in range(3)]
     assert agents[0] == agents[1] != agents[2]
-    assert any(agents[0] in m for m in retirements(api, namespace, "Quarantined"))
+    retired_event(api, namespace, agents[0], "Quarantined")
 
 
 def test_a_call_that_times_out_retires_its_agent(api: Api, namespace: str) -> None:
@@ -505,7 +508,7 @@ def test_a_call_that_times_out_retires_its_agent(api: Api, namespace: str) -> No
     failure = status["failures"]["stuck"]
     assert failure["reason"] == "CallTimeout"
     assert "fine" in status["items"]
-    assert any(failure["agent"] in m for m in retirements(api, namespace, "CallTimedOut"))
+    retired_event(api, namespace, failure["agent"], "CallTimedOut")
     assert failure["agent"] not in {
         p["metadata"]["name"] for p in api.live_pods(namespace, "slowcall")
     }
