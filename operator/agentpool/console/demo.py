@@ -9,6 +9,7 @@ poolruns`` line and the failures, shuts everything down and exits 0 when the run
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import tempfile
 from pathlib import Path
@@ -51,35 +52,54 @@ async def demo(out: TextIO = sys.stdout) -> int:
     manifests = load_manifests(directory)
     run_name = next(doc["metadata"]["name"] for doc in manifests if doc["kind"] == "PoolRun")
     with tempfile.TemporaryDirectory(prefix="agentpool-demo-") as tmp:
-        out.write(f"starting a local cluster in {tmp}\n")
-        async with LocalCluster(Path(tmp), operator=True) as cluster:
-            kube = Kube.connect(Connection(server=cluster.url))
-            try:
-                for manifest in manifests:
-                    await kube.create_manifest(manifest, NAMESPACE)
-                    kind, name = manifest["kind"].lower(), manifest["metadata"]["name"]
-                    out.write(f"{kind}.{API_VERSION.split('/')[0]}/{name} created\n")
-                out.flush()
-                code = await watch_run(
-                    kube, NAMESPACE, run_name, out=out, timeout=RUN_TIMEOUT_SECONDS
-                )
-                table = await kube.request(
-                    "GET",
-                    f"/apis/{API_VERSION}/namespaces/{NAMESPACE}/poolruns",
-                    accept=TABLE_ACCEPT,
-                )
-                out.write("\n$ kubectl get poolruns\n" + format_table(table) + "\n")
-                failures = [
-                    record
-                    for record in await collect_results(kube, NAMESPACE, run_name)
-                    if "failure" in record
-                ]
-                out.write(f"\n{len(failures)} failed items:\n")
-                for record in failures:
-                    out.write(f"  {record['id']}: {json.dumps(record['failure'])}\n")
-                run = await kube.get_custom("poolruns", NAMESPACE, run_name)
-            finally:
-                kube.close()
-            out.write("shutting the local cluster down\n")
-    drained = (run.get("status") or {}).get("result") == "Drained"
-    return 0 if code == 0 and drained else 1
+        # The operator and the cluster log to a file, so the console shows the run, not them.
+        log_path = Path(tmp) / "cluster.log"
+        handler = logging.FileHandler(log_path)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root = logging.getLogger()
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+        try:
+            out.write(f"starting a local cluster in {tmp}\n")
+            async with LocalCluster(Path(tmp), operator=True) as cluster:
+                code, status = await show_quickstart(cluster.url, manifests, run_name, out)
+                out.write("shutting the local cluster down\n")
+        finally:
+            root.removeHandler(handler)
+            handler.close()
+        drained = status.get("result") == "Drained"
+        if code != 0 or not drained:
+            out.write("the run did not drain; the cluster's log ends with:\n")
+            out.writelines(log_path.read_text(errors="replace").splitlines(keepends=True)[-30:])
+            return 1
+    return 0
+
+
+async def show_quickstart(
+    server: str, manifests: list[dict[str, Any]], run_name: str, out: TextIO
+) -> tuple[int, dict[str, Any]]:
+    """Apply the quickstart, follow the run, print its row and failures; (exit code, status)."""
+    kube = Kube.connect(Connection(server=server))
+    try:
+        for manifest in manifests:
+            await kube.create_manifest(manifest, NAMESPACE)
+            kind, name = manifest["kind"].lower(), manifest["metadata"]["name"]
+            out.write(f"{kind}.{API_VERSION.split('/')[0]}/{name} created\n")
+        out.flush()
+        code = await watch_run(kube, NAMESPACE, run_name, out=out, timeout=RUN_TIMEOUT_SECONDS)
+        table = await kube.request(
+            "GET", f"/apis/{API_VERSION}/namespaces/{NAMESPACE}/poolruns", accept=TABLE_ACCEPT
+        )
+        out.write("\n$ kubectl get poolruns\n" + format_table(table) + "\n")
+        failures = [
+            record
+            for record in await collect_results(kube, NAMESPACE, run_name)
+            if "failure" in record
+        ]
+        out.write(f"\n{len(failures)} failed items:\n")
+        for record in failures:
+            out.write(f"  {record['id']}: {json.dumps(record['failure'])}\n")
+        run = await kube.get_custom("poolruns", NAMESPACE, run_name)
+    finally:
+        kube.close()
+    return code, dict(run.get("status") or {})
