@@ -37,6 +37,7 @@ class AgentCheckout:
     inner: Checkout
     run: str = ""
     cast: bool = False
+    call_timeout: float = 300.0
 
     @property
     def agent(self) -> str:
@@ -101,6 +102,9 @@ class BrokerDispatcher:
         started = time.monotonic()
         try:
             await asyncio.wait({call, lost}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            call.cancel()
+            raise
         finally:
             lost.cancel()
         namespace, run = self._namespace, checkout.run
@@ -119,6 +123,7 @@ class BrokerDispatcher:
         outcome = "succeeded" if result.ok else "failed"
         metrics.ITEMS.labels(namespace, run, outcome).inc()
         checkout.cast = cast and result.ok
+        checkout.call_timeout = timeout
         return result
 
     async def checkin(self, checkout: RunCheckout, outcome: CheckinOutcome) -> None:
@@ -131,24 +136,31 @@ class BrokerDispatcher:
             self._background.add(task)
             task.add_done_callback(self._background.discard)
             return
-        await self._return(handle, inner, verdict)
-
-    async def _return(self, handle: PoolHandle, inner: Checkout, verdict: Outcome) -> None:
-        if (
-            verdict is not Outcome.LOST
-            and handle.reset_between_items
-            and not inner.is_lost
-            and not await self._runtime.agents.reset(inner.endpoint, handle.token)
-        ):
-            verdict = Outcome.RESET_FAILED
-        handle.broker.checkin(inner, verdict)
+        await return_agent(self._runtime, handle, inner, verdict)
 
     async def _return_when_idle(self, checkout: AgentCheckout) -> None:
         handle, inner = checkout.handle, checkout.inner
-        while not inner.is_lost:
+        deadline = time.monotonic() + checkout.call_timeout
+        while not inner.is_lost and time.monotonic() < deadline:
             status = await self._runtime.agents.status(inner.endpoint, handle.token)
             if status is not None and not status.busy:
-                await self._return(handle, inner, Outcome.SUCCESS)
+                await return_agent(self._runtime, handle, inner, Outcome.SUCCESS)
                 return
             await asyncio.sleep(CAST_POLL_SECONDS)
+        # Still busy past the call timeout, or gone: its state is unknown, so it is retired.
         handle.broker.checkin(inner, Outcome.LOST)
+
+
+async def return_agent(
+    runtime: Runtime, handle: PoolHandle, checkout: Checkout, verdict: Outcome
+) -> None:
+    """Give an agent back to its pool, resetting it first when the pool asks for that; an agent
+    whose reset fails is retired."""
+    if (
+        verdict is not Outcome.LOST
+        and handle.reset_between_items
+        and not checkout.is_lost
+        and not await runtime.agents.reset(checkout.endpoint, handle.token)
+    ):
+        verdict = Outcome.RESET_FAILED
+    handle.broker.checkin(checkout, verdict)

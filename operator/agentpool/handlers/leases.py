@@ -2,8 +2,9 @@
 
 A kopf daemon per lease checks an agent out of the pool's broker (queueing, or failing at once
 with PoolFull when ``wait`` is false), writes where to reach it and which Secret holds its token,
-and holds it until the lease is deleted or its ttl passes. A restarted operator takes the same
-agent back from the lease's status, so a bound lease survives a restart.
+and holds it until the lease is deleted or its ttl passes. The agent goes back through the same
+path as a run's (reset between holders when the pool asks for it). A restarted operator's pool
+loop takes a Bound lease's agent back before serving anyone, and the lease daemon picks it up.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,6 +22,7 @@ from agentpool import GROUP, VERSION
 from agentpool.api import AgentLeaseSpec
 from agentpool.api.reasons import EventReason, Reason
 from agentpool.broker import Checkout, Outcome, PoolClosed, PoolExhausted
+from agentpool.handlers.dispatch import return_agent
 from agentpool.handlers.runtime import Runtime
 from agentpool.io.kube import NotFound
 from agentpool.pool.manifests import TOKEN_KEY, token_secret_name
@@ -27,10 +30,18 @@ from agentpool.pool.pods import epoch
 
 TERMINAL = frozenset({"Released", "Expired", "Failed"})
 DEFAULT_CHECKOUT_TIMEOUT = 30.0
+AGENT_LOST = "AgentLost"
+CHECKOUT_TIMEOUT = "CheckoutTimeout"
+
+Report = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _failed(reason: str, message: str) -> dict[str, Any]:
+    return {"phase": "Failed", "reason": reason, "message": message}
 
 
 def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
@@ -50,7 +61,6 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
         status = dict(body.get("status") or {})
         if status.get("phase") in TERMINAL:
             return
-        lease = dict(body)
         spec = AgentLeaseSpec.model_validate(body.get("spec") or {})
         pool = spec.pool_ref.name
 
@@ -58,10 +68,11 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
             with contextlib.suppress(NotFound):
                 await runtime.kube.patch_status("agentleases", namespace, name, patch)
 
-        checkout = await bind(runtime, lease, spec, status, report)
+        checkout = await bind(runtime, dict(body), spec, status, report)
         if checkout is None:
             return
-        expires = epoch(status.get("expireTime")) if status.get("phase") == "Bound" else None
+        bound = status.get("phase") == "Bound" and status.get("agent") == checkout.agent
+        expires = epoch(status.get("expireTime")) if bound else None
         if expires is None:
             expires = time.time() + spec.ttl_seconds
             await report(
@@ -82,46 +93,48 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
                 reason=str(EventReason.LEASE_BOUND),
                 message=f"Bound agent {checkout.agent} until {_iso(expires)}",
             )
-        handle = runtime.pools.get((namespace, pool))
-        lost = asyncio.ensure_future(checkout.wait_lost())
+        keep = False
         try:
-            remaining = max(0.0, expires - time.time())
-            stop = asyncio.ensure_future(stopped.wait(remaining))
-            await asyncio.wait({lost, stop}, return_when=asyncio.FIRST_COMPLETED)
-            stop.cancel()
+            lost = asyncio.ensure_future(checkout.wait_lost())
+            stop = asyncio.ensure_future(stopped.wait(max(0.0, expires - time.time())))
+            try:
+                await asyncio.wait({lost, stop}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                lost.cancel()
+                stop.cancel()
+            if checkout.is_lost:
+                await report(_failed(AGENT_LOST, checkout.lost_reason or "the agent was lost"))
+                return
+            reason = stopped.reason
+            if reason is not None and not reason & kopf.DaemonStoppingReason.RESOURCE_DELETED:
+                # The operator is stopping (or the daemon restarting): the lease stays Bound and
+                # the next daemon takes the same agent up again.
+                keep = True
+                return
+            if not stopped:
+                await report(
+                    {
+                        "phase": "Expired",
+                        "reason": str(Reason.EXPIRED),
+                        "message": f"The lease passed its ttl of {spec.ttl_seconds}s; "
+                        f"agent {checkout.agent} went back to the pool",
+                    }
+                )
+                kopf.event(
+                    body,
+                    type="Normal",
+                    reason=str(EventReason.LEASE_EXPIRED),
+                    message=f"Returned agent {checkout.agent} to pool {pool}",
+                )
         finally:
-            lost.cancel()
-        if checkout.is_lost:
-            await report(
-                {
-                    "phase": "Failed",
-                    "reason": "AgentLost",
-                    "message": checkout.lost_reason or "the agent was lost",
-                }
-            )
-            return
-        if stopped and not (
-            stopped.reason and stopped.reason & kopf.DaemonStoppingReason.RESOURCE_DELETED
-        ):
-            # The operator is stopping: the lease stays Bound and is taken up again on restart.
-            return
-        if handle is not None:
-            handle.broker.checkin(checkout, Outcome.SUCCESS)
-        if not stopped:
-            await report(
-                {
-                    "phase": "Expired",
-                    "reason": "Expired",
-                    "message": f"The lease passed its ttl of {spec.ttl_seconds}s; "
-                    f"agent {checkout.agent} went back to the pool",
-                }
-            )
-            kopf.event(
-                body,
-                type="Normal",
-                reason=str(EventReason.LEASE_EXPIRED),
-                message=f"Returned agent {checkout.agent} to pool {pool}",
-            )
+            # Whatever ends the lease (expiry, deletion, even cancellation by kopf), the agent
+            # goes back, unless the lease lives on past this daemon.
+            if keep:
+                runtime.restored_leases[(namespace, name)] = checkout
+            else:
+                handle = runtime.pools.get((namespace, pool))
+                if handle is not None:
+                    await asyncio.shield(return_agent(runtime, handle, checkout, Outcome.SUCCESS))
 
 
 async def bind(
@@ -129,63 +142,51 @@ async def bind(
     lease: dict[str, Any],
     spec: AgentLeaseSpec,
     status: dict[str, Any],
-    report: Any,
+    report: Report,
 ) -> Checkout | None:
-    """The agent for the lease: the one it already holds after a restart, else a new checkout.
+    """The agent for the lease: the one it held before a restart, else a new checkout.
 
-    Reports Failed (PoolNotFound, PoolFull, CheckoutTimeout) and returns None when none can be had.
+    Reports Failed (PoolNotFound, AgentLost, PoolFull, CheckoutTimeout) and returns None when
+    none can be had.
     """
     namespace, name = lease["metadata"]["namespace"], lease["metadata"]["name"]
     pool = spec.pool_ref.name
     try:
-        await runtime.kube.get_custom("agentpools", namespace, pool)
+        pool_spec = (await runtime.kube.get_custom("agentpools", namespace, pool)).get("spec")
     except NotFound:
-        await report(
-            {
-                "phase": "Failed",
-                "reason": str(Reason.POOL_NOT_FOUND),
-                "message": f'AgentPool "{pool}" not found in namespace "{namespace}"',
-            }
-        )
+        message = f'AgentPool "{pool}" not found in namespace "{namespace}"'
+        await report(_failed(str(Reason.POOL_NOT_FOUND), message))
         return None
-    handle = await runtime.wait_pool((namespace, pool), DEFAULT_CHECKOUT_TIMEOUT)
-    if handle is None:
-        await report(
-            {
-                "phase": "Failed",
-                "reason": str(Reason.POOL_NOT_FOUND),
-                "message": f'AgentPool "{pool}" is not served by the operator',
-            }
-        )
-        return None
-    holder = f"lease:{namespace}/{name}"
-    if status.get("phase") == "Bound" and status.get("agent"):
-        restored = handle.broker.restore_busy(str(status["agent"]), None)
-        if restored is not None:
-            return restored
-    if status.get("phase") != "Pending":
-        await report(
-            {
-                "phase": "Pending",
-                "reason": "Waiting",
-                "message": f"Waiting for an agent of pool {pool}",
-            }
-        )
-    pool_spec = (await runtime.kube.get_custom("agentpools", namespace, pool)).get("spec") or {}
     timeout = float(
         spec.checkout_timeout_seconds
-        or pool_spec.get("checkoutTimeoutSeconds")
+        or (pool_spec or {}).get("checkoutTimeoutSeconds")
         or DEFAULT_CHECKOUT_TIMEOUT
     )
+    handle = await runtime.wait_pool((namespace, pool), timeout)
+    if handle is None:
+        message = f'AgentPool "{pool}" is not served by the operator after {timeout:g}s'
+        await report(_failed(str(Reason.POOL_NOT_FOUND), message))
+        return None
+    restored = runtime.restored_leases.pop((namespace, name), None)
+    if restored is not None:
+        return restored
+    if status.get("agent"):
+        # The lease was bound before a restart and its agent did not come back with the pool.
+        message = f"agent {status['agent']} of this lease is gone; create a new lease"
+        await report(_failed(AGENT_LOST, message))
+        return None
+    if status.get("phase") != "Pending":
+        await report(
+            {"phase": "Pending", "reason": "Waiting", "message": f"Waiting for pool {pool}"}
+        )
+    holder = f"lease:{namespace}/{name}"
     try:
         return await handle.broker.checkout(
             timeout=timeout if spec.wait else 0.0, priority=spec.priority, holder=holder
         )
     except PoolExhausted as error:
-        reason = "CheckoutTimeout" if spec.wait else str(Reason.POOL_FULL)
-        await report({"phase": "Failed", "reason": reason, "message": str(error)})
+        reason = CHECKOUT_TIMEOUT if spec.wait else str(Reason.POOL_FULL)
+        await report(_failed(reason, str(error)))
     except PoolClosed as error:
-        await report(
-            {"phase": "Failed", "reason": str(Reason.POOL_NOT_FOUND), "message": str(error)}
-        )
+        await report(_failed(str(Reason.POOL_NOT_FOUND), str(error)))
     return None

@@ -2,7 +2,8 @@
 
 kopf lists and watches pods carrying the pool label (filtered on the server). Each event updates
 the pool's view of its pods and hands readiness changes to the broker at once, so a waiter is
-served the moment its agent turns Ready; then it wakes the pool's reconcile loop.
+served the moment its agent turns Ready; then it wakes the pool's reconcile loop. The handler is a
+coroutine: kopf runs plain functions in worker threads, and the broker lives on the event loop.
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
     @kopf.on.event(
         "v1", "pods", id="pod_event", labels={POOL_LABEL: kopf.PRESENT}, registry=registry
     )
-    def pod_event(
+    async def pod_event(
         event: kopf.RawEvent, namespace: str | None, labels: Mapping[str, str], **_: Any
     ) -> None:
         pod: dict[str, Any] = dict(event["object"])
         key = (namespace or "", labels[POOL_LABEL])
-        handle = runtime.pools.get(key)
+        handle = runtime.pools.get(key) or runtime.starting.get(key)
         seen = handle.pods if handle is not None else runtime.orphan_pods.setdefault(key, {})
         name = pod["metadata"]["name"]
         if event.get("type") == "DELETED":

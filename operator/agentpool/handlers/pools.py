@@ -36,7 +36,7 @@ from agentpool.pool.manifests import (
     token_secret,
     token_secret_name,
 )
-from agentpool.pool.pods import failure_of, is_failed, is_ready, observe_pod
+from agentpool.pool.pods import failure_of, is_failed, is_ready, observe_pod, ready_since
 
 __all__ = ["POOL_LABEL", "register", "sync_broker"]
 
@@ -55,6 +55,8 @@ SAMPLE_WINDOW_SECONDS = 3600.0
 DRAIN_SECONDS = 30.0
 #: The longest a pool waits before replacing agents that keep failing at start-up.
 CRASH_BACKOFF_MAX_SECONDS = 60.0
+#: A restored agent that answers nothing for this long is lost.
+RESTORED_SILENCE_SECONDS = 30.0
 #: How often an agent found busy after a restart is asked whether it is done.
 RESTORED_POLL_SECONDS = 0.5
 
@@ -70,7 +72,9 @@ def sync_broker(handle: PoolHandle) -> None:
     observed = []
     for name, pod in handle.pods.items():
         if is_ready(pod) and name not in handle.first_ready:
-            handle.first_ready[name] = now
+            # When it turned Ready, not when this operator first saw it: a restarted operator
+            # must not count a pod's age as its cold start.
+            handle.first_ready[name] = ready_since(pod) or now
             handle.crash_failures = 0
         observed.append(observe_pod(pod, first_ready=handle.first_ready.get(name)))
     handle.broker.update_agents(observed)
@@ -91,7 +95,7 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
         return {(namespace, labels[POOL_LABEL]): dict(body)}
 
     @kopf.on.event(GROUP, VERSION, "agentpools", id="pool_event", registry=registry)
-    def pool_event(namespace: str | None, name: str, **_: Any) -> None:
+    async def pool_event(namespace: str | None, name: str, **_: Any) -> None:
         handle = runtime.pools.get((namespace or "", name))
         if handle is not None:
             handle.poke()
@@ -125,13 +129,20 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
             port=policy.port,
             wake=wake,
         )
-        for pod in pods_by_pool.get(key, []):
-            handle.pods[pod["metadata"]["name"]] = pod
+        runtime.starting[key] = handle
+        try:
+            for pod in pods_by_pool.get(key, []):
+                handle.pods.setdefault(pod["metadata"]["name"], pod)
+            handle.token = await ensure_token(runtime, dict(body))
+            handle.pods.update(runtime.orphan_pods.pop(key, {}))
+            sync_broker(handle)
+            await restore_held_agents(runtime, handle)
+        finally:
+            runtime.starting.pop(key, None)
+        # Pod events seen before the loop existed; no await from here to the registration.
         handle.pods.update(runtime.orphan_pods.pop(key, {}))
-        handle.token = await ensure_token(runtime, dict(body))
-        runtime.pools[key] = handle
         sync_broker(handle)
-        restorers = await restore_busy_agents(runtime, handle)
+        runtime.pools[key] = handle
         runtime.started_event(key).set()
         stopping = asyncio.ensure_future(stopped.wait())
         try:
@@ -147,8 +158,6 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
                 woken.cancel()
         finally:
             stopping.cancel()
-            for task in restorers:
-                task.cancel()
             deleted = bool(
                 stopped.reason and stopped.reason & kopf.DaemonStoppingReason.RESOURCE_DELETED
             )
@@ -173,23 +182,40 @@ async def ensure_token(runtime: Runtime, pool: dict[str, Any]) -> str:
     return token
 
 
-async def restore_busy_agents(runtime: Runtime, handle: PoolHandle) -> list[asyncio.Task[None]]:
-    """After a restart, ask each Ready agent whether it is still working on an item.
+async def restore_held_agents(runtime: Runtime, handle: PoolHandle) -> None:
+    """After a restart, take back what was held before it, before any checkout is served.
 
-    A busy agent is held by the broker until it reports idle, so it is never handed out twice.
+    Agents of Bound leases go back to their leases (their clients talk to them directly, so they
+    may look idle between requests); agents that report work in progress on ``GET /status`` stay
+    busy until they report idle. Either way, no agent is handed out twice.
     """
-    tasks: list[asyncio.Task[None]] = []
-    for agent in handle.broker.agents():
-        if not agent.ready or not agent.ip:
+    leased: set[str] = set()
+    for lease in await runtime.kube.list_custom("agentleases", handle.namespace):
+        spec, status = lease.get("spec") or {}, lease.get("status") or {}
+        agent = status.get("agent")
+        if (spec.get("poolRef") or {}).get("name") != handle.name or not agent:
             continue
-        endpoint = f"http://{agent.ip}:{handle.port}"
-        status = await runtime.agents.status(endpoint, handle.token, timeout=2.0)
-        if status is None or not status.busy:
+        if status.get("phase") != "Bound":
             continue
-        checkout = handle.broker.restore_busy(agent.name, _item_id(status.current))
+        checkout = handle.broker.restore_busy(str(agent), None)
         if checkout is not None:
-            tasks.append(asyncio.create_task(release_when_idle(runtime, handle, checkout)))
-    return tasks
+            leased.add(str(agent))
+            runtime.restored_leases[(handle.namespace, lease["metadata"]["name"])] = checkout
+    agents = [a for a in handle.broker.agents() if a.ready and a.ip and a.name not in leased]
+    statuses = await asyncio.gather(
+        *(
+            runtime.agents.status(f"http://{a.ip}:{handle.port}", handle.token, timeout=2.0)
+            for a in agents
+        )
+    )
+    for agent, found in zip(agents, statuses, strict=True):
+        if found is None or not found.busy:
+            continue
+        checkout = handle.broker.restore_busy(agent.name, _item_id(found.current))
+        if checkout is not None:
+            task = asyncio.create_task(release_when_idle(runtime, handle, checkout))
+            runtime.restorers.add(task)
+            task.add_done_callback(runtime.restorers.discard)
 
 
 def _item_id(current: Any) -> str | None:
@@ -197,10 +223,20 @@ def _item_id(current: Any) -> str | None:
 
 
 async def release_when_idle(runtime: Runtime, handle: PoolHandle, checkout: Checkout) -> None:
+    """Hold a restored agent until it reports idle; one that stops answering is lost."""
+    silent_since: float | None = None
     while not checkout.is_lost:
         status = await runtime.agents.status(checkout.endpoint, handle.token, timeout=2.0)
         if status is not None and not status.busy:
             handle.broker.checkin(checkout, Outcome.SUCCESS)
+            return
+        now = time.monotonic()
+        if status is not None:
+            silent_since = None
+        elif silent_since is None:
+            silent_since = now
+        elif now - silent_since > RESTORED_SILENCE_SECONDS:
+            handle.broker.checkin(checkout, Outcome.LOST)
             return
         await asyncio.sleep(RESTORED_POLL_SECONDS)
 
@@ -224,16 +260,14 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
         if retirement.name not in retired:
             continue
         note_failure(handle, retirement.name, now)
-        await runtime.kube.delete_pod(handle.namespace, retirement.name)
-        pod = handle.pods.get(retirement.name)
-        if pod is not None:
-            pod["metadata"]["deletionTimestamp"] = now_iso()
+        handle.undeleted.add(retirement.name)
         _event(
             body,
             "Normal",
             EventReason.AGENT_RETIRED,
             f"Retired agent {retirement.name}: {retirement.reason}",
         )
+    await delete_retired(runtime, handle)
     created = 0
     wanted = decided.create
     hold = handle.crash_backoff_until - now
@@ -281,6 +315,24 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
     await write_status(runtime, handle, pool, policy, now)
     timed = policy.max_overflow > 0 or policy.max_lifetime_seconds > 0 or waiters
     return TIMED_PASS_SECONDS if timed else IDLE_PASS_SECONDS
+
+
+async def delete_retired(runtime: Runtime, handle: PoolHandle) -> None:
+    """Delete the pods of retired agents; a delete that fails is tried again on the next pass
+    (the broker already keeps the agent out, so nothing can check it out meanwhile)."""
+    for name in sorted(handle.undeleted):
+        pod = handle.pods.get(name)
+        if pod is None or pod["metadata"].get("deletionTimestamp"):
+            handle.undeleted.discard(name)
+            continue
+        try:
+            await runtime.kube.delete_pod(handle.namespace, name)
+        except Exception as error:  # retried on the next pass
+            log.warning(
+                "pool %s/%s: deleting pod %s failed: %s", handle.namespace, handle.name, name, error
+            )
+            continue
+        handle.undeleted.discard(name)
 
 
 async def write_status(

@@ -105,7 +105,7 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
     @kopf.on.field(
         GROUP, VERSION, "poolruns", id="suspend", field="spec.suspend", registry=registry
     )
-    def suspend_changed(name: str, namespace: str | None, new: Any, **_: Any) -> None:
+    async def suspend_changed(name: str, namespace: str | None, new: Any, **_: Any) -> None:
         engine = engines.get((namespace or "", name))
         if engine is not None:
             engine.set_suspended(bool(new))

@@ -11,7 +11,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentpool.broker import Broker, Brokers
+from agentpool.broker import Broker, Brokers, Checkout
 from agentpool.io.agents import AgentClient
 from agentpool.io.kube import Kube
 from agentpool.pool import DemandSample
@@ -34,6 +34,8 @@ class PoolHandle:
     # When the operator first saw each pod Ready, to tell "turned unready" from "never ready".
     first_ready: dict[str, float] = field(default_factory=dict)
     history: list[DemandSample] = field(default_factory=list)
+    # Retired agents whose pods are still to be deleted.
+    undeleted: set[str] = field(default_factory=set)
     last_status: dict[str, Any] | None = None
     last_status_at: float = 0.0
     # Agents that failed before ever turning Ready, in a row: replacements back off.
@@ -56,6 +58,13 @@ class Runtime:
     agents: AgentClient
     brokers: Brokers = field(default_factory=Brokers)
     pools: dict[PoolKey, PoolHandle] = field(default_factory=dict)
+    # Pools whose loop is rebuilding who is busy: pod events reach them, checkouts do not yet.
+    starting: dict[PoolKey, PoolHandle] = field(default_factory=dict)
+    # Agents of Bound leases, taken back by their pool's loop for the lease daemons to pick up.
+    restored_leases: dict[PoolKey, Checkout] = field(default_factory=dict)
+    # Agents found busy after a restart, released when they report idle; they outlive a
+    # restarted pool loop so that such an agent is never held forever.
+    restorers: set[asyncio.Task[None]] = field(default_factory=set)
     # Pods seen before their pool's loop started; the loop adopts them when it starts.
     orphan_pods: dict[PoolKey, dict[str, dict[str, Any]]] = field(default_factory=dict)
     pool_started: dict[PoolKey, asyncio.Event] = field(default_factory=dict)

@@ -216,6 +216,14 @@ class Kube:
         )
         return obj
 
+    async def list_custom(self, plural: str, namespace: str) -> list[dict[str, Any]]:
+        listed: dict[str, Any] = await self._call(
+            "list",
+            plural,
+            lambda: self._custom.list_namespaced_custom_object(GROUP, VERSION, namespace, plural),
+        )
+        return list(listed.get("items") or [])
+
     async def patch_status(
         self, plural: str, namespace: str, name: str, status: dict[str, Any]
     ) -> dict[str, Any]:

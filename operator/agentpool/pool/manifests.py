@@ -101,6 +101,23 @@ def default_readiness_probe(port: int) -> dict[str, Any]:
     }
 
 
+def readiness_probe(given: dict[str, Any], port: int) -> dict[str, Any]:
+    """The spec's probe with its defaults filled in: GET /healthz when it names no handler, and
+    the pool's port when its handler names none (a pod with either missing is invalid)."""
+    probe = {**default_readiness_probe(port), **copy.deepcopy(given)}
+    handlers = [key for key in ("httpGet", "tcpSocket", "exec", "grpc") if key in given]
+    if not handlers:
+        return probe
+    for key in ("httpGet", "tcpSocket"):
+        if key not in handlers:
+            probe.pop(key, None)
+        elif "port" not in probe[key]:
+            probe[key]["port"] = port
+    if "httpGet" in probe:
+        probe["httpGet"].setdefault("path", "/healthz")
+    return probe
+
+
 def agent_pod(pool: dict[str, Any]) -> dict[str, Any]:
     """The manifest of one new agent pod for ``pool``.
 
@@ -138,7 +155,7 @@ def agent_pod(pool: dict[str, Any]) -> dict[str, Any]:
     ports = [p for p in agent.get("ports", []) if p.get("containerPort") != port]
     agent["ports"] = [{"name": "agent", "containerPort": port, "protocol": "TCP"}, *ports]
     if spec.get("readinessProbe"):
-        agent["readinessProbe"] = copy.deepcopy(spec["readinessProbe"])
+        agent["readinessProbe"] = readiness_probe(spec["readinessProbe"], port)
     else:
         agent.setdefault("readinessProbe", default_readiness_probe(port))
     # A crashed agent's pod fails and the pool replaces it; restarting it in place would hide

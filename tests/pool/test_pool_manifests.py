@@ -1,0 +1,151 @@
+"""The pods and Secret the operator creates for a pool, and how it reads a pod back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agentpool.pool.manifests import agent_pod, read_token, template_hash, token_secret
+from agentpool.pool.pods import failure_of, observe_pod
+
+POOL: dict[str, Any] = {
+    "apiVersion": "agentpool.dev/v1alpha1",
+    "kind": "AgentPool",
+    "metadata": {"name": "p", "namespace": "ns", "uid": "u-1"},
+    "spec": {
+        "image": "agent:1",
+        "port": 9000,
+        "template": {
+            "metadata": {"labels": {"team": "a"}},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "main",
+                        "command": ["run"],
+                        "env": [
+                            {"name": "MODEL", "value": "m"},
+                            {"name": "AGENT_PORT", "value": "1"},
+                        ],
+                    }
+                ]
+            },
+        },
+    },
+}
+
+
+def test_agent_pod_carries_labels_owner_token_and_port() -> None:
+    """The pod is labelled for the pool's selector, owned by the pool, given the port and the
+    token by reference (never by value), and keeps the template's own settings."""
+    pod = agent_pod(POOL)
+    meta = pod["metadata"]
+    assert meta["generateName"] == "p-"
+    assert meta["labels"] == {
+        "team": "a",
+        "agentpool.dev/pool": "p",
+        "app.kubernetes.io/managed-by": "agentpool",
+        "app.kubernetes.io/name": "p",
+    }
+    assert meta["ownerReferences"][0] == {
+        "apiVersion": "agentpool.dev/v1alpha1",
+        "kind": "AgentPool",
+        "name": "p",
+        "uid": "u-1",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    container = pod["spec"]["containers"][0]
+    assert container["image"] == "agent:1"
+    assert container["command"] == ["run"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["MODEL"]["value"] == "m"
+    assert env["AGENT_PORT"]["value"] == "9000"
+    assert env["AGENTPOOL_TOKEN"]["valueFrom"]["secretKeyRef"] == {
+        "name": "p-agent-token",
+        "key": "token",
+    }
+    assert container["ports"][0]["containerPort"] == 9000
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": 9000}
+    assert pod["spec"]["restartPolicy"] == "Never"
+
+
+@pytest.mark.parametrize(
+    ("given", "handler", "expected"),
+    [
+        ({"periodSeconds": 5}, "httpGet", {"path": "/healthz", "port": 9000}),
+        ({"httpGet": {"path": "/ready"}}, "httpGet", {"path": "/ready", "port": 9000}),
+        ({"tcpSocket": {}}, "tcpSocket", {"port": 9000}),
+        ({"exec": {"command": ["true"]}}, "exec", {"command": ["true"]}),
+    ],
+)
+def test_a_partial_readiness_probe_is_completed(
+    given: dict[str, Any], handler: str, expected: dict[str, Any]
+) -> None:
+    """A probe without a handler gets GET /healthz, and a handler without a port the pool's."""
+    pool = {**POOL, "spec": {**POOL["spec"], "readinessProbe": given}}
+    probe = agent_pod(pool)["spec"]["containers"][0]["readinessProbe"]
+    assert probe[handler] == expected
+    assert [k for k in ("httpGet", "tcpSocket", "exec") if k in probe] == [handler]
+
+
+def test_template_hash_follows_what_shapes_the_pod() -> None:
+    """Changing the image or template changes the hash (agents are replaced); sizes do not."""
+    spec = POOL["spec"]
+    assert template_hash(spec) == template_hash({**spec, "minSize": 5, "maxSize": 9})
+    assert template_hash(spec) != template_hash({**spec, "image": "agent:2"})
+
+
+def test_token_secret_round_trips() -> None:
+    """The token is stored base64 in the pool's Secret and read back unchanged."""
+    secret = token_secret(POOL, "s3cret")
+    assert secret["metadata"]["name"] == "p-agent-token"
+    assert "s3cret" not in str(secret)
+    assert read_token(secret) == "s3cret"
+
+
+def pod(status: dict[str, Any], **meta: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "p-1", "creationTimestamp": "2026-01-01T00:00:00Z", **meta},
+        "spec": {"nodeName": "local"},
+        "status": status,
+    }
+
+
+def test_observe_pod_reads_readiness_and_failure() -> None:
+    """Ready means Running with Ready=True; a failed or crash-looping pod is failed."""
+    ready = pod(
+        {
+            "phase": "Running",
+            "podIP": "127.0.0.2",
+            "conditions": [
+                {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:04Z"}
+            ],
+        }
+    )
+    seen = observe_pod(ready)
+    assert seen.ready
+    assert seen.cold_start_seconds == 4.0
+    assert seen.ip == "127.0.0.2"
+    assert not observe_pod(pod({"phase": "Running"}, deletionTimestamp="x")).ready
+    crashing = pod(
+        {
+            "phase": "Running",
+            "containerStatuses": [{"state": {"waiting": {"reason": "CrashLoopBackOff"}}}],
+        }
+    )
+    assert observe_pod(crashing).failed
+    assert observe_pod(pod({"phase": "Failed"})).failed
+
+
+def test_failure_of_names_the_cause() -> None:
+    """The pod's own reason first; a container crash reads as CrashLoopBackOff with its code."""
+    no_command = pod({"phase": "Failed", "reason": "NoLocalCommand", "message": "give a command"})
+    assert failure_of(no_command) == ("NoLocalCommand", "give a command")
+    crashed = pod(
+        {
+            "phase": "Failed",
+            "containerStatuses": [{"state": {"terminated": {"exitCode": 3, "reason": "Error"}}}],
+        }
+    )
+    assert failure_of(crashed) == ("CrashLoopBackOff", "agent exited with code 3: Error")
