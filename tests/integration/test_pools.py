@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import signal
 import time
 import urllib.error
 import urllib.request
 from typing import Any
 
-from operator_support import Api, kill_agent, pool_spec, ready
+from operator_support import Api, agent_pids, kill_agent, pool_spec, ready
 
 from cluster import wait_for
 
@@ -512,3 +514,28 @@ def test_a_call_that_times_out_retires_its_agent(api: Api, namespace: str) -> No
     assert failure["agent"] not in {
         p["metadata"]["name"] for p in api.live_pods(namespace, "slowcall")
     }
+
+
+def test_an_agent_that_stops_passing_readiness_degrades_the_pool(api: Api, namespace: str) -> None:
+    """A frozen agent fails its readiness probe: it leaves the pool, is replaced, and the pool
+    reports Degraded with reason ReadinessFailing naming it."""
+    api.create("agentpools", namespace, "frozen", pool_spec(minSize=1))
+    pod = wait_for(
+        lambda: next((p for p in api.live_pods(namespace, "frozen") if ready(p)), None), 60
+    )
+    for pid in agent_pids(pod["status"]["podIP"]):
+        os.kill(pid, signal.SIGSTOP)
+    degraded = wait_for(
+        lambda: next(
+            (
+                c
+                for c in pool_status(api, namespace, "frozen").get("conditions", [])
+                if c["type"] == "Degraded" and c["status"] == "True"
+            ),
+            None,
+        ),
+        30,
+    )
+    assert degraded["reason"] == "ReadinessFailing"
+    assert pod["metadata"]["name"] in degraded["message"]
+    retired_event(api, namespace, pod["metadata"]["name"], "Unready")

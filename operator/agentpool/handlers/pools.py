@@ -21,7 +21,7 @@ import kopf
 
 from agentpool import GROUP, VERSION, metrics
 from agentpool.api import AgentPoolSpec, AgentPoolStatus
-from agentpool.api.reasons import EventReason
+from agentpool.api.reasons import EventReason, Reason, RetireReason
 from agentpool.broker import Checkout, Outcome
 from agentpool.handlers.conditions import merge_conditions, now_iso
 from agentpool.handlers.runtime import PoolHandle, Runtime
@@ -53,6 +53,10 @@ SAMPLE_SECONDS = 10.0
 SAMPLE_WINDOW_SECONDS = 3600.0
 #: A deleted pool waits this long for busy agents before its pods go.
 DRAIN_SECONDS = 30.0
+#: A scheduled pod not Ready this long after creation counts as failing its readiness probe.
+READINESS_GRACE_SECONDS = 300.0
+#: How long an agent that turned unready keeps the pool Degraded after it was replaced.
+UNREADY_MEMORY_SECONDS = 60.0
 #: The longest a pool waits before replacing agents that keep failing at start-up.
 CRASH_BACKOFF_MAX_SECONDS = 60.0
 #: A restored agent that answers nothing for this long is lost.
@@ -260,6 +264,8 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
         if retirement.name not in retired:
             continue
         note_failure(handle, retirement.name, now)
+        if retirement.reason == str(RetireReason.UNREADY):
+            handle.last_unready = (retirement.name, now)
         handle.undeleted.add(retirement.name)
         _event(
             body,
@@ -349,6 +355,7 @@ async def write_status(
         now,
         history=handle.history,
         window_seconds=SAMPLE_WINDOW_SECONDS,
+        readiness_grace_seconds=READINESS_GRACE_SECONDS,
     )
     record_metrics(handle, view.waiting)
     previous = pool.get("status") or {}
@@ -375,17 +382,19 @@ async def write_status(
         }
     ).model_dump(by_alias=True, exclude_none=True, mode="json")
     conditions = list(view.conditions)
+    trouble = None
     if handle.crash_failures and handle.last_failure is not None:
         reason, message = handle.last_failure
+        failed = f"{handle.crash_failures} agents failed before turning Ready"
+        trouble = ConditionView("Degraded", "True", reason, f"{message} ({failed})")
+    elif handle.last_unready and now - handle.last_unready[1] < UNREADY_MEMORY_SECONDS:
+        # An agent that turns unready is retired in the same pass; remember it for a while so
+        # Degraded says so instead of flipping back before anyone can see it.
+        message = f"agent {handle.last_unready[0]} stopped passing its readiness probe"
+        trouble = ConditionView("Degraded", "True", str(Reason.READINESS_FAILING), message)
+    if trouble is not None:
         conditions = [
-            ConditionView(
-                type="Degraded",
-                status="True",
-                reason=reason,
-                message=f"{message} ({handle.crash_failures} agents failed before turning Ready)",
-            )
-            if cond.type == "Degraded" and cond.status != "True"
-            else cond
+            trouble if cond.type == "Degraded" and cond.status != "True" else cond
             for cond in conditions
         ]
     status["conditions"] = merge_conditions(

@@ -42,6 +42,8 @@ class PoolHandle:
     crash_failures: int = 0
     crash_backoff_until: float = 0.0
     last_failure: tuple[str, str] | None = None
+    # The last agent retired for turning unready, and when.
+    last_unready: tuple[str, float] | None = None
 
     def poke(self) -> None:
         """Ask the pool's reconcile loop to look again."""
