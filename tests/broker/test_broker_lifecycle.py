@@ -188,3 +188,22 @@ async def test_registry_keys_by_namespace_and_pool() -> None:
     brokers.close_all()
     assert two.closed
     assert len(brokers) == 0
+
+
+async def test_an_unused_checkout_keeps_the_failure_streak_and_uses() -> None:
+    """A holder that gives an agent back unused (a retry moved to another agent) neither counts
+    a use nor clears the failure streak, so a broken agent still reaches quarantine."""
+    broker = Broker("p", PoolPolicy(min_size=1, max_size=1, quarantine_after_failures=2))
+    broker.update_agents([agent("a")])
+    first = await broker.checkout(timeout=1, holder="h")
+    broker.checkin(first, Outcome.FAILURE)
+    swapped = await broker.checkout(timeout=1, holder="h")
+    assert broker.checkin(swapped, Outcome.UNUSED)
+    (seen,) = broker.agents()
+    assert seen.consecutive_failures == 1
+    assert seen.uses == 1
+    again = await broker.checkout(timeout=1, holder="h")
+    broker.checkin(again, Outcome.FAILURE)
+    (seen,) = broker.agents()
+    assert seen.consecutive_failures == 2
+    assert plan(broker.policy, broker.agents(), broker.waiters(), 0.0).retired_names == ("a",)

@@ -139,6 +139,11 @@ class Broker:
         if agent is None or agent.holder is not checkout:
             return False
         agent.holder = None
+        if outcome is Outcome.UNUSED:
+            agent.uses -= 1
+            self._free_again(agent)
+            self._dispatch()
+            return True
         if outcome is Outcome.SUCCESS:
             agent.consecutive_failures = 0
         elif outcome is Outcome.FAILURE:

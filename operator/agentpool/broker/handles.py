@@ -23,6 +23,9 @@ class Outcome(enum.StrEnum):
     """The call timed out or the agent crashed: its state is unknown, so it is retired."""
     RESET_FAILED = "reset_failed"
     """The agent's reset between items failed: it is retired."""
+    UNUSED = "unused"
+    """The holder gave the agent back without using it: no use counted, its failure streak and
+    place in the idle order kept."""
 
 
 class Checkout:

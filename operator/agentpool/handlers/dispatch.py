@@ -26,7 +26,12 @@ from agentpool.runs.contracts import Checkout as RunCheckout
 AGENT_LOST = "AgentLost"
 CAST_POLL_SECONDS = 0.2
 
-_OUTCOMES = {"success": Outcome.SUCCESS, "failure": Outcome.FAILURE, "lost": Outcome.LOST}
+_OUTCOMES = {
+    "success": Outcome.SUCCESS,
+    "failure": Outcome.FAILURE,
+    "lost": Outcome.LOST,
+    "unused": Outcome.UNUSED,
+}
 
 
 @dataclass
@@ -130,7 +135,7 @@ class BrokerDispatcher:
         assert isinstance(checkout, AgentCheckout)
         handle, inner = checkout.handle, checkout.inner
         verdict = _OUTCOMES[outcome]
-        if checkout.cast and verdict is not Outcome.LOST:
+        if checkout.cast and verdict in (Outcome.SUCCESS, Outcome.FAILURE):
             # A cast item is still running on the agent: it goes back once it reports idle.
             task = asyncio.create_task(self._return_when_idle(checkout))
             self._background.add(task)
@@ -157,7 +162,7 @@ async def return_agent(
     """Give an agent back to its pool, resetting it first when the pool asks for that; an agent
     whose reset fails is retired."""
     if (
-        verdict is not Outcome.LOST
+        verdict in (Outcome.SUCCESS, Outcome.FAILURE)
         and handle.reset_between_items
         and not checkout.is_lost
         and not await runtime.agents.reset(checkout.endpoint, handle.token)

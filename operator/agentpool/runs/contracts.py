@@ -12,10 +12,11 @@ import asyncio
 import time
 from typing import Any, Literal, Protocol
 
-CheckinOutcome = Literal["success", "failure", "lost"]
+CheckinOutcome = Literal["success", "failure", "lost", "unused"]
 """How an agent comes back, with the broker's words: ``success`` and ``failure`` agents are sound
 and may be reused (failures count toward quarantine); ``lost`` means its state is unknown (a call
-timed out or the connection broke) and it is retired."""
+timed out or the connection broke) and it is retired; ``unused`` gives it back untouched (no use
+counted, failure streak kept)."""
 
 
 class CheckoutFailed(Exception):

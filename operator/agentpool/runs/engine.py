@@ -291,7 +291,12 @@ class RunEngine:
             )
         except CheckoutFailed:
             return checkout
-        await self._dispatcher.checkin(checkout, "success")
+        except BaseException:
+            await self._dispatcher.checkin(checkout, "unused")
+            raise
+        # The first agent goes back untouched: its failure streak must survive the swap, or a
+        # broken agent would never be quarantined.
+        await self._dispatcher.checkin(checkout, "unused")
         return other
 
     async def _attempt(self, work: Work, checkout: Checkout) -> None:
