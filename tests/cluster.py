@@ -1,4 +1,4 @@
-"""Helpers for tests that need a cluster: waiting on conditions, kubectl, the local cluster thread.
+"""What tests that need a cluster share: waiting on conditions, kubectl, the local cluster thread.
 
 The fixtures in ``conftest.py`` build on these. :class:`ClusterThread` runs a
 :class:`~agentpool.local.cluster.LocalCluster` in a background thread with its own event loop, so

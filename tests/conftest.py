@@ -2,7 +2,7 @@
 
 ``--kube-context NAME`` points the cluster tests at a real cluster instead of the local one, so the
 same scenarios show that both behave alike. ``local_cluster`` and ``kubectl`` are the shared cluster
-fixtures; the helpers behind them live in ``tests/cluster.py``.
+fixtures; what they build on lives in ``tests/cluster.py``.
 """
 
 from __future__ import annotations

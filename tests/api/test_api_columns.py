@@ -96,7 +96,7 @@ def test_every_column_resolves_to_a_value_of_its_type(crds: dict[str, dict[str, 
 
 
 def test_columns_show_the_expected_cells(crds: dict[str, dict[str, Any]]) -> None:
-    """The default columns read the fields DESIGN.md names, e.g. DONE is the succeeded count."""
+    """The default columns read the fields the resources define: DONE is the succeeded count."""
     cells = {
         (kind, column["name"]): first(EXAMPLES[kind], column["jsonPath"])
         for kind, column in columns(crds)

@@ -91,7 +91,7 @@ def test_rendering_is_deterministic() -> None:
 def test_names_and_status_subresource(
     crds: dict[str, dict[str, Any]], filename: str, kind: str, short_name: str
 ) -> None:
-    """Each CRD has DESIGN.md's group, version, kind, short name and category, and /status."""
+    """Each CRD has the project's group, version, kind, short name and category, and /status."""
     crd = crds[filename]
     spec = crd["spec"]
     assert crd["apiVersion"] == "apiextensions.k8s.io/v1"
@@ -130,7 +130,7 @@ def test_agentpool_scale_subresource(crds: dict[str, dict[str, Any]]) -> None:
 def test_default_printer_columns(
     crds: dict[str, dict[str, Any]], filename: str, columns: list[str]
 ) -> None:
-    """`kubectl get` shows DESIGN.md's columns in its order; wide adds more (priority 1)."""
+    """`kubectl get` shows the documented columns in its order; wide adds more (priority 1)."""
     [version] = crds[filename]["spec"]["versions"]
     shown = [col["name"] for col in version["additionalPrinterColumns"] if not col.get("priority")]
     assert shown == columns

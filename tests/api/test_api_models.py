@@ -1,4 +1,4 @@
-"""The API models as the operator uses them: defaults, wire names, helpers, clear errors."""
+"""The API models as the operator uses them: defaults, wire names, conveniences, clear errors."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from agentpool.api import (
 
 
 def test_pool_defaults_are_design_defaults() -> None:
-    """An AgentPool with only an image takes DESIGN.md's defaults."""
+    """An AgentPool with only an image takes the documented defaults."""
     spec = AgentPoolSpec(image="echo:1")
     assert (spec.port, spec.min_size, spec.max_size, spec.strategy) == (8080, 1, None, "LIFO")
     assert (spec.idle_timeout_seconds, spec.max_uses, spec.max_lifetime_seconds) == (60, 0, 0)
@@ -119,7 +119,7 @@ def test_reasons_are_single_camel_case_words(enum: type[StrEnum]) -> None:
 
 
 def test_the_reasons_design_names_exist() -> None:
-    """The reasons DESIGN.md and the issues name are all defined."""
+    """Every reason the resources document is defined."""
     named = {
         "ImagePullBackOff", "CrashLoopBackOff", "ReadinessFailing", "Unschedulable",
         "PoolNotFound", "NoCapacity", "CheckoutTimeout", "Drained", "Deadlocked", "PoolFull",

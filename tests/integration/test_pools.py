@@ -1,6 +1,6 @@
 """AgentPool on the local cluster, through the public surface: pools, leases, runs, pods, events.
 
-Each test proves one promise of DESIGN.md's AgentPool section with the real operator (its own
+Each test proves one promise of the AgentPool resource with the real operator (its own
 process), the real local kubelet running the example agents, and the kubernetes client.
 """
 

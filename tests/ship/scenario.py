@@ -1,4 +1,4 @@
-"""Working sessions of the operator, each run once, for the metrics and RBAC tests to judge.
+"""Scenarios of the operator, each run once, for the metrics and RBAC tests to judge.
 
 The operator runs as ``agentpool run --all-namespaces --standalone`` (the chart's default flags),
 or with ``--namespace`` as the chart runs it for ``watchNamespaces``, in its own process, against

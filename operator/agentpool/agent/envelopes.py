@@ -1,7 +1,7 @@
 """The envelope an agent is handed with each item, and its validation.
 
 ``agentpool.agent.server`` parses every ``POST /invoke`` body with ``parse_envelope``: the operator
-sends ``{"id", "item", "input", "attempt", "run"}`` (DESIGN.md, "Agent protocol"). A body that is
+sends ``{"id", "item", "input", "attempt", "run"}`` (the agent protocol, v1). A body that is
 not such an object is answered 400 with the sentence this module returns.
 """
 

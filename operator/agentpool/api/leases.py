@@ -1,7 +1,7 @@
 """The AgentLease resource: one warm agent claimed by a client that talks to it directly.
 
 A chat session or a multi-step transaction holds an agent for a while; deleting or expiring the
-lease returns it. DESIGN.md's AgentLease section in types, rendered into the CRD by
+lease returns it. The AgentLease resource in types, rendered into the CRD by
 ``agentpool.api.crds`` and reconciled by the operator's lease handlers.
 """
 

@@ -1,6 +1,6 @@
 """The AgentPool resource: a pool of warm agent pods, its spec and the status the operator keeps.
 
-DESIGN.md's AgentPool section in types: every field, default and bound, and the CEL rules the API
+The AgentPool resource in types: every field, default and bound, and the CEL rules the API
 server enforces on them. The pool core (``agentpool.pool``) plans from ``AgentPoolSpec``; the
 operator writes ``AgentPoolStatus``; ``agentpool.api.crds`` renders both into the CRD.
 """

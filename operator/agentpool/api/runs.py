@@ -1,6 +1,6 @@
 """The PoolRun resource: a stream of work items driven through one or more pools.
 
-DESIGN.md's PoolRun section in types: the source (exactly one of inline items, a ConfigMap, an HTTP
+The PoolRun resource in types: the source (exactly one of inline items, a ConfigMap, an HTTP
 source service), the pool or routes, the dispatch and failure policy, and the status the run engine
 (``agentpool.runs``) records durably. ``agentpool.api.crds`` renders both into the CRD.
 """

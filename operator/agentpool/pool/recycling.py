@@ -12,7 +12,7 @@ from agentpool.pool.observed import ObservedAgent
 from agentpool.pool.policy import PoolPolicy
 
 # The words of agentpool.api.reasons, as plain strings for plans and Events.
-FAILED = "Failed"  # the pod failed or crash-loops; the API's vocabulary has no word for it yet
+FAILED = "Failed"  # the pod failed or crash-loops
 LOST = str(RetireReason.CALL_TIMED_OUT)  # its call timed out: the agent's state is unknown
 RESET_FAILED = str(RetireReason.RESET_FAILED)
 QUARANTINED = str(RetireReason.QUARANTINED)
