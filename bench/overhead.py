@@ -36,6 +36,7 @@ from bench.harness import (
     wait_pool_ready,
     wait_run,
 )
+from bench.scale import ItemSource
 
 AGENTS = 8
 CAP = 8
@@ -114,89 +115,122 @@ def summarize(gaps: list[float], rows: list[tuple[int, int, int]], count: int) -
     }
 
 
-async def run(work: Path, *, items: int) -> dict[str, Any]:
-    """Scenarios 1 and 3; the figures for results.json and the plots."""
-    async with Stage(work, "overhead") as stage:
-        kube = stage.kube
-        timings = stage.dir / "timings.txt"
-        namespace = await kube.new_namespace("bench")
-        spec = pool_spec(AGENT, env={"TIMINGS_FILE": str(timings)}, minSize=AGENTS, maxSize=AGENTS)
-        await kube.create("agentpools", namespace, "echo", spec)
-        endpoints = await wait_pool_ready(kube, namespace, "echo", AGENTS, timeout=120)
-        token = await kube.token(namespace, "echo")
+async def measure_run(
+    stage: Stage, namespace: str, name: str, source: dict[str, Any], items: int
+) -> dict[str, Any]:
+    """One PoolRun of ``items`` on the pool at ``cap: 8``: timings, operator CPU, API requests."""
+    kube = stage.kube
+    assert stage.operator is not None
+    # Let the pool's status settle after what came before, then count from here.
+    await asyncio.sleep(1.0)
+    before, own_before = await kube.counts(), Counter(kube.own)
+    cpu_before = stage.operator.cpu_seconds()
+    created = time.perf_counter()
+    run_spec = {"poolRef": {"name": "echo"}, "cap": CAP, "source": source, "itemId": "id"}
+    await kube.create("poolruns", namespace, name, run_spec)
+    ended = await wait_run(kube, namespace, name, timeout=max(120.0, items * 0.5))
+    end_to_end = time.perf_counter() - created
+    operator_cpu = stage.operator.cpu_seconds() - cpu_before
+    # Writes that trail the final status (Events, the pool's own status) belong to the run.
+    await asyncio.sleep(1.5)
+    after, own_after = await kube.counts(), Counter(kube.own)
 
-        baseline = await direct(endpoints, token, items)
-        direct_rows = read_timings(timings, "direct")
-
-        # Let the pool's status settle after the direct calls, then count from here.
-        await asyncio.sleep(1.0)
-        before, own_before = await kube.counts(), Counter(kube.own)
-        run_spec = {
-            "poolRef": {"name": "echo"},
-            "cap": CAP,
-            "source": {"items": [{"text": PAYLOAD} for _ in range(items)]},
-        }
-        assert stage.operator is not None
-        cpu_before = stage.operator.cpu_seconds()
-        created = time.perf_counter()
-        await kube.create("poolruns", namespace, "overhead", run_spec)
-        ended = await wait_run(kube, namespace, "overhead", timeout=max(120.0, items * 0.5))
-        end_to_end = time.perf_counter() - created
-        operator_cpu = stage.operator.cpu_seconds() - cpu_before
-        # Writes that trail the final status (Events, the pool's own status) belong to the run.
-        await asyncio.sleep(1.5)
-        after, own_after = await kube.counts(), Counter(kube.own)
-
-    pool_rows = read_timings(timings, "overhead")
     requests = after - before
     own = own_after - own_before
-    writes = Counter({k: v for k, v in requests.items() if k[0] in WRITES})
-    reads = Counter({k: v for k, v in requests.items() if k[0] in READS})
-    own_writes = sum(v for verb, v in own.items() if verb in WRITES)
-    own_reads = sum(v for verb, v in own.items() if verb in READS)
-    write_total = sum(writes.values()) - own_writes
-    read_total = sum(reads.values()) - own_reads
-
+    writes = sum(v for k, v in requests.items() if k[0] in WRITES)
+    reads = sum(v for k, v in requests.items() if k[0] in READS)
+    writes -= sum(v for verb, v in own.items() if verb in WRITES)
+    reads -= sum(v for verb, v in own.items() if verb in READS)
+    rows = read_timings(stage.dir / "timings.txt", name)
+    gaps = gaps_ms(rows)
     status = ended.get("status") or {}
+    figures = summarize(gaps, rows, items)
+    figures |= {
+        "end_to_end_s": round(end_to_end, 3),
+        "end_to_end_items_per_second": round(items / end_to_end, 1),
+        "operator_cpu_ms_per_item": round(operator_cpu * 1000 / items, 3),
+        "succeeded": status.get("succeeded"),
+        "phase": status.get("phase"),
+        "writes_per_item": round(writes / items, 4),
+        "reads_per_item": round(reads / items, 4),
+        "writes": writes,
+        "reads": reads,
+        "by_request": {f"{verb} {res}": n for (verb, res), n in sorted(requests.items())},
+    }
+    return {"figures": figures, "gaps": gaps}
+
+
+async def run(work: Path, *, items: int) -> dict[str, Any]:
+    """Scenarios 1 and 3; the figures for results.json and the plots.
+
+    The run that counts takes its items inline, as scenario 1 asks. A second run takes the same
+    items from the HTTP source, which the engine does not hold back to bound re-runs after a
+    crash (an HTTP source does not give an item twice): the two side by side show what that
+    guarantee costs and what the operator itself costs.
+    """
+    source = ItemSource(items)
+    await source.start()
+    try:
+        async with Stage(work, "overhead") as stage:
+            kube = stage.kube
+            timings = stage.dir / "timings.txt"
+            namespace = await kube.new_namespace("bench")
+            env = {"TIMINGS_FILE": str(timings)}
+            spec = pool_spec(AGENT, env=env, minSize=AGENTS, maxSize=AGENTS)
+            await kube.create("agentpools", namespace, "echo", spec)
+            endpoints = await wait_pool_ready(kube, namespace, "echo", AGENTS, timeout=120)
+            token = await kube.token(namespace, "echo")
+
+            baseline = await direct(endpoints, token, items)
+            direct_rows = read_timings(timings, "direct")
+            inline = await measure_run(
+                stage,
+                namespace,
+                "overhead",
+                {"items": [{"id": f"i{n}", "text": PAYLOAD} for n in range(items)]},
+                items,
+            )
+            http = await measure_run(
+                stage, namespace, "overhead-http", {"http": {"url": source.url}}, items
+            )
+    finally:
+        await source.stop()
+
     direct_gaps = gaps_ms(direct_rows)
-    pool_gaps = gaps_ms(pool_rows)
     direct_figures = summarize(direct_gaps, direct_rows, items)
     direct_figures["client_p50_ms"] = round(percentile(baseline["latencies"], 50), 3)
     direct_figures["client_p99_ms"] = round(percentile(baseline["latencies"], 99), 3)
     direct_figures["failures"] = baseline["failures"]
     direct_figures["client_cpu_ms_per_item"] = round(baseline["cpu"] * 1000 / items, 3)
-    pool_figures = summarize(pool_gaps, pool_rows, items)
-    pool_figures["end_to_end_s"] = round(end_to_end, 3)
-    pool_figures["operator_cpu_ms_per_item"] = round(operator_cpu * 1000 / items, 3)
-    pool_figures["end_to_end_items_per_second"] = round(items / end_to_end, 1)
-    pool_figures["succeeded"] = status.get("succeeded")
-    pool_figures["phase"] = status.get("phase")
+    pool, via_http = inline["figures"], http["figures"]
+    direct_rate = direct_figures["items_per_second"]
+    via_http["throughput_ratio"] = round(via_http["items_per_second"] / direct_rate, 3)
     return {
         "overhead": {
             "items": items,
             "agents": AGENTS,
             "cap": CAP,
-            "throughput_ratio": round(
-                pool_figures["items_per_second"] / direct_figures["items_per_second"], 3
-            ),
-            "end_to_end_ratio": round(
-                pool_figures["end_to_end_items_per_second"] / direct_figures["items_per_second"], 3
-            ),
-            "p50_ms": pool_figures["gap_p50_ms"],
-            "p95_ms": pool_figures["gap_p95_ms"],
-            "p99_ms": pool_figures["gap_p99_ms"],
+            "throughput_ratio": round(pool["items_per_second"] / direct_rate, 3),
+            "end_to_end_ratio": round(pool["end_to_end_items_per_second"] / direct_rate, 3),
+            "p50_ms": pool["gap_p50_ms"],
+            "p95_ms": pool["gap_p95_ms"],
+            "p99_ms": pool["gap_p99_ms"],
             "direct": direct_figures,
-            "pool": pool_figures,
+            "pool": pool,
+            "http_source": via_http,
         },
         "api": {
             "items": items,
-            "writes_per_item": round(write_total / items, 4),
-            "reads_per_item": round(read_total / items, 4),
-            "writes": write_total,
-            "reads": read_total,
-            "by_request": {
-                f"{verb} {resource}": count for (verb, resource), count in sorted(requests.items())
-            },
+            "writes_per_item": pool["writes_per_item"],
+            "reads_per_item": pool["reads_per_item"],
+            "writes": pool["writes"],
+            "reads": pool["reads"],
+            "by_request": pool["by_request"],
+            "http_source_writes_per_item": via_http["writes_per_item"],
         },
-        "_samples": {"overhead_pool_gaps_ms": pool_gaps, "overhead_direct_gaps_ms": direct_gaps},
+        "_samples": {
+            "overhead_pool_gaps_ms": inline["gaps"],
+            "overhead_http_gaps_ms": http["gaps"],
+            "overhead_direct_gaps_ms": direct_gaps,
+        },
     }

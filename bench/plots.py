@@ -56,8 +56,8 @@ def overhead(plt: Any, results: dict[str, Any], samples: dict[str, Any]) -> Any:
     axes.set_ylabel("fraction of items")
     figures = results.get("overhead") or {}
     axes.set_title(
-        f"Per-item overhead, {figures.get('items')} items, 8 echo agents, cap 8 "
-        f"(throughput ratio {figures.get('throughput_ratio')})"
+        f"Per-item overhead, {figures.get('items')} items, 8 echo agents, cap 8\n"
+        f"throughput ratio {figures.get('throughput_ratio')}"
     )
     axes.grid(True, which="both", alpha=0.3)
     axes.legend()
