@@ -61,7 +61,9 @@ async def demo(out: TextIO = sys.stdout) -> int:
         root.setLevel(logging.INFO)
         try:
             out.write(f"starting a local cluster in {tmp}\n")
-            async with LocalCluster(Path(tmp), operator=True) as cluster:
+            # The quickstart's agents are commands relative to the repository's root.
+            repo = directory.parents[1]
+            async with LocalCluster(Path(tmp), operator=True, kubelet={"cwd": repo}) as cluster:
                 code, status = await show_quickstart(cluster.url, manifests, run_name, out)
                 out.write("shutting the local cluster down\n")
         finally:
