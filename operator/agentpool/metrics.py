@@ -1,9 +1,9 @@
 """The operator's Prometheus metrics, defined once and served on ``--metrics-port``.
 
 The pool controller sets the agent and waiter gauges on every pass, the run dispatcher times
-checkouts and items, and the Kubernetes API module counts writes. Everything lives in one
-registry so an embedded operator (tests, the local cluster) can be read without global state
-leaking between them.
+checkouts and items, and the Kubernetes API module counts writes. They live in a registry of their
+own rather than the client library's default one, so that only these are served; it is one per
+process, which is one operator in a cluster.
 """
 
 from __future__ import annotations
