@@ -128,11 +128,24 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
             try:
                 spec = PoolRunSpec.model_validate(dict(body.get("spec") or {}))
             except pydantic.ValidationError as error:
+                # The CRD's schema admits nearly nothing invalid; what slips through (an older
+                # CRD, say) ends the run with a condition that says what to fix.
+                message = f"the spec is invalid: {error}"
+                finished = now_iso()
                 await KubeSink(runtime, body).write(
                     {
                         "phase": "Failed",
-                        "message": f"the spec is invalid: {error}",
-                        "completionTime": now_iso(),
+                        "message": message,
+                        "completionTime": finished,
+                        "conditions": [
+                            {
+                                "type": "Failed",
+                                "status": "True",
+                                "reason": "InvalidSpec",
+                                "message": message,
+                                "lastTransitionTime": finished,
+                            }
+                        ],
                     }
                 )
                 return

@@ -158,14 +158,6 @@ class Kube:
                 "delete", "pods", lambda: self._core.delete_namespaced_pod(name, namespace)
             )
 
-    async def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
-        pods = await self._call(
-            "list",
-            "pods",
-            lambda: self._core.list_namespaced_pod(namespace, label_selector=label_selector),
-        )
-        return [self._plain(pod) for pod in pods.items]
-
     # Secrets and ConfigMaps -----------------------------------------------------------------
 
     async def read_secret(self, namespace: str, name: str) -> dict[str, Any]:
