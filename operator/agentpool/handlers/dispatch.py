@@ -42,6 +42,7 @@ class AgentCheckout:
     inner: Checkout
     run: str = ""
     cast: bool = False
+    abandoned: bool = False
     call_timeout: float = 300.0
 
     @property
@@ -98,6 +99,7 @@ class BrokerDispatcher:
             return InvokeResult(
                 ok=False, reason=AGENT_LOST, message=inner.lost_reason or "agent lost", lost=True
             )
+        checkout.call_timeout = timeout
         call = asyncio.ensure_future(
             self._runtime.agents.invoke(
                 inner.endpoint, checkout.handle.token, envelope, timeout=timeout, cast=cast
@@ -108,7 +110,10 @@ class BrokerDispatcher:
         try:
             await asyncio.wait({call, lost}, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
+            # The run stops (suspended, deleted, the operator exiting): the agent carries on with
+            # the item, so it goes back once it reports idle rather than being retired.
             call.cancel()
+            checkout.abandoned = True
             raise
         finally:
             lost.cancel()
@@ -128,15 +133,17 @@ class BrokerDispatcher:
         outcome = "succeeded" if result.ok else "failed"
         metrics.ITEMS.labels(namespace, run, outcome).inc()
         checkout.cast = cast and result.ok
-        checkout.call_timeout = timeout
         return result
 
     async def checkin(self, checkout: RunCheckout, outcome: CheckinOutcome) -> None:
         assert isinstance(checkout, AgentCheckout)
         handle, inner = checkout.handle, checkout.inner
         verdict = _OUTCOMES[outcome]
-        if checkout.cast and verdict in (Outcome.SUCCESS, Outcome.FAILURE):
-            # A cast item is still running on the agent: it goes back once it reports idle.
+        if (checkout.cast and verdict in (Outcome.SUCCESS, Outcome.FAILURE)) or (
+            checkout.abandoned and verdict is Outcome.LOST and not inner.is_lost
+        ):
+            # A cast item, or one whose run stopped mid-call, is still running on the agent: it
+            # goes back once it reports idle.
             task = asyncio.create_task(self._return_when_idle(checkout))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
