@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import json
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -157,6 +158,10 @@ async def run_all(
     results: dict[str, Any] = {}
     samples: dict[str, Any] = {}
     errors: list[str] = []
+    # SIGTERM ends the run as Ctrl-C does: each scenario stops its cluster and operator on the way.
+    task = asyncio.current_task()
+    assert task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     for name in names:
         print(f"== {name}", flush=True)
         started = time.monotonic()

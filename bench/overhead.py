@@ -128,7 +128,7 @@ async def measure_run(
     created = time.perf_counter()
     run_spec = {"poolRef": {"name": "echo"}, "cap": CAP, "source": source, "itemId": "id"}
     await kube.create("poolruns", namespace, name, run_spec)
-    ended = await wait_run(kube, namespace, name, timeout=max(120.0, items * 0.5))
+    ended = await wait_run(kube, namespace, name, timeout=60 + items * 0.1)
     end_to_end = time.perf_counter() - created
     operator_cpu = stage.operator.cpu_seconds() - cpu_before
     # Writes that trail the final status (Events, the pool's own status) belong to the run.
