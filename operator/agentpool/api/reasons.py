@@ -94,7 +94,7 @@ class EventReason(StrEnum):
     SCALED_DOWN = "ScaledDown"
     AGENT_RETIRED = "AgentRetired"
     AGENT_REPLACED = "AgentReplaced"
-    DEGRADED = "Degraded"
+    CREATE_FAILED = "CreateFailed"
     STARTED = "Started"
     ITEM_FAILED = "ItemFailed"
     DRAINED = "Drained"

@@ -21,7 +21,7 @@ import kopf
 
 from agentpool import GROUP, VERSION, metrics
 from agentpool.api import AgentPoolSpec, AgentPoolStatus
-from agentpool.api.reasons import EventReason, Reason, RetireReason
+from agentpool.api.reasons import ConditionType, EventReason, Reason, RetireReason
 from agentpool.broker import Checkout, Outcome
 from agentpool.handlers.conditions import merge_conditions, now_iso
 from agentpool.handlers.runtime import PoolHandle, Runtime
@@ -285,7 +285,8 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
         try:
             pod = await runtime.kube.create_pod(handle.namespace, agent_pod(pool))
         except Exception as error:  # reported, and retried on the next pass
-            _event(body, "Warning", "CreateFailed", f"Creating an agent pod failed: {error}")
+            message = f"Creating an agent pod failed: {error}"
+            _event(body, "Warning", EventReason.CREATE_FAILED, message)
             break
         handle.pods[pod["metadata"]["name"]] = pod
         created += 1
@@ -308,7 +309,7 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
                 f" ({len(waiters)} waiting)",
             )
     scaled_down = sum(
-        1 for r in decided.retire if r.name in retired and r.reason in ("IdleTimeout", "ScaledDown")
+        1 for r in decided.retire if r.name in retired and r.reason in SCALE_DOWN_REASONS
     )
     if scaled_down:
         _event(
@@ -386,15 +387,19 @@ async def write_status(
     if handle.crash_failures and handle.last_failure is not None:
         reason, message = handle.last_failure
         failed = f"{handle.crash_failures} agents failed before turning Ready"
-        trouble = ConditionView("Degraded", "True", reason, f"{message} ({failed})")
+        trouble = ConditionView(
+            str(ConditionType.DEGRADED), "True", reason, f"{message} ({failed})"
+        )
     elif handle.last_unready and now - handle.last_unready[1] < UNREADY_MEMORY_SECONDS:
         # An agent that turns unready is retired in the same pass; remember it for a while so
         # Degraded says so instead of flipping back before anyone can see it.
         message = f"agent {handle.last_unready[0]} stopped passing its readiness probe"
-        trouble = ConditionView("Degraded", "True", str(Reason.READINESS_FAILING), message)
+        trouble = ConditionView(
+            str(ConditionType.DEGRADED), "True", str(Reason.READINESS_FAILING), message
+        )
     if trouble is not None:
         conditions = [
-            trouble if cond.type == "Degraded" and cond.status != "True" else cond
+            trouble if cond.type == ConditionType.DEGRADED and cond.status != "True" else cond
             for cond in conditions
         ]
     status["conditions"] = merge_conditions(
@@ -461,6 +466,7 @@ def record_metrics(handle: PoolHandle, waiting: int) -> None:
 
 
 AGENT_STATES = ("idle", "busy", "starting", "unready", "retiring")
+SCALE_DOWN_REASONS = frozenset({str(RetireReason.IDLE_TIMEOUT), str(RetireReason.SCALED_DOWN)})
 
 
 def _event(body: kopf.Body, kind: str, reason: str, message: str) -> None:
