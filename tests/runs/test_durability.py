@@ -258,3 +258,29 @@ async def test_an_output_over_4_kib_goes_to_a_configmap() -> None:
     records = {r["id"]: r for r in iter_results(sink.status, sink.result_configmaps())}
     assert records["large"]["output"] == "x" * 5000
     assert len(json.dumps(sink.status)) < 4096
+
+
+async def test_items_that_finish_during_a_status_write_are_written_later() -> None:
+    """An item that finishes while a status write is on its way is written by a later one: the
+    run drains rather than waiting forever with results no write will ever carry."""
+    clock = FakeClock()
+
+    class SlowSink(FakeSink):
+        async def write(self, patch: dict[str, Any]) -> None:
+            await clock.sleep(0.2)  # a slow API round trip, during which every item finishes
+            await super().write(patch)
+
+    sink = SlowSink()
+
+    engine = RunEngine(
+        RunConfig(name="run", pool="workers", cap=4, held_write_gap_seconds=0.1),
+        source=inline_source(list(range(200))),
+        dispatcher=FakeDispatcher(clock, {"workers": 4}),
+        invoker=FakeInvoker(clock, echo(0.05)),
+        sink=sink,
+        clock=clock,
+    )
+    async with asyncio.timeout(10):
+        outcome = await run_engine(engine, clock)
+    assert outcome.result == "Drained"
+    assert sink.status["succeeded"] == 200

@@ -184,6 +184,10 @@ class RunEngine:
             self._report.dirty = True
             task = asyncio.ensure_future(self._drive(work))
             self._tasks.add(task)
+            # Wake the loop once the task is done, not from inside it: a wake set in its last
+            # lines can be taken before the task counts as done, and then nothing wakes the loop
+            # again for it.
+            task.add_done_callback(self._task_done)
 
     async def _pull(self, now: float) -> bool:
         """Bring the next runnable item into ``_pending``; False if there is none now."""
@@ -356,6 +360,9 @@ class RunEngine:
         if due:
             self._retries = [entry for entry in self._retries if entry[0] > now]
             self._pending.extendleft(work for _, work in reversed(due))
+
+    def _task_done(self, _: asyncio.Task[None]) -> None:
+        self._wake.set()
 
     def _reap(self) -> None:
         for task in [task for task in self._tasks if task.done()]:

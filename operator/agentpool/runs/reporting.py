@@ -89,11 +89,20 @@ class Reporter:
             self._conditions_dirty = False
         fields.update(extra or {})
         flush = self._ledger.take_flush(fields)
-        for name, data in flush.configmaps:
-            await self._retrying(functools.partial(self._sink.write_results_configmap, name, data))
-        await self._retrying(functools.partial(self._sink.write, flush.patch))
-        self._last_write = now
+        # Clean as of the snapshot just taken: what changes while the writes below are awaited
+        # (an item finishing) marks it dirty again, and must not be wiped out afterwards, or
+        # nothing would ever write it.
         self.dirty = False
+        try:
+            for name, data in flush.configmaps:
+                await self._retrying(
+                    functools.partial(self._sink.write_results_configmap, name, data)
+                )
+            await self._retrying(functools.partial(self._sink.write, flush.patch))
+        except BaseException:
+            self.dirty = True
+            raise
+        self._last_write = now
 
     async def _retrying(self, write: Callable[[], Awaitable[None]]) -> None:
         """A write that a passing API error does not lose: retried, then the error is raised."""
