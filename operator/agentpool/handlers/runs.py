@@ -40,6 +40,8 @@ class KubeSink:
         self._body = body
         self._namespace = str(body["metadata"]["namespace"])
         self._name = str(body["metadata"]["name"])
+        # Result ConfigMaps this run has written, which later writes patch rather than create.
+        self._written: set[str] = set()
 
     async def write(self, patch: dict[str, Any]) -> None:
         # kopf keeps a daemon's body up to date, so this is the generation the engine now follows.
@@ -63,7 +65,9 @@ class KubeSink:
                 },
                 "data": data,
             },
+            exists=name in self._written,
         )
+        self._written.add(name)
 
     async def event(self, type: str, reason: str, message: str) -> None:
         kopf.event(self._body, type=type, reason=reason, message=message)

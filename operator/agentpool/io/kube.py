@@ -28,6 +28,9 @@ from agentpool import GROUP, VERSION, metrics
 T = TypeVar("T")
 
 MERGE_PATCH = "application/merge-patch+json"
+#: (connect, read) seconds for every call: a request the API server never answers fails and is
+#: retried by its caller, instead of holding one of the few worker threads for good.
+TIMEOUT = (5.0, 60.0)
 
 
 class NotFound(Exception):
@@ -122,7 +125,9 @@ class Kube:
                 header_params={"Accept": accept, "Content-Type": content_type},
                 body=body,
             )
-            response = self._client.call_api(method_, url, header_params=headers, body=body_)
+            response = self._client.call_api(
+                method_, url, header_params=headers, body=body_, _request_timeout=TIMEOUT
+            )
             response.read()
             if response.status >= 400:
                 raise ApiException(http_resp=response)
@@ -147,7 +152,9 @@ class Kube:
 
     async def create_pod(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         pod = await self._call(
-            "create", "pods", lambda: self._core.create_namespaced_pod(namespace, body)
+            "create",
+            "pods",
+            lambda: self._core.create_namespaced_pod(namespace, body, _request_timeout=TIMEOUT),
         )
         return self._plain(pod)
 
@@ -155,46 +162,75 @@ class Kube:
         """Delete a pod; one already gone is not an error."""
         with contextlib.suppress(NotFound):
             await self._call(
-                "delete", "pods", lambda: self._core.delete_namespaced_pod(name, namespace)
+                "delete",
+                "pods",
+                lambda: self._core.delete_namespaced_pod(name, namespace, _request_timeout=TIMEOUT),
             )
 
     # Secrets and ConfigMaps -----------------------------------------------------------------
 
     async def read_secret(self, namespace: str, name: str) -> dict[str, Any]:
         secret = await self._call(
-            "get", "secrets", lambda: self._core.read_namespaced_secret(name, namespace)
+            "get",
+            "secrets",
+            lambda: self._core.read_namespaced_secret(name, namespace, _request_timeout=TIMEOUT),
         )
         return self._plain(secret)
 
     async def create_secret(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         secret = await self._call(
-            "create", "secrets", lambda: self._core.create_namespaced_secret(namespace, body)
+            "create",
+            "secrets",
+            lambda: self._core.create_namespaced_secret(namespace, body, _request_timeout=TIMEOUT),
         )
         return self._plain(secret)
 
     async def read_configmap(self, namespace: str, name: str) -> dict[str, Any]:
         configmap = await self._call(
-            "get", "configmaps", lambda: self._core.read_namespaced_config_map(name, namespace)
+            "get",
+            "configmaps",
+            lambda: self._core.read_namespaced_config_map(
+                name, namespace, _request_timeout=TIMEOUT
+            ),
         )
         return self._plain(configmap)
 
-    async def apply_configmap(self, namespace: str, body: dict[str, Any]) -> None:
-        """Create the ConfigMap, or replace its data if it exists."""
+    async def apply_configmap(
+        self, namespace: str, body: dict[str, Any], *, exists: bool = False
+    ) -> None:
+        """Create the ConfigMap, or replace its data if it exists.
+
+        ``exists`` says the caller made it before: its data is patched at once, saving the
+        create that would fail.
+        """
         name = body["metadata"]["name"]
-        try:
-            await self._call(
-                "create",
-                "configmaps",
-                lambda: self._core.create_namespaced_config_map(namespace, body),
-            )
-        except Conflict:
+        data = {"data": body.get("data", {})}
+
+        async def patch() -> None:
             await self._call(
                 "patch",
                 "configmaps",
                 lambda: self._core.patch_namespaced_config_map(
-                    name, namespace, {"data": body.get("data", {})}
+                    name, namespace, data, _request_timeout=TIMEOUT
                 ),
             )
+
+        if exists:
+            try:
+                await patch()
+                return
+            except NotFound:
+                pass
+        try:
+            await self._call(
+                "create",
+                "configmaps",
+                lambda: self._core.create_namespaced_config_map(
+                    namespace, body, _request_timeout=TIMEOUT
+                ),
+            )
+        except Conflict:
+            await patch()
 
     # Custom resources -----------------------------------------------------------------------
 
@@ -203,7 +239,7 @@ class Kube:
             "get",
             plural,
             lambda: self._custom.get_namespaced_custom_object(
-                GROUP, VERSION, namespace, plural, name
+                GROUP, VERSION, namespace, plural, name, _request_timeout=TIMEOUT
             ),
         )
         return obj
@@ -212,7 +248,9 @@ class Kube:
         listed: dict[str, Any] = await self._call(
             "list",
             plural,
-            lambda: self._custom.list_namespaced_custom_object(GROUP, VERSION, namespace, plural),
+            lambda: self._custom.list_namespaced_custom_object(
+                GROUP, VERSION, namespace, plural, _request_timeout=TIMEOUT
+            ),
         )
         return list(listed.get("items") or [])
 
@@ -231,6 +269,7 @@ class Kube:
                 name,
                 {"status": status},
                 _content_type=MERGE_PATCH,
+                _request_timeout=TIMEOUT,
             ),
         )
         return obj
@@ -241,7 +280,7 @@ class Kube:
                 "delete",
                 plural,
                 lambda: self._custom.delete_namespaced_custom_object(
-                    GROUP, VERSION, namespace, plural, name
+                    GROUP, VERSION, namespace, plural, name, _request_timeout=TIMEOUT
                 ),
             )
 
