@@ -21,6 +21,7 @@ from typing import Any
 
 import aiohttp
 
+from agentpool.local.processes import pod_processes
 from bench.harness import (
     ROOT,
     Stage,
@@ -39,21 +40,6 @@ LEASES = "/apis/agentpool.dev/v1alpha1/namespaces/{}/agentleases"
 
 def bound(obj: dict[str, Any]) -> bool:
     return (obj.get("status") or {}).get("phase") == "Bound"
-
-
-def agent_pids(pod_ip: str) -> list[int]:
-    """The processes the local kubelet started for the pod with this IP."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if f"POD_IP={pod_ip}".encode() in environ:
-            found.append(int(entry.name))
-    return found
 
 
 async def overflow_sample(stage: Stage, namespace: str, index: int) -> float:
@@ -93,7 +79,7 @@ async def replacement_sample(stage: Stage, namespace: str, index: int) -> float:
     try:
         known = set(pods.first)
         victim = next(p for p in pods.objects.values() if is_ready(p))
-        pids = agent_pids(victim["status"]["podIP"])
+        pids = pod_processes(victim["status"]["podIP"])
         if not pids:
             raise RuntimeError(f"no process found for pod {victim['metadata']['name']}")
         started = time.monotonic()

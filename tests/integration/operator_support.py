@@ -18,6 +18,8 @@ from typing import Any
 
 import kubernetes
 
+from agentpool.local.processes import pod_processes
+
 GROUP, VERSION = "agentpool.dev", "v1alpha1"
 REPO = Path(__file__).resolve().parents[2]
 
@@ -149,18 +151,8 @@ class Api:
 
 
 def agent_pids(pod_ip: str) -> list[int]:
-    """The processes the local kubelet started for the pod with this IP (its whole group)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if f"POD_IP={pod_ip}".encode() in environ:
-            found.append(int(entry.name))
-    return found
+    """The processes the local kubelet started for the pod with this IP."""
+    return pod_processes(pod_ip)
 
 
 def kill_agent(pod: dict[str, Any]) -> None:

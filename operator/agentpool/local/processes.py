@@ -171,6 +171,24 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
+def pod_processes(pod_ip: str) -> list[int]:
+    """Pids of the processes the local kubelet started for the pod with this IP (each carries
+    ``POD_IP`` in its environment), so a test or benchmark can kill an agent as a crash would."""
+    needle = f"POD_IP={pod_ip}".encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as handle:
+                environ = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if needle in environ:
+            found.append(int(entry.name))
+    return found
+
+
 def group_alive(pgid: int) -> bool:
     """Whether any non-zombie process of the group remains."""
     try:
