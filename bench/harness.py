@@ -132,6 +132,8 @@ class OperatorProcess:
 
     def start(self) -> None:
         argv = [sys.executable, "-m", "agentpool", "run", "--server", self.server]
+        # The runs' journals, in a directory that outlives a killed operator, as an emptyDir does.
+        argv += ["--state-dir", str(self.log_path.parent / "operator-state")]
         if self.metrics_port:
             argv += ["--metrics-port", str(self.metrics_port)]
         with self.log_path.open("ab") as log:

@@ -8,6 +8,7 @@ local cluster.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -75,6 +76,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             namespaces=namespaces,
             liveness_endpoint=args.liveness,
             peering_name=None if args.standalone else args.peering,
+            state_dir=Path(args.state_dir) if args.state_dir else None,
         )
     )
     return 0
@@ -185,6 +187,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--liveness", metavar="URL", help="serve a liveness endpoint at this URL")
     run.add_argument("--metrics-port", type=int, default=0, help="serve Prometheus metrics here")
+    run.add_argument(
+        "--state-dir",
+        default=os.environ.get("AGENTPOOL_STATE_DIR") or None,
+        help="directory for the runs' journals, so a crash re-runs only the items in flight "
+        "(default: $AGENTPOOL_STATE_DIR; without one a crash may re-run up to cap finished items)",
+    )
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     run.add_argument("--server", help="API server URL (default: in-cluster, then kubeconfig)")
     run.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Collection
+from pathlib import Path
 from typing import Any
 
 import kopf
@@ -18,6 +19,7 @@ import kopf
 from agentpool.handlers import leases, pods, pools, runs
 from agentpool.handlers.runtime import Runtime
 from agentpool.io.agents import AgentClient
+from agentpool.io.journal import Journals
 from agentpool.io.kube import Connection, Kube, credentials
 
 PREFIX = "agentpool.dev"
@@ -78,15 +80,18 @@ async def run_operator(
     liveness_endpoint: str | None = None,
     peering_name: str | None = None,
     embedded: bool = False,
+    state_dir: Path | None = None,
 ) -> None:
     """Run the operator until ``stop_flag`` is set (or, without one, until cancelled).
 
     ``namespaces`` limits it to those namespaces; empty means cluster-wide. ``peering_name``
-    turns on kopf peering so that only one of several replicas acts at a time.
+    turns on kopf peering so that only one of several replicas acts at a time. ``state_dir``
+    holds the runs' journals, so that a crash re-runs only the items in flight.
     """
     kube = Kube.connect(connection)
     agents = AgentClient()
-    runtime = Runtime(kube=kube, agents=agents)
+    journals = Journals(state_dir) if state_dir is not None else None
+    runtime = Runtime(kube=kube, agents=agents, journals=journals)
     registry = build_registry(runtime, connection)
     settings = build_settings(embedded=embedded)
     try:

@@ -164,6 +164,8 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
                     data = (await runtime.kube.read_configmap(namespace, ref["name"])).get("data")
                     configmaps[ref["name"]] = dict(data or {})
             dispatcher = BrokerDispatcher(runtime, namespace)
+            uid = str(body["metadata"].get("uid") or f"{namespace}.{name}")
+            journal = runtime.journals.open(uid) if runtime.journals is not None else None
             engine = RunEngine(
                 config,
                 source=await open_source(runtime, namespace, spec),
@@ -173,6 +175,7 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
                 status=status,
                 configmaps=configmaps,
                 suspended=spec.suspend,
+                journal=journal,
             )
             engines[(namespace, name)] = engine
             task = asyncio.ensure_future(engine.run())
@@ -186,6 +189,12 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
+                if journal is not None:
+                    journal.close()
+                    if stopped.reason is not None and (
+                        stopped.reason & kopf.DaemonStoppingReason.RESOURCE_DELETED
+                    ):
+                        journal.discard()
             if not task.done() or task.cancelled():
                 return
             task.result()

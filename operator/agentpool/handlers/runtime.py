@@ -13,6 +13,7 @@ from typing import Any
 
 from agentpool.broker import Broker, Brokers, Checkout
 from agentpool.io.agents import AgentClient
+from agentpool.io.journal import Journals
 from agentpool.io.kube import Kube
 from agentpool.pool import DemandSample
 
@@ -58,6 +59,8 @@ class PoolHandle:
 class Runtime:
     kube: Kube
     agents: AgentClient
+    # Where runs keep their journals; without it a crash may re-run up to a cap of finished items.
+    journals: Journals | None = None
     brokers: Brokers = field(default_factory=Brokers)
     pools: dict[PoolKey, PoolHandle] = field(default_factory=dict)
     # Pools whose loop is rebuilding who is busy: pod events reach them, checkouts do not yet.

@@ -42,8 +42,11 @@ class ClusterBusy(RuntimeError):
     """The directory or the port is already taken by another local cluster or program."""
 
 
-def default_operator() -> OperatorRunner | None:
-    """The agentpool operator, or None when this installation does not have it."""
+def default_operator(state_dir: Path | None = None) -> OperatorRunner | None:
+    """The agentpool operator, or None when this installation does not have it.
+
+    ``state_dir`` keeps its runs' journals (see :mod:`agentpool.io.journal`).
+    """
     try:
         from agentpool.handlers.operator import run_operator
         from agentpool.io.kube import Connection
@@ -51,7 +54,9 @@ def default_operator() -> OperatorRunner | None:
         return None
 
     async def run(server: str, stop_flag: asyncio.Event) -> None:
-        await run_operator(Connection(server=server), stop_flag=stop_flag, embedded=True)
+        await run_operator(
+            Connection(server=server), stop_flag=stop_flag, embedded=True, state_dir=state_dir
+        )
 
     return run
 
@@ -208,7 +213,9 @@ class LocalCluster:
         self._kubelet_task = asyncio.create_task(self.kubelet.run())
         async with asyncio.timeout(10):
             await self.kubelet.wait_started()
-        runner = self.start_operator or (default_operator() if self.operator else None)
+        runner = self.start_operator or (
+            default_operator(self.dir / "operator") if self.operator else None
+        )
         if self.operator and runner is not None:
             self.operator_thread = OperatorThread(runner, self.url)
             self.operator_thread.start()

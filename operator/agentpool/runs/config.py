@@ -42,9 +42,9 @@ class RunConfig:
     status_interval_seconds: float = 1.0
     rerun_limit: int | None = None
     """Most items that may have started without their result being written, for a replayable
-    source (inline items, a ConfigMap): an operator crash re-runs at most this many. ``None``
-    means ``cap``. A status write then goes out at least once per this many items started: the
-    price of the guarantee. ``0`` lifts the limit."""
+    source (inline items, a ConfigMap) and no journal: an operator crash re-runs at most this
+    many. ``None`` means ``cap``. A status write then goes out at least once per this many items
+    started: the price of the guarantee without a journal. ``0`` lifts the limit."""
     held_write_gap_seconds: float = 0.1
     """When the re-run limit holds dispatch and nothing is running, the next status write goes
     this long after the last instead of a whole interval, so short items do not idle."""
@@ -57,13 +57,15 @@ class RunConfig:
         if self.max_attempts < 1:
             raise ValueError(f"run {self.name}: maxAttempts must be at least 1")
 
-    def effective_rerun_limit(self, *, replayable: bool) -> int | None:
+    def effective_rerun_limit(self, *, replayable: bool, journaled: bool = False) -> int | None:
         """The limit on unwritten starts, or None for none.
 
         An unreplayable source (the HTTP source) does not give an item again after a crash, so
         holding starts back would bound nothing that a resumed run re-runs: it is not limited.
+        Nor is a run with a journal: every finished item is in it the moment it is recorded, so
+        a crash re-runs only the items in flight, which ``cap`` bounds already.
         """
-        if not replayable or self.rerun_limit == 0:
+        if journaled or not replayable or self.rerun_limit == 0:
             return None
         return self.rerun_limit if self.rerun_limit is not None else self.cap
 

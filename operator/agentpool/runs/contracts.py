@@ -93,6 +93,35 @@ class StatusSink(Protocol):
         ...
 
 
+class Journal(Protocol):
+    """Where finished items go the moment they are recorded, to outlive an operator crash.
+
+    The engine appends each result; before a status write it seals what is there, and once the
+    write succeeded it releases it; after a restart it reads back what no write holds yet.
+    """
+
+    def load(self) -> list[dict[str, Any]]:
+        """Entries still held, oldest first: ``{"id", "attempt"}`` when an item starts, then
+        ``{"id", "output"}`` or ``{"id", "failure"}`` when it is recorded."""
+        ...
+
+    def append(self, entry: dict[str, Any]) -> None: ...
+
+    def seal(self) -> int:
+        """Close off what is there for the next status write; returns the mark to release."""
+        ...
+
+    def release(self, mark: int) -> None:
+        """A status write holds everything up to ``mark``."""
+        ...
+
+    def discard(self) -> None:
+        """The run is over and its status holds everything."""
+        ...
+
+    def close(self) -> None: ...
+
+
 class Clock(Protocol):
     """Wall-clock time and sleeping, injected so tests run on a fake clock."""
 

@@ -25,6 +25,7 @@ from agentpool.runs.contracts import (
     Clock,
     Dispatcher,
     Invoker,
+    Journal,
     PoolNotFound,
     StatusSink,
     SystemClock,
@@ -68,6 +69,7 @@ class RunEngine:
         configmaps: Mapping[str, Mapping[str, str]] | None = None,
         suspended: bool = False,
         failure_event_interval: float = 5.0,
+        journal: Journal | None = None,
     ) -> None:
         self.config = config
         self._source = source
@@ -79,6 +81,9 @@ class RunEngine:
         self.ledger = RunLedger.restore(
             config.name, replayable=source.replayable, status=status, configmaps=configmaps
         )
+        self._journal = journal
+        if journal is not None:
+            self._replay(journal)
         self._report = Reporter(
             sink=sink,
             clock=self._clock,
@@ -87,6 +92,7 @@ class RunEngine:
             interval=config.status_interval_seconds,
             failure_event_interval=failure_event_interval,
             held_gap=config.held_write_gap_seconds,
+            journal=journal,
         )
         # The re-run limit stopped the last fill: only a status write lets more items start.
         self._held = False
@@ -111,6 +117,46 @@ class RunEngine:
         self._wake = asyncio.Event()
         if not source.replayable:
             self._seen_ids |= self.ledger.recorded
+
+    def _replay(self, journal: Journal) -> None:
+        """Record what finished after the last status write, before an operator crash."""
+        ledger = self.ledger
+        for entry in journal.load():
+            key = entry["id"]
+            if key in ledger.recorded:
+                continue
+            if "attempt" in entry:
+                # Started: it runs again with the attempt raised, unless it finished below.
+                ledger.resumed[key] = int(entry["attempt"])
+                continue
+            failure = entry.get("failure")
+            if isinstance(failure, dict):
+                ledger.record_failure(
+                    key,
+                    reason=str(failure.get("reason", "")),
+                    message=str(failure.get("message", "")),
+                    attempts=int(failure.get("attempts", 0)),
+                    agent=failure.get("agent"),
+                )
+            else:
+                ledger.record_output(key, entry.get("output"))
+            ledger.resumed.pop(key, None)
+
+    def _record_output(self, key: str, output: Any) -> None:
+        self.ledger.record_output(key, output)
+        if self._journal is not None:
+            self._journal.append({"id": key, "output": output})
+
+    def _record_failure(
+        self, key: str, *, reason: str, message: str, attempts: int, agent: str | None
+    ) -> None:
+        self.ledger.record_failure(
+            key, reason=reason, message=message, attempts=attempts, agent=agent
+        )
+        if self._journal is not None:
+            failure: dict[str, Any] = {"reason": reason, "message": message}
+            failure |= {"attempts": attempts, "agent": agent}
+            self._journal.append({"id": key, "failure": failure})
 
     def set_suspended(self, suspended: bool) -> None:
         """Follow ``spec.suspend``: finish what is in flight and dispatch nothing more, or go on."""
@@ -151,6 +197,8 @@ class RunEngine:
                 outcome = self._outcome()
                 if outcome is not None:
                     await self._report.finish(outcome, total=self._total())
+                    if self._journal is not None:
+                        self._journal.discard()
                     return outcome
             if self._report.due(held=self._held_on_write()):
                 await self._report.write(total=self._total())
@@ -166,7 +214,9 @@ class RunEngine:
         return self._held and not self._tasks
 
     async def _fill(self, now: float) -> None:
-        limit = self.config.effective_rerun_limit(replayable=self._source.replayable)
+        limit = self.config.effective_rerun_limit(
+            replayable=self._source.replayable, journaled=self._journal is not None
+        )
         self._held = False
         while len(self._tasks) < self.config.cap:
             if not self._pending and not await self._pull(now):
@@ -181,6 +231,8 @@ class RunEngine:
                 return
             self._pending.popleft()
             self.ledger.start(work.key, attempt=work.attempt)
+            if self._journal is not None:
+                self._journal.append({"id": work.key, "attempt": work.attempt})
             self._report.dirty = True
             task = asyncio.ensure_future(self._drive(work))
             self._tasks.add(task)
@@ -235,7 +287,7 @@ class RunEngine:
         self._pending.append(Work(key=key, index=index, value=value, pool=pool, attempt=attempt))
 
     def _fail_now(self, key: str, rejection: Rejection) -> None:
-        self.ledger.record_failure(
+        self._record_failure(
             key, reason=rejection.reason, message=rejection.message, attempts=0, agent=None
         )
         self._report.dirty = True
@@ -336,7 +388,7 @@ class RunEngine:
             checkout, "lost" if result.lost else ("success" if result.ok else "failure")
         )
         if ok:
-            self.ledger.record_output(work.key, output)
+            self._record_output(work.key, output)
             return
         self._after_failure(work, checkout.agent, reason or reasons.CALL_FAILED, message)
 
@@ -350,7 +402,7 @@ class RunEngine:
             due = self._clock.now() + delay
             self._retries.append((due, work))
             return
-        self.ledger.record_failure(
+        self._record_failure(
             work.key, reason=reason, message=message, attempts=work.attempt, agent=agent
         )
         self._report.item_failed(work.key, reason, message)

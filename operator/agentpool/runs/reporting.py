@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from agentpool.runs import reasons
-from agentpool.runs.contracts import Clock, StatusSink
+from agentpool.runs.contracts import Clock, Journal, StatusSink
 from agentpool.runs.outcome import Outcome, final_conditions, format_time, running_conditions
 from agentpool.runs.status import RunLedger, flush_due
 
@@ -36,8 +36,10 @@ class Reporter:
         interval: float,
         failure_event_interval: float,
         held_gap: float = 0.0,
+        journal: Journal | None = None,
     ) -> None:
         self._sink = sink
+        self._journal = journal
         self._clock = clock
         self._ledger = ledger
         self._interval = interval
@@ -89,6 +91,8 @@ class Reporter:
             self._conditions_dirty = False
         fields.update(extra or {})
         flush = self._ledger.take_flush(fields)
+        # The journal's entries so far are all in this snapshot; later ones go to a new segment.
+        mark = self._journal.seal() if self._journal is not None else None
         # Clean as of the snapshot just taken: what changes while the writes below are awaited
         # (an item finishing) marks it dirty again, and must not be wiped out afterwards, or
         # nothing would ever write it.
@@ -103,6 +107,8 @@ class Reporter:
             self.dirty = True
             raise
         self._last_write = now
+        if self._journal is not None and mark is not None:
+            self._journal.release(mark)
 
     async def _retrying(self, write: Callable[[], Awaitable[None]]) -> None:
         """A write that a passing API error does not lose: retried, then the error is raised."""

@@ -1,0 +1,165 @@
+"""A run's journal: finished items outlive an operator crash without a status write each."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from pathlib import Path
+from typing import Any
+
+from runfakes import FakeClock, FakeDispatcher, FakeInvoker, FakeSink, Result, run_engine, running
+
+from agentpool.io.journal import FileJournal, Journals
+from agentpool.runs.config import RunConfig
+from agentpool.runs.engine import RunEngine
+from agentpool.runs.results import iter_results
+from agentpool.runs.sources import inline_source
+
+
+def test_entries_survive_a_reopen_and_a_torn_last_line(tmp_path: Path) -> None:
+    journal = FileJournal(tmp_path / "run")
+    journal.append({"id": "a", "output": {"n": 1}})
+    journal.append({"id": "b", "failure": {"reason": "AgentError", "message": "no"}})
+    # No close: a killed process does not close its files either.
+    with (tmp_path / "run" / "00000001.jsonl").open("ab") as segment:
+        segment.write(b'{"id": "c", "outp')
+    again = FileJournal(tmp_path / "run")
+    assert [entry["id"] for entry in again.load()] == ["a", "b"]
+    assert again.load()[0]["output"] == {"n": 1}
+
+
+def test_a_release_drops_only_what_the_write_holds(tmp_path: Path) -> None:
+    journal = FileJournal(tmp_path / "run")
+    journal.append({"id": "a", "output": 1})
+    mark = journal.seal()
+    journal.append({"id": "b", "output": 2})
+    journal.release(mark)
+    assert [entry["id"] for entry in journal.load()] == ["b"]
+    journal.discard()
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_unwritable_state_directory_means_no_journal(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert Journals(blocker).open("uid") is None
+
+
+class KilledJournal:
+    """A journal whose process dies at ``kill()``: nothing it is asked afterwards happens."""
+
+    def __init__(self, path: Path) -> None:
+        self.inner = FileJournal(path)
+        self.dead = False
+
+    def kill(self) -> None:
+        self.dead = True
+
+    def load(self) -> list[dict[str, Any]]:
+        return self.inner.load()
+
+    def append(self, entry: dict[str, Any]) -> None:
+        if not self.dead:
+            self.inner.append(entry)
+
+    def seal(self) -> int:
+        return -1 if self.dead else self.inner.seal()
+
+    def release(self, mark: int) -> None:
+        if not self.dead:
+            self.inner.release(mark)
+
+    def discard(self) -> None:
+        if not self.dead:
+            self.inner.discard()
+
+    def close(self) -> None:
+        pass
+
+
+def quick(envelope: dict[str, Any], agent: str) -> tuple[float, Result]:
+    """Calls of 10 to 80 ms: hundreds finish between two status writes."""
+    n = envelope["item"]["n"]
+    return 0.01 + (n * 7 % 8) / 100, Result(ok=True, output={"n": n})
+
+
+async def test_a_crash_re_runs_only_items_in_flight_and_writes_stay_rare(tmp_path: Path) -> None:
+    """With a journal the run is not held to a write per cap items: 2,000 short items at cap 8
+    take a handful of writes, and after a crash between two writes every item that had finished
+    is recorded from the journal; only those in flight (at most cap) run again."""
+    count, cap = 2000, 8
+    items = [{"id": f"i{n}", "n": n} for n in range(count)]
+    config = RunConfig(name="run", pool="workers", item_id="id", cap=cap)
+    clock = FakeClock()
+    sink = FakeSink()
+    journal = KilledJournal(tmp_path / "run")
+    crashed = asyncio.Event()
+    finished: set[str] = set()
+
+    class Invoker(FakeInvoker):
+        async def invoke(self, checkout: Any, envelope: dict[str, Any], **kw: Any) -> Result:
+            result = await super().invoke(checkout, envelope, **kw)
+            if not crashed.is_set():
+                finished.add(envelope["id"])
+            return result
+
+    invoker = Invoker(clock, quick)
+
+    def crash_at(calls: int) -> None:
+        if calls >= count // 2 and not crashed.is_set():
+            # Dies as this call returns: its item finished on the agent, not in the journal.
+            sink.frozen = True
+            journal.kill()
+            crashed.set()
+
+    invoker.on_call = crash_at
+    first = RunEngine(
+        config,
+        source=inline_source(items),
+        dispatcher=FakeDispatcher(clock, {"workers": cap}),
+        invoker=invoker,
+        sink=sink,
+        clock=clock,
+        journal=journal,
+    )
+    async with running(clock):
+        task = asyncio.ensure_future(first.run())
+        await crashed.wait()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    written = copy.deepcopy(sink.status)
+    writes_before = sink.writes
+    recorded_at_crash = {record["id"] for record in iter_results(written, [])}
+    unwritten = set(invoker.runs) - recorded_at_crash
+    # Far more finished since the last write than cap: without the journal they would run again.
+    assert len(unwritten) > 10 * cap
+    assert writes_before <= 8, writes_before
+
+    sink.frozen = False
+    invoker.on_call = None
+    second_calls = len(invoker.calls)
+    second = RunEngine(
+        config,
+        source=inline_source(items),
+        dispatcher=FakeDispatcher(clock, {"workers": cap}),
+        invoker=invoker,
+        sink=sink,
+        clock=clock,
+        status=written,
+        configmaps=copy.deepcopy(sink.configmaps),
+        journal=FileJournal(tmp_path / "run"),
+    )
+    outcome = await run_engine(second, clock)
+
+    assert (outcome.phase, outcome.result) == ("Succeeded", "Drained")
+    assert sink.status["succeeded"] == count
+    assert {record["id"] for record in iter_results(sink.status, sink.result_configmaps())} == {
+        item["id"] for item in items
+    }
+    rerun = {key for key, runs in invoker.runs.items() if runs > 1}
+    assert len(rerun) <= cap
+    assert not rerun & finished, "an item that finished before the crash ran again"
+    # Each ran again with its attempt raised: the journal noted its start.
+    assert all(attempt == 2 for key, attempt, _ in invoker.calls[second_calls:] if key in rerun)
+    assert sink.writes <= 16, sink.writes
+    assert not (tmp_path / "run").exists(), "the journal of a finished run is removed"
