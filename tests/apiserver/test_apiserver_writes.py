@@ -345,3 +345,21 @@ def test_nulls_vanish_from_built_in_objects(core: k8s.CoreV1Api, namespace: str)
     core.create_namespaced_pod(namespace, {"metadata": {"name": "nul"}, "spec": spec})
     stored = raw(core.api_client, "GET", f"/api/v1/namespaces/{namespace}/pods/nul").body
     assert "nodeName" not in stored["spec"]
+
+
+def test_annotations_past_256_kib_are_refused(core: k8s.CoreV1Api, namespace: str) -> None:
+    """As a real API server does: all annotations together take at most 262,144 bytes, on create
+    and on patch, and the error names the field."""
+    big = {"metadata": {"name": "big", "annotations": {"a": "x" * (256 * 1024)}}}
+    with pytest.raises(k8s.ApiException) as caught:
+        core.create_namespaced_config_map(namespace, big)
+    assert caught.value.status == 422
+    assert "metadata.annotations: Too long: must have at most 262144 bytes" in caught.value.body
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "small"}})
+    with pytest.raises(k8s.ApiException) as caught:
+        core.patch_namespaced_config_map(
+            "small", namespace, {"metadata": big["metadata"] | {"name": "small"}}
+        )
+    assert caught.value.status == 422
+    fits = {"metadata": {"annotations": {"a": "x" * (256 * 1024 - 1)}}}
+    core.patch_namespaced_config_map("small", namespace, fits)

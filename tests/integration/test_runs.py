@@ -392,6 +392,35 @@ def test_twenty_thousand_items_from_a_source_service_keep_the_object_small(
     )
 
 
+def test_a_run_with_400_kib_of_inline_items_can_be_suspended_and_resumed(
+    api: Api, namespace: str, operator_cluster: Any
+) -> None:
+    """Inline items past the API server's 256 KiB limit on annotations: what the operator keeps
+    on the run to notice `suspend` changes leaves the items out, so a suspend and a resume are
+    handled without a refused write, and the run drains with every output recorded."""
+    env = {"SLOW_START_SECONDS": "0", "WORK_SECONDS": "0"}
+    api.create("agentpools", namespace, "roomy", pool_spec("slow_start", env=env, minSize=4))
+    ready_pool(api, namespace, "roomy", 4)
+    items = [{"id": f"i{n:04}", "text": "x" * 400} for n in range(1000)]
+    assert len(json.dumps(items)) > 400 * 1024
+    start_run(
+        api, namespace, "roomy", items, poolRef={"name": "roomy"}, itemId="id", cap=8, suspend=True
+    )
+    wait_for(
+        lambda: run_status(api, namespace, "roomy").get("phase") == "Suspended",
+        30,
+        message="run suspended",
+    )
+    api.patch_spec("poolruns", namespace, "roomy", {"suspend": False})
+    status = finished_run(api, namespace, "roomy", 120)
+    assert (status["phase"], status["result"]) == ("Succeeded", "Drained"), status.get("message")
+    assert status["succeeded"] == 1000
+    annotations = api.get("poolruns", namespace, "roomy")["metadata"].get("annotations") or {}
+    assert annotations, "the operator noted the handled suspend change"
+    assert sum(len(k) + len(v) for k, v in annotations.items()) < 4096, list(annotations)
+    assert "Too long" not in operator_cluster.operator.log()
+
+
 def test_bad_items_and_sources_fail_clearly_and_lose_nothing_else(api: Api, namespace: str) -> None:
     """A duplicate id fails only that item; a ConfigMap that is not JSON, a missing ConfigMap,
     an unreachable source URL and a source that breaks mid-run fail the run with a message

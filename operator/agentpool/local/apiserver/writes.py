@@ -108,7 +108,7 @@ def create(
         "kind": rt.kind,
         "metadata": core.new_metadata(rt, meta),
     }
-    causes = kinds.prepare_create(rt, obj, core.now())
+    causes = metadata_causes(obj) + kinds.prepare_create(rt, obj, core.now())
     if causes:
         raise invalid(rt, name, causes)
     obj, warnings = custom_checks(rt, obj, None, options, name)
@@ -120,6 +120,20 @@ def create(
     if rt.key == CRDS:
         _register(core, stored)
     return Written(stored, created=True, warnings=warnings)
+
+
+#: The most bytes all of an object's annotation keys and values may take together.
+ANNOTATIONS_LIMIT = 256 * 1024
+
+
+def metadata_causes(obj: Obj) -> list[Cause]:
+    """What the API server refuses in any object's metadata: annotations past their limit."""
+    annotations = obj["metadata"].get("annotations") or {}
+    size = sum(len(key) + len(str(value)) for key, value in annotations.items())
+    if size <= ANNOTATIONS_LIMIT:
+        return []
+    message = f"Too long: must have at most {ANNOTATIONS_LIMIT} bytes"
+    return [Cause("metadata.annotations", message, "FieldValueTooLong")]
 
 
 def drop_nulls(value: Any) -> Any:
@@ -168,7 +182,7 @@ def commit(
     new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
     if not rt.custom:
         new = drop_nulls(new)
-    causes = kinds.prepare_update(rt, old, new, core.now())
+    causes = metadata_causes(new) + kinds.prepare_update(rt, old, new, core.now())
     if causes:
         raise invalid(rt, name, causes)
     new, warnings = custom_checks(rt, new, old, options, name)
