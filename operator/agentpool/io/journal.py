@@ -2,9 +2,10 @@
 
 A PoolRun writes its status about once a second. A finished item whose result is not written yet
 would run again after an operator crash; the journal keeps it. The engine appends a line per
-finished item as it is recorded, and each line is handed to the kernel at once (no buffering in
-the process), so a killed operator (SIGKILL, OOM, a crash) loses none of them: the restarted
-operator reads them back and runs only the items that were in flight. Lines are not synced to
+item as it starts and as it is recorded, and hands what it appended to the kernel (one write)
+before it starts any more items, so a killed operator (SIGKILL, OOM, a crash) loses only results
+of items that were in flight a moment before, never more than ``cap``: the restarted operator
+reads the journal back and runs again only those. Lines are not synced to
 disk; what a lost node takes with it, the status written before it still has.
 
 A journal is a directory of segment files, one per status write: when the engine takes a
@@ -37,6 +38,7 @@ class FileJournal:
         numbers = self._segments()
         self._segment = (numbers[-1] + 1) if numbers else 1
         self._fd: int | None = None
+        self._buffer: list[bytes] = []
 
     def _segments(self) -> list[int]:
         return sorted(int(p.stem) for p in self.path.glob(f"*{SUFFIX}") if p.stem.isdigit())
@@ -59,14 +61,22 @@ class FileJournal:
                     yield entry
 
     def append(self, entry: dict[str, Any]) -> None:
-        """Hand one entry to the kernel: it survives the operator's process from here on."""
+        """Add one entry; :meth:`flush` hands it to the kernel."""
+        self._buffer.append(json.dumps(entry, separators=(",", ":")).encode() + b"\n")
+
+    def flush(self) -> None:
+        """Hand what was appended to the kernel: it survives the operator's process from here."""
+        if not self._buffer:
+            return
         if self._fd is None:
             flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
             self._fd = os.open(self._file(self._segment), flags, 0o600)
-        os.write(self._fd, json.dumps(entry, separators=(",", ":")).encode() + b"\n")
+        data, self._buffer = b"".join(self._buffer), []
+        os.write(self._fd, data)
 
     def seal(self) -> int:
         """Close the current segment before a status write; returns the mark to release."""
+        self.flush()
         mark = self._segment
         if self._fd is not None:
             os.close(self._fd)
@@ -82,10 +92,12 @@ class FileJournal:
 
     def discard(self) -> None:
         """The run is over: its status holds everything, the journal goes."""
+        self._buffer = []
         self.close()
         shutil.rmtree(self.path, ignore_errors=True)
 
     def close(self) -> None:
+        self.flush()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

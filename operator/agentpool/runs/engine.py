@@ -142,8 +142,8 @@ class RunEngine:
                 ledger.record_output(key, entry.get("output"))
             ledger.resumed.pop(key, None)
 
-    def _record_output(self, key: str, output: Any) -> None:
-        self.ledger.record_output(key, output)
+    def _record_output(self, key: str, output: Any, *, size: int | None = None) -> None:
+        self.ledger.record_output(key, output, size=size)
         if self._journal is not None:
             self._journal.append({"id": key, "output": output})
 
@@ -218,6 +218,9 @@ class RunEngine:
             replayable=self._source.replayable, journaled=self._journal is not None
         )
         self._held = False
+        if self._journal is not None:
+            # What finished is safe before more items start: a crash re-runs at most cap items.
+            self._journal.flush()
         while len(self._tasks) < self.config.cap:
             if not self._pending and not await self._pull(now):
                 return
@@ -376,11 +379,12 @@ class RunEngine:
             self._after_failure(work, checkout.agent, reasons.CALL_FAILED, repr(error))
             return
         ok, output = result.ok, result.output
-        if ok and encoded_size(output) > CHUNK_BYTES - 1024:
+        size = encoded_size(output) if ok else 0
+        if size > CHUNK_BYTES - 1024:
             ok = False
             reason, message = (
                 reasons.OUTPUT_TOO_LARGE,
-                f"output of {encoded_size(output)} bytes exceeds {CHUNK_BYTES - 1024}",
+                f"output of {size} bytes exceeds {CHUNK_BYTES - 1024}",
             )
         else:
             reason, message = result.reason, result.message
@@ -388,7 +392,7 @@ class RunEngine:
             checkout, "lost" if result.lost else ("success" if result.ok else "failure")
         )
         if ok:
-            self._record_output(work.key, output)
+            self._record_output(work.key, output, size=size)
             return
         self._after_failure(work, checkout.agent, reason or reasons.CALL_FAILED, message)
 

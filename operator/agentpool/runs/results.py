@@ -40,17 +40,28 @@ def record_line(key: str, *, output: Any = None, failure: Mapping[str, Any] | No
 
 
 def place_record(
-    key: str, value: Any, *, is_output: bool, status_used: int, budget: int = STATUS_RESULTS_BUDGET
+    key: str,
+    value: Any,
+    *,
+    is_output: bool,
+    status_used: int,
+    budget: int = STATUS_RESULTS_BUDGET,
+    size: int | None = None,
 ) -> bool:
-    """Whether a record may go into status (True) or must go to a ConfigMap (False)."""
-    if is_output and encoded_size(value) > SMALL_OUTPUT_BYTES:
+    """Whether a record may go into status (True) or must go to a ConfigMap (False).
+
+    ``size`` is the value's :func:`encoded_size` when the caller has it already.
+    """
+    size = encoded_size(value) if size is None else size
+    if is_output and size > SMALL_OUTPUT_BYTES:
         return False
-    return status_used + record_size(key, value) <= budget
+    return status_used + record_size(key, value, size=size) <= budget
 
 
-def record_size(key: str, value: Any) -> int:
+def record_size(key: str, value: Any, *, size: int | None = None) -> int:
     """Bytes a record adds to status: its key, its value and the punctuation between."""
-    return encoded_size(key) + encoded_size(value) + 2
+    size = encoded_size(value) if size is None else size
+    return encoded_size(key) + size + 2
 
 
 def ref_name(ref: Any) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 
 from agentpool.runs.results import (
     ResultChunks,
+    encoded_size,
     iter_results,
     place_record,
     record_line,
@@ -140,12 +141,14 @@ class RunLedger:
         self.in_flight[key] = InFlight(key=key, attempt=attempt)
         self.unrecorded.add(key)
 
-    def record_output(self, key: str, output: Any) -> None:
+    def record_output(self, key: str, output: Any, *, size: int | None = None) -> None:
+        """Record an item's output; ``size``: its encoded size, when the caller has it."""
         self.in_flight.pop(key, None)
         self.recorded.add(key)
         self.succeeded += 1
-        if place_record(key, output, is_output=True, status_used=self.status_used):
-            self.status_used += record_size(key, output)
+        size = encoded_size(output) if size is None else size
+        if place_record(key, output, is_output=True, status_used=self.status_used, size=size):
+            self.status_used += record_size(key, output, size=size)
             self._new_items[key] = output
         else:
             assert self.chunks is not None
