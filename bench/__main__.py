@@ -121,8 +121,10 @@ def explain(results: dict[str, Any]) -> str:
             f"{o['pool']['operator_cpu_ms_per_item']} ms (HTTP source "
             f"{o['http_source']['operator_cpu_ms_per_item']} ms), direct client's "
             f"{o['direct']['client_cpu_ms_per_item']} ms; "
-            f"per-item overhead = an agent's idle gap between two items while the run has more "
-            f"(direct p50/p95/p99 {o['direct']['gap_p50_ms']}/{o['direct']['gap_p95_ms']}/"
+            f"per-item overhead = the pool's idle gap on an agent between two items, less the "
+            f"direct client's at the same percentile (pool p50/p95/p99 "
+            f"{o['pool']['gap_p50_ms']}/{o['pool']['gap_p95_ms']}/{o['pool']['gap_p99_ms']} ms, "
+            f"direct {o['direct']['gap_p50_ms']}/{o['direct']['gap_p95_ms']}/"
             f"{o['direct']['gap_p99_ms']} ms)"
         )
     if (w := results.get("warm_vs_cold")) and w.get("ratio") is not None:

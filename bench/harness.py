@@ -123,6 +123,7 @@ class OperatorProcess:
         self.server = server
         self.log_path = log_path
         self.metrics_port = metrics_port
+        self.health_port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -136,8 +137,28 @@ class OperatorProcess:
         argv += ["--state-dir", str(self.log_path.parent / "operator-state")]
         if self.metrics_port:
             argv += ["--metrics-port", str(self.metrics_port)]
+        argv += ["--liveness", f"http://127.0.0.1:{self.health_port}/healthz"]
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+
+    async def wait_ready(self, session: aiohttp.ClientSession, timeout: float = 60) -> None:
+        """Until the operator answers its liveness probe: started, logged in, its probes run.
+
+        A scenario that times from creating a resource must not time the operator's start too.
+        """
+        url = f"http://127.0.0.1:{self.health_port}/healthz"
+
+        async def answered() -> bool:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the operator exited ({self.process.returncode})")
+            try:
+                async with session.get(url) as response:
+                    return response.status == 200
+            except aiohttp.ClientError:
+                return False
+
+        await until(answered, timeout=timeout, what="the operator's liveness probe", interval=0.05)
 
     def memory_kib(self, field: str) -> int:
         """A ``/proc/PID/status`` figure in KiB: ``VmHWM`` (peak resident) or ``VmRSS``."""
@@ -337,6 +358,7 @@ class Stage(contextlib.AbstractAsyncContextManager["Stage"]):
                 connector=aiohttp.TCPConnector(limit=64), trust_env=False
             )
             self._kube = Kube(self.cluster.url, self.session)
+            await self.operator.wait_ready(self.session)
         except BaseException:
             await self.__aexit__(None, None, None)
             raise
