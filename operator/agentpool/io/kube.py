@@ -102,6 +102,21 @@ class Kube:
                 raise Conflict(f"{resource}: {error.reason}") from None
             raise
 
+    @staticmethod
+    def _unread(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Callable[[], None]:
+        """``call`` for a write whose answer nobody reads: the object the API server sends back
+        is drained as bytes, not decoded into models (for a run's status or a result ConfigMap
+        that is hundreds of KiB, and the decoding would hold the event loop's lock)."""
+
+        def write() -> None:
+            response = call(*args, _preload_content=False, _request_timeout=TIMEOUT, **kwargs)
+            try:
+                response.read()
+            finally:
+                response.release_conn()
+
+        return write
+
     def _plain(self, obj: Any) -> dict[str, Any]:
         result: dict[str, Any] = self._client.sanitize_for_serialization(obj)
         return result
@@ -210,9 +225,7 @@ class Kube:
             await self._call(
                 "patch",
                 "configmaps",
-                lambda: self._core.patch_namespaced_config_map(
-                    name, namespace, data, _request_timeout=TIMEOUT
-                ),
+                self._unread(self._core.patch_namespaced_config_map, name, namespace, data),
             )
 
         if exists:
@@ -225,9 +238,7 @@ class Kube:
             await self._call(
                 "create",
                 "configmaps",
-                lambda: self._core.create_namespaced_config_map(
-                    namespace, body, _request_timeout=TIMEOUT
-                ),
+                self._unread(self._core.create_namespaced_config_map, namespace, body),
             )
         except Conflict:
             await patch()
@@ -256,12 +267,13 @@ class Kube:
 
     async def patch_status(
         self, plural: str, namespace: str, name: str, status: dict[str, Any]
-    ) -> dict[str, Any]:
+    ) -> None:
         """Merge-patch the status subresource of a custom object."""
-        obj: dict[str, Any] = await self._call(
+        await self._call(
             "patch",
             f"{plural}/status",
-            lambda: self._custom.patch_namespaced_custom_object_status(
+            self._unread(
+                self._custom.patch_namespaced_custom_object_status,
                 GROUP,
                 VERSION,
                 namespace,
@@ -269,10 +281,8 @@ class Kube:
                 name,
                 {"status": status},
                 _content_type=MERGE_PATCH,
-                _request_timeout=TIMEOUT,
             ),
         )
-        return obj
 
     async def delete_custom(self, plural: str, namespace: str, name: str) -> None:
         with contextlib.suppress(NotFound):
