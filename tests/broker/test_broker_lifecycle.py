@@ -97,6 +97,28 @@ async def test_busy_agent_whose_pod_fails_is_lost_to_its_holder() -> None:
     assert view.lost
 
 
+async def test_a_lost_agent_calls_its_holders_callbacks_once() -> None:
+    """A holder racing its call registers a callback: it runs once when the pod fails, at once
+    for a handle already lost, and never after the holder removed it."""
+    broker = make_broker(["a", "b", "c"])
+    first = await broker.checkout(timeout=1, holder="first")
+    second = await broker.checkout(timeout=1, holder="second")
+    calls: list[str] = []
+    first.on_lost(lambda: calls.append("first"))
+    remove = second.on_lost(lambda: calls.append("second"))
+    remove()
+    gone = {first.agent, second.agent}
+    broker.update_agents(
+        [agent(name, failed=name in gone, ready=name not in gone) for name in ("a", "b", "c")]
+    )
+    broker.update_agents(
+        [agent(name, failed=name in gone, ready=name not in gone) for name in ("a", "b", "c")]
+    )
+    assert calls == ["first"]
+    first.on_lost(lambda: calls.append("late"))
+    assert calls == ["first", "late"]
+
+
 async def test_busy_agent_whose_pod_vanishes_is_lost() -> None:
     """A held agent whose pod disappears from the observed set is lost to its holder."""
     broker = make_broker(["a"])

@@ -9,7 +9,6 @@ crashed agent fails its item at once rather than after the call timeout.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -105,31 +104,31 @@ class BrokerDispatcher:
                 inner.endpoint, checkout.handle.token, envelope, timeout=timeout, cast=cast
             )
         )
-        lost = asyncio.ensure_future(inner.wait_lost())
+        # The agent's pod dying ends the call at once, not at its timeout.
+        forget = inner.on_lost(lambda: _cancel(call))
         started = time.monotonic()
         try:
-            await asyncio.wait({call, lost}, return_when=asyncio.FIRST_COMPLETED)
+            result: InvokeResult | None = await call
         except asyncio.CancelledError:
-            # The run stops (suspended, deleted, the operator exiting): the agent carries on with
-            # the item, so it goes back once it reports idle rather than being retired.
-            call.cancel()
-            checkout.abandoned = True
-            raise
+            current = asyncio.current_task()
+            if not inner.is_lost or (current is not None and current.cancelling()):
+                # The run stops (suspended, deleted, the operator exiting): the agent carries on
+                # with the item, so it goes back once it reports idle rather than being retired.
+                call.cancel()
+                checkout.abandoned = True
+                raise
+            result = None
         finally:
-            lost.cancel()
+            forget()
         namespace, run = self._namespace, checkout.run
         metrics.ITEM_SECONDS.labels(namespace, run).observe(time.monotonic() - started)
         if int(envelope.get("attempt", 1)) > 1:
             metrics.RETRIES.labels(namespace, run).inc()
-        if not call.done():
-            call.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await call
+        if result is None:
             metrics.ITEMS.labels(namespace, run, "failed").inc()
             return InvokeResult(
                 ok=False, reason=AGENT_LOST, message=inner.lost_reason or "agent lost", lost=True
             )
-        result = call.result()
         outcome = "succeeded" if result.ok else "failed"
         metrics.ITEMS.labels(namespace, run, outcome).inc()
         checkout.cast = cast and result.ok
@@ -176,3 +175,7 @@ async def return_agent(
     ):
         verdict = Outcome.RESET_FAILED
     handle.broker.checkin(checkout, verdict)
+
+
+def _cancel(future: asyncio.Future[Any]) -> None:
+    future.cancel()

@@ -115,6 +115,8 @@ class RunEngine:
         self._poll_delay = POLL_FIRST
         self._suspend_reported = False
         self._wake = asyncio.Event()
+        self._timer: asyncio.Task[None] | None = None
+        self._timer_at: float | None = None
         if not source.replayable:
             self._seen_ids |= self.ledger.recorded
 
@@ -174,6 +176,7 @@ class RunEngine:
                 await self._report.write(total=self._total())
             raise
         finally:
+            self._disarm()
             await self._stop_items()
             await self._report.close()
             await self._source.close()
@@ -436,18 +439,26 @@ class RunEngine:
         return min(deadlines) if deadlines else None
 
     async def _wait(self, deadline: float | None) -> None:
-        waiter = asyncio.ensure_future(self._wake.wait())
-        waits: set[asyncio.Future[Any]] = {waiter}
-        if deadline is not None:
-            waits.add(asyncio.ensure_future(self._clock.sleep(deadline - self._clock.now())))
-        try:
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for future in waits:
-                future.cancel()
-            for future in waits:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await future
+        """Until something wakes the loop, or ``deadline``.
+
+        The loop turns about once per item, and its deadline (the next status write) seldom
+        changes between turns: one timer stays armed for it instead of a new one each turn.
+        """
+        if deadline != self._timer_at or self._timer is None or self._timer.done():
+            self._disarm()
+            if deadline is not None:
+                self._timer_at = deadline
+                self._timer = asyncio.ensure_future(self._ring(deadline))
+        await self._wake.wait()
+
+    async def _ring(self, deadline: float) -> None:
+        await self._clock.sleep(deadline - self._clock.now())
+        self._wake.set()
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer, self._timer_at = None, None
 
     async def _report_suspension(self) -> None:
         if self._suspended and not self._tasks and not self._suspend_reported:
