@@ -7,6 +7,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import pytest
 from runfakes import FakeClock, FakeDispatcher, FakeInvoker, FakeSink, Result, run_engine, running
 
 from agentpool.io.journal import FileJournal, Journals
@@ -172,3 +173,47 @@ async def test_a_crash_re_runs_only_items_in_flight_and_writes_stay_rare(tmp_pat
     assert all(attempt == 2 for key, attempt, _ in invoker.calls[second_calls:] if key in rerun)
     assert sink.writes <= 16, sink.writes
     assert not (tmp_path / "run").exists(), "the journal of a finished run is removed"
+
+
+async def test_a_resumed_run_raises_the_attempt_only_of_items_that_reached_an_agent(
+    tmp_path: Path,
+) -> None:
+    """From the journal: an item that started and never finished runs again with its attempt
+    raised; one whose checkout found no agent runs as its first attempt; a finished one not
+    at all."""
+    journal = FileJournal(tmp_path / "run")
+    for entry in (
+        {"id": "started", "attempt": 1},
+        {"id": "no-agent", "attempt": 1},
+        {"id": "no-agent", "unstarted": True},
+        {"id": "done", "attempt": 1},
+        {"id": "done", "output": {"n": 1}},
+    ):
+        journal.append(entry)
+    journal.close()
+    clock = FakeClock()
+    sink = FakeSink()
+    invoker = FakeInvoker(clock, quick)
+    items = [{"id": key, "n": n} for n, key in enumerate(["started", "no-agent", "done"])]
+    engine = RunEngine(
+        RunConfig(name="run", pool="workers", item_id="id", cap=2),
+        source=inline_source(items),
+        dispatcher=FakeDispatcher(clock, {"workers": 2}),
+        invoker=invoker,
+        sink=sink,
+        clock=clock,
+        journal=FileJournal(tmp_path / "run"),
+    )
+    outcome = await run_engine(engine, clock)
+    assert outcome.result == "Drained"
+    assert {key: attempt for key, attempt, _ in invoker.calls} == {"started": 2, "no-agent": 1}
+    assert sink.status["items"]["done"] == {"n": 1}
+    assert sink.status["succeeded"] == 3
+
+
+def test_a_journal_is_named_by_a_uid_only(tmp_path: Path) -> None:
+    journals = Journals(tmp_path)
+    for bad in ("", "..", "a/b"):
+        with pytest.raises(ValueError, match="uid"):
+            journals.discard(bad)
+    assert journals.open("0c9f3a52-uid") is not None

@@ -128,6 +128,9 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
     ) -> None:
         namespace = namespace or ""
         status = dict(body.get("status") or {})
+        # The run's journal is named by its uid, so a run made again under the same name
+        # never reads its predecessor's.
+        uid = str(body["metadata"].get("uid") or f"{namespace}.{name}")
         if status.get("phase") not in FINISHED:
             try:
                 spec = PoolRunSpec.model_validate(dict(body.get("spec") or {}))
@@ -164,7 +167,6 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
                     data = (await runtime.kube.read_configmap(namespace, ref["name"])).get("data")
                     configmaps[ref["name"]] = dict(data or {})
             dispatcher = BrokerDispatcher(runtime, namespace)
-            uid = str(body["metadata"].get("uid") or f"{namespace}.{name}")
             journal = runtime.journals.open(uid) if runtime.journals is not None else None
             engine = RunEngine(
                 config,
@@ -201,6 +203,9 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
             completion = time.time()
         else:
             completion = epoch(status.get("completionTime")) or time.time()
+            if runtime.journals is not None:
+                # Left by an operator that stopped between the last write and removing it.
+                runtime.journals.discard(uid)
         ttl = (body.get("spec") or {}).get("ttlSecondsAfterFinished")
         if ttl is None:
             return

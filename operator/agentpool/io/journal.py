@@ -110,6 +110,8 @@ class Journals:
         self.root = root
 
     def _path(self, uid: str) -> Path:
+        if not uid or "/" in uid or uid in (".", ".."):
+            raise ValueError(f"not a run's uid: {uid!r}")
         return self.root / "runs" / uid
 
     def open(self, uid: str) -> FileJournal | None:

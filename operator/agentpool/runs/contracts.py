@@ -101,8 +101,9 @@ class Journal(Protocol):
     """
 
     def load(self) -> list[dict[str, Any]]:
-        """Entries still held, oldest first: ``{"id", "attempt"}`` when an item starts, then
-        ``{"id", "output"}`` or ``{"id", "failure"}`` when it is recorded."""
+        """Entries still held, oldest first: ``{"id", "attempt"}`` when an item starts,
+        ``{"id", "unstarted"}`` when no agent could be had for it after all, and ``{"id",
+        "output"}`` or ``{"id", "failure"}`` when it is recorded."""
         ...
 
     def append(self, entry: dict[str, Any]) -> None:

@@ -131,6 +131,10 @@ class RunEngine:
                 # Started: it runs again with the attempt raised, unless it finished below.
                 ledger.resumed[key] = int(entry["attempt"])
                 continue
+            if entry.get("unstarted"):
+                # No agent was found for it: it never reached one.
+                ledger.resumed.pop(key, None)
+                continue
             failure = entry.get("failure")
             if isinstance(failure, dict):
                 ledger.record_failure(
@@ -334,6 +338,8 @@ class RunEngine:
     def _unstart(self, work: Work) -> None:
         self.ledger.in_flight.pop(work.key, None)
         self._report.dirty = True
+        if self._journal is not None:
+            self._journal.append({"id": work.key, "unstarted": True})
 
     async def _checkout(self, work: Work) -> Checkout:
         config = self.config
