@@ -123,3 +123,30 @@ async def test_the_pool_raises_on_a_bad_status_line(canned: CannedServer) -> Non
             await pool.request("127.0.0.1", canned.port, b"POST /garbage HTTP/1.1\r\n", b"")
     finally:
         pool.close()
+
+
+async def test_idle_connections_to_agents_no_longer_called_are_closed(
+    canned: CannedServer,
+) -> None:
+    """A connection to an agent that is not called again (retired, scaled down) is closed once
+    it has been idle past the keep-alive period, on a later call to another agent."""
+    other = CannedServer()
+    await other.start()
+    now = [0.0]
+    pool = WirePool(idle_seconds=15.0, clock=lambda: now[0])
+    try:
+        await pool.request("127.0.0.1", other.port, b"POST /length HTTP/1.1\r\nHost: t\r\n", b"")
+        await pool.request("127.0.0.1", canned.port, b"POST /length HTTP/1.1\r\nHost: t\r\n", b"")
+        assert pool.kept == 2
+        now[0] = 10.0
+        await pool.request("127.0.0.1", canned.port, b"POST /length HTTP/1.1\r\nHost: t\r\n", b"")
+        assert pool.kept == 2, "not idle long enough yet"
+        now[0] = 20.0
+        await pool.request("127.0.0.1", canned.port, b"POST /length HTTP/1.1\r\nHost: t\r\n", b"")
+        assert pool.kept == 1, "the idle connection to the other agent was closed"
+        assert canned.connections == 1, "the agent called all along kept its connection"
+    finally:
+        pool.close()
+        assert other.server is not None
+        other.server.close()
+        await other.server.wait_closed()

@@ -8,15 +8,17 @@ here; the agent client keeps aiohttp for everything else and for the rarer calls
 
 Connections are kept alive per (host, port), one request at a time each, and dropped after
 :data:`IDLE_SECONDS` idle (as aiohttp's connector does), so a kept connection is never older than
-the agent's own keep-alive. Answers may be sized by ``Content-Length``, be chunked, or run to the
-connection's end.
+the agent's own keep-alive. Idle connections are swept about once per that period, so those to
+agents that are gone (retired, scaled down) do not pile up as open files. Answers may be sized
+by ``Content-Length``, be chunked, or run to the connection's end.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
 IDLE_SECONDS = 15.0
 _MAX_HEADERS = 100
@@ -30,13 +32,13 @@ class WireError(Exception):
 class _Connection:
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
-    idle_since: float = field(default_factory=time.monotonic)
+    idle_since: float
 
-    def usable(self, now: float) -> bool:
+    def usable(self, now: float, idle_seconds: float) -> bool:
         return (
             not self.writer.is_closing()
             and not self.reader.at_eof()
-            and now - self.idle_since < IDLE_SECONDS
+            and now - self.idle_since < idle_seconds
         )
 
     def close(self) -> None:
@@ -52,19 +54,45 @@ class Answer:
 class WirePool:
     """Kept-alive connections to agents, by (host, port)."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        idle_seconds: float = IDLE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._idle: dict[tuple[str, int], list[_Connection]] = {}
+        self._idle_seconds = idle_seconds
+        self._clock = clock
+        self._last_sweep = clock()
+
+    @property
+    def kept(self) -> int:
+        """Idle connections kept open for a next request."""
+        return sum(len(connections) for connections in self._idle.values())
 
     async def _connect(self, host: str, port: int) -> _Connection:
-        now = time.monotonic()
+        now = self._clock()
         idle = self._idle.get((host, port))
         while idle:
             connection = idle.pop()
-            if connection.usable(now):
+            if connection.usable(now, self._idle_seconds):
                 return connection
             connection.close()
         reader, writer = await asyncio.open_connection(host, port)
-        return _Connection(reader, writer)
+        return _Connection(reader, writer, now)
+
+    def _sweep(self, now: float) -> None:
+        """Close idle connections past their time, to agents not called since (or gone)."""
+        self._last_sweep = now
+        for key, connections in list(self._idle.items()):
+            kept = [c for c in connections if c.usable(now, self._idle_seconds)]
+            for connection in connections:
+                if connection not in kept:
+                    connection.close()
+            if kept:
+                self._idle[key] = kept
+            else:
+                del self._idle[key]
 
     async def request(self, host: str, port: int, head: bytes, body: bytes) -> Answer:
         """Send ``head`` (request line and headers, without Content-Length) and ``body``.
@@ -81,11 +109,14 @@ class WirePool:
         except BaseException:
             connection.close()
             raise
+        now = self._clock()
         if keep:
-            connection.idle_since = time.monotonic()
+            connection.idle_since = now
             self._idle.setdefault((host, port), []).append(connection)
         else:
             connection.close()
+        if now - self._last_sweep >= self._idle_seconds:
+            self._sweep(now)
         return answer
 
     def close(self) -> None:
