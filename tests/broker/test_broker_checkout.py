@@ -311,3 +311,17 @@ async def test_restore_busy_keeps_agent_out_until_checked_in() -> None:
     assert (await broker.checkout(timeout=1, holder="h")).agent == "a"
     broker.checkin(restored)
     assert (await broker.checkout(timeout=1, holder="h")).agent == "b"
+
+
+async def test_restored_uses_keep_max_uses_across_an_operator_restart() -> None:
+    """An agent that served 3 items before the restart, in a pool with maxUses 4, serves one
+    more and is then worn out; a lower count never undoes what the broker counted itself."""
+    broker = make_broker(["a"], max_uses=4)
+    broker.restore_uses("a", 3)
+    broker.restore_uses("a", 1)
+    broker.restore_uses("nobody", 9)
+    handle = await broker.checkout(timeout=1, holder="h")
+    broker.checkin(handle, Outcome.SUCCESS)
+    assert [view.uses for view in broker.agents()] == [4]
+    with pytest.raises(PoolExhausted):
+        await broker.checkout(timeout=0, holder="h")

@@ -359,6 +359,25 @@ def test_operator_restart_keeps_busy_agents_busy(
     assert bound_agent(api, namespace, "h3") != api.status("agentleases", namespace, "h2")["agent"]
 
 
+def test_max_uses_counts_the_items_an_agent_served_before_an_operator_restart(
+    api: Api, namespace: str, operator_cluster: Any
+) -> None:
+    """maxUses 3: an agent serves two items, the operator is killed and started again, and the
+    agent's third item (its own count, from GET /status) retires it as if nothing happened."""
+    api.create("agentpools", namespace, "counted", pool_spec(minSize=1, maxUses=3))
+    wait_for(lambda: pool_status(api, namespace, "counted").get("available") == 1, 60)
+    [agent] = [p["metadata"]["name"] for p in api.live_pods(namespace, "counted")]
+    spec = {"poolRef": {"name": "counted"}, "checkoutTimeoutSeconds": 60}
+    first = run_to_end(api, namespace, "before", {**spec, "source": {"items": [1, 2]}})
+    assert first["succeeded"] == 2
+    operator_cluster.operator.kill()
+    operator_cluster.operator.start()
+    wait_for(lambda: pool_status(api, namespace, "counted").get("available") == 1, 60)
+    after = run_to_end(api, namespace, "after", {**spec, "source": {"items": [3]}})
+    assert after["succeeded"] == 1
+    retired_event(api, namespace, agent, "MaxUses")
+
+
 def test_a_killed_busy_agent_fails_its_holder_and_is_replaced(api: Api, namespace: str) -> None:
     """Killing the agent a lease holds fails the lease with AgentLost; the pod is replaced."""
     api.create("agentpools", namespace, "fragile", pool_spec(minSize=1))

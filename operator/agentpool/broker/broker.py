@@ -237,6 +237,14 @@ class Broker:
         item = current_item if current_item is not None else "unknown"
         return self._hand_out(state, holder=f"restored:{item}", count_use=False)
 
+    def restore_uses(self, agent: str, uses: int) -> None:
+        """Take an agent's own count of items served (``GET /status``) after an operator
+        restart, so ``maxUses`` still retires it on time. Never lowers what is counted."""
+        state = self._agents.get(agent)
+        if state is not None and uses > state.uses:
+            state.uses = uses
+            self._notify()
+
     def update_policy(self, policy: PoolPolicy) -> None:
         """The spec changed: hand out by the new strategy and limits from now on."""
         self.policy = policy

@@ -213,7 +213,11 @@ async def restore_held_agents(runtime: Runtime, handle: PoolHandle) -> None:
         )
     )
     for agent, found in zip(agents, statuses, strict=True):
-        if found is None or not found.busy:
+        if found is None:
+            continue
+        # The agent's own count, so maxUses holds across the restart.
+        handle.broker.restore_uses(agent.name, found.uses)
+        if not found.busy:
             continue
         checkout = handle.broker.restore_busy(agent.name, _item_id(found.current))
         if checkout is not None:
