@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from agentpool.runs.config import Routes, RunConfig, config_from_spec
+from agentpool.runs.config import PoolTimeouts, Routes, RunConfig, config_from_spec
 from agentpool.runs.items import Rejection, name_item, route_item
 from agentpool.runs.outcome import decide_outcome, set_condition
 from agentpool.runs.results import (
@@ -182,15 +182,28 @@ def test_config_from_spec_resolves_defaults_and_overrides() -> None:
     config = config_from_spec(
         "r",
         {"poolRef": {"name": "p"}, "callTimeoutSeconds": 5, "cap": 3},
-        checkout_timeout_seconds=12,
-        call_timeout_seconds=99,
+        pools={"p": PoolTimeouts(checkout=12, call=99)},
     )
     assert (config.pool, config.cap, config.mode, config.failures) == ("p", 3, "Call", "Fail")
-    assert (config.checkout_timeout_seconds, config.call_timeout_seconds) == (12, 5)
+    assert (config.checkout_timeout("p"), config.call_timeout("p")) == (12, 5)
     assert config.backoff_seconds == 1.0
     assert config.effective_rerun_limit(replayable=True) == 3
     assert config.effective_rerun_limit(replayable=False) is None
     routed = config_from_spec("r", {"routes": {"field": "f", "pools": {"x": "px"}}})
     assert routed.routes == Routes(field="f", pools={"x": "px"})
+    assert (routed.checkout_timeout("px"), routed.call_timeout("px")) == (30, 300)
     with pytest.raises(ValueError, match="needs poolRef or routes"):
         config_from_spec("r", {})
+
+
+def test_a_routed_run_follows_each_pools_timeouts_unless_it_sets_its_own() -> None:
+    """Items routed to two pools wait and run as long as their own pool allows; a run-wide
+    timeout overrides both."""
+    spec = {"routes": {"field": "role", "pools": {"a": "fast", "b": "slow"}}}
+    pools = {"fast": PoolTimeouts(checkout=2, call=10), "slow": PoolTimeouts(checkout=60, call=900)}
+    routed = config_from_spec("r", spec, pools=pools)
+    assert [routed.checkout_timeout(p) for p in ("fast", "slow")] == [2, 60]
+    assert [routed.call_timeout(p) for p in ("fast", "slow")] == [10, 900]
+    capped = config_from_spec("r", {**spec, "callTimeoutSeconds": 5}, pools=pools)
+    assert [capped.call_timeout(p) for p in ("fast", "slow")] == [5, 5]
+    assert [capped.checkout_timeout(p) for p in ("fast", "slow")] == [2, 60]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import kopf
@@ -24,7 +25,7 @@ from agentpool.handlers.runtime import Runtime
 from agentpool.io.kube import NotFound
 from agentpool.pool.manifests import owner_reference
 from agentpool.pool.pods import epoch
-from agentpool.runs.config import config_from_spec
+from agentpool.runs.config import PoolTimeouts, config_from_spec
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.sources import HttpSource, ItemSource, configmap_source, inline_source
 
@@ -88,19 +89,22 @@ async def open_source(runtime: Runtime, namespace: str, spec: PoolRunSpec) -> It
     return HttpSource(source.http.url)
 
 
-async def pool_defaults(runtime: Runtime, namespace: str, pool: str | None) -> dict[str, float]:
-    """The pool's checkout and call timeouts, which a run inherits unless it sets its own."""
-    defaults = {"checkout_timeout_seconds": 30.0, "call_timeout_seconds": 300.0}
-    if pool is None:
-        return defaults
-    try:
-        spec = (await runtime.kube.get_custom("agentpools", namespace, pool)).get("spec") or {}
-    except NotFound:
-        return defaults
-    return {
-        "checkout_timeout_seconds": float(spec.get("checkoutTimeoutSeconds", 30)),
-        "call_timeout_seconds": float(spec.get("callTimeoutSeconds", 300)),
-    }
+async def pool_timeouts(
+    runtime: Runtime, namespace: str, pools: Iterable[str]
+) -> dict[str, PoolTimeouts]:
+    """The checkout and call timeouts of each pool a run names, which it follows unless it sets
+    its own; a pool not found yet is left out (the API's defaults apply)."""
+    found = {}
+    for pool in sorted(set(pools)):
+        try:
+            spec = (await runtime.kube.get_custom("agentpools", namespace, pool)).get("spec") or {}
+        except NotFound:
+            continue
+        found[pool] = PoolTimeouts(
+            checkout=float(spec.get("checkoutTimeoutSeconds", 30)),
+            call=float(spec.get("callTimeoutSeconds", 300)),
+        )
+    return found
 
 
 def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
@@ -157,9 +161,11 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
                 )
                 return
             raw_spec = dict(body.get("spec") or {})
-            pool = (raw_spec.get("poolRef") or {}).get("name")
+            named = [spec.pool_ref.name] if spec.pool_ref is not None else []
+            if spec.routes is not None:
+                named += spec.routes.pools.values()
             config = config_from_spec(
-                name, raw_spec, **(await pool_defaults(runtime, namespace, pool))
+                name, raw_spec, pools=await pool_timeouts(runtime, namespace, named)
             )
             configmaps = {}
             for ref in status.get("resultRefs") or []:

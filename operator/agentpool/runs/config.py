@@ -7,7 +7,7 @@ the engine, so the engine never reads a raw spec and the defaults live in one pl
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Mode = Literal["Call", "Cast"]
@@ -20,6 +20,14 @@ class Routes:
 
     field: str
     pools: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class PoolTimeouts:
+    """A pool's own checkout and call timeouts, which its runs follow unless they set theirs."""
+
+    checkout: float = 30.0
+    call: float = 300.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,9 @@ class RunConfig:
     backoff_seconds: float = 0.0
     checkout_timeout_seconds: float = 30.0
     call_timeout_seconds: float = 300.0
+    pool_checkout_timeouts: Mapping[str, float] = field(default_factory=dict)
+    """Each pool's own checkout timeout, where the run sets none: a routed run follows each."""
+    pool_call_timeouts: Mapping[str, float] = field(default_factory=dict)
     status_interval_seconds: float = 1.0
     rerun_limit: int | None = None
     """Most items that may have started without their result being written, for a replayable
@@ -57,6 +68,14 @@ class RunConfig:
         if self.max_attempts < 1:
             raise ValueError(f"run {self.name}: maxAttempts must be at least 1")
 
+    def checkout_timeout(self, pool: str) -> float:
+        """The checkout timeout for an item of ``pool``: the run's, else the pool's."""
+        return self.pool_checkout_timeouts.get(pool, self.checkout_timeout_seconds)
+
+    def call_timeout(self, pool: str) -> float:
+        """The call timeout for an item of ``pool``: the run's, else the pool's."""
+        return self.pool_call_timeouts.get(pool, self.call_timeout_seconds)
+
     def effective_rerun_limit(self, *, replayable: bool, journaled: bool = False) -> int | None:
         """The limit on unwritten starts, or None for none.
 
@@ -74,22 +93,22 @@ def config_from_spec(
     name: str,
     spec: Mapping[str, Any],
     *,
-    checkout_timeout_seconds: float = 30.0,
-    call_timeout_seconds: float = 300.0,
+    pools: Mapping[str, PoolTimeouts] | None = None,
     status_interval_seconds: float = 1.0,
 ) -> RunConfig:
     """Resolve a PoolRun ``spec`` (camelCase, as stored) into a :class:`RunConfig`.
 
-    The timeouts given here are the pool's defaults; the run's own override them.
+    ``pools`` holds the timeouts of the pools the run names; the run's own override them.
     """
     pool_ref = spec.get("poolRef") or {}
     routes_spec = spec.get("routes")
     routes = None
     if routes_spec:
-        pools = routes_spec.get("pools", routes_spec.get("map", {}))
-        routes = Routes(field=str(routes_spec["field"]), pools=dict(pools))
+        pools_of_routes = routes_spec.get("pools", routes_spec.get("map", {}))
+        routes = Routes(field=str(routes_spec["field"]), pools=dict(pools_of_routes))
     checkout = spec.get("checkoutTimeoutSeconds")
     call = spec.get("callTimeoutSeconds")
+    pools = pools or {}
     return RunConfig(
         name=name,
         pool=pool_ref.get("name"),
@@ -102,9 +121,11 @@ def config_from_spec(
         failures=spec.get("failures", "Fail"),
         max_attempts=int(spec.get("maxAttempts", 1)),
         backoff_seconds=float(spec.get("backoffSeconds", 1.0)),
-        checkout_timeout_seconds=float(
-            checkout if checkout is not None else checkout_timeout_seconds
+        checkout_timeout_seconds=float(checkout if checkout is not None else 30.0),
+        call_timeout_seconds=float(call if call is not None else 300.0),
+        pool_checkout_timeouts=(
+            {} if checkout is not None else {k: v.checkout for k, v in pools.items()}
         ),
-        call_timeout_seconds=float(call if call is not None else call_timeout_seconds),
+        pool_call_timeouts={} if call is not None else {k: v.call for k, v in pools.items()},
         status_interval_seconds=status_interval_seconds,
     )

@@ -346,7 +346,7 @@ class RunEngine:
         holder = f"{config.name}/{work.key}"
         checkout = await self._dispatcher.checkout(
             work.pool,
-            timeout=config.checkout_timeout_seconds,
+            timeout=config.checkout_timeout(work.pool),
             priority=config.priority,
             holder=holder,
         )
@@ -380,7 +380,7 @@ class RunEngine:
             result = await self._invoker.invoke(
                 checkout,
                 envelope,
-                timeout=config.call_timeout_seconds,
+                timeout=config.call_timeout(work.pool),
                 cast=config.mode == "Cast",
             )
         except Exception as error:  # the agent client's own bug must cost one attempt, not the run
