@@ -14,6 +14,7 @@ from pydantic import Field
 from agentpool import cli
 from agentpool.api import AgentPoolSpec, crds
 from agentpool.api.crds import render_crds
+from agentpool.api.validation import apply_defaults, validate
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -142,3 +143,31 @@ def test_crds_are_valid_customresourcedefinitions(
 ) -> None:
     """Each CRD passes Kubernetes' own CustomResourceDefinition schema in strict mode."""
     kubernetes_validate.validate(crds[filename], "1.32", strict=True)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"cap": 16}, "spec.cap"),
+        ({"poolRef": {"name": "other"}}, "spec.poolRef"),
+        ({"checkoutTimeoutSeconds": 5}, "spec.checkoutTimeoutSeconds"),
+        ({"itemId": None}, "spec.itemId"),
+    ],
+)
+def test_a_run_refuses_changes_to_what_it_read_when_it_started(
+    schemas: dict[str, Any], change: dict[str, Any], field: str
+) -> None:
+    """Changing cap, the pool, a timeout (even adding one) or the item id of an existing run is
+    refused with a message that says what may change instead; suspend and the TTL may change."""
+    schema = schemas["PoolRun"]
+    spec = {"poolRef": {"name": "p"}, "source": {"items": [1]}, "itemId": "id", "cap": 4}
+    created = apply_defaults(schema, {"spec": spec})
+    changed_spec = {k: v for k, v in {**spec, **change}.items() if v is not None}
+    changed = apply_defaults(schema, {"spec": changed_spec})
+    errors = validate(schema, changed, old=created)
+    assert [error.field for error in errors] == [field]
+    assert "only suspend and ttlSecondsAfterFinished can" in errors[0].message
+    allowed = apply_defaults(
+        schema, {"spec": {**spec, "suspend": True, "ttlSecondsAfterFinished": 60}}
+    )
+    assert validate(schema, allowed, old=created) == []

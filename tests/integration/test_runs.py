@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes
+import pytest
 from aiohttp import web
 from operator_support import REPO, Api, pool_spec
 
@@ -553,6 +554,11 @@ def test_suspend_finishes_in_flight_items_and_resume_goes_on(
     status = run_status(api, namespace, "paused")
     assert (status["phase"], status["succeeded"]) == ("Suspended", done)
     assert {key for key in invocations(record) if key.startswith("i")} == set(status["items"])
+    # What the run read when it started cannot change under it: the API server says so.
+    with pytest.raises(kubernetes.client.ApiException) as refused:
+        api.patch_spec("poolruns", namespace, "paused", {"cap": 8})
+    assert refused.value.status == 422
+    assert "spec.cap cannot change once the run exists" in str(refused.value.body)
     api.patch_spec("poolruns", namespace, "paused", {"suspend": False})
     status = finished_run(api, namespace, "paused")
     assert (status["phase"], status["result"], status["succeeded"]) == ("Succeeded", "Drained", 20)

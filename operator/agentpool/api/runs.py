@@ -71,12 +71,42 @@ class Routes(ApiModel):
     value has no entry fails with reason NoRoute."""
 
 
+#: Spec fields a run reads once, when it starts: changing one later is refused, as a Job refuses
+#: changes to its template. (The source, routes and input are read once too; they are not
+#: compared here, since a rule over values of any size would be too costly for the API server.)
+FIXED_FIELDS = (
+    "poolRef",
+    "itemId",
+    "priority",
+    "cap",
+    "mode",
+    "failures",
+    "maxAttempts",
+    "backoffSeconds",
+    "checkoutTimeoutSeconds",
+    "callTimeoutSeconds",
+)
+
+
+def _fixed(field: str) -> CelRule:
+    return CelRule(
+        rule=f"has(self.{field}) == has(oldSelf.{field}) && "
+        f"(!has(self.{field}) || self.{field} == oldSelf.{field})",
+        message=f"spec.{field} cannot change once the run exists (only suspend and "
+        "ttlSecondsAfterFinished can): create a new PoolRun instead",
+        field_path=f".{field}",
+        reason="FieldValueForbidden",
+    )
+
+
 class PoolRunSpec(ApiModel):
     """The desired run: which items, through which pool, how many at once, and what to do on
-    failure."""
+    failure. Once it exists only suspend and ttlSecondsAfterFinished may change; the rest is
+    read when the run starts."""
 
     model_config = ConfigDict(
         json_schema_extra=cel(
+            *(_fixed(field) for field in FIXED_FIELDS),
             CelRule(
                 rule="has(self.poolRef) || has(self.routes)",
                 message="set poolRef.name to the AgentPool to use, or routes to pick a pool "
