@@ -68,6 +68,18 @@ API_WRITES = Counter(
 WARM_CHECKOUT_SECONDS = 0.005
 
 
+def forget_pool(namespace: str, pool: str) -> None:
+    """Drop a deleted pool's series, so they neither linger on /metrics nor pile up."""
+    for metric in (AGENTS, WAITERS, CHECKOUT_SECONDS, CHECKOUT_TIMEOUTS):
+        metric.remove_by_labels({"namespace": namespace, "pool": pool})
+
+
+def forget_run(namespace: str, run: str) -> None:
+    """Drop a deleted run's series, so they neither linger on /metrics nor pile up."""
+    for metric in (ITEMS, ITEM_SECONDS, RETRIES):
+        metric.remove_by_labels({"namespace": namespace, "run": run})
+
+
 def serve_metrics(port: int, host: str = "0.0.0.0") -> None:
     """Serve ``/metrics`` from a background thread."""
     start_http_server(port, addr=host, registry=REGISTRY)

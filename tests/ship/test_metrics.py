@@ -6,6 +6,8 @@ scrape and compares it with what the scenario did and with the objects' status.
 
 from __future__ import annotations
 
+from prometheus_client import generate_latest
+
 from agentpool import metrics
 from ship.scenario import ITEMS, Outcome
 
@@ -78,3 +80,18 @@ def test_api_writes_are_counted_and_batched(operator_outcome: Outcome) -> None:
     assert total("agentpool_api_writes_total", verb="create", resource="pods") >= 5
     status_writes = total("agentpool_api_writes_total", verb="patch", resource="poolruns/status")
     assert 0 < status_writes < ITEMS
+
+
+def test_a_deleted_run_or_pool_leaves_no_series_behind() -> None:
+    """Series of a deleted run or pool are dropped; those of others stay."""
+    metrics.ITEMS.labels("forget-ns", "gone", "succeeded").inc()
+    metrics.ITEMS.labels("forget-ns", "kept", "succeeded").inc()
+    metrics.ITEM_SECONDS.labels("forget-ns", "gone").observe(0.1)
+    metrics.AGENTS.labels("forget-ns", "gone-pool", "idle").set(2)
+    metrics.CHECKOUT_SECONDS.labels("forget-ns", "gone-pool", "warm").observe(0.001)
+    metrics.forget_run("forget-ns", "gone")
+    metrics.forget_pool("forget-ns", "gone-pool")
+    text = generate_latest(metrics.REGISTRY).decode()
+    assert 'run="gone"' not in text
+    assert 'pool="gone-pool"' not in text
+    assert 'run="kept"' in text

@@ -167,6 +167,7 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
             )
             if deleted:
                 await drain(runtime, handle)
+                metrics.forget_pool(namespace, name)
             runtime.pools.pop(key, None)
             runtime.pool_started.pop(key, None)
 

@@ -17,7 +17,7 @@ from typing import Any
 import kopf
 import pydantic
 
-from agentpool import GROUP, VERSION
+from agentpool import GROUP, VERSION, metrics
 from agentpool.api import PoolRunSpec
 from agentpool.handlers.conditions import now_iso
 from agentpool.handlers.dispatch import BrokerDispatcher
@@ -197,12 +197,15 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
+                deleted = stopped.reason is not None and bool(
+                    stopped.reason & kopf.DaemonStoppingReason.RESOURCE_DELETED
+                )
                 if journal is not None:
                     journal.close()
-                    if stopped.reason is not None and (
-                        stopped.reason & kopf.DaemonStoppingReason.RESOURCE_DELETED
-                    ):
+                    if deleted:
                         journal.discard()
+                if deleted:
+                    metrics.forget_run(namespace, name)
             if not task.done() or task.cancelled():
                 return
             task.result()
