@@ -10,13 +10,13 @@ import pytest
 from aiohttp import web
 from runfakes import FakeClock, FakeDispatcher, FakeInvoker, FakeSink, echo, run_engine
 
+from agentpool.io.sources import HttpSource
 from agentpool.runs.config import RunConfig
 from agentpool.runs.contracts import SystemClock
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.sources import (
     DONE,
     NOT_READY,
-    HttpSource,
     ItemSource,
     Pulled,
     SourceError,

@@ -23,11 +23,12 @@ from agentpool.handlers.conditions import now_iso
 from agentpool.handlers.dispatch import BrokerDispatcher
 from agentpool.handlers.runtime import Runtime
 from agentpool.io.kube import NotFound
+from agentpool.io.sources import HttpSource
 from agentpool.pool.manifests import owner_reference
 from agentpool.pool.pods import epoch
 from agentpool.runs.config import PoolTimeouts, config_from_spec
 from agentpool.runs.engine import RunEngine
-from agentpool.runs.sources import HttpSource, ItemSource, configmap_source, inline_source
+from agentpool.runs.sources import ItemSource, configmap_source, inline_source
 
 FINISHED = frozenset({"Succeeded", "Failed"})
 RUN_LABEL = "agentpool.dev/run"

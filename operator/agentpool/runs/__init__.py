@@ -22,7 +22,6 @@ from agentpool.runs.engine import RunEngine
 from agentpool.runs.outcome import Outcome
 from agentpool.runs.results import iter_results
 from agentpool.runs.sources import (
-    HttpSource,
     ItemSource,
     SourceError,
     configmap_source,
@@ -33,7 +32,6 @@ __all__ = [
     "CheckoutFailed",
     "Clock",
     "Dispatcher",
-    "HttpSource",
     "Invoker",
     "ItemSource",
     "Journal",

@@ -4,7 +4,8 @@ The engine asks a source for the next item, telling it which ids are active; a s
 an item, "nothing ready yet" or "done". Inline and ConfigMap sources are replayable (the same items
 in the same order every time), so a resumed run skips what it recorded; the HTTP source is not, so
 the engine keeps the bodies of its in-flight items in status. The daemon builds the source (it
-reads the ConfigMap) and hands it to the engine.
+reads the ConfigMap) and hands it to the engine; the HTTP source's client is
+:mod:`agentpool.io.sources`, since the engine does no I/O of its own.
 """
 
 from __future__ import annotations
@@ -14,10 +15,6 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
-
-import aiohttp
-
-from agentpool.runs.contracts import Clock, SystemClock
 
 
 class SourceError(Exception):
@@ -133,66 +130,8 @@ def configmap_source(name: str, key: str, data: dict[str, str] | None) -> ListSo
         return ListSource([], error=error)
 
 
-class HttpSource:
-    """A source service: ``POST {url}`` with ``{"active": [ids]}``.
-
-    It answers ``{"item": ...}``, ``{"item": null}`` (nothing ready yet) or ``{"done": true}``.
-    Connection failures and 5xx answers are retried with back-off; after ``attempts`` the source
-    fails with a message naming the URL and the last error.
-    """
-
-    replayable = False
-    total = None
-
-    def __init__(
-        self,
-        url: str,
-        *,
-        attempts: int = 5,
-        retry_delay: float = 0.2,
-        request_timeout: float = 30.0,
-        clock: Clock | None = None,
-    ) -> None:
-        self.url = url
-        self._attempts = attempts
-        self._retry_delay = retry_delay
-        self._timeout = aiohttp.ClientTimeout(total=request_timeout)
-        self._clock = clock or SystemClock()
-        self._session: aiohttp.ClientSession | None = None
-
-    async def next(self, active: Sequence[str]) -> Pulled | Signal:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout)
-        last = ""
-        delay = self._retry_delay
-        for attempt in range(1, self._attempts + 1):
-            try:
-                async with self._session.post(self.url, json={"active": list(active)}) as reply:
-                    if reply.status >= 500:
-                        last = f"HTTP {reply.status}"
-                    elif reply.status >= 400:
-                        raise SourceError(
-                            f"http source {self.url} refused the request: HTTP {reply.status}: "
-                            f"{(await reply.text())[:200]}"
-                        )
-                    else:
-                        return _read_answer(self.url, await reply.text())
-            except (aiohttp.ClientError, TimeoutError) as error:
-                last = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-            if attempt < self._attempts:
-                await self._clock.sleep(delay)
-                delay *= 2
-        raise SourceError(
-            f"http source {self.url} unreachable after {self._attempts} attempts: {last}"
-        )
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
-
-def _read_answer(url: str, text: str) -> Pulled | Signal:
+def read_answer(url: str, text: str) -> Pulled | Signal:
+    """What a source service's answer says: an item, nothing ready yet, or done."""
     try:
         answer = json.loads(text)
     except json.JSONDecodeError as error:
