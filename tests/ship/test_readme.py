@@ -16,7 +16,6 @@ from agentpool import metrics
 from agentpool.api import AgentLeaseSpec, AgentPoolSpec, PoolRunSpec
 from agentpool.api.docs import BEGIN, END, field_rows, main, render_tables, replace_block
 from agentpool.api.reasons import Reason, RetireReason
-from agentpool.runs import reasons as run_reasons
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -91,7 +90,6 @@ def test_troubleshooting_names_only_reasons_the_code_uses() -> None:
     """Each reason README's troubleshooting tables explain is a word the operator writes, and the
     pool's Degraded reasons and the item failure reasons are all explained."""
     known = {str(r) for r in Reason} | {str(r) for r in RetireReason}
-    known |= {value for name, value in vars(run_reasons).items() if name.isupper()}
     section = _section("Troubleshooting by condition reason")
     explained = set(re.findall(r"^\| `(\w+)` \|", section, re.MULTILINE))
     assert explained <= known, f"README explains reasons nobody writes: {explained - known}"

@@ -51,12 +51,15 @@ class Reason(StrEnum):
     POOL_NOT_FOUND = "PoolNotFound"
     NO_CAPACITY = "NoCapacity"
     CHECKOUT_TIMEOUT = "CheckoutTimeout"
+    SOURCE_FAILED = "SourceFailed"
     SOURCE_NOT_FOUND = "SourceNotFound"
     SOURCE_INVALID = "SourceInvalid"
     SOURCE_UNREACHABLE = "SourceUnreachable"
 
     # Item failures
     HANDLER_ERROR = "HandlerError"
+    CALL_FAILED = "CallFailed"
+    OUTPUT_TOO_LARGE = "OutputTooLarge"
     CALL_TIMEOUT = "CallTimeout"
     AGENT_LOST = "AgentLost"
     AGENT_BUSY = "AgentBusy"
@@ -99,6 +102,7 @@ class EventReason(StrEnum):
     ITEM_FAILED = "ItemFailed"
     DRAINED = "Drained"
     DEADLOCKED = "Deadlocked"
+    SOURCE_FAILED = "SourceFailed"
     SUSPENDED = "Suspended"
     RESUMED = "Resumed"
     LEASE_BOUND = "LeaseBound"

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentpool.runs import reasons
+from agentpool.api.reasons import Reason
 from agentpool.runs.config import RunConfig
 from agentpool.runs.contracts import (
     Checkout,
@@ -385,16 +385,14 @@ class RunEngine:
             )
         except Exception as error:  # the agent client's own bug must cost one attempt, not the run
             await self._dispatcher.checkin(checkout, "lost")
-            self._after_failure(work, checkout.agent, reasons.CALL_FAILED, repr(error))
+            self._after_failure(work, checkout.agent, Reason.CALL_FAILED, repr(error))
             return
         ok, output = result.ok, result.output
         size = encoded_size(output) if ok else 0
         if size > CHUNK_BYTES - 1024:
             ok = False
-            reason, message = (
-                reasons.OUTPUT_TOO_LARGE,
-                f"output of {size} bytes exceeds {CHUNK_BYTES - 1024}",
-            )
+            reason: str = Reason.OUTPUT_TOO_LARGE
+            message = f"output of {size} bytes exceeds {CHUNK_BYTES - 1024}"
         else:
             reason, message = result.reason, result.message
         await self._dispatcher.checkin(
@@ -403,7 +401,7 @@ class RunEngine:
         if ok:
             self._record_output(work.key, output, size=size)
             return
-        self._after_failure(work, checkout.agent, reason or reasons.CALL_FAILED, message)
+        self._after_failure(work, checkout.agent, reason or Reason.CALL_FAILED, message)
 
     def _after_failure(self, work: Work, agent: str, reason: str, message: str) -> None:
         if work.attempt < self.config.max_attempts:

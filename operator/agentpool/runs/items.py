@@ -10,7 +10,7 @@ from collections.abc import Set
 from dataclasses import dataclass
 from typing import Any
 
-from agentpool.runs import reasons
+from agentpool.api.reasons import Reason
 from agentpool.runs.config import RunConfig
 
 
@@ -48,7 +48,7 @@ def name_item(value: Any, index: int, *, id_field: str | None, seen: Set[str]) -
                 index=index,
                 value=value,
                 rejection=Rejection(
-                    reasons.MISSING_ID,
+                    Reason.MISSING_ID,
                     f"item at index {index} has no string or integer field {id_field!r} to name it",
                 ),
             )
@@ -59,7 +59,7 @@ def name_item(value: Any, index: int, *, id_field: str | None, seen: Set[str]) -
             index=index,
             value=value,
             rejection=Rejection(
-                reasons.DUPLICATE_ID,
+                Reason.DUPLICATE_ID,
                 f"item at index {index} has id {key!r}, which an earlier item already has; "
                 "ids must be unique",
             ),
@@ -80,6 +80,6 @@ def route_item(value: Any, config: RunConfig) -> str | Rejection:
             return pool
     known = ", ".join(sorted(routes.pools)) or "none"
     return Rejection(
-        reasons.NO_ROUTE,
+        Reason.NO_ROUTE,
         f"item field {routes.field!r} is {raw!r}, which no route names (routes: {known})",
     )

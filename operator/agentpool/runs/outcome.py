@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from agentpool.runs import reasons
+from agentpool.api.reasons import ConditionType, Reason
 from agentpool.runs.config import FailurePolicy
 
 Result = Literal["Drained", "Deadlocked"]
@@ -43,18 +43,18 @@ def decide_outcome(
     """The phase and message of a finished run."""
     failed_text = f"{failed} of {total} items failed"
     if source_error is not None:
-        return Outcome("Failed", result, reasons.SOURCE_FAILED, source_error)
-    if result == reasons.DEADLOCKED:
+        return Outcome("Failed", result, Reason.SOURCE_FAILED, source_error)
+    if result == "Deadlocked":
         message = f"{not_started} of {total} items could not start: {cause}"
         if failed:
             message += f"; {failed_text}"
-        return Outcome("Failed", result, reasons.DEADLOCKED, message)
+        return Outcome("Failed", result, Reason.DEADLOCKED, message)
     if failed and policy == "Fail":
-        return Outcome("Failed", result, reasons.ITEMS_FAILED, failed_text)
+        return Outcome("Failed", result, Reason.ITEMS_FAILED, failed_text)
     message = f"{total - failed} of {total} items succeeded"
     if failed:
         message += f"; {failed_text}"
-    return Outcome("Succeeded", result, reasons.DRAINED, message)
+    return Outcome("Succeeded", result, Reason.DRAINED, message)
 
 
 def format_time(seconds: float) -> str:
@@ -110,16 +110,16 @@ def running_conditions(
 ) -> list[dict[str, Any]]:
     """Conditions while a run goes on: neither Complete nor Failed; Suspended as it is."""
     result = set_condition(
-        conditions, reasons.COMPLETE, False, reason="Running", message="items remain", now=now
+        conditions, ConditionType.COMPLETE, False, reason="Running", message="items remain", now=now
     )
     result = set_condition(
-        result, reasons.FAILED, False, reason="Running", message="no failure yet", now=now
+        result, ConditionType.FAILED, False, reason="Running", message="no failure yet", now=now
     )
     return set_condition(
         result,
-        reasons.SUSPENDED,
+        ConditionType.SUSPENDED,
         suspended,
-        reason=reasons.SUSPENDED if suspended else "Running",
+        reason=Reason.SUSPENDED if suspended else "Running",
         message="spec.suspend is true: nothing new is dispatched" if suspended else "dispatching",
         now=now,
     )
@@ -132,7 +132,7 @@ def final_conditions(
     succeeded = outcome.phase == "Succeeded"
     result = set_condition(
         conditions,
-        reasons.COMPLETE,
+        ConditionType.COMPLETE,
         succeeded,
         reason=outcome.reason,
         message=outcome.message,
@@ -140,12 +140,12 @@ def final_conditions(
     )
     result = set_condition(
         result,
-        reasons.FAILED,
+        ConditionType.FAILED,
         not succeeded,
         reason=outcome.reason,
         message=outcome.message,
         now=now,
     )
     return set_condition(
-        result, reasons.SUSPENDED, False, reason=outcome.reason, message="finished", now=now
+        result, ConditionType.SUSPENDED, False, reason=outcome.reason, message="finished", now=now
     )

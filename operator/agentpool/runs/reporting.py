@@ -15,7 +15,7 @@ import functools
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from agentpool.runs import reasons
+from agentpool.api.reasons import EventReason
 from agentpool.runs.contracts import Clock, Journal, StatusSink
 from agentpool.runs.outcome import Outcome, final_conditions, format_time, running_conditions
 from agentpool.runs.status import RunLedger, flush_due
@@ -59,7 +59,7 @@ class Reporter:
         """Mark the run started, unless it started before an operator restart."""
         if self.start_time is None:
             self.start_time = format_time(self._clock.now())
-            await self._sink.event("Normal", reasons.STARTED, message)
+            await self._sink.event("Normal", EventReason.STARTED, message)
 
     def due(self, *, held: bool = False) -> bool:
         """Whether to write now; ``held``: dispatch waits on this write (see :func:`flush_due`)."""
@@ -125,14 +125,14 @@ class Reporter:
         self._conditions_dirty = True
         await self.write(total=total)
         await self._sink.event(
-            "Normal", reasons.SUSPENDED, "suspended: nothing in flight, nothing dispatched"
+            "Normal", EventReason.SUSPENDED, "suspended: nothing in flight, nothing dispatched"
         )
 
     async def resumed(self) -> None:
         self.phase = "Running"
         self._conditions_dirty = True
         self.dirty = True
-        await self._sink.event("Normal", reasons.RESUMED, "resumed: dispatching again")
+        await self._sink.event("Normal", EventReason.RESUMED, "resumed: dispatching again")
 
     def item_failed(self, key: str, reason: str, message: str) -> None:
         """Post an ItemFailed event, unless one went out less than an interval ago."""
@@ -146,7 +146,9 @@ class Reporter:
             text += f"; {self._failures_held} more failed since the last such event"
         self._failures_held = 0
         self._last_failure_event = now
-        task = asyncio.ensure_future(self._sink.event("Warning", reasons.ITEM_FAILED, text[:1000]))
+        task = asyncio.ensure_future(
+            self._sink.event("Warning", EventReason.ITEM_FAILED, text[:1000])
+        )
         self._events.add(task)
         task.add_done_callback(self._events.discard)
 
