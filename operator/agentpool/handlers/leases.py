@@ -111,7 +111,15 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
                 # the next daemon takes the same agent up again.
                 keep = True
                 return
-            if not stopped:
+            if reason is not None:
+                # Deleted: the object is gone (a lease has no finalizer), so an Event says it.
+                kopf.event(
+                    body,
+                    type="Normal",
+                    reason=str(EventReason.LEASE_RELEASED),
+                    message=f"Lease deleted: returned agent {checkout.agent} to pool {pool}",
+                )
+            elif not stopped:
                 await report(
                     {
                         "phase": "Expired",
