@@ -15,50 +15,16 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from operator_support import Api, agent_pids, kill_agent, pool_spec, ready
+from operator_support import Api, agent_pids, pool_spec, ready
+from pool_support import (
+    bound_agent,
+    lease,
+    lease_phase,
+    pool_status,
+    retired_event,
+)
 
 from cluster import wait_for
-
-
-def pool_status(api: Api, namespace: str, name: str) -> dict[str, Any]:
-    return api.status("agentpools", namespace, name)
-
-
-def lease(api: Api, namespace: str, name: str, pool: str, **spec: Any) -> None:
-    api.create("agentleases", namespace, name, {"poolRef": {"name": pool}, **spec})
-
-
-def lease_phase(api: Api, namespace: str, name: str) -> str | None:
-    return api.status("agentleases", namespace, name).get("phase")
-
-
-def retired_event(api: Api, namespace: str, agent: str, reason: str) -> str:
-    """The AgentRetired event of ``agent`` naming ``reason``; Events are posted in the background,
-    so it is waited for."""
-    found: str = wait_for(
-        lambda: next(
-            (
-                e.get("message", "")
-                for e in api.events(namespace)
-                if e.get("reason") == "AgentRetired"
-                and agent in e.get("message", "")
-                and reason in e.get("message", "")
-            ),
-            "",
-        ),
-        10,
-        message=f"AgentRetired {reason} for {agent}",
-    )
-    return found
-
-
-def bound_agent(api: Api, namespace: str, name: str, timeout: float = 60) -> str:
-    status = wait_for(
-        lambda: (s := api.status("agentleases", namespace, name)).get("phase") == "Bound" and s,
-        timeout,
-        message=f"lease {name} bound",
-    )
-    return str(status["agent"])
 
 
 def test_min_size_agents_become_ready_and_available(api: Api, namespace: str) -> None:
@@ -213,72 +179,6 @@ def test_min_idle_keeps_idle_agents_on_top_of_busy_ones(api: Api, namespace: str
     assert status["replicas"] == 2
 
 
-def test_a_killed_idle_agent_is_replaced_within_two_seconds(api: Api, namespace: str) -> None:
-    """Killing an idle agent's process fails its pod; a replacement pod follows within 2 s."""
-    api.create("agentpools", namespace, "heal", pool_spec(minSize=1))
-    pod = wait_for(
-        lambda: next((p for p in api.live_pods(namespace, "heal") if ready(p)), None), 60
-    )
-    kill_agent(pod)
-    name = pod["metadata"]["name"]
-
-    def failed() -> bool:
-        for p in api.pods(namespace, "heal"):
-            if p["metadata"]["name"] == name:
-                return bool(p["status"].get("phase") == "Failed")
-        return True  # already gone: it failed and was deleted
-
-    wait_for(failed, 30, interval=0.02, message="pod failed")
-    replacement = wait_for(
-        lambda: [p for p in api.live_pods(namespace, "heal") if p["metadata"]["name"] != name],
-        2.0,
-        interval=0.02,
-        message="replacement pod created",
-    )
-    assert len(replacement) == 1
-    wait_for(lambda: pool_status(api, namespace, "heal").get("readyReplicas") == 1, 60)
-
-
-def test_max_uses_retires_an_agent_only_once_it_is_returned(api: Api, namespace: str) -> None:
-    """maxUses 2: the agent serves two checkouts, is never retired while held, and is replaced
-    once the second holder lets go."""
-    api.create("agentpools", namespace, "worn", pool_spec(minSize=1, maxUses=2))
-    wait_for(lambda: pool_status(api, namespace, "worn").get("available") == 1, 60)
-    lease(api, namespace, "u1", "worn")
-    agent = bound_agent(api, namespace, "u1")
-    api.delete("agentleases", namespace, "u1")
-    # The lease is gone at once; an Event says its agent went back.
-    wait_for(lambda: "LeaseReleased" in api.event_reasons(namespace), 10, message="LeaseReleased")
-    wait_for(lambda: pool_status(api, namespace, "worn").get("available") == 1, 30)
-    lease(api, namespace, "u2", "worn")
-    assert bound_agent(api, namespace, "u2") == agent
-    assert "AgentRetired" not in api.event_reasons(namespace)
-    assert [p["metadata"]["name"] for p in api.live_pods(namespace, "worn")] == [agent]
-    api.delete("agentleases", namespace, "u2")
-    wait_for(
-        lambda: agent not in [p["metadata"]["name"] for p in api.live_pods(namespace, "worn")], 30
-    )
-    retired_event(api, namespace, agent, "MaxUses")
-    lease(api, namespace, "u3", "worn")
-    assert bound_agent(api, namespace, "u3", 60) != agent
-
-
-def test_max_lifetime_waits_for_the_holder(api: Api, namespace: str) -> None:
-    """maxLifetimeSeconds retires an aged agent, but not while a lease still holds it."""
-    api.create("agentpools", namespace, "aged", pool_spec(minSize=1, maxLifetimeSeconds=2))
-    wait_for(lambda: pool_status(api, namespace, "aged").get("available") == 1, 60)
-    lease(api, namespace, "hold", "aged", ttlSeconds=4)
-    agent = bound_agent(api, namespace, "hold")
-    wait_for(lambda: lease_phase(api, namespace, "hold") == "Expired", 30)
-    # The agent outlived its lifetime while held; it went only after the lease gave it back.
-    held_until = api.status("agentleases", namespace, "hold")
-    assert held_until["agent"] == agent
-    wait_for(
-        lambda: agent not in [p["metadata"]["name"] for p in api.live_pods(namespace, "aged")], 30
-    )
-    retired_event(api, namespace, agent, "MaxLifetime")
-
-
 def test_scale_subresource_and_kubectl_views(api: Api, namespace: str, kubectl_op: Any) -> None:
     """kubectl shows the printer columns, `kubectl scale` changes minSize and the pool follows,
     and `kubectl describe` shows the pool's Events."""
@@ -336,104 +236,6 @@ def test_agents_demand_the_token_and_the_token_is_never_shown(
         assert token not in log
 
 
-def test_operator_restart_keeps_busy_agents_busy(
-    api: Api, namespace: str, operator_cluster: Any
-) -> None:
-    """Restarting the operator while both agents are held: the new one counts them busy, and a
-    new checkout waits instead of getting an agent someone else holds."""
-    api.create("agentpools", namespace, "steady", pool_spec(minSize=2))
-    wait_for(lambda: pool_status(api, namespace, "steady").get("available") == 2, 60)
-    lease(api, namespace, "h1", "steady", ttlSeconds=600)
-    lease(api, namespace, "h2", "steady", ttlSeconds=600)
-    held = {bound_agent(api, namespace, "h1"), bound_agent(api, namespace, "h2")}
-    operator_cluster.operator.kill()
-    operator_cluster.operator.start()
-    lease(api, namespace, "h3", "steady", checkoutTimeoutSeconds=120)
-    status = wait_for(
-        lambda: (s := pool_status(api, namespace, "steady")).get("waiting") == 1 and s, 60
-    )
-    assert status["busy"] == 2
-    assert status["available"] == 0
-    assert lease_phase(api, namespace, "h3") == "Pending"
-    api.delete("agentleases", namespace, "h1")
-    assert bound_agent(api, namespace, "h3") in held
-    assert api.status("agentleases", namespace, "h2")["agent"] in held
-    assert bound_agent(api, namespace, "h3") != api.status("agentleases", namespace, "h2")["agent"]
-
-
-def test_max_uses_counts_the_items_an_agent_served_before_an_operator_restart(
-    api: Api, namespace: str, operator_cluster: Any
-) -> None:
-    """maxUses 3: an agent serves two items, the operator is killed and started again, and the
-    agent's third item (its own count, from GET /status) retires it as if nothing happened."""
-    api.create("agentpools", namespace, "counted", pool_spec(minSize=1, maxUses=3))
-    wait_for(lambda: pool_status(api, namespace, "counted").get("available") == 1, 60)
-    [agent] = [p["metadata"]["name"] for p in api.live_pods(namespace, "counted")]
-    spec = {"poolRef": {"name": "counted"}, "checkoutTimeoutSeconds": 60}
-    first = run_to_end(api, namespace, "before", {**spec, "source": {"items": [1, 2]}})
-    assert first["succeeded"] == 2
-    operator_cluster.operator.kill()
-    operator_cluster.operator.start()
-    wait_for(lambda: pool_status(api, namespace, "counted").get("available") == 1, 60)
-    after = run_to_end(api, namespace, "after", {**spec, "source": {"items": [3]}})
-    assert after["succeeded"] == 1
-    retired_event(api, namespace, agent, "MaxUses")
-
-
-def test_a_killed_busy_agent_fails_its_holder_and_is_replaced(api: Api, namespace: str) -> None:
-    """Killing the agent a lease holds fails the lease with AgentLost; the pod is replaced."""
-    api.create("agentpools", namespace, "fragile", pool_spec(minSize=1))
-    wait_for(lambda: pool_status(api, namespace, "fragile").get("available") == 1, 60)
-    lease(api, namespace, "holder", "fragile")
-    agent = bound_agent(api, namespace, "holder")
-    pod = next(p for p in api.pods(namespace, "fragile") if p["metadata"]["name"] == agent)
-    kill_agent(pod)
-    failed = wait_for(
-        lambda: (
-            (s := api.status("agentleases", namespace, "holder")).get("phase") == "Failed" and s
-        ),
-        30,
-    )
-    assert failed["reason"] == "AgentLost"
-    assert agent in failed["message"]
-    wait_for(
-        lambda: [p for p in api.live_pods(namespace, "fragile") if p["metadata"]["name"] != agent],
-        30,
-        message="replacement pod",
-    )
-
-
-def test_a_template_change_replaces_idle_agents_but_never_a_busy_one(
-    api: Api, namespace: str
-) -> None:
-    """A new template replaces agents as they fall idle: the held one stays until released."""
-    api.create("agentpools", namespace, "rolling", pool_spec(minSize=2))
-    wait_for(lambda: pool_status(api, namespace, "rolling").get("available") == 2, 60)
-    lease(api, namespace, "busy", "rolling")
-    held = bound_agent(api, namespace, "busy")
-    old = {p["metadata"]["name"] for p in api.live_pods(namespace, "rolling")}
-    api.patch_spec("agentpools", namespace, "rolling", pool_spec(env={"VERSION": "2"}, minSize=2))
-    (idle_old,) = old - {held}
-    wait_for(
-        lambda: (
-            idle_old not in {p["metadata"]["name"] for p in api.live_pods(namespace, "rolling")}
-        ),
-        30,
-        message="idle outdated agent replaced",
-    )
-    assert held in {p["metadata"]["name"] for p in api.live_pods(namespace, "rolling")}
-    api.delete("agentleases", namespace, "busy")
-    wait_for(
-        lambda: (
-            not old & {p["metadata"]["name"] for p in api.live_pods(namespace, "rolling")}
-            and pool_status(api, namespace, "rolling").get("readyReplicas") == 2
-        ),
-        60,
-        message="every agent on the new template",
-    )
-    retired_event(api, namespace, idle_old, "Outdated")
-
-
 def test_deleting_a_pool_removes_its_agents(api: Api, namespace: str) -> None:
     """Deleting the pool removes its pods and its token Secret."""
     api.create("agentpools", namespace, "gone", pool_spec(minSize=2))
@@ -471,70 +273,6 @@ def test_agents_that_cannot_start_degrade_the_pool_without_churning(
     # Without back-off the next three replacements would fail within a second; with it they
     # wait 1 + 2 + 4 seconds.
     assert time.monotonic() - started >= 6
-
-
-def run_to_end(api: Api, namespace: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    api.create("poolruns", namespace, name, spec)
-    return wait_for(
-        lambda: (
-            (s := api.status("poolruns", namespace, name)).get("phase") in ("Succeeded", "Failed")
-            and s
-        ),
-        90,
-        message=f"run {name} finished",
-    )
-
-
-def test_an_agent_failing_items_in_a_row_is_quarantined(api: Api, namespace: str) -> None:
-    """quarantineAfterFailures 2: after two failed items in a row the agent is retired, so the
-    third item meets a fresh agent instead of the broken one LIFO would hand out again."""
-    api.create(
-        "agentpools", namespace, "q", pool_spec("flaky", minSize=1, quarantineAfterFailures=2)
-    )
-    wait_for(lambda: pool_status(api, namespace, "q").get("available") == 1, 60)
-    items = [{"id": f"bad{n}", "fail": True} for n in range(3)]
-    status = run_to_end(
-        api,
-        namespace,
-        "q",
-        {
-            "poolRef": {"name": "q"},
-            "source": {"items": items},
-            "itemId": "id",
-            "failures": "Report",
-            "checkoutTimeoutSeconds": 60,
-        },
-    )
-    agents = [status["failures"][f"bad{n}"]["agent"] for n in range(3)]
-    assert agents[0] == agents[1] != agents[2]
-    retired_event(api, namespace, agents[0], "Quarantined")
-
-
-def test_a_call_that_times_out_retires_its_agent(api: Api, namespace: str) -> None:
-    """An agent whose call timed out is in an unknown state: the item fails with CallTimeout and
-    the agent is retired, never reused."""
-    api.create("agentpools", namespace, "slowcall", pool_spec("flaky", minSize=1))
-    wait_for(lambda: pool_status(api, namespace, "slowcall").get("available") == 1, 60)
-    status = run_to_end(
-        api,
-        namespace,
-        "t",
-        {
-            "poolRef": {"name": "slowcall"},
-            "source": {"items": [{"id": "stuck", "sleepSeconds": 30}, {"id": "fine"}]},
-            "itemId": "id",
-            "failures": "Report",
-            "callTimeoutSeconds": 1,
-            "checkoutTimeoutSeconds": 60,
-        },
-    )
-    failure = status["failures"]["stuck"]
-    assert failure["reason"] == "CallTimeout"
-    assert "fine" in status["items"]
-    retired_event(api, namespace, failure["agent"], "CallTimedOut")
-    assert failure["agent"] not in {
-        p["metadata"]["name"] for p in api.live_pods(namespace, "slowcall")
-    }
 
 
 def test_an_agent_that_stops_passing_readiness_degrades_the_pool(api: Api, namespace: str) -> None:

@@ -7,141 +7,28 @@ invocations (``INVOCATIONS_FILE``) let a test count exactly what ran, across ope
 
 from __future__ import annotations
 
-import asyncio
-import json
-import socket
 import subprocess
 import sys
-import threading
 import time
-from collections import defaultdict
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import kubernetes
 import pytest
-from aiohttp import web
 from operator_support import REPO, Api, pool_spec
+from run_support import (
+    SourceService,
+    agentpool_cli,
+    closed_port_url,
+    condition,
+    finished_run,
+    invocations,
+    ready_pool,
+    run_status,
+    start_run,
+)
 
 from cluster import wait_for
-
-FINISHED = ("Succeeded", "Failed")
-
-
-def run_status(api: Api, namespace: str, name: str) -> dict[str, Any]:
-    return api.status("poolruns", namespace, name)
-
-
-def start_run(api: Api, namespace: str, name: str, items: Any = None, **spec: Any) -> None:
-    """Create a PoolRun; ``items`` is the inline source unless ``spec`` names another."""
-    if items is not None:
-        spec["source"] = {"items": items}
-    api.create("poolruns", namespace, name, spec)
-
-
-def finished_run(api: Api, namespace: str, name: str, timeout: float = 90) -> dict[str, Any]:
-    """The run's status once it has ended."""
-    status = wait_for(
-        lambda: (s := run_status(api, namespace, name)).get("phase") in FINISHED and s,
-        timeout,
-        interval=0.1,
-        message=f"run {name} finished",
-    )
-    return dict(status)
-
-
-def ready_pool(api: Api, namespace: str, name: str, count: int, timeout: float = 60) -> None:
-    wait_for(
-        lambda: api.status("agentpools", namespace, name).get("readyReplicas", 0) >= count,
-        timeout,
-        message=f"{count} ready agents in pool {name}",
-    )
-
-
-def invocations(path: Path) -> dict[str, list[dict[str, Any]]]:
-    """Every invocation the agents recorded, by item id, in the order they happened."""
-    found: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    if path.exists():
-        for line in path.read_text().splitlines():
-            if line.strip():
-                record = json.loads(line)
-                found[record["id"]].append(record)
-    return found
-
-
-def condition(status: dict[str, Any], type: str) -> dict[str, Any]:
-    return next(c for c in status.get("conditions", []) if c["type"] == type)
-
-
-def agentpool_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """The ``agentpool`` command, as a user runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", "agentpool", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-class SourceService:
-    """A source service on 127.0.0.1, in a thread of its own: ``POST /`` hands out ``count``
-    items made by ``make_item(n)``, one per request, then ``{"done": true}``; after
-    ``fail_after`` items it answers HTTP 500 instead, as a source that broke would."""
-
-    def __init__(
-        self, count: int, make_item: Callable[[int], Any], *, fail_after: int | None = None
-    ) -> None:
-        self.count = count
-        self.make_item = make_item
-        self.fail_after = fail_after
-        self.handed = 0
-        self.requests = 0
-        self.url = ""
-        self._loop = asyncio.new_event_loop()
-        self._runner: web.AppRunner | None = None
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-
-    async def _answer(self, request: web.Request) -> web.Response:
-        self.requests += 1
-        await request.json()
-        if self.fail_after is not None and self.handed >= self.fail_after:
-            return web.json_response({"error": "the source broke"}, status=500)
-        if self.handed >= self.count:
-            return web.json_response({"done": True})
-        self.handed += 1
-        return web.json_response({"item": self.make_item(self.handed - 1)})
-
-    async def _start(self) -> None:
-        app = web.Application()
-        app.router.add_post("/", self._answer)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = self._runner.addresses[0][:2]
-        self.url = f"http://{host}:{port}/"
-
-    def __enter__(self) -> SourceService:
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        if self._runner is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
-
-
-def closed_port_url() -> str:
-    """A URL on 127.0.0.1 where nothing listens."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return f"http://127.0.0.1:{port}/"
 
 
 def test_two_hundred_items_drain_with_every_output_by_id(
@@ -291,135 +178,6 @@ def test_runs_that_can_never_start_end_deadlocked_naming_the_cause(
     message = run_status(api, namespace, "never")["message"]
     assert "ready 0" in message, message
     assert "Deadlocked" in api.event_reasons(namespace)
-
-
-def test_a_killed_operator_resumes_without_running_a_recorded_item_again(
-    api: Api, namespace: str, operator_cluster: Any, scratch: Path
-) -> None:
-    """SIGKILL the operator in the middle of 500 items: after a restart all 500 are recorded, no
-    item recorded before the kill ran again, at most `cap` items ran twice (those in flight, with
-    their attempt raised; those that had finished come back from the run's journal), and the
-    whole run cost at most 30 status writes."""
-    cap = 25
-    record = scratch / "invocations.jsonl"
-    env = {"SLOW_START_SECONDS": "0", "WORK_SECONDS": "0.04", "INVOCATIONS_FILE": str(record)}
-    api.create(
-        "agentpools", namespace, "steady", pool_spec("slow_start", env=env, minSize=10, maxSize=10)
-    )
-    ready_pool(api, namespace, "steady", 10)
-    items = [{"id": f"i{n:03}"} for n in range(500)]
-    writes = ("patch", "poolruns/status")
-    before = operator_cluster.handle.api_counts().get(writes, 0)
-    start_run(api, namespace, "durable", items, poolRef={"name": "steady"}, itemId="id", cap=cap)
-
-    def midway() -> bool:
-        # Kill when more than cap items were called and are not written yet: more than the
-        # 10 agents hold, so some of them finished since the last status write.
-        done = run_status(api, namespace, "durable").get("succeeded", 0)
-        return bool(done >= 150 and sum(map(len, invocations(record).values())) > done + cap)
-
-    wait_for(midway, 60, interval=0.01, message="150 items recorded and more running")
-    operator_cluster.operator.kill()
-    at_kill = run_status(api, namespace, "durable")
-    unrecorded_calls = set(invocations(record)) - set(at_kill["items"])
-    recorded = set(at_kill["items"])
-    in_flight = set(at_kill.get("inFlight", {}))
-    operator_cluster.operator.start()
-    status = finished_run(api, namespace, "durable", 120)
-    after = operator_cluster.handle.api_counts().get(writes, 0)
-    assert (status["phase"], status["result"]) == ("Succeeded", "Drained")
-    assert (status["succeeded"], status["failed"], status["total"]) == (500, 0, 500)
-    assert set(status["items"]) == {item["id"] for item in items}
-    assert 150 <= len(recorded) < 500, "the kill came in the middle of the run"
-    assert len(unrecorded_calls) > cap, "items finished after the last write"
-    seen = invocations(record)
-    assert set(seen) == set(status["items"])
-    assert all(len(seen[key]) == 1 for key in recorded), "a recorded item ran again"
-    again = {key for key, calls in seen.items() if len(calls) > 1}
-    assert len(again) <= cap, f"{len(again)} items ran again"
-    assert all(len(seen[key]) == 2 for key in again)
-    assert again <= unrecorded_calls, "only items not written at the kill may run again"
-    for key in again:
-        assert seen[key][1]["attempt"] == seen[key][0]["attempt"] + 1
-    for key in again & in_flight:
-        assert seen[key][1]["attempt"] == at_kill["inFlight"][key] + 1
-    assert after - before <= 30, f"{after - before} status writes"
-    print(
-        f"500 items, killed at {len(recorded)} recorded, {len(unrecorded_calls)} called but not "
-        f"written: {len(again)} ran again ({len(again & in_flight)} written as in flight), "
-        f"{after - before} status writes"
-    )
-
-
-def test_twenty_thousand_items_from_a_source_service_keep_the_object_small(
-    api: Api, namespace: str, operator_cluster: Any
-) -> None:
-    """20,000 items from an HTTP source service, each with a 2 KiB output: the run drains, its
-    object stays under 256 KiB (results go to ConfigMaps it owns), and `agentpool results`
-    prints all 20,000 outputs."""
-    count = 20_000
-    env = {"SLOW_START_SECONDS": "0", "WORK_SECONDS": "0"}
-    api.create("agentpools", namespace, "wide", pool_spec("slow_start", env=env, minSize=8))
-    ready_pool(api, namespace, "wide", 8)
-    with SourceService(count, lambda n: {"id": f"i{n:05}", "outputBytes": 2048}) as source:
-        started = time.monotonic()
-        start_run(
-            api,
-            namespace,
-            "bulk",
-            poolRef={"name": "wide"},
-            source={"http": {"url": source.url}},
-            itemId="id",
-            cap=64,
-        )
-        status = finished_run(api, namespace, "bulk", 240)
-        elapsed = time.monotonic() - started
-    assert (status["phase"], status["result"]) == ("Succeeded", "Drained"), status.get("message")
-    assert (status["succeeded"], status["failed"], status["total"]) == (count, 0, count)
-    size = len(json.dumps(api.get("poolruns", namespace, "bulk")))
-    assert size < 256 * 1024
-    assert status["resultRefs"]
-    printed = agentpool_cli(
-        "results", "bulk", "-n", namespace, "--server", operator_cluster.handle.url
-    )
-    assert printed.returncode == 0, printed.stderr
-    records = [json.loads(line) for line in printed.stdout.splitlines()]
-    assert len(records) == count
-    assert {record["id"] for record in records} == {f"i{n:05}" for n in range(count)}
-    assert all(len(record["output"]["padding"]) == 2048 for record in records)
-    print(
-        f"20,000 items over HTTP at cap 64: {elapsed:.1f}s, object {size / 1024:.0f} KiB, "
-        f"{len(status['resultRefs'])} result ConfigMaps, {source.requests} source requests"
-    )
-
-
-def test_a_run_with_400_kib_of_inline_items_can_be_suspended_and_resumed(
-    api: Api, namespace: str, operator_cluster: Any
-) -> None:
-    """Inline items past the API server's 256 KiB limit on annotations: what the operator keeps
-    on the run to notice `suspend` changes leaves the items out, so a suspend and a resume are
-    handled without a refused write, and the run drains with every output recorded."""
-    env = {"SLOW_START_SECONDS": "0", "WORK_SECONDS": "0"}
-    api.create("agentpools", namespace, "roomy", pool_spec("slow_start", env=env, minSize=4))
-    ready_pool(api, namespace, "roomy", 4)
-    items = [{"id": f"i{n:04}", "text": "x" * 400} for n in range(1000)]
-    assert len(json.dumps(items)) > 400 * 1024
-    start_run(
-        api, namespace, "roomy", items, poolRef={"name": "roomy"}, itemId="id", cap=8, suspend=True
-    )
-    wait_for(
-        lambda: run_status(api, namespace, "roomy").get("phase") == "Suspended",
-        30,
-        message="run suspended",
-    )
-    api.patch_spec("poolruns", namespace, "roomy", {"suspend": False})
-    status = finished_run(api, namespace, "roomy", 120)
-    assert (status["phase"], status["result"]) == ("Succeeded", "Drained"), status.get("message")
-    assert status["succeeded"] == 1000
-    annotations = api.get("poolruns", namespace, "roomy")["metadata"].get("annotations") or {}
-    assert annotations, "the operator noted the handled suspend change"
-    assert sum(len(k) + len(v) for k, v in annotations.items()) < 4096, list(annotations)
-    assert "Too long" not in operator_cluster.operator.log()
 
 
 def test_bad_items_and_sources_fail_clearly_and_lose_nothing_else(api: Api, namespace: str) -> None:
@@ -639,31 +397,3 @@ def test_agentpool_watch_exits_with_the_runs_outcome(
     missing = agentpool_cli("watch", "nope", "-n", namespace, "--server", server)
     assert missing.returncode == 2
     assert 'poolrun "nope" not found' in missing.stderr
-
-
-def test_items_in_flight_at_a_kill_run_again_with_their_attempt_raised(
-    api: Api, namespace: str, operator_cluster: Any, scratch: Path
-) -> None:
-    """Items longer than the status interval are written as in flight; after a SIGKILL of the
-    operator each runs again with its attempt raised, and every item is recorded once."""
-    record = scratch / "invocations.jsonl"
-    env = {"SLOW_START_SECONDS": "0", "WORK_SECONDS": "2", "INVOCATIONS_FILE": str(record)}
-    api.create("agentpools", namespace, "long", pool_spec("slow_start", env=env, minSize=3))
-    ready_pool(api, namespace, "long", 3)
-    items = [{"id": f"i{n}"} for n in range(6)]
-    start_run(api, namespace, "lengthy", items, poolRef={"name": "long"}, itemId="id", cap=3)
-    at_kill = wait_for(
-        lambda: len((s := run_status(api, namespace, "lengthy")).get("inFlight") or {}) == 3 and s,
-        30,
-        message="three items written as in flight",
-    )
-    operator_cluster.operator.kill()
-    written = at_kill["inFlight"]
-    operator_cluster.operator.start()
-    status = finished_run(api, namespace, "lengthy", 60)
-    assert (status["phase"], status["succeeded"]) == ("Succeeded", 6)
-    assert status.get("inFlight", {}) == {}
-    calls = invocations(record)
-    for key, attempt in written.items():
-        assert [call["attempt"] for call in calls[key]] == [attempt, attempt + 1]
-    assert all(len(calls[item["id"]]) == 1 for item in items if item["id"] not in written)
