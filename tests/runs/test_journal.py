@@ -14,7 +14,7 @@ from agentpool.io.journal import FileJournal, Journals
 from agentpool.runs.config import RunConfig
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.results import iter_results
-from agentpool.runs.sources import inline_source
+from agentpool.runs.sources import DONE, Pulled, inline_source
 
 
 def test_entries_survive_a_reopen_and_a_torn_last_line(tmp_path: Path) -> None:
@@ -217,3 +217,83 @@ def test_a_journal_is_named_by_a_uid_only(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match="uid"):
             journals.discard(bad)
     assert journals.open("0c9f3a52-uid") is not None
+
+
+class Feed:
+    """An unreplayable source, like the HTTP one: each item is handed out once, in order."""
+
+    replayable = False
+    total = None
+
+    def __init__(self, count: int) -> None:
+        self._values = iter([{"n": n} for n in range(count)])
+        self.given: list[dict[str, Any]] = []
+
+    async def next(self, active: Any) -> Any:
+        value = next(self._values, None)
+        if value is None:
+            return DONE
+        self.given.append(value)
+        return Pulled(value)
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_items_named_by_index_after_a_crash_are_not_taken_for_recorded_ones(
+    tmp_path: Path,
+) -> None:
+    """Items of an unreplayable source without itemId are named by their index. After a crash
+    the run goes on numbering after what its journal holds, so an item given after the restart
+    is never mistaken for one recorded before it, and none is dropped."""
+    count, cap = 400, 4
+    config = RunConfig(name="run", pool="workers", cap=cap)
+    clock = FakeClock()
+    sink = FakeSink()
+    journal = KilledJournal(tmp_path / "run")
+    crashed = asyncio.Event()
+    invoker = FakeInvoker(clock, quick)
+    feed = Feed(count)
+
+    def crash_at(calls: int) -> None:
+        if calls >= count // 2 and not crashed.is_set():
+            sink.frozen = True
+            journal.kill()
+            crashed.set()
+
+    invoker.on_call = crash_at
+    first = RunEngine(
+        config,
+        source=feed,
+        dispatcher=FakeDispatcher(clock, {"workers": cap}),
+        invoker=invoker,
+        sink=sink,
+        clock=clock,
+        journal=journal,
+    )
+    async with running(clock):
+        task = asyncio.ensure_future(first.run())
+        await crashed.wait()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    given_before = len(feed.given)
+    sink.frozen = False
+    invoker.on_call = None
+    second = RunEngine(
+        config,
+        source=feed,
+        dispatcher=FakeDispatcher(clock, {"workers": cap}),
+        invoker=invoker,
+        sink=sink,
+        clock=clock,
+        status=copy.deepcopy(sink.status),
+        configmaps=copy.deepcopy(sink.configmaps),
+        journal=FileJournal(tmp_path / "run"),
+    )
+    outcome = await run_engine(second, clock)
+    assert outcome.result == "Drained"
+    outputs = [r["output"]["n"] for r in iter_results(sink.status, sink.result_configmaps())]
+    assert len(outputs) == len(set(outputs)), "two items recorded under one name"
+    after = {value["n"] for value in feed.given[given_before:]}
+    assert after, "the source gave items after the restart"
+    assert after <= set(outputs), f"dropped after the restart: {sorted(after - set(outputs))[:5]}"

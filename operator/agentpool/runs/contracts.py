@@ -101,7 +101,7 @@ class Journal(Protocol):
     """
 
     def load(self) -> list[dict[str, Any]]:
-        """Entries still held, oldest first: ``{"id", "attempt"}`` when an item starts,
+        """Entries still held, oldest first: ``{"id", "attempt", "index"}`` when an item starts,
         ``{"id", "unstarted"}`` when no agent could be had for it after all, and ``{"id",
         "output"}`` or ``{"id", "failure"}`` when it is recorded."""
         ...

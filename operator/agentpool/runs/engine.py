@@ -2,9 +2,11 @@
 
 It keeps up to ``cap`` items in flight, each one a checkout, an invoke and a checkin; retries
 failed attempts with back-off (to another agent when one is free); records every outcome in a
-:class:`RunLedger`; writes status in batches; and ends Drained or Deadlocked. The kopf daemon of a
-PoolRun builds one per run with the injected dispatcher, invoker, sink and clock, and awaits
-:meth:`RunEngine.run`; it calls :meth:`RunEngine.set_suspended` when ``spec.suspend`` changes.
+:class:`RunLedger` (and in the run's journal, when it has one, so that an operator crash re-runs
+only what was in flight); writes status in batches; and ends Drained or Deadlocked. The kopf
+daemon of a PoolRun builds one per run with the injected dispatcher, invoker, sink, journal and
+clock, and awaits :meth:`RunEngine.run`; it calls :meth:`RunEngine.set_suspended` when
+``spec.suspend`` changes.
 Decisions (naming, routing, placement, outcome) are the pure functions of the sibling modules.
 """
 
@@ -125,6 +127,9 @@ class RunEngine:
         ledger = self.ledger
         for entry in journal.load():
             key = entry["id"]
+            if "index" in entry:
+                # Items an unreplayable source gave: a resumed run goes on after them.
+                ledger.seen = max(ledger.seen, int(entry["index"]) + 1)
             if key in ledger.recorded:
                 continue
             if "attempt" in entry:
@@ -154,7 +159,14 @@ class RunEngine:
             self._journal.append({"id": key, "output": output})
 
     def _record_failure(
-        self, key: str, *, reason: str, message: str, attempts: int, agent: str | None
+        self,
+        key: str,
+        *,
+        reason: str,
+        message: str,
+        attempts: int,
+        agent: str | None,
+        index: int | None = None,
     ) -> None:
         self.ledger.record_failure(
             key, reason=reason, message=message, attempts=attempts, agent=agent
@@ -162,7 +174,10 @@ class RunEngine:
         if self._journal is not None:
             failure: dict[str, Any] = {"reason": reason, "message": message}
             failure |= {"attempts": attempts, "agent": agent}
-            self._journal.append({"id": key, "failure": failure})
+            entry: dict[str, Any] = {"id": key, "failure": failure}
+            if index is not None:
+                entry["index"] = index
+            self._journal.append(entry)
 
     def set_suspended(self, suspended: bool) -> None:
         """Follow ``spec.suspend``: finish what is in flight and dispatch nothing more, or go on."""
@@ -242,7 +257,7 @@ class RunEngine:
             self._pending.popleft()
             self.ledger.start(work.key, attempt=work.attempt)
             if self._journal is not None:
-                self._journal.append({"id": work.key, "attempt": work.attempt})
+                self._journal.append({"id": work.key, "attempt": work.attempt, "index": work.index})
             self._report.dirty = True
             task = asyncio.ensure_future(self._drive(work))
             self._tasks.add(task)
@@ -281,7 +296,7 @@ class RunEngine:
             if named.key in self.ledger.recorded:
                 continue
             if named.rejection is not None:
-                self._fail_now(named.key, named.rejection)
+                self._fail_now(named.key, named.rejection, index)
                 continue
             attempt = self._again.pop(named.key, 1)
             self._enqueue(named.key, index, named.value, attempt=attempt)
@@ -292,13 +307,18 @@ class RunEngine:
     def _enqueue(self, key: str, index: int, value: Any, *, attempt: int) -> None:
         pool = route_item(value, self.config)
         if isinstance(pool, Rejection):
-            self._fail_now(key, pool)
+            self._fail_now(key, pool, index)
             return
         self._pending.append(Work(key=key, index=index, value=value, pool=pool, attempt=attempt))
 
-    def _fail_now(self, key: str, rejection: Rejection) -> None:
+    def _fail_now(self, key: str, rejection: Rejection, index: int) -> None:
         self._record_failure(
-            key, reason=rejection.reason, message=rejection.message, attempts=0, agent=None
+            key,
+            reason=rejection.reason,
+            message=rejection.message,
+            attempts=0,
+            agent=None,
+            index=index,
         )
         self._report.dirty = True
         self._report.item_failed(key, rejection.reason, rejection.message)
