@@ -181,3 +181,28 @@ def test_items_in_flight_at_a_kill_run_again_with_their_attempt_raised(
     for key, attempt in written.items():
         assert [call["attempt"] for call in calls[key]] == [attempt, attempt + 1]
     assert all(len(calls[item["id"]]) == 1 for item in items if item["id"] not in written)
+
+
+def test_deleting_a_running_run_removes_its_journal(
+    api: Api, namespace: str, operator_cluster: Any
+) -> None:
+    """A run's journal lives in the operator's state directory while the run does: deleting the
+    run in the middle removes it, so a busy operator's disk holds only running runs."""
+    env = {"SLOW_START_SECONDS": "0", "WORK_SECONDS": "0.2"}
+    api.create("agentpools", namespace, "brief", pool_spec("slow_start", env=env, minSize=2))
+    ready_pool(api, namespace, "brief", 2)
+    start_run(
+        api,
+        namespace,
+        "doomed",
+        [{"id": f"d{n}"} for n in range(100)],
+        poolRef={"name": "brief"},
+        itemId="id",
+        cap=2,
+    )
+    uid = api.get("poolruns", namespace, "doomed")["metadata"]["uid"]
+    journal = operator_cluster.operator.log_path.parent / "operator-state" / "runs" / uid
+    wait_for(lambda: run_status(api, namespace, "doomed").get("succeeded", 0) >= 2, 30)
+    assert journal.is_dir(), "the running run keeps a journal"
+    api.delete("poolruns", namespace, "doomed")
+    wait_for(lambda: not journal.exists(), 30, message="the deleted run's journal removed")

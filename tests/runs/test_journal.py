@@ -297,3 +297,17 @@ async def test_items_named_by_index_after_a_crash_are_not_taken_for_recorded_one
     after = {value["n"] for value in feed.given[given_before:]}
     assert after, "the source gave items after the restart"
     assert after <= set(outputs), f"dropped after the restart: {sorted(after - set(outputs))[:5]}"
+
+
+def test_a_journal_removed_under_a_running_run_takes_further_entries_quietly(
+    tmp_path: Path,
+) -> None:
+    """The run was deleted and its journal removed while the engine still ran: what it appends
+    next goes nowhere, without an error."""
+    journal = Journals(tmp_path).open("uid-1")
+    assert journal is not None
+    Journals(tmp_path).discard("uid-1")
+    journal.append({"id": "late", "output": 1})
+    journal.flush()
+    journal.close()
+    assert not (tmp_path / "runs" / "uid-1").exists()

@@ -108,6 +108,12 @@ async def pool_timeouts(
     return found
 
 
+def run_uid(body: kopf.Body, namespace: str, name: str) -> str:
+    """What names the run's journal: its uid, so a run made again under the same name never
+    reads its predecessor's."""
+    return str(body["metadata"].get("uid") or f"{namespace}.{name}")
+
+
 def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
     engines: dict[tuple[str, str], RunEngine] = {}
 
@@ -118,6 +124,20 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
         engine = engines.get((namespace or "", name))
         if engine is not None:
             engine.set_suspended(bool(new))
+
+    @kopf.on.event(
+        GROUP,
+        VERSION,
+        "poolruns",
+        id="run_deleted",
+        registry=registry,
+        when=lambda type, **_: type == "DELETED",
+    )
+    def run_deleted(body: kopf.Body, name: str, namespace: str | None, **_: Any) -> None:
+        # Whenever a run goes, finished long ago or not: its series and journal go too.
+        metrics.forget_run(namespace or "", name)
+        if runtime.journals is not None:
+            runtime.journals.discard(run_uid(body, namespace or "", name))
 
     @kopf.daemon(
         GROUP,
@@ -133,9 +153,7 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
     ) -> None:
         namespace = namespace or ""
         status = dict(body.get("status") or {})
-        # The run's journal is named by its uid, so a run made again under the same name
-        # never reads its predecessor's.
-        uid = str(body["metadata"].get("uid") or f"{namespace}.{name}")
+        uid = run_uid(body, namespace, name)
         if status.get("phase") not in FINISHED:
             try:
                 spec = PoolRunSpec.model_validate(dict(body.get("spec") or {}))
@@ -198,15 +216,8 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
-                deleted = stopped.reason is not None and bool(
-                    stopped.reason & kopf.DaemonStoppingReason.RESOURCE_DELETED
-                )
                 if journal is not None:
                     journal.close()
-                    if deleted:
-                        journal.discard()
-                if deleted:
-                    metrics.forget_run(namespace, name)
             if not task.done() or task.cancelled():
                 return
             task.result()

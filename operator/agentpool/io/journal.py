@@ -68,10 +68,14 @@ class FileJournal:
         """Hand what was appended to the kernel: it survives the operator's process from here."""
         if not self._buffer:
             return
+        data, self._buffer = b"".join(self._buffer), []
         if self._fd is None:
             flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
-            self._fd = os.open(self._file(self._segment), flags, 0o600)
-        data, self._buffer = b"".join(self._buffer), []
+            try:
+                self._fd = os.open(self._file(self._segment), flags, 0o600)
+            except FileNotFoundError:
+                # The run was deleted and its journal with it: nothing is left to keep.
+                return
         os.write(self._fd, data)
 
     def seal(self) -> int:
