@@ -68,14 +68,25 @@ API_WRITES = Counter(
 WARM_CHECKOUT_SECONDS = 0.005
 
 
-def forget_pool(namespace: str, pool: str) -> None:
-    """Drop a deleted pool's series, so they neither linger on /metrics nor pile up."""
-    for metric in (AGENTS, WAITERS, CHECKOUT_SECONDS, CHECKOUT_TIMEOUTS):
+#: How long the counts of a deleted run or pool stay served, so that a scrape still sees their
+#: last values (gauges go at once: they would show what no longer is).
+FORGET_AFTER_SECONDS = 300.0
+
+
+def forget_pool_gauges(namespace: str, pool: str) -> None:
+    """Drop a deleted pool's gauges: its agents and waiters are no more."""
+    for metric in (AGENTS, WAITERS):
+        metric.remove_by_labels({"namespace": namespace, "pool": pool})
+
+
+def forget_pool_counts(namespace: str, pool: str) -> None:
+    """Drop a deleted pool's counters and histograms, so they do not pile up."""
+    for metric in (CHECKOUT_SECONDS, CHECKOUT_TIMEOUTS):
         metric.remove_by_labels({"namespace": namespace, "pool": pool})
 
 
 def forget_run(namespace: str, run: str) -> None:
-    """Drop a deleted run's series, so they neither linger on /metrics nor pile up."""
+    """Drop a deleted run's counters and histograms, so they do not pile up."""
     for metric in (ITEMS, ITEM_SECONDS, RETRIES):
         metric.remove_by_labels({"namespace": namespace, "run": run})
 

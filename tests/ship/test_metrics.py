@@ -90,7 +90,8 @@ def test_a_deleted_run_or_pool_leaves_no_series_behind() -> None:
     metrics.AGENTS.labels("forget-ns", "gone-pool", "idle").set(2)
     metrics.CHECKOUT_SECONDS.labels("forget-ns", "gone-pool", "warm").observe(0.001)
     metrics.forget_run("forget-ns", "gone")
-    metrics.forget_pool("forget-ns", "gone-pool")
+    metrics.forget_pool_gauges("forget-ns", "gone-pool")
+    metrics.forget_pool_counts("forget-ns", "gone-pool")
     text = generate_latest(metrics.REGISTRY).decode()
     assert 'run="gone"' not in text
     assert 'pool="gone-pool"' not in text

@@ -167,9 +167,17 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
             )
             if deleted:
                 await drain(runtime, handle)
-                metrics.forget_pool(namespace, name)
+                metrics.forget_pool_gauges(namespace, name)
+                asyncio.get_running_loop().call_later(
+                    metrics.FORGET_AFTER_SECONDS, _forget_counts, runtime, key
+                )
             runtime.pools.pop(key, None)
             runtime.pool_started.pop(key, None)
+
+
+def _forget_counts(runtime: Runtime, key: tuple[str, str]) -> None:
+    if key not in runtime.pools:  # unless a pool of the same name came since
+        metrics.forget_pool_counts(*key)
 
 
 async def ensure_token(runtime: Runtime, pool: dict[str, Any]) -> str:

@@ -133,11 +133,18 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
         registry=registry,
         when=lambda type, **_: type == "DELETED",
     )
-    def run_deleted(body: kopf.Body, name: str, namespace: str | None, **_: Any) -> None:
-        # Whenever a run goes, finished long ago or not: its series and journal go too.
-        metrics.forget_run(namespace or "", name)
+    async def run_deleted(body: kopf.Body, name: str, namespace: str | None, **_: Any) -> None:
+        # Whenever a run goes, finished long ago or not, its journal goes, and its series a
+        # while later (a scrape still sees their last values), unless it is back by then.
+        key = (namespace or "", name)
         if runtime.journals is not None:
-            runtime.journals.discard(run_uid(body, namespace or "", name))
+            runtime.journals.discard(run_uid(body, *key))
+
+        def forget() -> None:
+            if key not in engines:
+                metrics.forget_run(*key)
+
+        asyncio.get_running_loop().call_later(metrics.FORGET_AFTER_SECONDS, forget)
 
     @kopf.daemon(
         GROUP,
