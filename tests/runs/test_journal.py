@@ -18,6 +18,8 @@ from agentpool.runs.sources import DONE, Pulled, inline_source
 
 
 def test_entries_survive_a_reopen_and_a_torn_last_line(tmp_path: Path) -> None:
+    """What was flushed is read back by the next operator; an entry never flushed is gone, and
+    a line torn by a crash is skipped, not taken for an entry."""
     journal = FileJournal(tmp_path / "run")
     journal.append({"id": "a", "output": {"n": 1}})
     journal.append({"id": "b", "failure": {"reason": "AgentError", "message": "no"}})
@@ -32,6 +34,8 @@ def test_entries_survive_a_reopen_and_a_torn_last_line(tmp_path: Path) -> None:
 
 
 def test_a_release_drops_only_what_the_write_holds(tmp_path: Path) -> None:
+    """A status write releases what was sealed for it; what came after stays, and a finished
+    run's journal is removed whole."""
     journal = FileJournal(tmp_path / "run")
     journal.append({"id": "a", "output": 1})
     mark = journal.seal()
@@ -44,6 +48,7 @@ def test_a_release_drops_only_what_the_write_holds(tmp_path: Path) -> None:
 
 
 def test_an_unwritable_state_directory_means_no_journal(tmp_path: Path) -> None:
+    """A state directory that cannot be made gives no journal (and a warning), not an error."""
     blocker = tmp_path / "file"
     blocker.write_text("")
     assert Journals(blocker).open("uid") is None
@@ -212,6 +217,7 @@ async def test_a_resumed_run_raises_the_attempt_only_of_items_that_reached_an_ag
 
 
 def test_a_journal_is_named_by_a_uid_only(tmp_path: Path) -> None:
+    """Nothing but a uid names a journal, so a bad name can never remove another directory."""
     journals = Journals(tmp_path)
     for bad in ("", "..", "a/b"):
         with pytest.raises(ValueError, match="uid"):

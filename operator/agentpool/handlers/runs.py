@@ -91,7 +91,7 @@ async def open_source(runtime: Runtime, namespace: str, spec: PoolRunSpec) -> It
 
 
 async def pool_timeouts(
-    runtime: Runtime, namespace: str, pools: Iterable[str]
+    runtime: Runtime, namespace: str, *, pools: Iterable[str]
 ) -> dict[str, PoolTimeouts]:
     """The checkout and call timeouts of each pool a run names, which it follows unless it sets
     its own; a pool not found yet is left out (the API's defaults apply)."""
@@ -108,10 +108,11 @@ async def pool_timeouts(
     return found
 
 
-def run_uid(body: kopf.Body, namespace: str, name: str) -> str:
+def run_uid(body: kopf.Body) -> str:
     """What names the run's journal: its uid, so a run made again under the same name never
     reads its predecessor's."""
-    return str(body["metadata"].get("uid") or f"{namespace}.{name}")
+    metadata = body["metadata"]
+    return str(metadata.get("uid") or f"{metadata.get('namespace')}.{metadata.get('name')}")
 
 
 def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
@@ -138,7 +139,7 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
         # while later (a scrape still sees their last values), unless it is back by then.
         key = (namespace or "", name)
         if runtime.journals is not None:
-            runtime.journals.discard(run_uid(body, *key))
+            runtime.journals.discard(run_uid(body))
 
         def forget() -> None:
             if key not in engines:
@@ -160,7 +161,7 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
     ) -> None:
         namespace = namespace or ""
         status = dict(body.get("status") or {})
-        uid = run_uid(body, namespace, name)
+        uid = run_uid(body)
         if status.get("phase") not in FINISHED:
             try:
                 spec = PoolRunSpec.model_validate(dict(body.get("spec") or {}))
@@ -191,7 +192,7 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
             if spec.routes is not None:
                 named += spec.routes.pools.values()
             config = config_from_spec(
-                name, raw_spec, pools=await pool_timeouts(runtime, namespace, named)
+                name, raw_spec, pools=await pool_timeouts(runtime, namespace, pools=named)
             )
             configmaps = {}
             for ref in status.get("resultRefs") or []:
