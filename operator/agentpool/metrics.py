@@ -64,9 +64,6 @@ API_WRITES = Counter(
     registry=REGISTRY,
 )
 
-#: A checkout that took longer than this waited for an agent rather than finding one idle.
-WARM_CHECKOUT_SECONDS = 0.005
-
 
 #: How long the counts of a deleted run or pool stay served, so that a scrape still sees their
 #: last values (gauges go at once: they would show what no longer is).

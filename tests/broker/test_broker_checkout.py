@@ -325,3 +325,15 @@ async def test_restored_uses_keep_max_uses_across_an_operator_restart() -> None:
     assert [view.uses for view in broker.agents()] == [4]
     with pytest.raises(PoolExhausted):
         await broker.checkout(timeout=0, holder="h")
+
+
+async def test_a_checkout_says_whether_it_waited_for_its_agent() -> None:
+    """An agent found idle is a warm checkout; one handed over after a wait (a checkin, a new
+    agent) is not, however fast the wait was: the metrics label them so."""
+    broker = make_broker(["a"])
+    first = await broker.checkout(timeout=1, holder="first")
+    assert not first.waited
+    second = asyncio.ensure_future(broker.checkout(timeout=5, holder="second"))
+    await wait_until(broker, lambda: len(broker.waiters()) == 1)
+    broker.checkin(first, Outcome.SUCCESS)
+    assert (await second).waited

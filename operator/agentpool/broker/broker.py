@@ -120,7 +120,9 @@ class Broker:
             self._abandon(waiter)
             raise
         if waiter.future.done():
-            return waiter.future.result()
+            checkout: Checkout = waiter.future.result()
+            checkout.waited = True
+            return checkout
         error = self._exhausted(timeout)
         self._abandon(waiter)
         self._notify()

@@ -46,6 +46,7 @@ class Checkout:
         "lost_reason",
         "pool",
         "port",
+        "waited",
     )
 
     def __init__(
@@ -67,6 +68,8 @@ class Checkout:
         self.lost_reason: str | None = None
         self._lost = asyncio.Event()
         self._on_lost: list[Callable[[], None]] = []
+        self.waited = False
+        """The checkout found no agent free and waited for one (a scale-up, or a busy pool)."""
 
     @property
     def endpoint(self) -> str:

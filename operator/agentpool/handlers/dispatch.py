@@ -85,7 +85,7 @@ class BrokerDispatcher:
         except PoolClosed as error:
             raise PoolNotFound(str(error)) from None
         elapsed = time.monotonic() - started
-        kind = "warm" if elapsed < metrics.WARM_CHECKOUT_SECONDS else "scaleup"
+        kind = "scaleup" if inner.waited else "warm"
         metrics.CHECKOUT_SECONDS.labels(self._namespace, pool, kind).observe(elapsed)
         return AgentCheckout(handle=handle, inner=inner, run=holder.split("/", 1)[0])
 
