@@ -132,7 +132,8 @@ def explain(results: dict[str, Any]) -> str:
             f"warm vs cold: theoretical ratio = cold / warm where cold = items/cap*(startup+work) "
             f"= {w['theoretical_cold_s']} s and warm = startup + items*work/cap = "
             f"{w['theoretical_warm_s']} s; measured {w['cold_s']} s / {w['warm_s']} s "
-            f"(from creating the pool to the run's end)"
+            f"(from creating the pool to the run's end; warm the median of "
+            f"{', '.join(map(str, w['warm_turns_s']))} s)"
         )
     if (a := results.get("api")) and a.get("writes_per_item") is not None:
         writes = ", ".join(f"{k}: {v}" for k, v in a["by_request"].items())
