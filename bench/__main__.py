@@ -41,6 +41,7 @@ REQUIRED = {
 FULL = {
     "overhead": 2000,
     "warm_vs_cold": 200,
+    "warm_vs_cold_turns": 3,
     "scale": 20000,
     "samples": 5,
     "warm": 500,
@@ -49,6 +50,7 @@ FULL = {
 QUICK = {
     "overhead": 240,
     "warm_vs_cold": 40,
+    "warm_vs_cold_turns": 1,
     "scale": 1000,
     "samples": 2,
     "warm": 60,
@@ -58,7 +60,9 @@ QUICK = {
 Scenario = Callable[[Path, dict[str, int]], Awaitable[dict[str, Any]]]
 SCENARIOS: dict[str, Scenario] = {
     "overhead": lambda work, n: overhead.run(work, items=n["overhead"]),
-    "warm_vs_cold": lambda work, n: warmcold.run(work, items=n["warm_vs_cold"]),
+    "warm_vs_cold": lambda work, n: warmcold.run(
+        work, items=n["warm_vs_cold"], turns=n["warm_vs_cold_turns"]
+    ),
     "scale": lambda work, n: scale.run(work, items=n["scale"]),
     "reactivity": lambda work, n: reactivity.run(work, samples=n["samples"], items=n["warm"]),
     "lease": lambda work, n: leasing.run(work, leases=n["leases"]),
@@ -132,8 +136,8 @@ def explain(results: dict[str, Any]) -> str:
             f"warm vs cold: theoretical ratio = cold / warm where cold = items/cap*(startup+work) "
             f"= {w['theoretical_cold_s']} s and warm = startup + items*work/cap = "
             f"{w['theoretical_warm_s']} s; measured {w['cold_s']} s / {w['warm_s']} s "
-            f"(from creating the pool to the run's end; warm the median of "
-            f"{', '.join(map(str, w['warm_turns_s']))} s)"
+            f"(from creating the pool to the run's end; the turn with the median ratio of "
+            f"{', '.join(str(t['ratio']) for t in w['turns'])})"
         )
     if (a := results.get("api")) and a.get("writes_per_item") is not None:
         writes = ", ".join(f"{k}: {v}" for k, v in a["by_request"].items())
