@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -70,9 +71,9 @@ class KilledJournal:
     def load(self) -> list[dict[str, Any]]:
         return self.inner.load()
 
-    def append(self, entry: dict[str, Any]) -> None:
+    def append(self, entry: dict[str, Any] | str) -> None:
         if not self.dead:
-            self.pending.append(entry)
+            self.pending.append(json.loads(entry) if isinstance(entry, str) else entry)
 
     def flush(self) -> None:
         if self.dead:

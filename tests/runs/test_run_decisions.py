@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -13,8 +14,11 @@ from agentpool.runs.results import (
     CHUNK_KEY,
     SMALL_OUTPUT_BYTES,
     ResultChunks,
+    encode,
     iter_results,
+    output_line,
     place_record,
+    record_line,
 )
 from agentpool.runs.status import RunLedger, flush_due
 
@@ -207,3 +211,15 @@ def test_a_routed_run_follows_each_pools_timeouts_unless_it_sets_its_own() -> No
     capped = config_from_spec("r", {**spec, "callTimeoutSeconds": 5}, pools=pools)
     assert [capped.call_timeout(p) for p in ("fast", "slow")] == [5, 5]
     assert [capped.checkout_timeout(p) for p in ("fast", "slow")] == [2, 60]
+
+
+@pytest.mark.parametrize(
+    ("key", "output"),
+    [("a", {"n": 1, "text": "é ☃"}), ('i"d', [1, None, True]), ("0", "plain"), ("x", None)],
+)
+def test_an_output_encoded_once_reads_back_as_the_same_record(key: str, output: Any) -> None:
+    """The result ConfigMap and the journal take an output encoded once; the line is the same
+    record, byte for byte, as one encoded from scratch, and reads back as it."""
+    line = output_line(key, encode(output))
+    assert line == record_line(key, output=output)
+    assert json.loads(line) == {"id": key, "output": output}

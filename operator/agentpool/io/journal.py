@@ -60,9 +60,11 @@ class FileJournal:
                 if isinstance(entry, dict) and isinstance(entry.get("id"), str):
                     yield entry
 
-    def append(self, entry: dict[str, Any]) -> None:
-        """Add one entry; :meth:`flush` hands it to the kernel."""
-        self._buffer.append(json.dumps(entry, separators=(",", ":")).encode() + b"\n")
+    def append(self, entry: dict[str, Any] | str) -> None:
+        """Add one entry (or one already encoded as a JSON object); :meth:`flush` hands it to
+        the kernel."""
+        line = entry if isinstance(entry, str) else json.dumps(entry, separators=(",", ":"))
+        self._buffer.append(line.encode() + b"\n")
 
     def flush(self) -> None:
         """Hand what was appended to the kernel: it survives the operator's process from here."""

@@ -106,8 +106,9 @@ class Journal(Protocol):
         "output"}`` or ``{"id", "failure"}`` when it is recorded."""
         ...
 
-    def append(self, entry: dict[str, Any]) -> None:
-        """Add an entry; it is safe from a crash once :meth:`flush` returns."""
+    def append(self, entry: dict[str, Any] | str) -> None:
+        """Add an entry (or one already encoded as a JSON object); it is safe from a crash once
+        :meth:`flush` returns."""
         ...
 
     def flush(self) -> None: ...

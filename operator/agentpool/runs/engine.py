@@ -35,7 +35,7 @@ from agentpool.runs.contracts import (
 from agentpool.runs.items import Rejection, name_item, route_item
 from agentpool.runs.outcome import Outcome, decide_outcome
 from agentpool.runs.reporting import Reporter
-from agentpool.runs.results import CHUNK_BYTES, encoded_size
+from agentpool.runs.results import CHUNK_BYTES, encode, output_line
 from agentpool.runs.sources import DONE, NOT_READY, ItemSource, Signal, SourceError
 from agentpool.runs.status import RunLedger
 
@@ -153,10 +153,11 @@ class RunEngine:
                 ledger.record_output(key, entry.get("output"))
             ledger.resumed.pop(key, None)
 
-    def _record_output(self, key: str, output: Any, *, size: int | None = None) -> None:
-        self.ledger.record_output(key, output, size=size)
+    def _record_output(self, key: str, output: Any, *, encoded: str | None = None) -> None:
+        encoded = encode(output) if encoded is None else encoded
+        self.ledger.record_output(key, output, encoded=encoded)
         if self._journal is not None:
-            self._journal.append({"id": key, "output": output})
+            self._journal.append(output_line(key, encoded))
 
     def _record_failure(
         self,
@@ -408,7 +409,9 @@ class RunEngine:
             self._after_failure(work, checkout.agent, Reason.CALL_FAILED, repr(error))
             return
         ok, output = result.ok, result.output
-        size = encoded_size(output) if ok else 0
+        # Encoded once, for the size limit, the result ConfigMap and the journal alike.
+        encoded = encode(output) if ok else ""
+        size = len(encoded.encode())
         if size > CHUNK_BYTES - 1024:
             ok = False
             reason: str = Reason.OUTPUT_TOO_LARGE
@@ -419,7 +422,7 @@ class RunEngine:
             checkout, "lost" if result.lost else ("success" if result.ok else "failure")
         )
         if ok:
-            self._record_output(work.key, output, size=size)
+            self._record_output(work.key, output, encoded=encoded)
             return
         self._after_failure(work, checkout.agent, reason or Reason.CALL_FAILED, message)
 

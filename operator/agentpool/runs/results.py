@@ -25,8 +25,19 @@ def chunk_name(run: str, number: int) -> str:
     return f"{run}-results-{number}"
 
 
+def encode(value: Any) -> str:
+    """The compact JSON every record is written in."""
+    return json.dumps(value, separators=(",", ":"))
+
+
 def encoded_size(value: Any) -> int:
-    return len(json.dumps(value, separators=(",", ":")).encode())
+    return len(encode(value).encode())
+
+
+def output_line(key: str, encoded_output: str) -> str:
+    """:func:`record_line` of an output already encoded with :func:`encode`, without encoding
+    it again."""
+    return f'{{"id":{encode(key)},"output":{encoded_output}}}'
 
 
 def record_line(key: str, *, output: Any = None, failure: Mapping[str, Any] | None = None) -> str:

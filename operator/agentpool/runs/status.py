@@ -16,8 +16,9 @@ from typing import Any
 
 from agentpool.runs.results import (
     ResultChunks,
-    encoded_size,
+    encode,
     iter_results,
+    output_line,
     place_record,
     record_line,
     record_size,
@@ -141,18 +142,20 @@ class RunLedger:
         self.in_flight[key] = InFlight(key=key, attempt=attempt)
         self.unrecorded.add(key)
 
-    def record_output(self, key: str, output: Any, *, size: int | None = None) -> None:
-        """Record an item's output; ``size``: its encoded size, when the caller has it."""
+    def record_output(self, key: str, output: Any, *, encoded: str | None = None) -> None:
+        """Record an item's output; ``encoded``: it in :func:`encode`'s JSON, when the caller
+        has that already."""
         self.in_flight.pop(key, None)
         self.recorded.add(key)
         self.succeeded += 1
-        size = encoded_size(output) if size is None else size
+        encoded = encode(output) if encoded is None else encoded
+        size = len(encoded.encode())
         if place_record(key, output, is_output=True, status_used=self.status_used, size=size):
             self.status_used += record_size(key, output, size=size)
             self._new_items[key] = output
         else:
             assert self.chunks is not None
-            self.chunks.add(record_line(key, output=output), is_output=True)
+            self.chunks.add(output_line(key, encoded), is_output=True)
 
     def record_failure(
         self, key: str, *, reason: str, message: str, attempts: int, agent: str | None
