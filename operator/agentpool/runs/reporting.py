@@ -2,10 +2,10 @@
 
 The engine marks the status dirty as things happen and asks :class:`Reporter` to write when
 :func:`flush_due` allows, at most once per interval (sooner when dispatch waits on the write)
-and once at the end; ConfigMaps go before the
-status that names them, and a write that fails on a passing API error is retried. Events are
-posted for the run's milestones; ItemFailed ones at most once per interval, each counting the
-failures held back since the last.
+and once at the end; ConfigMaps go before the status that names them, and a write that fails on
+a passing API error is retried. Each write seals the run's journal as of its snapshot and
+releases those entries once it succeeded. Events are posted for the run's milestones; ItemFailed
+ones at most once per interval, each counting the failures held back since the last.
 """
 
 from __future__ import annotations
