@@ -78,6 +78,18 @@ async def until(
         await asyncio.sleep(interval)
 
 
+def terminate(process: subprocess.Popen[bytes] | None, *, grace: float) -> None:
+    """SIGTERM a child that still runs, and SIGKILL it if it outlives ``grace`` seconds."""
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(10)
+
+
 class ClusterProcess:
     """``agentpool local up --no-operator`` in a process of its own, under ``directory``."""
 
@@ -105,15 +117,7 @@ class ClusterProcess:
         raise RuntimeError(f"the local cluster did not start:\n{log.read_text()[-2000:]}")
 
     def stop(self) -> None:
-        process = self.process
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        terminate(self.process, grace=60)
 
 
 class OperatorProcess:
@@ -172,15 +176,7 @@ class OperatorProcess:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
-        process = self.process
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        terminate(self.process, grace=30)
 
 
 class Kube:

@@ -78,6 +78,15 @@ async def run_engine(engine: RunEngine, clock: FakeClock) -> Outcome:
         return await engine.run()
 
 
+async def run_until_crash(engine: RunEngine, clock: FakeClock, crashed: asyncio.Event) -> None:
+    """Run ``engine`` until ``crashed`` is set, then stop it mid-run, as a killed operator."""
+    async with running(clock):
+        task = asyncio.ensure_future(engine.run())
+        await crashed.wait()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
 @dataclass
 class FakeCheckout:
     pool: str

@@ -18,7 +18,7 @@ from runfakes import (
     Result,
     echo,
     run_engine,
-    running,
+    run_until_crash,
 )
 
 from agentpool.runs.config import RunConfig
@@ -71,11 +71,7 @@ async def test_a_crashed_run_resumes_without_running_recorded_items_again(
         sink=sink,
         clock=clock,
     )
-    async with running(clock):
-        task = asyncio.ensure_future(first.run())
-        await crashed.wait()
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    await run_until_crash(first, clock, crashed)
 
     written = copy.deepcopy(sink.status)
     recorded_at_crash = {record["id"] for record in iter_results(written, [])}

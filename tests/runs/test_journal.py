@@ -9,7 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runfakes import FakeClock, FakeDispatcher, FakeInvoker, FakeSink, Result, run_engine, running
+from runfakes import (
+    FakeClock,
+    FakeDispatcher,
+    FakeInvoker,
+    FakeSink,
+    Result,
+    run_engine,
+    run_until_crash,
+)
 
 from agentpool.io.journal import FileJournal, Journals
 from agentpool.runs.config import RunConfig
@@ -137,11 +145,7 @@ async def test_a_crash_re_runs_only_items_in_flight_and_writes_stay_rare(tmp_pat
         clock=clock,
         journal=journal,
     )
-    async with running(clock):
-        task = asyncio.ensure_future(first.run())
-        await crashed.wait()
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    await run_until_crash(first, clock, crashed)
     written = copy.deepcopy(sink.status)
     writes_before = sink.writes
     recorded_at_crash = {record["id"] for record in iter_results(written, [])}
@@ -278,11 +282,7 @@ async def test_items_named_by_index_after_a_crash_are_not_taken_for_recorded_one
         clock=clock,
         journal=journal,
     )
-    async with running(clock):
-        task = asyncio.ensure_future(first.run())
-        await crashed.wait()
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    await run_until_crash(first, clock, crashed)
     given_before = len(feed.given)
     sink.frozen = False
     invoker.on_call = None
