@@ -192,19 +192,9 @@ class AgentClient:
                 raw = await response.read()
                 status = response.status
         except TimeoutError:
-            return InvokeResult(
-                ok=False,
-                reason=protocol.CALL_TIMEOUT,
-                message=f"the agent at {endpoint} gave no answer within {timeout:g}s",
-                lost=True,
-            )
+            return _timed_out(endpoint, timeout)
         except (aiohttp.ClientError, OSError) as exc:
-            return InvokeResult(
-                ok=False,
-                reason=protocol.AGENT_LOST,
-                message=f"lost the agent at {endpoint}: {_connection_failure(exc)}",
-                lost=True,
-            )
+            return _lost(endpoint, exc)
         return _invoke_result(endpoint, status, raw, cast=cast)
 
     async def _invoke_wire(
@@ -221,19 +211,9 @@ class AgentClient:
             async with asyncio.timeout(timeout):
                 answer = await self._wire.request(target[0], target[1], head, body)
         except TimeoutError:
-            return InvokeResult(
-                ok=False,
-                reason=protocol.CALL_TIMEOUT,
-                message=f"the agent at {endpoint} gave no answer within {timeout:g}s",
-                lost=True,
-            )
+            return _timed_out(endpoint, timeout)
         except (OSError, asyncio.IncompleteReadError, WireError, ValueError) as exc:
-            return InvokeResult(
-                ok=False,
-                reason=protocol.AGENT_LOST,
-                message=f"lost the agent at {endpoint}: {_connection_failure(exc)}",
-                lost=True,
-            )
+            return _lost(endpoint, exc)
         return _invoke_result(endpoint, answer.status, answer.body, cast=cast)
 
     async def status(
@@ -281,6 +261,26 @@ class AgentClient:
                 return response.status == 200
         except (TimeoutError, aiohttp.ClientError, OSError):
             return False
+
+
+def _timed_out(endpoint: str, timeout: float) -> InvokeResult:
+    """A call that got no answer in time: the agent's state is unknown."""
+    return InvokeResult(
+        ok=False,
+        reason=protocol.CALL_TIMEOUT,
+        message=f"the agent at {endpoint} gave no answer within {timeout:g}s",
+        lost=True,
+    )
+
+
+def _lost(endpoint: str, exc: BaseException) -> InvokeResult:
+    """A call whose connection failed or broke: the agent's state is unknown."""
+    return InvokeResult(
+        ok=False,
+        reason=protocol.AGENT_LOST,
+        message=f"lost the agent at {endpoint}: {_connection_failure(exc)}",
+        lost=True,
+    )
 
 
 def _invoke_result(endpoint: str, status: int, raw: bytes, *, cast: bool) -> InvokeResult:
