@@ -294,22 +294,15 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
         # Agents keep failing before they ever turn Ready: back off instead of churning pods.
         handle.wake_at(hold)
         wanted = 0
-    # All at once: a pool of 8 starting, or a burst of waiters, should not wait on 8 round trips.
-    made = await asyncio.gather(
-        *(runtime.kube.create_pod(handle.namespace, agent_pod(pool)) for _ in range(wanted)),
-        return_exceptions=True,
-    )
-    failures = [error for error in made if isinstance(error, BaseException)]
-    for pod in made:
-        if not isinstance(pod, BaseException):
-            handle.pods[pod["metadata"]["name"]] = pod
-            created += 1
-    if failures:
-        # Reported once per pass, and retried on the next one.
-        message = f"Creating an agent pod failed: {failures[0]}"
-        if len(failures) > 1:
-            message += f" ({len(failures)} of {wanted} failed)"
-        _event(body, "Warning", EventReason.CREATE_FAILED, message)
+    for _ in range(wanted):
+        try:
+            pod = await runtime.kube.create_pod(handle.namespace, agent_pod(pool))
+        except Exception as error:  # reported, and retried on the next pass
+            message = f"Creating an agent pod failed: {error}"
+            _event(body, "Warning", EventReason.CREATE_FAILED, message)
+            break
+        handle.pods[pod["metadata"]["name"]] = pod
+        created += 1
     if created:
         sync_broker(handle)
         replaced = min(created, len(retired))
