@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,21 @@ class KilledJournal:
         pass
 
 
+def crash_after(
+    calls: int, sink: FakeSink, journal: KilledJournal, crashed: asyncio.Event
+) -> Callable[[int], None]:
+    """An ``on_call`` that kills the operator as the ``calls``-th call returns: that item finished
+    on its agent but reached neither status nor the journal."""
+
+    def crash_at(made: int) -> None:
+        if made >= calls and not crashed.is_set():
+            sink.frozen = True
+            journal.kill()
+            crashed.set()
+
+    return crash_at
+
+
 def quick(envelope: dict[str, Any], agent: str) -> tuple[float, Result]:
     """Calls of 10 to 80 ms: hundreds finish between two status writes."""
     n = envelope["item"]["n"]
@@ -128,14 +144,7 @@ async def test_a_crash_re_runs_only_items_in_flight_and_writes_stay_rare(tmp_pat
     crashed = asyncio.Event()
     invoker = FakeInvoker(clock, quick)
 
-    def crash_at(calls: int) -> None:
-        if calls >= count // 2 and not crashed.is_set():
-            # Dies as this call returns: its item finished on the agent, not in the journal.
-            sink.frozen = True
-            journal.kill()
-            crashed.set()
-
-    invoker.on_call = crash_at
+    invoker.on_call = crash_after(count // 2, sink, journal, crashed)
     first = RunEngine(
         config,
         source=inline_source(items),
@@ -266,13 +275,7 @@ async def test_items_named_by_index_after_a_crash_are_not_taken_for_recorded_one
     invoker = FakeInvoker(clock, quick)
     feed = Feed(count)
 
-    def crash_at(calls: int) -> None:
-        if calls >= count // 2 and not crashed.is_set():
-            sink.frozen = True
-            journal.kill()
-            crashed.set()
-
-    invoker.on_call = crash_at
+    invoker.on_call = crash_after(count // 2, sink, journal, crashed)
     first = RunEngine(
         config,
         source=feed,
