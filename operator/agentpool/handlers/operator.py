@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import kopf
 
@@ -25,34 +25,12 @@ from agentpool.io.kube import Connection, Kube, credentials
 PREFIX = "agentpool.dev"
 
 
-class LeanDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
-    """kopf's last-handled state, without what no handler reacts to: status and a run's source.
-
-    kopf keeps an object's essence in an annotation to tell real changes from others, and
-    builds it anew for every watch event. A PoolRun's inline items are no part of it: they would
-    push the annotation past the API server's 256 KiB limit, and copying them (and a long status)
-    on every event would cost the operator far more than handling the event.
-    """
-
-    def build(
-        self, *, body: kopf.Body, extra_fields: Iterable[kopf.FieldSpec] | None = None
-    ) -> kopf.BodyEssence:
-        fields = list(extra_fields or ())
-        # A handler may watch a field of status (none does today): then status stays in.
-        watched = {
-            field.split(".")[0] if isinstance(field, str) else field[0] for field in fields if field
-        }
-        raw = {key: value for key, value in body.items() if key != "status" or key in watched}
-        spec = raw.get("spec")
-        if body.get("kind") == "PoolRun" and isinstance(spec, Mapping) and "source" in spec:
-            raw["spec"] = {key: value for key, value in spec.items() if key != "source"}
-        return super().build(body=kopf.Body(cast(kopf.RawBody, raw)), extra_fields=fields)
-
-
 def build_settings(*, embedded: bool) -> kopf.OperatorSettings:
     settings = kopf.OperatorSettings()
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
-    settings.persistence.diffbase_storage = LeanDiffBaseStorage(prefix=PREFIX)
+    # No handler detects changes (each follows the watched state), so kopf keeps no last-handled
+    # state on objects; were one added, it would be kept under the project's prefix.
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=PREFIX)
     settings.persistence.finalizer = f"{PREFIX}/finalizer"
     # Only agent pods matter to the operator: filter them on the server, not in Python.
     settings.watching.label_selectors["v1", "pods"] = pools.POOL_LABEL

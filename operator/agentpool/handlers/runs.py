@@ -118,26 +118,21 @@ def run_uid(body: kopf.Body) -> str:
 def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
     engines: dict[tuple[str, str], RunEngine] = {}
 
-    @kopf.on.field(
-        GROUP, VERSION, "poolruns", id="suspend", field="spec.suspend", registry=registry
-    )
-    async def suspend_changed(name: str, namespace: str | None, new: Any, **_: Any) -> None:
-        engine = engines.get((namespace or "", name))
-        if engine is not None:
-            engine.set_suspended(bool(new))
-
-    @kopf.on.event(
-        GROUP,
-        VERSION,
-        "poolruns",
-        id="run_deleted",
-        registry=registry,
-        when=lambda type, **_: type == "DELETED",
-    )
-    async def run_deleted(body: kopf.Body, name: str, namespace: str | None, **_: Any) -> None:
+    @kopf.on.event(GROUP, VERSION, "poolruns", id="run_event", registry=registry)
+    async def run_event(
+        type: str | None, body: kopf.Body, name: str, namespace: str | None, **_: Any
+    ) -> None:
+        key = (namespace or "", name)
+        if type != "DELETED":
+            # Every event carries the current spec.suspend: no last-handled state is kept on
+            # the run for it (kopf's would hold the inline items, and cost a patch of the whole
+            # object), and following it is idempotent.
+            engine = engines.get(key)
+            if engine is not None:
+                engine.set_suspended(bool((body.get("spec") or {}).get("suspend")))
+            return
         # Whenever a run goes, finished long ago or not, its journal goes, and its series a
         # while later (a scrape still sees their last values), unless it is back by then.
-        key = (namespace or "", name)
         if runtime.journals is not None:
             runtime.journals.discard(run_uid(body))
 

@@ -182,8 +182,9 @@ class RunEngine:
 
     def set_suspended(self, suspended: bool) -> None:
         """Follow ``spec.suspend``: finish what is in flight and dispatch nothing more, or go on."""
-        self._suspended = suspended
-        self._wake.set()
+        if suspended != self._suspended:
+            self._suspended = suspended
+            self._wake.set()
 
     async def run(self) -> Outcome:
         """Drive the run to its end, and return how it ended (also written to status)."""
