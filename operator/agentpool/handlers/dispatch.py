@@ -99,22 +99,27 @@ class BrokerDispatcher:
                 ok=False, reason=AGENT_LOST, message=inner.lost_reason or "agent lost", lost=True
             )
         checkout.call_timeout = timeout
-        call = asyncio.ensure_future(
-            self._runtime.agents.invoke(
-                inner.endpoint, checkout.handle.token, envelope, timeout=timeout, cast=cast
-            )
-        )
-        # The agent's pod dying ends the call at once, not at its timeout.
-        forget = inner.on_lost(lambda: _cancel(call))
+        # The agent's pod dying ends the call at once, not at its timeout: the broker's word
+        # cancels the calling task itself (a task of its own per call would cost every item).
+        task = asyncio.current_task()
+        assert task is not None
+        cut = False
+
+        def cut_short() -> None:
+            nonlocal cut
+            cut = True
+            task.cancel()
+
+        forget = inner.on_lost(cut_short)
         started = time.monotonic()
         try:
-            result: InvokeResult | None = await call
+            result: InvokeResult | None = await self._runtime.agents.invoke(
+                inner.endpoint, checkout.handle.token, envelope, timeout=timeout, cast=cast
+            )
         except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if not inner.is_lost or (current is not None and current.cancelling()):
+            if not cut or task.uncancel() > 0:
                 # The run stops (suspended, deleted, the operator exiting): the agent carries on
                 # with the item, so it goes back once it reports idle rather than being retired.
-                call.cancel()
                 checkout.abandoned = True
                 raise
             result = None
@@ -175,7 +180,3 @@ async def return_agent(
     ):
         verdict = Outcome.RESET_FAILED
     handle.broker.checkin(checkout, verdict)
-
-
-def _cancel(future: asyncio.Future[Any]) -> None:
-    future.cancel()

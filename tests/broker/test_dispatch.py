@@ -1,0 +1,130 @@
+"""A run's call to an agent races the broker's word that the agent died: the word ends the call
+at once, with the item failed as AgentLost, and a run that stops mid-call still stops."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+import pytest
+
+from agentpool.broker import Broker
+from agentpool.handlers.dispatch import AgentCheckout, BrokerDispatcher
+from agentpool.handlers.runtime import PoolHandle, Runtime
+from agentpool.io.agents import AgentClient
+from agentpool.io.kube import Kube
+from agentpool.pool import ObservedAgent, PoolPolicy
+
+ENVELOPE = {"id": "a", "item": 1, "input": None, "attempt": 1, "run": "r"}
+
+
+class HeldAgent:
+    """An agent whose answers wait until the test releases them."""
+
+    def __init__(self) -> None:
+        self.called = asyncio.Event()
+        self.release = asyncio.Event()
+        self.port = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next(
+                int(line.split(b":")[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length")
+            )
+            await reader.readexactly(length)
+            self.called.set()
+            await self.release.wait()
+            body = b'{"output": "done"}'
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+
+@pytest.fixture
+async def agent() -> AsyncIterator[HeldAgent]:
+    held = HeldAgent()
+    server = await asyncio.start_server(held.handle, "127.0.0.1", 0)
+    held.port = server.sockets[0].getsockname()[1]
+    async with server:
+        yield held
+        held.release.set()
+
+
+@pytest.fixture
+async def dispatcher(agent: HeldAgent) -> AsyncIterator[tuple[BrokerDispatcher, Broker]]:
+    policy = PoolPolicy(min_size=1, max_size=1, port=agent.port)
+    broker = Broker("p", policy, clock=lambda: 100.0)
+    broker.update_agents(
+        [ObservedAgent(name="a", created_at=0.0, ready=True, ready_at=1.0, ip="127.0.0.1")]
+    )
+    async with AgentClient() as agents:
+        # The API client is only asked about pools the runtime does not serve: none here.
+        runtime = Runtime(kube=cast(Kube, None), agents=agents)
+        handle = PoolHandle(
+            namespace="ns", name="p", broker=broker, port=agent.port, wake=asyncio.Event()
+        )
+        runtime.pools[("ns", "p")] = handle
+        yield BrokerDispatcher(runtime, "ns"), broker
+
+
+async def test_an_agent_lost_mid_call_fails_its_item_at_once(
+    agent: HeldAgent, dispatcher: tuple[BrokerDispatcher, Broker]
+) -> None:
+    """The pod's failure, seen by the broker while the agent holds the call, ends the call with
+    AgentLost long before its timeout, and leaves the calling task free to go on."""
+    runs, broker = dispatcher
+    checkout = await runs.checkout("p", timeout=1, priority=0, holder="r/a")
+
+    async def call() -> Any:
+        result = await runs.invoke(checkout, dict(ENVELOPE), timeout=300, cast=False)
+        # The task that called is not left cancelled: its next await goes through, and a
+        # timeout it sets later still works.
+        current = asyncio.current_task()
+        assert current is not None
+        assert current.cancelling() == 0
+        await asyncio.sleep(0)
+        return result
+
+    calling = asyncio.create_task(call())
+    async with asyncio.timeout(10):
+        await agent.called.wait()
+    broker.update_agents(
+        [ObservedAgent(name="a", created_at=0.0, failed=True, ready=False, ip="127.0.0.1")]
+    )
+    async with asyncio.timeout(10):
+        result = await calling
+    assert (result.ok, result.reason, result.lost) == (False, "AgentLost", True)
+    assert "a" in result.message
+    assert not calling.cancelled()
+    assert isinstance(checkout, AgentCheckout)
+    assert not checkout.abandoned
+
+
+@pytest.mark.parametrize("lost_too", [False, True], ids=["alone", "agent-lost-too"])
+async def test_a_run_stopping_mid_call_stops(
+    agent: HeldAgent, dispatcher: tuple[BrokerDispatcher, Broker], lost_too: bool
+) -> None:
+    """A run cancelled mid-call (suspend, deletion, the operator exiting) stops, and its agent
+    is marked as still working on the item; the broker's word that the agent died, arriving in
+    the same moment, does not turn the stop into a lost call."""
+    runs, broker = dispatcher
+    checkout = await runs.checkout("p", timeout=1, priority=0, holder="r/a")
+    calling = asyncio.create_task(runs.invoke(checkout, dict(ENVELOPE), timeout=300, cast=False))
+    async with asyncio.timeout(10):
+        await agent.called.wait()
+    calling.cancel()
+    if lost_too:
+        broker.update_agents(
+            [ObservedAgent(name="a", created_at=0.0, failed=True, ready=False, ip="127.0.0.1")]
+        )
+    with pytest.raises(asyncio.CancelledError):
+        await calling
+    assert isinstance(checkout, AgentCheckout)
+    assert checkout.abandoned
