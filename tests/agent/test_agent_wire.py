@@ -22,6 +22,7 @@ ANSWERS = {
     ),
     "close": b'HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{"output": 1}',
     "garbage": b"SMTP ready\r\n\r\n",
+    "endless": b"HTTP/1.1 200 OK\r\n" + b"X-Filler: 0123456789abcdef\r\n" * 4000,
 }
 
 
@@ -49,7 +50,7 @@ class CannedServer:
                 shape = request_line.split()[1].strip(b"/").split(b"/")[0].decode()
                 writer.write(ANSWERS[shape])
                 await writer.drain()
-                if shape in ("close", "garbage"):
+                if shape in ("close", "garbage", "endless"):
                     return
         finally:
             writer.close()
@@ -102,6 +103,16 @@ async def test_an_answer_that_is_not_http_loses_the_agent(canned: CannedServer) 
     assert (result.ok, result.reason, result.lost) == (False, "AgentLost", True)
     assert "not HTTP/1.1" in result.message
     assert TOKEN not in result.message
+
+
+async def test_an_answer_whose_head_never_ends_loses_the_agent(canned: CannedServer) -> None:
+    """Headers past 64 KiB are not buffered without end: the call fails at once as AgentLost,
+    saying why, rather than at its timeout."""
+    async with AgentClient() as client:
+        endpoint = f"http://127.0.0.1:{canned.port}/endless"
+        result = await client.invoke(endpoint, TOKEN, ENVELOPE, timeout=60)
+    assert (result.ok, result.reason, result.lost) == (False, "AgentLost", True)
+    assert "head is over 65536 bytes" in result.message
 
 
 async def test_nothing_listening_is_agent_lost_with_the_reason(canned: CannedServer) -> None:

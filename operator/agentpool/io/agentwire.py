@@ -21,7 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 IDLE_SECONDS = 15.0
-_MAX_HEADERS = 100
+#: The longest answer head (status line and headers) read from an agent.
+HEAD_LIMIT = 64 * 1024
 
 
 class WireError(Exception):
@@ -78,7 +79,7 @@ class WirePool:
             if connection.usable(now, self._idle_seconds):
                 return connection
             connection.close()
-        reader, writer = await asyncio.open_connection(host, port)
+        reader, writer = await asyncio.open_connection(host, port, limit=HEAD_LIMIT)
         return _Connection(reader, writer, now)
 
     def _sweep(self, now: float) -> None:
@@ -128,22 +129,22 @@ class WirePool:
 
 async def _read_answer(reader: asyncio.StreamReader) -> tuple[Answer, bool]:
     """One HTTP/1.1 answer, and whether the connection may carry another."""
-    line = await reader.readline()
-    if not line:
-        raise asyncio.IncompleteReadError(b"", None)
-    parts = line.split(None, 2)
+    try:
+        # The whole head at once: a read per header line would cost every item a few more.
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.LimitOverrunError:
+        raise WireError(f"the answer's head is over {HEAD_LIMIT} bytes") from None
+    lines = head.split(b"\r\n")
+    status_line = lines[0]
+    parts = status_line.split(None, 2)
     if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
-        raise WireError(f"not an HTTP/1.1 status line: {line[:80]!r}")
+        raise WireError(f"not an HTTP/1.1 status line: {status_line[:80]!r}")
     status = int(parts[1])
     keep = parts[0] == b"HTTP/1.1"
     length: int | None = None
     chunked = False
-    for _ in range(_MAX_HEADERS):
-        header = await reader.readline()
-        if header in (b"\r\n", b"\n"):
-            break
-        if not header.endswith(b"\n"):
-            raise asyncio.IncompleteReadError(header, None)
+    # The head ends with two empty lines after the split: the blank line and what follows it.
+    for header in lines[1:-2]:
         name, _, value = header.partition(b":")
         name = name.strip().lower()
         if name == b"content-length":
@@ -152,8 +153,6 @@ async def _read_answer(reader: asyncio.StreamReader) -> tuple[Answer, bool]:
             chunked = b"chunked" in value.lower()
         elif name == b"connection":
             keep = keep and b"close" not in value.lower()
-    else:
-        raise WireError(f"more than {_MAX_HEADERS} headers")
     if chunked:
         body = await _read_chunks(reader)
     elif length is not None:
