@@ -31,6 +31,8 @@ from agentpool.io.agentwire import WireError, WirePool
 #: Connections kept to agents across all pools; a pool of hundreds must not queue on the client.
 DEFAULT_CONNECTIONS = 1024
 _MESSAGE_BODY_CHARS = 200
+# Envelopes are encoded compactly by one encoder (json.dumps would build one per call).
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +176,7 @@ class AgentClient:
         to see it idle again.
         """
         try:
-            body = json.dumps(envelope, separators=(",", ":")).encode()
+            body = _COMPACT.encode(envelope).encode()
         except (TypeError, ValueError) as exc:
             return InvokeResult(
                 ok=False, reason=protocol.BAD_REQUEST, message=f"the envelope is not JSON: {exc}"

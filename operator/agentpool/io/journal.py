@@ -27,6 +27,7 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 SUFFIX = ".jsonl"
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
 
 
 class FileJournal:
@@ -63,7 +64,7 @@ class FileJournal:
     def append(self, entry: dict[str, Any] | str) -> None:
         """Add one entry (or one already encoded as a JSON object); :meth:`flush` hands it to
         the kernel."""
-        line = entry if isinstance(entry, str) else json.dumps(entry, separators=(",", ":"))
+        line = entry if isinstance(entry, str) else _COMPACT.encode(entry)
         self._buffer.append(line.encode() + b"\n")
 
     def flush(self) -> None:

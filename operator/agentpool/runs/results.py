@@ -25,9 +25,13 @@ def chunk_name(run: str, number: int) -> str:
     return f"{run}-results-{number}"
 
 
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+
+
 def encode(value: Any) -> str:
     """The compact JSON every record is written in."""
-    return json.dumps(value, separators=(",", ":"))
+    # One encoder for all: json.dumps builds a new one on every call that sets separators.
+    return _COMPACT.encode(value)
 
 
 def encoded_size(value: Any) -> int:
@@ -47,7 +51,7 @@ def record_line(key: str, *, output: Any = None, failure: Mapping[str, Any] | No
         record["failure"] = dict(failure)
     else:
         record["output"] = output
-    return json.dumps(record, separators=(",", ":"))
+    return encode(record)
 
 
 def place_record(
