@@ -56,6 +56,9 @@ class BrokerDispatcher:
         self._runtime = runtime
         self._namespace = namespace
         self._background: set[asyncio.Task[None]] = set()
+        # The run's metric series, looked up once rather than on every item. The dispatcher
+        # lives as long as its run, and a run's series are dropped only once it is gone.
+        self._series: dict[tuple[str, ...], Any] = {}
 
     async def checkout(
         self, pool: str, *, timeout: float, priority: int, holder: str
@@ -125,19 +128,31 @@ class BrokerDispatcher:
             result = None
         finally:
             forget()
-        namespace, run = self._namespace, checkout.run
-        metrics.ITEM_SECONDS.labels(namespace, run).observe(time.monotonic() - started)
+        run = checkout.run
+        self._run_series("seconds", run).observe(time.monotonic() - started)
         if int(envelope.get("attempt", 1)) > 1:
-            metrics.RETRIES.labels(namespace, run).inc()
+            self._run_series("retries", run).inc()
         if result is None:
-            metrics.ITEMS.labels(namespace, run, "failed").inc()
+            self._run_series("failed", run).inc()
             return InvokeResult(
                 ok=False, reason=AGENT_LOST, message=inner.lost_reason or "agent lost", lost=True
             )
-        outcome = "succeeded" if result.ok else "failed"
-        metrics.ITEMS.labels(namespace, run, outcome).inc()
+        self._run_series("succeeded" if result.ok else "failed", run).inc()
         checkout.cast = cast and result.ok
         return result
+
+    def _run_series(self, name: str, run: str) -> Any:
+        series = self._series.get((name, run))
+        if series is None:
+            namespace = self._namespace
+            if name == "seconds":
+                series = metrics.ITEM_SECONDS.labels(namespace, run)
+            elif name == "retries":
+                series = metrics.RETRIES.labels(namespace, run)
+            else:
+                series = metrics.ITEMS.labels(namespace, run, name)
+            self._series[(name, run)] = series
+        return series
 
     async def checkin(self, checkout: RunCheckout, outcome: CheckinOutcome) -> None:
         assert isinstance(checkout, AgentCheckout)
