@@ -154,9 +154,11 @@ class Broker:
             agent.lost = True
         else:
             agent.reset_failed = True
-        self._mark_idle(agent)
+        view = self._mark_idle(agent)
+        # Judged before a waiter may take it, from the view the idle order was keyed by.
+        usable = view is not None and is_available(self.policy, view, now=self._clock())
         self._dispatch()
-        if agent.holder is None and not self._available(agent):
+        if agent.holder is None and not usable:
             # Worn out, quarantined or broken: the reconciler retires and replaces it.
             self._notify()
         return True
@@ -381,25 +383,25 @@ class Broker:
         agent.lost = True
         self._notify()
 
-    def _mark_idle(self, agent: _Agent, *, since: float | None = None) -> None:
+    def _mark_idle(self, agent: _Agent, *, since: float | None = None) -> ObservedAgent | None:
         self._unfree(agent)
         agent.idle_since = self._clock() if since is None else since
         agent.idle_seq = next(self._idle_order)
-        self._free_again(agent)
+        return self._free_again(agent)
 
-    def _free_again(self, agent: _Agent) -> None:
+    def _free_again(self, agent: _Agent) -> ObservedAgent | None:
+        """Put the agent back in the idle order; returns its view then, None if it stays out."""
         if agent.retired or agent.holder is not None:
-            return
-        agent.key = idle_key(self._view(agent))
+            return None
+        view = self._view(agent)
+        agent.key = idle_key(view)
         bisect.insort(self._free, agent, key=lambda free: free.key)
+        return view
 
     def _unfree(self, agent: _Agent) -> None:
         # _Agent compares by identity (eq=False), so this removes exactly this agent.
         with contextlib.suppress(ValueError):
             self._free.remove(agent)
-
-    def _available(self, agent: _Agent) -> bool:
-        return is_available(self.policy, self._view(agent), now=self._clock())
 
     def _view(self, agent: _Agent) -> ObservedAgent:
         return dataclasses.replace(
