@@ -99,6 +99,12 @@ class Broker:
         """
         if self._closed is not None:
             raise self._closed
+        if not self._queue:
+            # Nobody waits ahead of this caller: an available agent is its at once, with no
+            # waiter to queue (the common case of a warm pool, once per item).
+            agent = self._pick()
+            if agent is not None:
+                return self._hand_out(agent, holder=holder)
         loop = asyncio.get_running_loop()
         waiter = _Waiter(
             priority=priority,
