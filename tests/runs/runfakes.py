@@ -172,10 +172,15 @@ class FakeInvoker:
     most_active: int = 0
     envelopes: list[dict[str, Any]] = field(default_factory=list)
     on_call: Callable[[int], None] | None = None
+    #: The operator was killed: it calls no agent any more (a call hangs until cancelled, and
+    #: counts for nothing).
+    halted: bool = False
 
     async def invoke(
         self, checkout: FakeCheckout, envelope: dict[str, Any], *, timeout: float, cast: bool
     ) -> Result:
+        if self.halted:
+            await asyncio.get_running_loop().create_future()
         key = envelope["id"]
         self.calls.append((key, envelope["attempt"], checkout.agent))
         self.envelopes.append(envelope)

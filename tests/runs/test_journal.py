@@ -111,15 +111,20 @@ class KilledJournal:
 
 
 def crash_after(
-    calls: int, sink: FakeSink, journal: KilledJournal, crashed: asyncio.Event
+    calls: int,
+    sink: FakeSink,
+    journal: KilledJournal,
+    invoker: FakeInvoker,
+    crashed: asyncio.Event,
 ) -> Callable[[int], None]:
     """An ``on_call`` that kills the operator as the ``calls``-th call returns: that item finished
-    on its agent but reached neither status nor the journal."""
+    on its agent but reached neither status nor the journal, and no further call is made."""
 
     def crash_at(made: int) -> None:
         if made >= calls and not crashed.is_set():
             sink.frozen = True
             journal.kill()
+            invoker.halted = True
             crashed.set()
 
     return crash_at
@@ -144,7 +149,7 @@ async def test_a_crash_re_runs_only_items_in_flight_and_writes_stay_rare(tmp_pat
     crashed = asyncio.Event()
     invoker = FakeInvoker(clock, quick)
 
-    invoker.on_call = crash_after(count // 2, sink, journal, crashed)
+    invoker.on_call = crash_after(count // 2, sink, journal, invoker, crashed)
     first = RunEngine(
         config,
         source=inline_source(items),
@@ -163,8 +168,9 @@ async def test_a_crash_re_runs_only_items_in_flight_and_writes_stay_rare(tmp_pat
     assert len(unwritten) > 10 * cap
     assert writes_before <= 8, writes_before
 
+    # The operator is back.
     sink.frozen = False
-    invoker.on_call = None
+    invoker.on_call, invoker.halted = None, False
     second_calls = len(invoker.calls)
     second = RunEngine(
         config,
@@ -275,7 +281,7 @@ async def test_items_named_by_index_after_a_crash_are_not_taken_for_recorded_one
     invoker = FakeInvoker(clock, quick)
     feed = Feed(count)
 
-    invoker.on_call = crash_after(count // 2, sink, journal, crashed)
+    invoker.on_call = crash_after(count // 2, sink, journal, invoker, crashed)
     first = RunEngine(
         config,
         source=feed,
@@ -287,8 +293,9 @@ async def test_items_named_by_index_after_a_crash_are_not_taken_for_recorded_one
     )
     await run_until_crash(first, clock, crashed)
     given_before = len(feed.given)
+    # The operator is back.
     sink.frozen = False
-    invoker.on_call = None
+    invoker.on_call, invoker.halted = None, False
     second = RunEngine(
         config,
         source=feed,

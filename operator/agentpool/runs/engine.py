@@ -110,6 +110,8 @@ class RunEngine:
         # A replayable source gives its items from the first again; another goes on where it was.
         self._next_index = 0 if source.replayable else self.ledger.seen
         self._holding = 0
+        # A slot is asking the source for an item: no other asks at the same time.
+        self._pulling = False
         self._source_done = False
         self._source_error: str | None = None
         self._deadlock: str | None = None
@@ -238,29 +240,11 @@ class RunEngine:
         return self._held and not self._tasks
 
     async def _fill(self, now: float) -> None:
-        limit = self.config.effective_rerun_limit(
-            replayable=self._source.replayable, journaled=self._journal is not None
-        )
         self._held = False
-        if self._journal is not None:
-            # What finished is safe before more items start: a crash re-runs at most cap items.
-            self._journal.flush()
         while len(self._tasks) < self.config.cap:
-            if not self._pending and not await self._pull(now):
+            work = await self._take(now)
+            if work is None:
                 return
-            work = self._pending[0]
-            if work.pool in self._missing_pools:
-                self._parked.setdefault(work.pool, []).append(self._pending.popleft())
-                continue
-            unrecorded = self.ledger.unrecorded
-            if limit is not None and work.key not in unrecorded and len(unrecorded) >= limit:
-                self._held = True
-                return
-            self._pending.popleft()
-            self.ledger.start(work.key, attempt=work.attempt)
-            if self._journal is not None:
-                self._journal.append({"id": work.key, "attempt": work.attempt, "index": work.index})
-            self._report.dirty = True
             task = asyncio.ensure_future(self._drive(work))
             self._tasks.add(task)
             # Wake the loop once the task is done, not from inside it: a wake set in its last
@@ -268,15 +252,63 @@ class RunEngine:
             # again for it.
             task.add_done_callback(self._task_done)
 
+    async def _take(self, now: float) -> Work | None:
+        """The next item to start, marked started; None when none may start now."""
+        try:
+            return await self._take_next(now)
+        finally:
+            if self._journal is not None:
+                # What finished, and the start of what starts, reach the kernel before its
+                # call: a crash re-runs at most cap items, each with its attempt raised.
+                self._journal.flush()
+
+    async def _take_next(self, now: float) -> Work | None:
+        limit = self.config.effective_rerun_limit(
+            replayable=self._source.replayable, journaled=self._journal is not None
+        )
+        while True:
+            if not self._pending and not await self._pull(now):
+                return None
+            work = self._pending[0]
+            if work.pool in self._missing_pools:
+                self._parked.setdefault(work.pool, []).append(self._pending.popleft())
+                continue
+            unrecorded = self.ledger.unrecorded
+            if limit is not None and work.key not in unrecorded and len(unrecorded) >= limit:
+                self._held = True
+                return None
+            self._pending.popleft()
+            self.ledger.start(work.key, attempt=work.attempt)
+            if self._journal is not None:
+                self._journal.append({"id": work.key, "attempt": work.attempt, "index": work.index})
+            self._mark_dirty()
+            return work
+
+    def _mark_dirty(self) -> None:
+        """Status has news: the loop arms its write timer the first time after a write."""
+        if not self._report.dirty:
+            self._report.dirty = True
+            self._wake.set()
+
     async def _pull(self, now: float) -> bool:
         """Bring the next runnable item into ``_pending``; False if there is none now."""
+        if self._pulling:
+            # Another slot is asking the source (which may take a request): one at a time.
+            return bool(self._pending)
+        self._pulling = True
+        try:
+            return await self._pull_one(now)
+        finally:
+            self._pulling = False
+
+    async def _pull_one(self, now: float) -> bool:
         while not self._source_done and now >= self._next_poll:
             active = [*self.ledger.in_flight, *(work.key for work in self._pending)]
             try:
                 pulled = await self._source.next(active)
             except SourceError as error:
                 self._source_error = str(error)
-                self._report.dirty = True
+                self._mark_dirty()
                 return False
             if pulled is DONE:
                 self._source_done = True
@@ -322,25 +354,44 @@ class RunEngine:
             agent=None,
             index=index,
         )
-        self._report.dirty = True
+        self._mark_dirty()
         self._report.item_failed(key, rejection.reason, rejection.message)
 
     async def _drive(self, work: Work) -> None:
+        """Carry items through one of the run's ``cap`` slots, from ``work`` on.
+
+        Once an item is done the slot goes straight on with the next, when one may start at
+        once: a loop turn and a task fewer per item. Anything else (a suspend, a limit, nothing
+        ready, another slot asking the source) ends the task, and the loop decides.
+        """
+        while await self._carry(work):
+            if not self._may_dispatch():
+                return
+            now = self._clock.now()
+            self._promote_retries(now)
+            taken = await self._take(now)
+            if taken is None:
+                return
+            work = taken
+            if len(self._tasks) < self.config.cap:
+                # Slots are free (the source had nothing for a while): the loop fills them.
+                self._wake.set()
+
+    async def _carry(self, work: Work) -> bool:
+        """One attempt at ``work``; False when it could not start (no pool, no agent)."""
         try:
             checkout = await self._checkout(work)
         except PoolNotFound as error:
             self._missing_pools[work.pool] = str(error)
             self._unstart(work)
             self._parked.setdefault(work.pool, []).append(work)
-            return
+            return False
         except CheckoutFailed as error:
             if self._holding == 0:
                 self._deadlock = str(error)
             self._unstart(work)
             self._pending.appendleft(work)
-            return
-        finally:
-            self._wake.set()
+            return False
         self._holding += 1
         try:
             await self._attempt(work, checkout)
@@ -351,15 +402,15 @@ class RunEngine:
             raise
         finally:
             self._holding -= 1
-            self._report.dirty = True
+            self._mark_dirty()
             # The active ids changed: a source with nothing ready may have something now.
             self._next_poll = 0.0
             self._poll_delay = POLL_FIRST
-            self._wake.set()
+        return True
 
     def _unstart(self, work: Work) -> None:
         self.ledger.in_flight.pop(work.key, None)
-        self._report.dirty = True
+        self._mark_dirty()
         if self._journal is not None:
             self._journal.append({"id": work.key, "unstarted": True})
 
@@ -436,6 +487,8 @@ class RunEngine:
             delay = self.config.backoff_seconds * 2 ** (work.attempt - 2)
             due = self._clock.now() + delay
             self._retries.append((due, work))
+            # The loop arms its timer for the retry.
+            self._wake.set()
             return
         self._record_failure(
             work.key, reason=reason, message=message, attempts=work.attempt, agent=agent
@@ -443,6 +496,8 @@ class RunEngine:
         self._report.item_failed(work.key, reason, message)
 
     def _promote_retries(self, now: float) -> None:
+        if not self._retries:
+            return
         due = [entry for entry in self._retries if entry[0] <= now]
         if due:
             self._retries = [entry for entry in self._retries if entry[0] > now]
