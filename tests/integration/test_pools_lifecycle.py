@@ -73,10 +73,13 @@ def test_max_uses_retires_an_agent_only_once_it_is_returned(api: Api, namespace:
 
 
 def test_max_lifetime_waits_for_the_holder(api: Api, namespace: str) -> None:
-    """maxLifetimeSeconds retires an aged agent, but not while a lease still holds it."""
-    api.create("agentpools", namespace, "aged", pool_spec(minSize=1, maxLifetimeSeconds=2))
+    """maxLifetimeSeconds retires an aged agent, but not while a lease still holds it.
+
+    The lifetime counts from the pod's creation, so it leaves the agent a few seconds to start
+    and be seen available even on a loaded machine; the lease outlasts it."""
+    api.create("agentpools", namespace, "aged", pool_spec(minSize=1, maxLifetimeSeconds=6))
     wait_for(lambda: pool_status(api, namespace, "aged").get("available") == 1, 60)
-    lease(api, namespace, "hold", "aged", ttlSeconds=4)
+    lease(api, namespace, "hold", "aged", ttlSeconds=8)
     agent = bound_agent(api, namespace, "hold")
     wait_for(lambda: lease_phase(api, namespace, "hold") == "Expired", 30)
     # The agent outlived its lifetime while held; it went only after the lease gave it back.
