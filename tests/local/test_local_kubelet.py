@@ -243,8 +243,12 @@ def test_delete_ends_the_whole_process_group(core: client.CoreV1Api) -> None:
 def test_kubectl_logs_and_wide_ips(core: client.CoreV1Api, kubectl: Kubectl) -> None:
     """`kubectl logs` shows a pod's output and `get pods -o wide` shows distinct loopback IPs."""
     label = unique("wide")
+    # Ready by the probe, so the server has printed its line: without a probe a pod is Ready as
+    # soon as its process starts, which on a loaded machine is before Python prints anything.
+    probe = http_readiness()
     names = [
-        create(core, pod(f"{label}-{i}", HEALTH_SERVER, labels={"test": label})) for i in range(3)
+        create(core, pod(f"{label}-{i}", HEALTH_SERVER, readiness=probe, labels={"test": label}))
+        for i in range(3)
     ]
     for name in names:
         wait_for(lambda name=name: condition(read(core, name), "Ready") == "True", message=name)
