@@ -25,7 +25,7 @@ import aiohttp
 import yaml
 
 from agentpool.local.apiserver import ApiServer
-from agentpool.local.kubeconfig import write_kubeconfig
+from agentpool.local.kubeconfig import ApiAccess, write_kubeconfig
 from agentpool.local.kubelet import Kubelet
 
 logger = logging.getLogger(__name__)
@@ -209,7 +209,9 @@ class LocalCluster:
         self._lock.write(f"{os.getpid()} {self.url}\n")
         self._lock.flush()
         await apply_crds(self.url, crd_manifests())
-        self.kubelet = Kubelet(self.url, work_dir=self.dir / "pods", **self.kubelet_options)
+        self.kubelet = Kubelet(
+            ApiAccess(self.url), work_dir=self.dir / "pods", **self.kubelet_options
+        )
         self._kubelet_task = asyncio.create_task(self.kubelet.run())
         async with asyncio.timeout(10):
             await self.kubelet.wait_started()
@@ -219,7 +221,7 @@ class LocalCluster:
         if self.operator and runner is not None:
             self.operator_thread = OperatorThread(runner, self.url)
             self.operator_thread.start()
-        write_kubeconfig(self.kubeconfig, self.url)
+        write_kubeconfig(self.kubeconfig, ApiAccess(self.url))
 
     async def _stop(self) -> None:
         if self.operator_thread is not None:

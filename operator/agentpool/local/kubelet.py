@@ -21,6 +21,7 @@ import aiohttp
 
 from agentpool.local import processes
 from agentpool.local.addresses import AddressPool
+from agentpool.local.kubeconfig import ApiAccess
 from agentpool.local.podapi import Gone, PodApi
 from agentpool.local.podstatus import NODE_NAME
 from agentpool.local.podworker import PodWorker, release
@@ -31,7 +32,7 @@ TERMINAL = frozenset({"Succeeded", "Failed"})
 
 
 class Kubelet:
-    """Run pods from the API server at ``api_url``; logs and per-pod files go under work_dir.
+    """Run pods from the API server that ``access`` reaches; logs and pod files go under work_dir.
 
     ``backoff_initial`` and ``backoff_max`` shape CrashLoopBackOff (a real kubelet uses 10 s and
     300 s; locally a shorter start keeps the edit-run loop quick). ``stop_grace`` bounds how long
@@ -40,7 +41,7 @@ class Kubelet:
 
     def __init__(
         self,
-        api_url: str,
+        access: ApiAccess,
         *,
         work_dir: Path,
         node_name: str = NODE_NAME,
@@ -49,7 +50,7 @@ class Kubelet:
         stop_grace: float = 2.0,
         cwd: Path | None = None,
     ) -> None:
-        self.api_url = api_url
+        self.access = access
         self.work_dir = Path(work_dir).resolve()
         self.node_name = node_name
         self.backoff_initial = backoff_initial
@@ -83,7 +84,7 @@ class Kubelet:
         """Watch pods and run them until cancelled or stopped."""
         self._run_task = asyncio.current_task()
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        self._api = PodApi(self.api_url)
+        self._api = PodApi(self.access)
         # Probes open a fresh connection each time, as the kubelet's do, so a dead agent is seen.
         self._probe_session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(force_close=True, limit=0)

@@ -14,6 +14,8 @@ from typing import Any
 
 import aiohttp
 
+from agentpool.local.kubeconfig import ApiAccess
+
 MERGE = {"Content-Type": "application/merge-patch+json"}
 
 
@@ -24,11 +26,13 @@ class Gone(Exception):
 class PodApi:
     """A client of one API server for the kubelet; ``close()`` when done."""
 
-    def __init__(self, base_url: str, *, session: aiohttp.ClientSession | None = None) -> None:
-        self.base_url = base_url.rstrip("/")
+    def __init__(self, access: ApiAccess, *, session: aiohttp.ClientSession | None = None) -> None:
+        self.base_url = access.server.rstrip("/")
+        context = access.ssl_context()
         self.session = session or aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
-            connector=aiohttp.TCPConnector(limit=32),
+            connector=aiohttp.TCPConnector(limit=32, ssl=context if context is not None else True),
+            headers=access.headers(),
         )
 
     async def close(self) -> None:
