@@ -1,17 +1,20 @@
 """Options shared by the whole suite.
 
-``--kube-context NAME`` points the cluster tests at a real cluster instead of the local one, so the
-same scenarios show that both behave alike. ``local_cluster`` and ``kubectl`` are the shared cluster
+``--kube-context NAME`` (of ``$KUBECONFIG`` or ``~/.kube/config``) or ``--kubeconfig PATH`` (its
+current context unless ``--kube-context`` says otherwise) points the cluster tests at a real
+cluster instead of the local one, so the same scenarios show that both behave alike. ``local_cluster`` and ``kubectl`` are the shared cluster
 fixtures; what they build on lives in ``tests/cluster.py``.
 """
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from cluster import ClusterHandle, ClusterThread, Kubectl, default_kubeconfig
 
@@ -22,6 +25,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="run the cluster tests against this kubeconfig context instead of the local cluster",
     )
+    parser.addoption(
+        "--kubeconfig",
+        default=None,
+        help="run the cluster tests against this kubeconfig's cluster instead of the local one",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    path = config.getoption("--kubeconfig")
+    if path:
+        # Every client of the session (the fixtures, kubectl, helm, an operator it starts) reads
+        # the same file, as they would read KUBECONFIG on a developer's machine.
+        os.environ["KUBECONFIG"] = str(Path(path).resolve())
+        if not config.getoption("--kube-context"):
+            current = (yaml.safe_load(Path(path).read_text()) or {}).get("current-context")
+            config.option.kube_context = current
 
 
 @pytest.fixture(scope="session")

@@ -68,7 +68,9 @@ class ApiAccess:
         return cls(server=str(cluster["server"]), ca_pem=ca, token=token)
 
 
-def kubeconfig_for(access: ApiAccess, *, namespace: str = "default") -> dict[str, Any]:
+def kubeconfig_for(
+    access: ApiAccess, *, namespace: str = "default", name: str = CONTEXT
+) -> dict[str, Any]:
     cluster: dict[str, Any] = {"server": access.server}
     if access.ca_pem is not None:
         cluster["certificate-authority-data"] = base64.b64encode(access.ca_pem).decode()
@@ -76,24 +78,23 @@ def kubeconfig_for(access: ApiAccess, *, namespace: str = "default") -> dict[str
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": CONTEXT, "cluster": cluster}],
-        "users": [{"name": CONTEXT, "user": user}],
+        "clusters": [{"name": name, "cluster": cluster}],
+        "users": [{"name": name, "user": user}],
         "contexts": [
-            {
-                "name": CONTEXT,
-                "context": {"cluster": CONTEXT, "user": CONTEXT, "namespace": namespace},
-            }
+            {"name": name, "context": {"cluster": name, "user": name, "namespace": namespace}}
         ],
-        "current-context": CONTEXT,
+        "current-context": name,
         "preferences": {},
     }
 
 
-def write_kubeconfig(path: Path, access: ApiAccess, *, namespace: str = "default") -> Path:
+def write_kubeconfig(
+    path: Path, access: ApiAccess, *, namespace: str = "default", name: str = CONTEXT
+) -> Path:
     """Write the kubeconfig atomically (a reader never sees half a file), readable by its owner
     only since it holds a token; returns path."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = yaml.safe_dump(kubeconfig_for(access, namespace=namespace), sort_keys=False)
+    text = yaml.safe_dump(kubeconfig_for(access, namespace=namespace, name=name), sort_keys=False)
     descriptor, partial = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
     with os.fdopen(descriptor, "w") as handle:
         handle.write(text)

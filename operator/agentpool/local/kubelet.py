@@ -19,9 +19,11 @@ from typing import Any
 
 import aiohttp
 
-from agentpool.local import processes
+from agentpool.local import kubeletserver, node, processes
 from agentpool.local.addresses import AddressPool
+from agentpool.local.certificates import KeyPair
 from agentpool.local.kubeconfig import ApiAccess
+from agentpool.local.kubeletserver import KubeletServer
 from agentpool.local.podapi import Gone, PodApi
 from agentpool.local.podstatus import NODE_NAME
 from agentpool.local.podworker import PodWorker, release
@@ -33,6 +35,10 @@ TERMINAL = frozenset({"Succeeded", "Failed"})
 
 class Kubelet:
     """Run pods from the API server that ``access`` reaches; logs and pod files go under work_dir.
+
+    With ``register_node`` it registers its Node and keeps it current (a real control plane needs
+    one); with ``serving`` (a certificate) and ``client_ca_pem`` it serves container logs on its
+    own HTTPS port for a real API server's ``pods/log``.
 
     ``backoff_initial`` and ``backoff_max`` shape CrashLoopBackOff (a real kubelet uses 10 s and
     300 s; locally a shorter start keeps the edit-run loop quick). ``stop_grace`` bounds how long
@@ -49,6 +55,10 @@ class Kubelet:
         backoff_max: float = 60.0,
         stop_grace: float = 2.0,
         cwd: Path | None = None,
+        register_node: bool = False,
+        serving: KeyPair | None = None,
+        client_ca_pem: bytes | None = None,
+        version: str = "v0.0.0-local",
     ) -> None:
         self.access = access
         self.work_dir = Path(work_dir).resolve()
@@ -57,6 +67,14 @@ class Kubelet:
         self.backoff_max = backoff_max
         self.stop_grace = stop_grace
         self.cwd = (cwd or Path.cwd()).resolve()
+        self.register_node = register_node
+        self.version = version
+        self._server: KubeletServer | None = None
+        if serving is not None:
+            assert client_ca_pem is not None, "a kubelet port needs the CA of its clients"
+            context = kubeletserver.server_context(serving, client_ca_pem)
+            self._server = KubeletServer(self._find_pod, context)
+        self._heartbeat: asyncio.Task[None] | None = None
         self.base_env: Mapping[str, str] = processes.base_env()
         self.addresses = AddressPool()
         self.workers: dict[str, PodWorker] = {}
@@ -90,9 +108,24 @@ class Kubelet:
             connector=aiohttp.TCPConnector(force_close=True, limit=0)
         )
         try:
+            if self._server is not None:
+                await self._server.start()
+            if self.register_node:
+                port = self._server.port if self._server is not None else 0
+                self._heartbeat = asyncio.create_task(
+                    node.heartbeat(
+                        self.api, self.node_name, kubelet_port=port, version=self.version
+                    )
+                )
             await self._watch()
         finally:
             await self._shutdown()
+
+    def _find_pod(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        for worker in self.workers.values():
+            if worker.namespace == namespace and worker.name == name:
+                return worker.pod
+        return None
 
     async def stop(self) -> None:
         """Stop watching and end every process group this kubelet started."""
@@ -170,6 +203,12 @@ class Kubelet:
             logger.error("pod worker %s failed", uid, exc_info=task.exception())
 
     async def _shutdown(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            await asyncio.gather(self._heartbeat, return_exceptions=True)
+            self._heartbeat = None
+        if self._server is not None:
+            await self._server.stop()
         tasks = list(self._tasks.values())
         workers = list(self.workers.values())
         for task in tasks:

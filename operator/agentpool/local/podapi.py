@@ -143,3 +143,54 @@ class PodApi:
             response.raise_for_status()
             body: Mapping[str, Any] = await response.json()
             return body
+
+    async def request_token(
+        self, namespace: str, service_account: str, *, pod: str, uid: str, seconds: int
+    ) -> str | None:
+        """A token for the service account bound to the pod (TokenRequest), as a kubelet asks for
+        a projected token; None when the server has no such account or no TokenRequest."""
+        url = (
+            f"{self.base_url}/api/v1/namespaces/{namespace}/serviceaccounts/{service_account}/token"
+        )
+        request = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {
+                "expirationSeconds": seconds,
+                "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": pod, "uid": uid},
+            },
+        }
+        async with self.session.post(url, json=request) as response:
+            if response.status in (404, 405):
+                return None
+            response.raise_for_status()
+            body = await response.json()
+        return str(body["status"]["token"])
+
+    async def put_node(self, node: Mapping[str, Any]) -> None:
+        """Register the node (create, or take over one of the same name), then set its status."""
+        name = node["metadata"]["name"]
+        url = f"{self.base_url}/api/v1/nodes"
+        async with self.session.post(url, json=node) as response:
+            if response.status != 409:
+                response.raise_for_status()
+        await self.patch_node_status(name, node["status"])
+
+    async def patch_node_status(self, name: str, status: Mapping[str, Any]) -> None:
+        url = f"{self.base_url}/api/v1/nodes/{name}/status"
+        body = json.dumps({"status": status})
+        async with self.session.patch(url, data=body, headers=MERGE) as response:
+            response.raise_for_status()
+
+    async def renew_lease(self, lease: Mapping[str, Any]) -> None:
+        """Create or renew the node's Lease in kube-node-lease (its heartbeat)."""
+        namespace, name = lease["metadata"]["namespace"], lease["metadata"]["name"]
+        base = f"{self.base_url}/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        body = json.dumps({"spec": lease["spec"]})
+        async with self.session.patch(f"{base}/{name}", data=body, headers=MERGE) as response:
+            if response.status != 404:
+                response.raise_for_status()
+                return
+        async with self.session.post(base, json=lease) as response:
+            if response.status != 409:
+                response.raise_for_status()

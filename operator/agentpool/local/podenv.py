@@ -140,3 +140,18 @@ def container_argv(container: Mapping[str, Any], env: Mapping[str, str]) -> list
     if not command:
         return []
     return [expand(str(part), env) for part in [*command, *args]]
+
+
+def projected_token_seconds(pod: Mapping[str, Any], container: Mapping[str, Any]) -> int | None:
+    """How long a service-account token the container mounts through a projected volume is to
+    last (the volume a real API server's admission adds unless automounting is off), or None when
+    it mounts none."""
+    mounted = {m.get("name") for m in container.get("volumeMounts") or []}
+    for volume in (pod.get("spec") or {}).get("volumes") or []:
+        if volume.get("name") not in mounted:
+            continue
+        for source in (volume.get("projected") or {}).get("sources") or []:
+            token = source.get("serviceAccountToken")
+            if token is not None:
+                return int(token.get("expirationSeconds") or 3600)
+    return None

@@ -23,6 +23,7 @@ import aiohttp
 
 from agentpool.local import podenv, podstatus, probes, processes
 from agentpool.local.addresses import AddressPool
+from agentpool.local.kubeconfig import ApiAccess, write_kubeconfig
 from agentpool.local.podapi import PodApi
 from agentpool.local.podstatus import PodObservation, Running, Terminated, Waiting
 
@@ -53,6 +54,7 @@ class Host(Protocol):
     backoff_max: float
     base_env: Mapping[str, str]
     cwd: Path
+    access: ApiAccess
 
 
 def now() -> datetime:
@@ -210,18 +212,43 @@ class PodWorker:
         """The container's env, waiting while a Secret or ConfigMap it needs is missing."""
         while not self.deleting.is_set():
             try:
-                return await podenv.container_env(
+                env = await podenv.container_env(
                     self.container,
                     self.pod,
                     base=self.host.base_env,
                     pod_ip=ip,
                     fetch=self.host.api.read,
                 )
+                return {**env, **await self._credentials()}
             except podenv.EnvError as error:
                 self._publish(state=Waiting("CreateContainerConfigError", str(error)))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.deleting.wait(), timeout=self.host.backoff_initial)
         return None
+
+    async def _credentials(self) -> dict[str, str]:
+        """Where the pod mounts a service-account token: one from the API server, in a kubeconfig
+        that ``KUBECONFIG`` names, since a process has no mount at the usual path. Clients that
+        try the in-cluster config first (the kubernetes client, kopf) find no
+        ``KUBERNETES_SERVICE_HOST`` and read it."""
+        seconds = podenv.projected_token_seconds(self.pod, self.container)
+        if seconds is None:
+            return {}
+        account = (self.pod.get("spec") or {}).get("serviceAccountName") or "default"
+        try:
+            token = await self.host.api.request_token(
+                self.namespace, account, pod=self.name, uid=self.uid, seconds=seconds
+            )
+        except aiohttp.ClientResponseError as error:
+            raise podenv.EnvError(
+                f"service account {account!r}: no token could be had ({error.status})"
+            ) from error
+        if token is None:
+            raise podenv.EnvError(f'serviceaccount "{account}" not found')
+        access = ApiAccess(self.host.access.server, self.host.access.ca_pem, token)
+        path = self.log_path.parent / "serviceaccount" / "kubeconfig"
+        write_kubeconfig(path, access, namespace=self.namespace)
+        return {"KUBECONFIG": str(path)}
 
     async def _supervise(
         self, running: processes.Running, env: Mapping[str, str], cwd: Path, started: datetime
