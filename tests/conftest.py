@@ -2,8 +2,9 @@
 
 ``--kube-context NAME`` (of ``$KUBECONFIG`` or ``~/.kube/config``) or ``--kubeconfig PATH`` (its
 current context unless ``--kube-context`` says otherwise) points the cluster tests at a real
-cluster instead of the local one, so the same scenarios show that both behave alike. ``local_cluster`` and ``kubectl`` are the shared cluster
-fixtures; what they build on lives in ``tests/cluster.py``.
+cluster instead of the local one, so the same scenarios show that both behave alike.
+``local_cluster`` and ``kubectl`` are the shared cluster fixtures; what they build on lives in
+``tests/cluster.py``.
 """
 
 from __future__ import annotations

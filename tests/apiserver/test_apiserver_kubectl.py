@@ -68,7 +68,7 @@ def test_invalid_pool_is_refused_with_the_cel_message(crds: None, apply: object)
     result = apply(_pool("bad", min_size=3, max_size=2), check=False)  # type: ignore[operator]
     assert result.returncode != 0
     assert (
-        'The AgentPool "bad" is invalid: spec.maxSize: Invalid value: "object": '
+        'The AgentPool "bad" is invalid: spec.maxSize: Invalid value: '
         "maxSize must be at least minSize" in result.stderr
     )
 

@@ -43,14 +43,20 @@ class HttpSource(ApiModel):
 class Source(ApiModel):
     """Where the items come from: exactly one of items, configMapRef or http."""
 
+    # Inline items are free JSON, which CEL cannot see (the API server leaves fields without a
+    # schema type out of CEL's view, and refuses a rule that names one), so "exactly one" is
+    # told by counting the fields set; the rule gives the clearer message where it can.
     model_config = ConfigDict(
-        json_schema_extra=cel(
-            CelRule(
-                rule="[has(self.items), has(self.configMapRef), has(self.http)]"
-                ".filter(x, x).size() == 1",
-                message="set exactly one of source.items, source.configMapRef or source.http",
-            )
-        )
+        json_schema_extra={
+            **cel(
+                CelRule(
+                    rule="!(has(self.configMapRef) && has(self.http))",
+                    message="set exactly one of source.items, source.configMapRef or source.http",
+                )
+            ),
+            "minProperties": 1,
+            "maxProperties": 1,
+        }
     )
 
     items: list[AnyJson] | None = None

@@ -121,6 +121,13 @@ def _invalid(path: str, value: Any, detail: str) -> FieldError:
     return FieldError(path, "FieldValueInvalid", f"Invalid value: {_show(value)}: {detail}")
 
 
+def _too_many(path: str, count: int, most: int) -> FieldError:
+    noun = "item" if most == 1 else "items"
+    return FieldError(
+        path, "FieldValueTooMany", f"Too many: {count}: must have at most {most} {noun}"
+    )
+
+
 def _check_scalar(node: dict[str, Any], value: Any, path: str, errors: list[FieldError]) -> None:
     if "enum" in node and not any(value == allowed for allowed in node["enum"]):
         supported = ", ".join(_show(allowed) for allowed in node["enum"])
@@ -192,10 +199,9 @@ def _check_object(
             errors.append(FieldError(_join(path, key), "FieldValueRequired", "Required value"))
     if "minProperties" in node and len(value) < node["minProperties"]:
         detail = f"{path} in body should have at least {node['minProperties']} properties"
-        errors.append(_invalid(path, value, detail))
+        errors.append(_invalid(path, len(value), detail))
     if "maxProperties" in node and len(value) > node["maxProperties"]:
-        detail = f"{path} in body should have at most {node['maxProperties']} properties"
-        errors.append(_invalid(path, value, detail))
+        errors.append(_too_many(path, len(value), node["maxProperties"]))
     properties: dict[str, Any] = node.get("properties", {})
     for key, child in properties.items():
         if key in value:
@@ -218,8 +224,7 @@ def _check_array(
         detail = f"{path} in body should have at least {node['minItems']} items"
         errors.append(_invalid(path, value, detail))
     if "maxItems" in node and len(value) > node["maxItems"]:
-        detail = f"Too many: {len(value)}: must have at most {node['maxItems']} items"
-        errors.append(FieldError(path, "FieldValueTooMany", detail))
+        errors.append(_too_many(path, len(value), node["maxItems"]))
     items = node.get("items")
     if isinstance(items, dict):
         for index, item in enumerate(value):
@@ -268,17 +273,20 @@ def _check_rules(
         if "messageExpression" in rule:
             produced = evaluate_message(rule["messageExpression"], value, old=old, has_old=has_old)
             message = produced.strip() if produced and produced.strip() else message
-        errors.append(_rule_error(field, rule.get("reason"), kind, message))
+        errors.append(_rule_error(field, rule.get("reason"), value, message))
 
 
-def _rule_error(field: str, reason: str | None, kind: str, message: str) -> FieldError:
+def _rule_error(field: str, reason: str | None, value: Any, message: str) -> FieldError:
     if reason == "FieldValueForbidden":
         return FieldError(field, reason, f"Forbidden: {message}")
     if reason == "FieldValueRequired":
         return FieldError(field, reason, f"Required value: {message}")
     if reason == "FieldValueDuplicate":
-        return FieldError(field, reason, f'Duplicate value: "{kind}"')
-    return FieldError(field, "FieldValueInvalid", f'Invalid value: "{kind}": {message}')
+        return FieldError(field, reason, f"Duplicate value: {_show(value)}")
+    # As kube-apiserver words it: a scalar's value is shown, an object's or a list's left out.
+    if isinstance(value, dict | list):
+        return FieldError(field, "FieldValueInvalid", f"Invalid value: {message}")
+    return FieldError(field, "FieldValueInvalid", f"Invalid value: {_show(value)}: {message}")
 
 
 def apply_defaults(schema: dict[str, Any], obj: Any) -> Any:

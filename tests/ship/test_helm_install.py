@@ -1,0 +1,129 @@
+"""On a real cluster: the chart installs with the real Helm engine, its operator runs under the
+chart's own ServiceAccount and RBAC, and the quickstart ends Succeeded and Drained.
+
+This is the README's "Run it on a cluster" path, with the operator's Deployment run by the
+cluster's own controllers; a real authorizer refuses whatever the chart does not grant, so a run
+that drains proves the grants suffice. The local API server authorizes nothing and runs no
+Deployments, so the test needs a real cluster (``--kubeconfig`` or ``--kube-context``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import pytest
+
+from chart.rendering import CHART_DIR
+from cluster import ClusterHandle, Kubectl, wait_for
+
+pytestmark = [pytest.mark.kubectl, pytest.mark.cluster, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+RELEASE = "agentpool"
+RELEASE_NAMESPACE = "agentpool-system"
+LOG_PATH_ANNOTATION = "local.agentpool.dev/log-path"
+
+
+def _operator_pods(kubectl: Kubectl) -> list[dict[str, Any]]:
+    selector = "app.kubernetes.io/name=agentpool,app.kubernetes.io/instance=agentpool"
+    found = kubectl.json("get", "pods", "-n", RELEASE_NAMESPACE, "-l", selector)
+    return list(found["items"])
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def _run_row(kubectl: Kubectl, namespace: str) -> list[str]:
+    lines = kubectl("get", "poolruns", "-n", namespace).stdout.splitlines()
+    return lines[1].split()[:8] if len(lines) > 1 else []
+
+
+def test_chart_operator_runs_the_quickstart_under_its_own_rbac(
+    local_cluster: ClusterHandle, kubectl: Kubectl
+) -> None:
+    """``helm install`` of the chart starts the operator as the chart's ServiceAccount; the
+    quickstart applied with kubectl then ends ``Succeeded Drained 37 3 0 40``."""
+    if local_cluster.local:
+        pytest.skip("the chart's operator runs from a Deployment under a real authorizer")
+    namespace = f"quickstart-{uuid.uuid4().hex[:6]}"
+    config = helm.Config(
+        kubeconfig_path=str(local_cluster.kubeconfig),
+        kube_context=local_cluster.context,
+        namespace=RELEASE_NAMESPACE,
+    )
+    try:
+        with helm.Chart.load(CHART_DIR) as chart:
+            config.install(
+                chart,
+                RELEASE,
+                {"watchNamespaces": [namespace], "logLevel": "debug"},
+                namespace=RELEASE_NAMESPACE,
+                create_namespace=True,
+                timeout=120,
+            )
+        pods = wait_for(
+            lambda: [p for p in _operator_pods(kubectl) if _ready(p)],
+            120,
+            message="the chart's operator pod is Ready",
+        )
+        pod = pods[0]
+        assert pod["spec"]["serviceAccountName"] == "agentpool"
+        # The operator's credentials are the ServiceAccount token the kubelet gave its pod.
+        log_path = Path(pod["metadata"]["annotations"][LOG_PATH_ANNOTATION])
+        pod_kubeconfig = log_path.parent / "serviceaccount" / "kubeconfig"
+        whoami = json.loads(
+            subprocess.run(
+                [
+                    kubectl.binary,
+                    "--kubeconfig",
+                    str(pod_kubeconfig),
+                    "auth",
+                    "whoami",
+                    "-o",
+                    "json",
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=60,
+            ).stdout
+        )
+        assert whoami["status"]["userInfo"]["username"] == (
+            f"system:serviceaccount:{RELEASE_NAMESPACE}:agentpool"
+        )
+
+        kubectl("create", "namespace", namespace)
+        kubectl("apply", "-n", namespace, "-f", str(REPO / "examples" / "quickstart"))
+        kubectl(
+            "wait",
+            "-n",
+            namespace,
+            "--for=condition=Complete",
+            "poolrun/quickstart",
+            "--timeout=240s",
+            timeout=260,
+        )
+        assert _run_row(kubectl, namespace) == [
+            "quickstart",
+            "quickstart",
+            "Succeeded",
+            "Drained",
+            "37",
+            "3",
+            "0",
+            "40",
+        ]
+        log = log_path.read_text(errors="replace")
+        assert "Forbidden" not in log, log[-3000:]
+    finally:
+        kubectl("delete", "namespace", namespace, "--ignore-not-found", "--wait=false", check=False)
+        config.uninstall(RELEASE, ignore_not_found=True, timeout=60)
+        wait_for(lambda: not _operator_pods(kubectl), 120, message="the operator pod is gone")
+        config.close()
