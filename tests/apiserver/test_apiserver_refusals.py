@@ -43,3 +43,63 @@ def test_the_api_server_refuses_each_invalid_resource_naming_the_field(
     assert result.returncode != 0, f"{path.name} was accepted"
     expected = f"{annotations[EXPECT_FIELD]}: {annotations[EXPECT_MESSAGE]}"
     assert expected in result.stderr, result.stderr
+
+
+def _crd_with_rule(rule: str) -> dict[str, Any]:
+    schema = {
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                "properties": {
+                    "free": {
+                        "type": "array",
+                        "items": {"x-kubernetes-preserve-unknown-fields": True},
+                    },
+                    "count": {"type": "integer"},
+                },
+                "x-kubernetes-validations": [{"rule": rule}],
+            }
+        },
+    }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.refusals.agentpool.dev"},
+        "spec": {
+            "group": "refusals.agentpool.dev",
+            "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": schema},
+                }
+            ],
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("rule", "refused"),
+    [
+        ("has(self.free) || self.count > 0", "undefined field 'free'"),
+        ("self.missing > 0", "undefined field 'missing'"),
+        ("self.count > 0", None),
+    ],
+)
+def test_a_crd_rule_that_names_a_field_cel_cannot_see_is_refused(
+    rule: str, refused: str | None, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """A rule over a field with no schema type (free JSON) or no schema at all does not compile
+    on a real API server, so the CRD is refused at once rather than failing every write."""
+    path = tmp_path / "crd.yaml"
+    path.write_text(yaml.safe_dump(_crd_with_rule(rule)))
+    result = kubectl.run("create", "--dry-run=server", "-f", str(path), check=False)
+    if refused is None:
+        assert result.returncode == 0, result.stderr
+    else:
+        assert result.returncode != 0
+        assert refused in result.stderr, result.stderr

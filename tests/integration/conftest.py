@@ -1,4 +1,7 @@
-"""Fixtures of the operator tests: a local cluster with the operator in its own process.
+"""Fixtures of the operator tests: a cluster with the operator in its own process.
+
+The cluster is a local one started here, or the real one named by ``--kubeconfig`` or
+``--kube-context``, whose API server and kubelet are already running.
 
 One cluster and one operator serve the whole package; each test works in a namespace of its
 own, so tests do not see each other's pools, runs or leases.
@@ -14,7 +17,7 @@ from pathlib import Path
 import pytest
 from operator_support import Api, OperatorProcess
 
-from cluster import ClusterHandle, ClusterThread, Kubectl
+from cluster import ClusterHandle, ClusterThread, Kubectl, default_kubeconfig
 
 
 @dataclass
@@ -27,20 +30,27 @@ class OperatorCluster:
 
 @pytest.fixture(scope="package")
 def operator_cluster(kube_context: str | None, scratch_root: Path) -> Iterator[OperatorCluster]:
-    if kube_context is not None:
-        pytest.skip("the operator tests start and kill the operator process: local cluster only")
     directory = scratch_root / "operator-cluster"
     directory.mkdir()
-    thread = ClusterThread(directory, operator=False)
-    handle = thread.start()
-    assert handle.url is not None
-    operator = OperatorProcess(handle.url, directory / "operator.log")
+    thread: ClusterThread | None = None
+    if kube_context is not None:
+        # A real cluster: its own kubelet runs the pods; the operator runs here, as the tests
+        # start and kill it, with the kubeconfig's credentials.
+        handle = ClusterHandle(kubeconfig=default_kubeconfig(), context=kube_context)
+        connection = ["--kubeconfig", str(handle.kubeconfig), "--context", kube_context]
+    else:
+        thread = ClusterThread(directory, operator=False)
+        handle = thread.start()
+        assert handle.url is not None
+        connection = ["--server", handle.url]
+    operator = OperatorProcess(connection, directory / "operator.log")
     operator.start()
     try:
         yield OperatorCluster(handle=handle, operator=operator, thread=thread, dir=directory)
     finally:
         operator.stop()
-        thread.stop()
+        if thread is not None:
+            thread.stop()
 
 
 @pytest.fixture(scope="package")

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,16 +41,17 @@ def pool_spec(
 
 
 class OperatorProcess:
-    """``agentpool run`` against a cluster, in its own process."""
+    """``agentpool run`` against a cluster, in its own process; ``connection`` is its arguments
+    that say where (``--server URL``, or ``--kubeconfig PATH --context NAME``)."""
 
-    def __init__(self, server: str, log_path: Path, *, metrics_port: int = 0) -> None:
-        self.server = server
+    def __init__(self, connection: Sequence[str], log_path: Path, *, metrics_port: int = 0) -> None:
+        self.connection = list(connection)
         self.log_path = log_path
         self.metrics_port = metrics_port
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        argv = [sys.executable, "-m", "agentpool", "run", "--server", self.server]
+        argv = [sys.executable, "-m", "agentpool", "run", *self.connection]
         # The runs' journals, in a directory that outlives a killed operator, as an emptyDir does.
         argv += ["--state-dir", str(self.log_path.parent / "operator-state")]
         if self.metrics_port:

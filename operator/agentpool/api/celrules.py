@@ -75,3 +75,58 @@ def evaluate_message(
     except (CELEvalError, CELParseError):
         return None
     return str(result) if isinstance(result, str) else None
+
+
+_FIELD_CHAIN = re.compile(r"\b(?:self|oldSelf)((?:\s*\.\s*[A-Za-z_][A-Za-z0-9_]*)+)")
+_ROOT_FIELDS = {"apiVersion": {"type": "string"}, "kind": {"type": "string"}}
+_ROOT_METADATA = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "generateName": {"type": "string"}},
+}
+
+
+def _typed(node: dict[str, Any]) -> bool:
+    """Whether CEL sees a field with this schema: the API server leaves out a field with no
+    type (bar int-or-string), and a list or map whose elements it cannot see."""
+    if node.get("x-kubernetes-int-or-string"):
+        return True
+    kind = node.get("type")
+    if kind == "array":
+        items = node.get("items")
+        return isinstance(items, dict) and _typed(items)
+    return bool(kind)
+
+
+def undeclared_fields(node: dict[str, Any], expression: str, *, root: bool) -> list[str]:
+    """The fields that ``expression`` selects on ``self`` that CEL cannot see in ``node``, so
+    that a real API server refuses the rule at compile time ("undefined field").
+
+    ``root`` says node is a resource's root, where apiVersion, kind, metadata.name and
+    metadata.generateName are always visible. Method calls (``self.x.size()``) end a chain.
+    """
+    undefined: list[str] = []
+    for match in _FIELD_CHAIN.finditer(expression):
+        names = [part.strip() for part in match.group(1).split(".") if part.strip()]
+        rest = expression[match.end() :].lstrip()
+        if rest.startswith("("):
+            names = names[:-1]
+        current: dict[str, Any] | None = node
+        at_root = root
+        for name in names:
+            if current is None:
+                break
+            properties = dict(current.get("properties") or {})
+            if at_root:
+                properties = {**_ROOT_FIELDS, **properties, "metadata": _ROOT_METADATA}
+            additional = current.get("additionalProperties")
+            if name in properties and _typed(properties[name]):
+                current = properties[name]
+            elif isinstance(additional, dict) and _typed(additional):
+                current = additional
+            else:
+                undefined.append(name)
+                break
+            at_root = False
+            if current.get("type") != "object":
+                current = None
+    return undefined

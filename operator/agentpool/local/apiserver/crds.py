@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from agentpool.api.celrules import undeclared_fields
 from agentpool.local.apiserver.errors import Cause
 from agentpool.local.apiserver.resources import PrinterColumn, ResourceType, ScaleSpec
 
@@ -72,6 +73,30 @@ def check_crd(crd: Obj) -> list[Cause]:
                     "FieldValueRequired",
                 )
             )
+        else:
+            base = f"spec.versions[{index}].schema.openAPIV3Schema"
+            causes.extend(_rule_fields(schema, base, root=True))
+    return causes
+
+
+def _rule_fields(node: Obj, path: str, *, root: bool) -> list[Cause]:
+    """Rules that name a field CEL cannot see: kube-apiserver refuses them when it compiles."""
+    causes = []
+    for index, rule in enumerate(node.get("x-kubernetes-validations") or []):
+        for name in undeclared_fields(node, str(rule.get("rule", "")), root=root):
+            causes.append(
+                Cause(
+                    f"{path}.x-kubernetes-validations[{index}].rule",
+                    f"Invalid value: {rule.get('rule')!r}: compilation failed: "
+                    f"undefined field '{name}'",
+                )
+            )
+    for key, child in (node.get("properties") or {}).items():
+        causes.extend(_rule_fields(child, f"{path}.properties[{key}]", root=False))
+    for key in ("items", "additionalProperties"):
+        child = node.get(key)
+        if isinstance(child, dict):
+            causes.extend(_rule_fields(child, f"{path}.{key}", root=False))
     return causes
 
 
