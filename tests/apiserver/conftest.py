@@ -112,6 +112,17 @@ def eventually(check: Callable[[], T | None], *, timeout: float = 10.0, what: st
         time.sleep(0.02)
 
 
+#: What a real cluster's controllers put in every namespace (the root CA publisher's ConfigMap):
+#: tests that list a namespace's ConfigMaps count only their own.
+CLUSTER_MADE = frozenset({"kube-root-ca.crt"})
+
+
+def own_names(items: Any) -> list[str]:
+    """The names of listed objects, less those the cluster makes in every namespace."""
+    names = [i["metadata"]["name"] if isinstance(i, dict) else i.metadata.name for i in items]
+    return [name for name in names if name not in CLUSTER_MADE]
+
+
 @dataclass
 class Cluster:
     """Where the suite runs: the local server (``local`` set) or a real cluster."""

@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client as k8s
 
 from agentpool.local.apiserver import LOG_PATH_ANNOTATION
-from conftest import Cluster, eventually, raw
+from conftest import Cluster, eventually, own_names, raw
 
 
 @pytest.fixture
@@ -81,11 +81,16 @@ def test_dependent_with_another_live_owner_survives(core: k8s.CoreV1Api, namespa
 
 
 def test_foreground_deletion_waits_for_dependents(core: k8s.CoreV1Api, namespace: str) -> None:
-    """Foreground deletion removes dependents first, then the owner."""
+    """Foreground deletion removes dependents first, then the owner: it waits for those that
+    block their owner's deletion, as the garbage collector does, and deletes the rest too."""
     owner = core.create_namespaced_config_map(namespace, {"metadata": {"name": "fg"}})
     body = _owned("held", owner)
     body["metadata"]["finalizers"] = ["example.com/hold"]
+    body["metadata"]["ownerReferences"][0]["blockOwnerDeletion"] = True
     core.create_namespaced_config_map(namespace, body)
+    loose = _owned("loose", owner)
+    loose["metadata"]["finalizers"] = ["example.com/hold"]
+    core.create_namespaced_config_map(namespace, loose)
     core.delete_namespaced_config_map("fg", namespace, propagation_policy="Foreground")
     waiting = core.read_namespaced_config_map("fg", namespace)
     assert "foregroundDeletion" in waiting.metadata.finalizers
@@ -93,9 +98,15 @@ def test_foreground_deletion_waits_for_dependents(core: k8s.CoreV1Api, namespace
         lambda: core.read_namespaced_config_map("held", namespace).metadata.deletion_timestamp,
         what="the dependent to be marked for deletion",
     )
+    eventually(
+        lambda: core.read_namespaced_config_map("loose", namespace).metadata.deletion_timestamp,
+        what="the non-blocking dependent to be marked for deletion",
+    )
     assert not _gone(core, namespace, "fg")
     core.patch_namespaced_config_map("held", namespace, {"metadata": {"finalizers": None}})
     eventually(lambda: _gone(core, namespace, "fg"), what="the owner to go after its dependents")
+    assert not _gone(core, namespace, "loose"), "a dependent that does not block is not waited on"
+    core.patch_namespaced_config_map("loose", namespace, {"metadata": {"finalizers": None}})
 
 
 def test_orphan_deletion_keeps_dependents(core: k8s.CoreV1Api, namespace: str) -> None:
@@ -116,7 +127,7 @@ def test_delete_collection_with_selector(core: k8s.CoreV1Api, namespace: str) ->
         )
     core.delete_collection_namespaced_config_map(namespace, label_selector="app=x")
     left = core.list_namespaced_config_map(namespace)
-    assert [i.metadata.name for i in left.items] == ["k1"]
+    assert own_names(left.items) == ["k1"]
 
 
 def test_delete_precondition_uid(core: k8s.CoreV1Api, namespace: str) -> None:

@@ -19,9 +19,12 @@ CRDS = Path(__file__).resolve().parents[2] / "crds"
 
 
 def _pool(name: str, *, min_size: int = 1, max_size: int = 2, labels: str = "") -> str:
+    # No "labels: {}": a real API server stores empty labels as none, so kubectl would find a
+    # change to make on every apply.
+    label_line = f"  labels: {{{labels}}}\n" if labels else ""
     return (
         "apiVersion: agentpool.dev/v1alpha1\nkind: AgentPool\n"
-        f"metadata:\n  name: {name}\n  labels: {{{labels}}}\n"
+        f"metadata:\n  name: {name}\n{label_line}"
         f"spec:\n  image: example/agent:1\n  minSize: {min_size}\n  maxSize: {max_size}\n"
     )
 

@@ -182,7 +182,14 @@ def _collect(core: Core, task: GcTask) -> None:
                     and not dependent["metadata"].get("deletionTimestamp")
                 ):
                     delete(core, rt, namespace, name, {"propagationPolicy": "Foreground"})
-            if not store.owned_by(uid):
+            # As the garbage collector does: only dependents that block their owner's deletion
+            # (blockOwnerDeletion) hold it; the others are deleted but not waited for.
+            blocking = [
+                dependent
+                for dependent in (store.get(*key) for key in store.owned_by(uid))
+                if dependent is not None and _blocks(dependent, uid)
+            ]
+            if not blocking:
                 _release(core, task.key, owner, FOREGROUND)
         return
     if task.kind == "namespace-check":
@@ -197,6 +204,11 @@ def _collect(core: Core, task: GcTask) -> None:
         if not any(store.bucket(rt.key).by_ns.get(task.name) for rt in kinds):
             gone = store.remove(NAMESPACES, ns_obj)
             after_removal(core, core.resolve("", "v1", "namespaces"), gone)
+
+
+def _blocks(dependent: Obj, owner_uid: str) -> bool:
+    refs = dependent["metadata"].get("ownerReferences") or []
+    return any(r.get("uid") == owner_uid and r.get("blockOwnerDeletion") for r in refs)
 
 
 async def run_collector(core: Core) -> None:

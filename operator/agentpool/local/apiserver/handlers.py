@@ -249,7 +249,8 @@ class Routes:
 
 @web.middleware
 async def _as_status(request: web.Request, handler: Any) -> web.StreamResponse:
-    """Unknown paths, wrong methods and crashes answer as Status objects too, never plain text."""
+    """Wrong methods and crashes answer as Status objects; paths that are no API path answer
+    ``404 page not found`` in plain text, as on a cluster."""
     try:
         response: web.StreamResponse = await handler(request)
         return response
@@ -258,6 +259,10 @@ async def _as_status(request: web.Request, handler: Any) -> web.StreamResponse:
     except web.HTTPException as error:
         if error.status < 400:
             raise
+        if error.status == 404:
+            # A path that is no API path (unrouted, or a group version not served): plain text,
+            # as kube-apiserver's mux answers it.
+            return web.Response(status=404, text="404 page not found", content_type="text/plain")
         reason = {404: "NotFound", 405: "MethodNotAllowed"}.get(error.status, "BadRequest")
         message = (
             "the server could not find the requested resource"

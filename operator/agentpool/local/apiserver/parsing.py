@@ -60,6 +60,9 @@ def parse_target(core: Core, request: web.Request) -> Target:
     group, version = info.get("group", ""), info["version"]
     if not group and version != "v1":
         raise NOT_FOUND
+    if group and not any(rt.group == group and rt.version == version for rt in core.registry):
+        # As kube-apiserver: a group version it does not serve is no API path at all.
+        raise web.HTTPNotFound()
     segments = info["tail"].strip("/").split("/")
     namespace = None
     if (

@@ -143,11 +143,20 @@ def _pod_cells(pod: Obj, now: datetime) -> list[Any]:
     total = len((pod.get("spec") or {}).get("containers") or [])
     ready = sum(1 for c in statuses if c.get("ready"))
     restarts = sum(int(c.get("restartCount", 0)) for c in statuses)
+    # As kube-apiserver prints it: a string, with how long ago the last restart was.
+    restarted = [
+        c["lastState"]["terminated"]["finishedAt"]
+        for c in statuses
+        if ((c.get("lastState") or {}).get("terminated") or {}).get("finishedAt")
+    ]
+    shown = (
+        f"{restarts} ({age(max(restarted), now)} ago)" if restarts and restarted else str(restarts)
+    )
     return [
         pod["metadata"]["name"],
         f"{ready}/{total}",
         _pod_status(pod),
-        restarts,
+        shown,
         age(pod["metadata"].get("creationTimestamp"), now),
         status.get("podIP") or "<none>",
         (pod.get("spec") or {}).get("nodeName") or "<none>",
@@ -161,7 +170,7 @@ _POD_COLUMNS = (
     PrinterColumn("Ready", "string", "", description="The aggregate readiness state of this pod."),
     PrinterColumn("Status", "string", "", description="The aggregate status of the pod."),
     PrinterColumn(
-        "Restarts", "integer", "", description="The number of times the containers restarted."
+        "Restarts", "string", "", description="The number of times the containers restarted."
     ),
     PrinterColumn("Age", "string", "", description="CreationTimestamp is a timestamp."),
     PrinterColumn("IP", "string", "", description="IP address allocated to the pod.", priority=1),
@@ -262,9 +271,8 @@ def build_table(
     rows = []
     for obj in objects:
         row: Obj = {"cells": _cells(rt, columns, obj, moment)}
-        attached = row_object(obj, include)
-        if attached is not None:
-            row["object"] = attached
+        # A real server sends the key even with includeObject=None, as null.
+        row["object"] = row_object(obj, include)
         rows.append(row)
     definitions = [
         {

@@ -106,7 +106,7 @@ def create(
         **body,
         "apiVersion": rt.api_version,
         "kind": rt.kind,
-        "metadata": core.new_metadata(rt, meta),
+        "metadata": omit_empty(core.new_metadata(rt, meta)),
     }
     causes = metadata_causes(obj) + kinds.prepare_create(rt, obj, core.now())
     if causes:
@@ -132,8 +132,18 @@ def metadata_causes(obj: Obj) -> list[Cause]:
     size = sum(len(key) + len(str(value)) for key, value in annotations.items())
     if size <= ANNOTATIONS_LIMIT:
         return []
-    message = f"Too long: must have at most {ANNOTATIONS_LIMIT} bytes"
+    message = f"Too long: may not be more than {ANNOTATIONS_LIMIT} bytes"
     return [Cause("metadata.annotations", message, "FieldValueTooLong")]
+
+
+_OMITTED_WHEN_EMPTY = ("labels", "annotations", "finalizers", "ownerReferences", "managedFields")
+
+
+def omit_empty(meta: Obj) -> Obj:
+    """Metadata as a real API server stores it: empty labels, annotations, finalizers and owner
+    references are left out (so ``labels: {}`` reads back absent, and a second ``kubectl
+    apply`` of it is ``unchanged``)."""
+    return {k: v for k, v in meta.items() if not (k in _OMITTED_WHEN_EMPTY and not v)}
 
 
 def drop_nulls(value: Any) -> Any:
@@ -182,6 +192,7 @@ def commit(
     new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
     if not rt.custom:
         new = drop_nulls(new)
+    new["metadata"] = omit_empty(new["metadata"])
     causes = metadata_causes(new) + kinds.prepare_update(rt, old, new, core.now())
     if causes:
         raise invalid(rt, name, causes)
