@@ -119,6 +119,21 @@ class ClusterHandle:
             pytest.skip("request counts exist only on the local API server")
         return self.counts()
 
+    def runs_local_processes(self) -> bool:
+        """Whether this cluster's pods run as processes on this machine: the local cluster, or
+        a real control plane whose node is the project's local kubelet (its Node ``local``,
+        labelled ``type=local``)."""
+        if self.local:
+            return True
+        import kubernetes
+
+        api_client = self.api_client()
+        try:
+            nodes = kubernetes.client.CoreV1Api(api_client).list_node(label_selector="type=local")
+            return any(node.metadata.name == "local" for node in nodes.items)
+        finally:
+            api_client.close()
+
     def api_client(self) -> Any:
         """A kubernetes ApiClient for this cluster (close it when done)."""
         import kubernetes

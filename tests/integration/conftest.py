@@ -23,6 +23,8 @@ from cluster import ClusterHandle, ClusterThread, Kubectl, default_kubeconfig
 @dataclass
 class OperatorCluster:
     handle: ClusterHandle
+    #: The arguments that point an ``agentpool`` command at this cluster.
+    connection: list[str]
     operator: OperatorProcess
     thread: ClusterThread | None
     dir: Path
@@ -46,7 +48,13 @@ def operator_cluster(kube_context: str | None, scratch_root: Path) -> Iterator[O
     operator = OperatorProcess(connection, directory / "operator.log")
     operator.start()
     try:
-        yield OperatorCluster(handle=handle, operator=operator, thread=thread, dir=directory)
+        yield OperatorCluster(
+            handle=handle,
+            connection=connection,
+            operator=operator,
+            thread=thread,
+            dir=directory,
+        )
     finally:
         operator.stop()
         if thread is not None:

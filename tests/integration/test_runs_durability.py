@@ -112,9 +112,7 @@ def test_twenty_thousand_items_from_a_source_service_keep_the_object_small(
     size = len(json.dumps(api.get("poolruns", namespace, "bulk")))
     assert size < 256 * 1024
     assert status["resultRefs"]
-    printed = agentpool_cli(
-        "results", "bulk", "-n", namespace, "--server", operator_cluster.handle.url
-    )
+    printed = agentpool_cli("results", "bulk", "-n", namespace, *operator_cluster.connection)
     assert printed.returncode == 0, printed.stderr
     records = [json.loads(line) for line in printed.stdout.splitlines()]
     assert len(records) == count

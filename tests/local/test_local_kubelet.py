@@ -1,4 +1,5 @@
-"""The local kubelet against the local API server: pods run, probe, crash, log and die properly."""
+"""The local kubelet: pods run, probe, crash, log and die properly, under the local API server or
+as the node of a real control plane."""
 
 from __future__ import annotations
 
@@ -22,8 +23,11 @@ NAMESPACE = "default"
 
 @pytest.fixture(scope="module")
 def core(local_cluster: ClusterHandle) -> Iterator[client.CoreV1Api]:
-    if not local_cluster.local:
-        pytest.skip("the local kubelet runs only in the local cluster")
+    if not local_cluster.runs_local_processes():
+        pytest.skip(
+            "needs the local kubelet as the cluster's node: the local cluster, or a real "
+            "control plane from tests/controlplane.py"
+        )
     api_client = local_cluster.api_client()
     try:
         yield client.CoreV1Api(api_client)

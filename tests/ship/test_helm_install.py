@@ -10,6 +10,7 @@ Deployments, so the test needs a real cluster (``--kubeconfig`` or ``--kube-cont
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import uuid
 from pathlib import Path
@@ -27,6 +28,12 @@ REPO = Path(__file__).resolve().parents[2]
 RELEASE = "agentpool"
 RELEASE_NAMESPACE = "agentpool-system"
 LOG_PATH_ANNOTATION = "local.agentpool.dev/log-path"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def _operator_pods(kubectl: Kubectl) -> list[dict[str, Any]]:
@@ -59,11 +66,20 @@ def test_chart_operator_runs_the_quickstart_under_its_own_rbac(
         namespace=RELEASE_NAMESPACE,
     )
     try:
+        # The chart makes a Role in each namespace it watches, so the namespace comes first.
+        kubectl("create", "namespace", namespace)
         with helm.Chart.load(CHART_DIR) as chart:
             config.install(
                 chart,
                 RELEASE,
-                {"watchNamespaces": [namespace], "logLevel": "debug"},
+                {
+                    "watchNamespaces": [namespace],
+                    "logLevel": "debug",
+                    # Pods of the local kubelet share the machine's network, where agents hold
+                    # port 8080 on their own addresses: the operator binds free ports instead.
+                    "healthPort": free_port(),
+                    "metrics": {"enabled": True, "port": free_port()},
+                },
                 namespace=RELEASE_NAMESPACE,
                 create_namespace=True,
                 timeout=120,
@@ -99,7 +115,6 @@ def test_chart_operator_runs_the_quickstart_under_its_own_rbac(
             f"system:serviceaccount:{RELEASE_NAMESPACE}:agentpool"
         )
 
-        kubectl("create", "namespace", namespace)
         kubectl("apply", "-n", namespace, "-f", str(REPO / "examples" / "quickstart"))
         kubectl(
             "wait",

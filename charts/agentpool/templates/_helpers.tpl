@@ -67,7 +67,7 @@ one with the highest priority acts and the others stand by. One pod runs standal
 
 {{/* kopf's liveness endpoint port; the probe and the --liveness flag both use it. */}}
 {{- define "agentpool.healthPort" -}}
-8080
+{{ .Values.healthPort }}
 {{- end }}
 
 {{/* The namespaces that get a NetworkPolicy around their agent pods. */}}
