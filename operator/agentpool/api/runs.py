@@ -21,12 +21,17 @@ from agentpool.api.base import (
     KeyRef,
     NameRef,
     cel,
+    name_rule,
 )
 
 RunMode = Literal["Call", "Cast"]
 FailurePolicy = Literal["Fail", "Report"]
 RunPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Suspended"]
 RunResult = Literal["Drained", "Deadlocked"]
+
+#: A run's name is the ``agentpool.dev/run`` label value of its result ConfigMaps and prefixes
+#: their names (``<run>-results-<n>``), so it must be a label value, as a Job's name must.
+RUN_NAME_RULE = name_rule("a PoolRun", "on its result ConfigMaps", "agentpool.dev/run")
 
 
 class HttpSource(ApiModel):
