@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from agentpool.api.base import NAME_PATTERN
+from agentpool.api.runs import MAX_INLINE_ITEMS
 from agentpool.api.validation import apply_defaults, reads_only_metadata, validate
 from agentpool.pool import manifests
 from agentpool.runs import results
@@ -50,6 +51,22 @@ def test_a_name_over_63_characters_is_refused_with_the_reason(
 def test_a_lease_name_is_not_held_to_a_label_value(schemas: dict[str, Any]) -> None:
     """No label or derived name carries a lease's name, so any name the API server takes works."""
     assert _errors(schemas["AgentLease"], "l" * 200, LEASE_SPEC) == []
+
+
+def test_too_many_inline_items_are_refused_naming_the_other_sources(
+    schemas: dict[str, Any],
+) -> None:
+    """A run of 10,001 inline items is refused with a message that names source.configMapRef
+    and source.http; 10,000 are accepted."""
+    spec = {**RUN_SPEC, "source": {"items": list(range(MAX_INLINE_ITEMS + 1))}}
+    errors = _errors(schemas["PoolRun"], "run", spec)
+    assert len(errors) == 1
+    assert errors[0].startswith("spec.source.items: ")
+    assert "too many inline items" in errors[0]
+    assert "source.configMapRef" in errors[0]
+    assert "source.http" in errors[0]
+    spec["source"]["items"].pop()
+    assert _errors(schemas["PoolRun"], "run", spec) == []
 
 
 def test_names_derived_from_a_63_character_pool_or_run_are_valid() -> None:

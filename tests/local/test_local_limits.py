@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from agentpool.api.runs import MAX_INLINE_ITEMS
 from agentpool.pool import manifests
 from cluster import ClusterHandle, Kubectl, wait_for
 
@@ -73,6 +74,21 @@ def test_a_run_name_of_64_characters_is_refused(kubectl: Kubectl, namespace: str
     result = _create(kubectl, _run("r" * 64, namespace, [1]), "--dry-run=server")
     assert result.returncode != 0
     assert "a PoolRun's name is a label value on its result ConfigMaps" in result.stderr
+
+
+def test_too_many_inline_items_are_refused_naming_the_alternatives(
+    kubectl: Kubectl, namespace: str
+) -> None:
+    """A run of 10,001 inline items is refused with a message that says to use a ConfigMap
+    (source.configMapRef) or an HTTP source (source.http); 10,000 are accepted."""
+    items = list(range(MAX_INLINE_ITEMS + 1))
+    result = _create(kubectl, _run("big", namespace, items), "--dry-run=server")
+    assert result.returncode != 0
+    assert "too many inline items" in result.stderr
+    assert "source.configMapRef" in result.stderr
+    assert "source.http" in result.stderr
+    accepted = _create(kubectl, _run("big", namespace, items[:-1]), "--dry-run=server")
+    assert accepted.returncode == 0, accepted.stderr
 
 
 def _labels_are_the_pool(pod: dict[str, Any], name: str) -> bool:

@@ -33,6 +33,16 @@ RunResult = Literal["Drained", "Deadlocked"]
 #: their names (``<run>-results-<n>``), so it must be a label value, as a Job's name must.
 RUN_NAME_RULE = name_rule("a PoolRun", "on its result ConfigMaps", "agentpool.dev/run")
 
+MAX_INLINE_ITEMS = 10_000
+"""The most items ``source.items`` may hold. Past it an inline run nears the API server's object
+limit (about 1.5 MiB in etcd), which refuses it with an error that does not say why, so the CRD
+refuses it first and names the sources meant for long runs."""
+
+TOO_MANY_ITEMS = (
+    f"too many inline items (at most {MAX_INLINE_ITEMS:,}): put them in a ConfigMap "
+    "(source.configMapRef) or serve them over HTTP (source.http)"
+)
+
 
 class HttpSource(ApiModel):
     """A source service that hands out items one at a time.
@@ -54,12 +64,21 @@ class Source(ApiModel):
                 rule="[has(self.items), has(self.configMapRef), has(self.http)]"
                 ".filter(x, x).size() == 1",
                 message="set exactly one of source.items, source.configMapRef or source.http",
-            )
+            ),
+            # A rule, not maxItems: a real API server skips every CEL rule once maxItems fails,
+            # and its own "Too many" message does not say where the items should go instead.
+            # size() of a list costs the same whatever its length.
+            CelRule(
+                rule=f"!has(self.items) || self.items.size() <= {MAX_INLINE_ITEMS}",
+                message=TOO_MANY_ITEMS,
+                field_path=".items",
+            ),
         )
     )
 
     items: list[AnyJson] | None = None
-    """The items themselves, an inline JSON array."""
+    """The items themselves, an inline JSON array of at most 10,000 items; put more in a
+    ConfigMap (configMapRef) or serve them over HTTP (http)."""
     config_map_ref: KeyRef | None = None
     """A ConfigMap key holding the items as a JSON array or as JSON Lines."""
     http: HttpSource | None = None
