@@ -93,8 +93,9 @@ def terminate(process: subprocess.Popen[bytes] | None, *, grace: float) -> None:
 class ClusterProcess:
     """``agentpool local up --no-operator`` in a process of its own, under ``directory``."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, options: tuple[str, ...] = ()) -> None:
         self.directory = directory
+        self.options = options
         self.process: subprocess.Popen[bytes] | None = None
         self.url = ""
 
@@ -104,7 +105,10 @@ class ClusterProcess:
         argv = [sys.executable, "-m", "agentpool", "local", "up", "--dir", str(self.directory)]
         with log.open("wb") as out:
             self.process = subprocess.Popen(
-                [*argv, "--no-operator"], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT
+                [*argv, "--no-operator", *self.options],
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and self.process.poll() is None:
@@ -330,9 +334,11 @@ async def wait_pool_ready(
 class Stage(contextlib.AbstractAsyncContextManager["Stage"]):
     """A fresh cluster and operator for one scenario, with a session and a :class:`Kube`."""
 
-    def __init__(self, work: Path, name: str, *, metrics_port: int = 0) -> None:
+    def __init__(
+        self, work: Path, name: str, *, metrics_port: int = 0, cluster: tuple[str, ...] = ()
+    ) -> None:
         self.dir = work / name
-        self.cluster = ClusterProcess(self.dir / "cluster")
+        self.cluster = ClusterProcess(self.dir / "cluster", options=cluster)
         self.metrics_port = metrics_port
         self.operator: OperatorProcess | None = None
         self.session: aiohttp.ClientSession | None = None

@@ -138,9 +138,11 @@ def _add_client_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _cmd_local_up(args: argparse.Namespace) -> int:
+    from agentpool.local.apiserver.store import HistoryLimits
     from agentpool.local.up import run_up
 
-    return run_up(Path(args.dir), port=args.port, operator=args.operator)
+    history = HistoryLimits.of(seconds=args.history_seconds, mib=args.history_mib)
+    return run_up(Path(args.dir), port=args.port, operator=args.operator, history=history)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -224,6 +226,17 @@ def build_parser() -> argparse.ArgumentParser:
         dest="operator",
         action="store_false",
         help="run only the API server and kubelet",
+    )
+    up.add_argument(
+        "--history-seconds",
+        type=float,
+        help="forget watch events older than this many seconds, as etcd compaction does "
+        "(0: never; default: 300)",
+    )
+    up.add_argument(
+        "--history-mib",
+        type=float,
+        help="MiB of watch events kept per resource (0: no bound; default: 32)",
     )
     up.set_defaults(func=_cmd_local_up)
     return parser

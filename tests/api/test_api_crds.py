@@ -160,14 +160,16 @@ def test_a_run_refuses_changes_to_what_it_read_when_it_started(
     """Changing cap, the pool, a timeout (even adding one) or the item id of an existing run is
     refused with a message that says what may change instead; suspend and the TTL may change."""
     schema = schemas["PoolRun"]
+    meta = {"name": "run"}
     spec = {"poolRef": {"name": "p"}, "source": {"items": [1]}, "itemId": "id", "cap": 4}
-    created = apply_defaults(schema, {"spec": spec})
+    created = apply_defaults(schema, {"metadata": meta, "spec": spec})
     changed_spec = {k: v for k, v in {**spec, **change}.items() if v is not None}
-    changed = apply_defaults(schema, {"spec": changed_spec})
+    changed = apply_defaults(schema, {"metadata": meta, "spec": changed_spec})
     errors = validate(schema, changed, old=created)
     assert [error.field for error in errors] == [field]
     assert "only suspend and ttlSecondsAfterFinished can" in errors[0].message
     allowed = apply_defaults(
-        schema, {"spec": {**spec, "suspend": True, "ttlSecondsAfterFinished": 60}}
+        schema,
+        {"metadata": meta, "spec": {**spec, "suspend": True, "ttlSecondsAfterFinished": 60}},
     )
     assert validate(schema, allowed, old=created) == []

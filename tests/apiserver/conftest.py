@@ -23,6 +23,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from agentpool.local.apiserver import ServerThread, serve_in_thread
+from agentpool.local.apiserver.store import HistoryLimits
 
 T = TypeVar("T")
 GROUP = "test.agentpool.dev"
@@ -145,7 +146,7 @@ def cluster(
         path = Path(os.environ.get("KUBECONFIG", Path.home() / ".kube" / "config"))
         yield Cluster(path, kube_context, None)
         return
-    handle = serve_in_thread(history=200, bookmark_interval=0.5)
+    handle = serve_in_thread(history=HistoryLimits(events=200), bookmark_interval=0.5)
     path = tmp_path_factory.mktemp("kube") / "kubeconfig"
     config = {
         "apiVersion": "v1",

@@ -38,6 +38,8 @@ ConditionStatus = Literal["True", "False", "Unknown"]
 REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 # A DNS-1123 subdomain: what Kubernetes accepts as the name of a pod, ConfigMap or custom resource.
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+# The longest label value Kubernetes accepts; a name the operator copies into a label is held to it.
+LABEL_VALUE_MAX = 63
 
 
 class ApiModel(BaseModel):
@@ -75,6 +77,21 @@ class CelRule:
         if self.reason is not None:
             entry["reason"] = self.reason
         return entry
+
+
+def name_rule(kind: str, where: str, labels: str) -> CelRule:
+    """A root-level rule refusing a name over ``LABEL_VALUE_MAX`` characters: the name of a
+    ``kind`` is the value of ``labels`` on the objects ``where``.
+
+    The API server checks only that a name is a DNS subdomain (253 characters); a name that the
+    operator copies into labels must also be a label value. Root-level rules may read
+    ``self.metadata.name``, and ``size()`` of a string costs the same whatever its length.
+    """
+    return CelRule(
+        rule=f"self.metadata.name.size() <= {LABEL_VALUE_MAX}",
+        message=f"{kind}'s name is a label value {where}, at most {LABEL_VALUE_MAX} characters "
+        f"({labels}): choose a shorter name",
+    )
 
 
 def cel(*rules: CelRule) -> JsonDict:

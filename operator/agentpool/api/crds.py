@@ -15,9 +15,10 @@ import yaml
 from pydantic import BaseModel
 
 from agentpool import GROUP, VERSION
+from agentpool.api.base import VALIDATIONS, CelRule
 from agentpool.api.leases import AgentLeaseSpec, AgentLeaseStatus
-from agentpool.api.pools import AgentPoolSpec, AgentPoolStatus
-from agentpool.api.runs import PoolRunSpec, PoolRunStatus
+from agentpool.api.pools import POOL_NAME_RULE, AgentPoolSpec, AgentPoolStatus
+from agentpool.api.runs import RUN_NAME_RULE, PoolRunSpec, PoolRunStatus
 from agentpool.api.schema import order_keys, structural_schema
 
 CATEGORY = "agentpool-all"
@@ -61,6 +62,8 @@ class KindInfo:
     status: type[BaseModel]
     columns: tuple[PrinterColumn, ...]
     scale: bool = False
+    rules: tuple[CelRule, ...] = ()
+    """Root-level CEL rules: the only place a rule can read ``self.metadata.name``."""
 
     @property
     def filename(self) -> str:
@@ -80,6 +83,7 @@ KINDS: tuple[KindInfo, ...] = (
         spec=AgentPoolSpec,
         status=AgentPoolStatus,
         scale=True,
+        rules=(POOL_NAME_RULE,),
         columns=(
             PrinterColumn("MIN", "integer", ".spec.minSize", "Agents kept warm"),
             PrinterColumn("MAX", "integer", ".spec.maxSize", "Most agents (minSize if empty)"),
@@ -99,6 +103,7 @@ KINDS: tuple[KindInfo, ...] = (
         description="A stream of work items driven through pools of warm agents.",
         spec=PoolRunSpec,
         status=PoolRunStatus,
+        rules=(RUN_NAME_RULE,),
         columns=(
             PrinterColumn("POOL", "string", ".spec.poolRef.name", "The AgentPool used"),
             PrinterColumn("PHASE", "string", ".status.phase", "Lifecycle phase"),
@@ -133,23 +138,24 @@ KINDS: tuple[KindInfo, ...] = (
 
 def object_schema(info: KindInfo) -> dict[str, Any]:
     """The openAPIV3Schema of one kind: the object envelope around its spec and status."""
-    return order_keys(
-        {
-            "description": info.description,
-            "type": "object",
-            "required": ["spec"],
-            "properties": {
-                "apiVersion": {
-                    "description": "The versioned schema of this object.",
-                    "type": "string",
-                },
-                "kind": {"description": "The REST resource this object is.", "type": "string"},
-                "metadata": {"type": "object"},
-                "spec": structural_schema(info.spec),
-                "status": structural_schema(info.status),
+    schema: dict[str, Any] = {
+        "description": info.description,
+        "type": "object",
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {
+                "description": "The versioned schema of this object.",
+                "type": "string",
             },
-        }
-    )
+            "kind": {"description": "The REST resource this object is.", "type": "string"},
+            "metadata": {"type": "object"},
+            "spec": structural_schema(info.spec),
+            "status": structural_schema(info.status),
+        },
+    }
+    if info.rules:
+        schema[VALIDATIONS] = [rule.to_schema() for rule in info.rules]
+    return order_keys(schema)
 
 
 def render_crd(info: KindInfo) -> dict[str, Any]:

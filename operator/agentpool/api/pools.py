@@ -11,12 +11,26 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field
 
-from agentpool.api.base import CONDITION_LIST, ApiModel, CelRule, Condition, JsonObject, cel
+from agentpool.api.base import (
+    CONDITION_LIST,
+    ApiModel,
+    CelRule,
+    Condition,
+    JsonObject,
+    cel,
+    name_rule,
+)
 
 Strategy = Literal["LIFO", "FIFO"]
 PoolState = Literal["Ready", "Overflow", "Full"]
 
 DEFAULT_HEALTH_PATH = "/healthz"
+
+#: A pool's name is the value of its pods' ``agentpool.dev/pool`` and ``app.kubernetes.io/name``
+#: labels (and of its token Secret's), and prefixes their names, so it must be a label value.
+POOL_NAME_RULE = name_rule(
+    "an AgentPool", "on its pods", "agentpool.dev/pool, app.kubernetes.io/name"
+)
 
 
 class HttpGetAction(ApiModel):

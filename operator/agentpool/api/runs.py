@@ -21,12 +21,22 @@ from agentpool.api.base import (
     KeyRef,
     NameRef,
     cel,
+    name_rule,
 )
 
 RunMode = Literal["Call", "Cast"]
 FailurePolicy = Literal["Fail", "Report"]
 RunPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Suspended"]
 RunResult = Literal["Drained", "Deadlocked"]
+
+#: A run's name is the ``agentpool.dev/run`` label value of its result ConfigMaps and prefixes
+#: their names (``<run>-results-<n>``), so it must be a label value, as a Job's name must.
+RUN_NAME_RULE = name_rule("a PoolRun", "on its result ConfigMaps", "agentpool.dev/run")
+
+MAX_INLINE_ITEMS = 10_000
+"""The most items ``source.items`` may hold. Past it an inline run nears the API server's object
+limit (about 1.5 MiB in etcd), which refuses it with an error that does not say why, so the CRD
+refuses it first and names the sources meant for long runs."""
 
 
 class HttpSource(ApiModel):
@@ -59,8 +69,11 @@ class Source(ApiModel):
         }
     )
 
-    items: list[AnyJson] | None = None
-    """The items themselves, an inline JSON array."""
+    # A bound CEL cannot carry: free JSON is out of CEL's view, so the API server's own "Too
+    # many" refuses a longer list, and this description (kubectl explain) says where to go.
+    items: list[AnyJson] | None = Field(default=None, max_length=MAX_INLINE_ITEMS)
+    """The items themselves, an inline JSON array of at most 10,000 items; put more in a
+    ConfigMap (configMapRef) or serve them over HTTP (http)."""
     config_map_ref: KeyRef | None = None
     """A ConfigMap key holding the items as a JSON array or as JSON Lines."""
     http: HttpSource | None = None

@@ -20,6 +20,7 @@ from agentpool.api.celrules import evaluate_message, evaluate_rule, is_transitio
 
 PRESERVE = "x-kubernetes-preserve-unknown-fields"
 _ROOT_KEPT = ("apiVersion", "kind", "metadata")
+_SELF_FIELD = re.compile(r"\bself\b(\.[A-Za-z_]\w*)?")
 
 
 @dataclass(frozen=True)
@@ -247,6 +248,24 @@ def _check_array(
             seen.add(marker)
 
 
+def reads_only_metadata(expression: str) -> bool:
+    """Whether a root-level rule reads nothing of the object but ``self.metadata``.
+
+    Such a rule (a name's length) need not see the spec or status, so it is evaluated on the
+    metadata alone and an update that leaves them unchanged need not revalidate them.
+    """
+    fields = [match.group(1) for match in _SELF_FIELD.finditer(expression)]
+    return bool(fields) and all(field == ".metadata" for field in fields)
+
+
+def _rule_scope(expression: str, value: Any, path: str) -> Any:
+    """What ``self`` must hold for ``expression``: at the root, only the metadata if the rule
+    reads nothing else, so a name rule does not convert a 10,000-item spec into CEL values."""
+    if not path and isinstance(value, dict) and reads_only_metadata(expression):
+        return {"metadata": value.get("metadata") or {}}
+    return value
+
+
 def _check_rules(
     node: dict[str, Any], value: Any, path: str, old: Any, has_old: bool, errors: list[FieldError]
 ) -> None:
@@ -254,7 +273,8 @@ def _check_rules(
         expression = rule["rule"]
         if is_transition_rule(expression) and not has_old:
             continue
-        outcome = evaluate_rule(expression, value, old=old, has_old=has_old)
+        scope = _rule_scope(expression, value, path)
+        outcome = evaluate_rule(expression, scope, old=old, has_old=has_old)
         if outcome.passed:
             continue
         field = path + rule.get("fieldPath", "") if path else rule.get("fieldPath", "").lstrip(".")
@@ -271,7 +291,7 @@ def _check_rules(
             continue
         message = rule.get("message", "").strip() or f"failed rule: {expression}"
         if "messageExpression" in rule:
-            produced = evaluate_message(rule["messageExpression"], value, old=old, has_old=has_old)
+            produced = evaluate_message(rule["messageExpression"], scope, old=old, has_old=has_old)
             message = produced.strip() if produced and produced.strip() else message
         errors.append(_rule_error(field, rule.get("reason"), value, message))
 

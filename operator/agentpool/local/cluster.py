@@ -25,6 +25,7 @@ import aiohttp
 import yaml
 
 from agentpool.local.apiserver import ApiServer
+from agentpool.local.apiserver.store import DEFAULT_HISTORY, HistoryLimits
 from agentpool.local.kubeconfig import ApiAccess, write_kubeconfig
 from agentpool.local.kubelet import Kubelet
 
@@ -151,9 +152,11 @@ class LocalCluster:
         operator: bool = True,
         start_operator: OperatorRunner | None = None,
         kubelet: dict[str, Any] | None = None,
+        history: HistoryLimits = DEFAULT_HISTORY,
     ) -> None:
         self.dir = Path(dir).resolve()
         self.port = port
+        self.history = history
         self.operator = operator
         self.start_operator = start_operator
         self.kubelet_options = dict(kubelet or {})
@@ -193,7 +196,7 @@ class LocalCluster:
         await self._stop()
 
     async def _start(self) -> None:
-        self.api = ApiServer()
+        self.api = ApiServer(history=self.history)
         try:
             await self.api.start("127.0.0.1", self.port)
         except OSError as error:

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from agentpool.local.apiserver.store import DEFAULT_HISTORY, HistoryLimits
 from agentpool.local.cluster import ClusterBusy, LocalCluster
 from agentpool.local.kubeconfig import CONTEXT
 
@@ -32,13 +33,22 @@ def usage(cluster: LocalCluster, *, operator: bool) -> str:
     )
 
 
-async def serve(directory: Path, *, port: int, operator: bool, out: TextIO) -> int:
+async def serve(
+    directory: Path,
+    *,
+    port: int,
+    operator: bool,
+    out: TextIO,
+    history: HistoryLimits = DEFAULT_HISTORY,
+) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     try:
-        async with LocalCluster(directory, port=port, operator=operator) as cluster:
+        async with LocalCluster(
+            directory, port=port, operator=operator, history=history
+        ) as cluster:
             out.write(usage(cluster, operator=cluster.operator_thread is not None))
             out.flush()
             await stop.wait()
@@ -53,9 +63,17 @@ async def serve(directory: Path, *, port: int, operator: bool, out: TextIO) -> i
     return 0
 
 
-def run_up(directory: Path, *, port: int = 0, operator: bool = True) -> int:
+def run_up(
+    directory: Path,
+    *,
+    port: int = 0,
+    operator: bool = True,
+    history: HistoryLimits = DEFAULT_HISTORY,
+) -> int:
     """Run the local cluster in DIR until interrupted; the exit code for the command line."""
     logging.basicConfig(
         level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    return asyncio.run(serve(directory, port=port, operator=operator, out=sys.stdout))
+    return asyncio.run(
+        serve(directory, port=port, operator=operator, out=sys.stdout, history=history)
+    )

@@ -11,9 +11,10 @@ import asyncio
 import signal
 
 from agentpool.local.apiserver.server import ApiServer
+from agentpool.local.apiserver.store import HistoryLimits
 
 
-async def _serve(port: int, history: int) -> None:
+async def _serve(port: int, history: HistoryLimits) -> None:
     server = ApiServer(history=history)
     await server.start(port=port)
     print(server.url, flush=True)
@@ -33,8 +34,21 @@ def main() -> None:
     parser.add_argument(
         "--history", type=int, default=10_000, help="watch events kept per resource"
     )
+    parser.add_argument(
+        "--history-seconds",
+        type=float,
+        help="forget watch events older than this many seconds (0: never; default: 300)",
+    )
+    parser.add_argument(
+        "--history-mib",
+        type=float,
+        help="MiB of watch events kept per resource (0: no bound; default: 32)",
+    )
     args = parser.parse_args()
-    asyncio.run(_serve(args.port, args.history))
+    limits = HistoryLimits.of(
+        events=args.history, seconds=args.history_seconds, mib=args.history_mib
+    )
+    asyncio.run(_serve(args.port, limits))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from typing import Any
 from agentpool.local.apiserver.builtins import BUILTINS
 from agentpool.local.apiserver.errors import ApiError, Cause, bad_request, forbidden, invalid
 from agentpool.local.apiserver.resources import Registry, ResourceType
-from agentpool.local.apiserver.store import Key, Store
+from agentpool.local.apiserver.store import DEFAULT_HISTORY, HistoryLimits, Key, Store
 
 NAMESPACES: Key = ("", "namespaces")
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -56,7 +56,10 @@ class Core:
     """Registry, store, clock and the garbage collector's queue."""
 
     def __init__(
-        self, *, history: int = 10_000, clock: Callable[[], datetime] | None = None
+        self,
+        *,
+        history: HistoryLimits = DEFAULT_HISTORY,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.registry = Registry()
         for rt in BUILTINS:

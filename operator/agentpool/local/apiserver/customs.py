@@ -56,12 +56,15 @@ def _ratchet(schema: dict[str, Any], obj: Obj, old: Obj | None) -> tuple[dict[st
 
     They were pruned, defaulted and validated when stored, so a status write neither copies nor
     re-checks the spec. Returns the schema and object without them, and them. Root-level rules
-    need the whole object, so a schema with any keeps everything in.
+    need the whole object, so a schema with any keeps everything in, unless they read only the
+    metadata (a name's length), which then always stays in.
     """
-    if old is None or schema.get("x-kubernetes-validations"):
+    root_rules = [rule["rule"] for rule in schema.get("x-kubernetes-validations") or ()]
+    if old is None or not all(validation.reads_only_metadata(rule) for rule in root_rules):
         return schema, obj, {}
     props = schema.get("properties") or {}
-    same = {k for k in props if k in obj and k in old and obj[k] == old[k]}
+    kept = {"metadata"} if root_rules else set()
+    same = {k for k in props if k in obj and k in old and obj[k] == old[k] and k not in kept}
     if not same:
         return schema, obj, {}
     reduced = {

@@ -20,6 +20,10 @@ from aiohttp import web
 from agentpool.local.apiserver.core import Core
 from agentpool.local.apiserver.deletion import run_collector
 from agentpool.local.apiserver.handlers import Routes
+from agentpool.local.apiserver.store import DEFAULT_HISTORY, HistoryLimits
+
+#: Seconds between sweeps that apply the history's age bound to resources nobody writes to.
+TRIM_INTERVAL = 30.0
 
 
 class ApiServer:
@@ -28,7 +32,7 @@ class ApiServer:
     def __init__(
         self,
         *,
-        history: int = 10_000,
+        history: HistoryLimits = DEFAULT_HISTORY,
         bookmark_interval: float = 30.0,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
@@ -39,6 +43,7 @@ class ApiServer:
         )
         self._runner: web.AppRunner | None = None
         self._collector: asyncio.Task[None] | None = None
+        self._trimmer: asyncio.Task[None] | None = None
         self._port = 0
         self._host = "127.0.0.1"
 
@@ -59,6 +64,13 @@ class ApiServer:
         self._port = server.sockets[0].getsockname()[1]
         self.core.gc_queue = asyncio.Queue()
         self._collector = asyncio.create_task(run_collector(self.core), name="apiserver-gc")
+        self._trimmer = asyncio.create_task(self._trim_history(), name="apiserver-trim")
+
+    async def _trim_history(self) -> None:
+        # Writes trim their own resource's history; this reaches the ones that went quiet.
+        while True:
+            await asyncio.sleep(TRIM_INTERVAL)
+            self.core.store.trim()
 
     @property
     def url(self) -> str:
@@ -71,10 +83,11 @@ class ApiServer:
     async def stop(self) -> None:
         self._stopping = True
         self.core.store.wake_all()
-        if self._collector is not None:
-            self._collector.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._collector
+        for task in (self._collector, self._trimmer):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

@@ -2,10 +2,12 @@
 
 Stored objects are never mutated: every write stores a fresh dict, so a watch event can hold the
 object itself and serialise it once for all watchers. One global counter supplies resource
-versions, as etcd's revision does. Each resource keeps a bounded log of its recent events; a
-watch from a resource version older than the log answers 410 Expired, as the real watch cache
-does. Owner references are indexed so garbage collection finds dependents without a scan.
-The write paths in ``writes`` and ``deletion`` are the only callers that change anything here.
+versions, as etcd's revision does. Each resource keeps a log of its recent events, bounded by
+count, age and bytes (``HistoryLimits``) as etcd compaction and the watch cache bound theirs, so a
+long session's memory stays flat; a watch from a resource version older than the log answers 410
+Expired, as the real watch cache does. Owner references are indexed so garbage collection finds
+dependents without a scan. The write paths in ``writes`` and ``deletion`` change it; the server's
+sweep trims quiet resources' history.
 """
 
 from __future__ import annotations
@@ -14,12 +16,50 @@ import asyncio
 import bisect
 import contextlib
 import json
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 Key = tuple[str, str]
 Obj = dict[str, Any]
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class HistoryLimits:
+    """How much watch history each resource keeps; an event past any bound is forgotten.
+
+    ``events``: the count kept (up to twice this many before a batch is dropped). ``seconds``:
+    the age past which an event is dropped; kube-apiserver's watch cache keeps from about 75 s to a
+    few minutes, and 5 minutes covers kopf's 70 s inactivity reconnect with room to spare.
+    ``bytes``: the JSON bytes of the events kept; each event holds a full copy of its object, so
+    without it the status writes of long runs (up to 128 KiB each) kept hundreds of MiB. The
+    newest event is always kept, so a watcher that is keeping up never sees a 410. None: no such
+    bound.
+    """
+
+    events: int = 10_000
+    seconds: float | None = 300.0
+    bytes: int | None = 32 * MiB
+
+    @classmethod
+    def of(
+        cls, *, events: int | None = None, seconds: float | None = None, mib: float | None = None
+    ) -> HistoryLimits:
+        """Limits as command lines give them: None keeps the default, 0 means no such bound."""
+        default = cls()
+        return cls(
+            events=default.events if events is None else events,
+            seconds=default.seconds if seconds is None else (seconds or None),
+            bytes=default.bytes if mib is None else (round(mib * MiB) or None),
+        )
+
+
+DEFAULT_HISTORY = HistoryLimits()
+
+#: The history before it was bounded by age and bytes: 10,000 events of any size, kept forever.
+COUNT_ONLY = HistoryLimits(events=10_000, seconds=None, bytes=None)
 
 
 @dataclass(slots=True)
@@ -31,6 +71,7 @@ class Event:
     type: str
     obj: Obj
     previous: Obj | None
+    at: float = 0.0
     _encoded: bytes | None = field(default=None)
 
     def encoded(self) -> bytes:
@@ -41,15 +82,20 @@ class Event:
 
 
 class Log:
-    """A resource's recent events; readers follow it by sequence number."""
+    """A resource's recent events, bounded by ``HistoryLimits``; readers follow it by sequence
+    number. ``clock`` (monotonic seconds) dates each event for the age bound."""
 
-    def __init__(self, limit: int, floor_rv: int) -> None:
-        self.limit = limit
+    def __init__(
+        self, limits: HistoryLimits, floor_rv: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.limits = limits
         self.events: list[Event] = []
         self.base = 0
         self.floor_rv = floor_rv
+        self.bytes = 0
         self.closed = False
         self.epoch = 0
+        self._clock = clock
         self._waiters: list[asyncio.Future[None]] = []
 
     @property
@@ -57,13 +103,30 @@ class Log:
         return self.base + len(self.events)
 
     def append(self, rv: int, kind: str, obj: Obj, previous: Obj | None) -> None:
-        self.events.append(Event(self.end, rv, kind, obj, previous))
-        if len(self.events) >= 2 * self.limit:
-            dropped = len(self.events) - self.limit
-            self.floor_rv = self.events[dropped - 1].rv
-            del self.events[:dropped]
-            self.base += dropped
+        event = Event(self.end, rv, kind, obj, previous, self._clock())
+        # Encoding now measures the event, and watchers would encode it anyway.
+        self.bytes += len(event.encoded())
+        self.events.append(event)
+        self.trim()
         self.wake()
+
+    def trim(self) -> None:
+        """Forget the oldest events past any bound; a watch from before them then gets 410."""
+        events, limits = self.events, self.limits
+        cut = len(events) - limits.events if len(events) >= 2 * limits.events else 0
+        dropped = sum(len(event.encoded()) for event in events[:cut])
+        oldest = self._clock() - limits.seconds if limits.seconds is not None else None
+        while cut < len(events) - 1 and (
+            (limits.bytes is not None and self.bytes - dropped > limits.bytes)
+            or (oldest is not None and events[cut].at < oldest)
+        ):
+            dropped += len(events[cut].encoded())
+            cut += 1
+        if cut:
+            self.floor_rv = events[cut - 1].rv
+            del events[:cut]
+            self.base += cut
+            self.bytes -= dropped
 
     def wake(self) -> None:
         waiters, self._waiters = self._waiters, []
@@ -75,6 +138,7 @@ class Log:
         """Forget every event up to ``rv`` and expire open watches, as etcd compaction does."""
         self.base = self.end
         self.events = []
+        self.bytes = 0
         self.floor_rv = rv
         self.epoch += 1
         self.wake()
@@ -124,9 +188,15 @@ class Bucket:
 class Store:
     """Objects, resource versions, event logs and the owner index."""
 
-    def __init__(self, *, history: int = 10_000) -> None:
+    def __init__(
+        self,
+        *,
+        history: HistoryLimits = DEFAULT_HISTORY,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.rv = 1
         self.history = history
+        self.clock = clock
         self.buckets: dict[Key, Bucket] = {}
         self.dependents: dict[str, set[tuple[Key, str, str]]] = {}
         self.uids: dict[str, tuple[Key, str, str]] = {}
@@ -134,7 +204,7 @@ class Store:
     def bucket(self, key: Key) -> Bucket:
         bucket = self.buckets.get(key)
         if bucket is None:
-            bucket = self.buckets[key] = Bucket(Log(self.history, self.rv))
+            bucket = self.buckets[key] = Bucket(Log(self.history, self.rv, self.clock))
         return bucket
 
     def next_rv(self) -> int:
@@ -198,6 +268,11 @@ class Store:
         """Compact every resource's history at the current resource version."""
         for bucket in self.buckets.values():
             bucket.log.compact(self.rv)
+
+    def trim(self) -> None:
+        """Apply the history's age bound to resources that have had no write for a while."""
+        for bucket in self.buckets.values():
+            bucket.log.trim()
 
     def wake_all(self) -> None:
         for bucket in self.buckets.values():
