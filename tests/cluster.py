@@ -23,6 +23,8 @@ from typing import Any, TypeVar
 
 import pytest
 
+from agentpool.local.kubeconfig import ApiAccess
+
 T = TypeVar("T")
 
 
@@ -118,6 +120,11 @@ class ClusterHandle:
         if self.counts is None:
             pytest.skip("request counts exist only on the local API server")
         return self.counts()
+
+    @property
+    def access(self) -> ApiAccess:
+        """The server, CA and token of the cluster's kubeconfig context."""
+        return ApiAccess.from_kubeconfig(self.kubeconfig, context=self.context)
 
     def api_client(self) -> Any:
         """A kubernetes ApiClient for this cluster (close it when done)."""

@@ -16,6 +16,7 @@ import pytest
 from kubernetes import client as k8s
 
 from agentpool.local.apiserver import ServerThread
+from agentpool.local.kubeconfig import ApiAccess
 from conftest import GROUP, PLURAL, VERSION, Cluster, eventually
 
 # kopf's notice that it cannot install signal handlers off the main thread, which is by design here.
@@ -54,12 +55,18 @@ class Capture(logging.Handler):
         return bad
 
 
-def _registry(url: str, namespace: str, seen: Seen) -> kopf.OperatorRegistry:
+def _registry(access: ApiAccess, namespace: str, seen: Seen) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
-        return kopf.ConnectionInfo(server=url, insecure=True, default_namespace=namespace)
+        return kopf.ConnectionInfo(
+            server=access.server,
+            ca_data=access.ca_pem,
+            scheme="Bearer",
+            token=access.token,
+            default_namespace=namespace,
+        )
 
     @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
     def created(name: str, body: Any, **_: Any) -> None:
@@ -117,7 +124,7 @@ def operator(cluster: Cluster, namespace: str, widgets: str) -> Iterator[Operato
         try:
             loop.run_until_complete(
                 kopf.operator(
-                    registry=_registry(server.url, namespace, seen),
+                    registry=_registry(cluster.access, namespace, seen),
                     settings=settings,
                     standalone=True,
                     namespaces=[namespace],

@@ -33,8 +33,7 @@ def operator_cluster(kube_context: str | None, scratch_root: Path) -> Iterator[O
     directory.mkdir()
     thread = ClusterThread(directory, operator=False)
     handle = thread.start()
-    assert handle.url is not None
-    operator = OperatorProcess(handle.url, directory / "operator.log")
+    operator = OperatorProcess(handle.kubeconfig, directory / "operator.log")
     operator.start()
     try:
         yield OperatorCluster(handle=handle, operator=operator, thread=thread, dir=directory)

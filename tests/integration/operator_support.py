@@ -40,16 +40,16 @@ def pool_spec(
 
 
 class OperatorProcess:
-    """``agentpool run`` against a cluster, in its own process."""
+    """``agentpool run --kubeconfig`` against a cluster, in its own process."""
 
-    def __init__(self, server: str, log_path: Path, *, metrics_port: int = 0) -> None:
-        self.server = server
+    def __init__(self, kubeconfig: Path, log_path: Path, *, metrics_port: int = 0) -> None:
+        self.kubeconfig = kubeconfig
         self.log_path = log_path
         self.metrics_port = metrics_port
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        argv = [sys.executable, "-m", "agentpool", "run", "--server", self.server]
+        argv = [sys.executable, "-m", "agentpool", "run", "--kubeconfig", str(self.kubeconfig)]
         # The runs' journals, in a directory that outlives a killed operator, as an emptyDir does.
         argv += ["--state-dir", str(self.log_path.parent / "operator-state")]
         if self.metrics_port:

@@ -370,14 +370,17 @@ def test_agentpool_watch_exits_with_the_runs_outcome(
     """`agentpool watch RUN` shows progress until the run ends, then exits 0 for a run that
     succeeded and 1 for one that failed, printing the outcome's message."""
     api.create("agentpools", namespace, "p", pool_spec("flaky", minSize=2))
-    server = operator_cluster.handle.url
+    kubeconfig = str(operator_cluster.handle.kubeconfig)
     items = [{"id": f"i{n}"} for n in range(10)]
     start_run(api, namespace, "good", items, poolRef={"name": "p"}, itemId="id", cap=2)
     bad = [*items, {"id": "boom", "fail": True}]
     start_run(api, namespace, "bad", bad, poolRef={"name": "p"}, itemId="id", cap=2)
     watches = {
         name: subprocess.Popen(
-            [sys.executable, "-m", "agentpool", "watch", name, "-n", namespace, "--server", server],
+            [
+                *(sys.executable, "-m", "agentpool", "watch", name, "-n", namespace),
+                *("--kubeconfig", kubeconfig),
+            ],
             cwd=REPO,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -394,6 +397,6 @@ def test_agentpool_watch_exits_with_the_runs_outcome(
     assert "10 of 10 items succeeded" in good
     assert "11/11" in bad_out
     assert "1 of 11 items failed" in bad_out
-    missing = agentpool_cli("watch", "nope", "-n", namespace, "--server", server)
+    missing = agentpool_cli("watch", "nope", "-n", namespace, "--kubeconfig", kubeconfig)
     assert missing.returncode == 2
     assert 'poolrun "nope" not found' in missing.stderr

@@ -113,7 +113,7 @@ def test_twenty_thousand_items_from_a_source_service_keep_the_object_small(
     assert size < 256 * 1024
     assert status["resultRefs"]
     printed = agentpool_cli(
-        "results", "bulk", "-n", namespace, "--server", operator_cluster.handle.url
+        "results", "bulk", "-n", namespace, "--kubeconfig", str(operator_cluster.handle.kubeconfig)
     )
     assert printed.returncode == 0, printed.stderr
     records = [json.loads(line) for line in printed.stdout.splitlines()]
