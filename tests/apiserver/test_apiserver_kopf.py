@@ -93,6 +93,17 @@ def _registry(access: ApiAccess, namespace: str, seen: Seen) -> kopf.OperatorReg
     return registry
 
 
+async def _closed_connections(loop: asyncio.AbstractEventLoop, timeout: float = 5) -> None:
+    """Wait until the TLS connections kopf closed on its way out are closed for good: a TLS
+    close waits for the server's close_notify, which needs the loop to run a little longer."""
+    deadline = loop.time() + timeout
+    transports: Any = getattr(loop, "_transports", {})
+    while loop.time() < deadline:
+        if all(getattr(t, "_sock", None) is None for t in list(transports.values())):
+            return
+        await asyncio.sleep(0.01)
+
+
 @dataclass
 class Operator:
     """The test operator, running in its own thread and event loop."""
@@ -134,6 +145,7 @@ def operator(cluster: Cluster, namespace: str, widgets: str) -> Iterator[Operato
         except BaseException as error:
             failure.append(error)
         finally:
+            loop.run_until_complete(_closed_connections(loop))
             loop.close()
 
     thread = threading.Thread(target=run, name="kopf-test-operator", daemon=True)

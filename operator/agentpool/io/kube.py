@@ -71,6 +71,26 @@ def make_api_client(connection: Connection) -> Any:
             loader.load_incluster_config(client_configuration=configuration)
         except kubernetes.config.ConfigException:
             loader.load_kube_config(client_configuration=configuration)
+    _override(configuration, connection)
+    # The kubeconfig loader's hook reloads the kubeconfig before every request (to refresh
+    # tokens) and so would undo the overrides: apply them again after it.
+    hook = configuration.refresh_api_key_hook
+    if hook is not None:
+
+        def refresh(config: Any) -> None:
+            hook(config)  # which installs itself again: keep this one in its place
+            _override(config, connection)
+            config.refresh_api_key_hook = refresh
+
+        configuration.refresh_api_key_hook = refresh
+    # The operator runs many calls at once from worker threads; urllib3's default pool of four
+    # connections would serialise them and log warnings.
+    configuration.connection_pool_maxsize = 32
+    return kubernetes.client.ApiClient(configuration)
+
+
+def _override(configuration: Any, connection: Connection) -> None:
+    """What the connection gives explicitly wins over what the kubeconfig says."""
     if connection.server:
         configuration.host = connection.server
     if connection.ca_path:
@@ -78,10 +98,6 @@ def make_api_client(connection: Connection) -> Any:
     if connection.token:
         # The key and form the kubeconfig loader uses, so ``credentials`` reads both alike.
         configuration.api_key = {"authorization": f"Bearer {connection.token}"}
-    # The operator runs many calls at once from worker threads; urllib3's default pool of four
-    # connections would serialise them and log warnings.
-    configuration.connection_pool_maxsize = 32
-    return kubernetes.client.ApiClient(configuration)
 
 
 class Kube:
