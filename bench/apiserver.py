@@ -23,12 +23,15 @@ import asyncio
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import yaml
+
+from agentpool.local.kubeconfig import ApiAccess
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out" / "apiserver.json"
@@ -101,10 +104,15 @@ async def _watch(
     return errors
 
 
-async def _measure(base: str, args: argparse.Namespace) -> dict[str, Any]:
+async def _measure(access: ApiAccess, args: argparse.Namespace) -> dict[str, Any]:
     figures: dict[str, Any] = {"items": args.items, "concurrency": args.concurrency}
-    connector = aiohttp.TCPConnector(limit=args.concurrency + args.watchers + 8)
-    async with aiohttp.ClientSession(base, connector=connector) as s:
+    context = access.ssl_context()
+    connector = aiohttp.TCPConnector(
+        limit=args.concurrency + args.watchers + 8, ssl=context if context is not None else True
+    )
+    async with aiohttp.ClientSession(
+        access.server, connector=connector, headers=access.headers()
+    ) as s:
         crds = sorted((ROOT / "crds").glob("*.yaml"))
         for path in crds:
             async with s.post(
@@ -191,17 +199,23 @@ def main() -> None:
     args = parser.parse_args()
     args.items = min(args.items, MAX_ITEMS)
     args.watchers = min(args.watchers, MAX_WATCHERS)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "agentpool.local.apiserver", "--history", str(args.history)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        figures = asyncio.run(_measure(process.stdout.readline().strip(), args))
-    finally:
-        process.terminate()
-        process.wait(10)
+    with tempfile.TemporaryDirectory(prefix="agentpool-bench-apiserver-") as directory:
+        process = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "agentpool.local.apiserver", "--dir", directory),
+                *("--history", str(args.history)),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert process.stdout is not None
+            process.stdout.readline()
+            access = ApiAccess.from_kubeconfig(Path(directory) / "kubeconfig")
+            figures = asyncio.run(_measure(access, args))
+        finally:
+            process.terminate()
+            process.wait(10)
     width = max(len(k) for k in figures)
     for key, value in figures.items():
         print(f"{key:<{width}}  {value}")

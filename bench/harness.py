@@ -27,6 +27,7 @@ from typing import Any
 
 import aiohttp
 
+from agentpool.local.kubeconfig import ApiAccess
 from agentpool.pool.manifests import TOKEN_KEY, token_secret_name
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,6 +97,7 @@ class ClusterProcess:
     def __init__(self, directory: Path, *, options: tuple[str, ...] = ()) -> None:
         self.directory = directory
         self.options = options
+        self.kubeconfig = directory / "kubeconfig"
         self.process: subprocess.Popen[bytes] | None = None
         self.url = ""
 
@@ -112,7 +114,7 @@ class ClusterProcess:
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and self.process.poll() is None:
-            match = re.search(r"local cluster up at (http://\S+)", log.read_text())
+            match = re.search(r"local cluster up at (https?://\S+)", log.read_text())
             if match:
                 self.url = match.group(1)
                 return
@@ -125,10 +127,10 @@ class ClusterProcess:
 
 
 class OperatorProcess:
-    """``agentpool run --server URL`` in a process of its own; its memory is read from /proc."""
+    """``agentpool run --kubeconfig K`` in a process of its own; its memory is read from /proc."""
 
-    def __init__(self, server: str, log_path: Path, *, metrics_port: int = 0) -> None:
-        self.server = server
+    def __init__(self, kubeconfig: Path, log_path: Path, *, metrics_port: int = 0) -> None:
+        self.kubeconfig = kubeconfig
         self.log_path = log_path
         self.metrics_port = metrics_port
         self.health_port = free_port()
@@ -140,7 +142,7 @@ class OperatorProcess:
         return self.process.pid
 
     def start(self) -> None:
-        argv = [sys.executable, "-m", "agentpool", "run", "--server", self.server]
+        argv = [sys.executable, "-m", "agentpool", "run", "--kubeconfig", str(self.kubeconfig)]
         # The runs' journals, in a directory that outlives a killed operator, as an emptyDir does.
         argv += ["--state-dir", str(self.log_path.parent / "operator-state")]
         if self.metrics_port:
@@ -184,12 +186,21 @@ class OperatorProcess:
 
 
 class Kube:
-    """The API calls the scenarios make, counting each by verb so they can be told apart."""
+    """The API calls the scenarios make, counting each by verb so they can be told apart; over
+    a session of its own that trusts the cluster's CA and sends its token (``close()`` it)."""
 
-    def __init__(self, server: str, session: aiohttp.ClientSession) -> None:
-        self.server = server
-        self.session = session
+    def __init__(self, access: ApiAccess) -> None:
+        self.server = access.server
+        context = access.ssl_context()
+        self.session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=64, ssl=context if context is not None else True),
+            headers=access.headers(),
+            trust_env=False,
+        )
         self.own: Counter[str] = Counter()
+
+    async def close(self) -> None:
+        await self.session.close()
 
     def _custom(self, plural: str, namespace: str, name: str = "") -> str:
         base = f"{self.server}/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{plural}"
@@ -353,13 +364,13 @@ class Stage(contextlib.AbstractAsyncContextManager["Stage"]):
         await asyncio.to_thread(self.cluster.start)
         try:
             self.operator = OperatorProcess(
-                self.cluster.url, self.dir / "operator.log", metrics_port=self.metrics_port
+                self.cluster.kubeconfig, self.dir / "operator.log", metrics_port=self.metrics_port
             )
             self.operator.start()
             self.session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=64), trust_env=False
             )
-            self._kube = Kube(self.cluster.url, self.session)
+            self._kube = Kube(ApiAccess.from_kubeconfig(self.cluster.kubeconfig))
             await self.operator.wait_ready(self.session)
         except BaseException:
             await self.__aexit__(None, None, None)
@@ -367,6 +378,8 @@ class Stage(contextlib.AbstractAsyncContextManager["Stage"]):
         return self
 
     async def __aexit__(self, *_: object) -> None:
+        if self._kube is not None:
+            await self._kube.close()
         if self.session is not None:
             await self.session.close()
         if self.operator is not None:

@@ -100,38 +100,46 @@ async def follow(
 
 async def measure(count: int, period: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="agentpool-bench-") as tmp:
-        async with LocalCluster(Path(tmp), operator=False) as cluster, aiohttp.ClientSession() as s:
-            url = cluster.url
-            async with s.get(f"{url}/api/v1/namespaces/default/pods") as response:
-                resource_version = (await response.json())["metadata"]["resourceVersion"]
-            seen: dict[str, dict[str, float]] = {}
-            all_ready = asyncio.Event()
-            watcher = asyncio.create_task(follow(s, url, resource_version, seen, all_ready, count))
-            before = cluster.counts()
-            start = time.monotonic()
-            created: dict[str, float] = {}
+        async with LocalCluster(Path(tmp), operator=False) as cluster:
+            context = cluster.access.ssl_context()
+            connector = aiohttp.TCPConnector(ssl=context if context is not None else True)
+            headers = cluster.access.headers()
+            async with aiohttp.ClientSession(connector=connector, headers=headers) as s:
+                return await _measure_in(cluster, s, count, period)
 
-            async def create(i: int) -> None:
-                name = f"bench-{i:04d}"
-                created[name] = time.monotonic()
-                body = manifest(name, period)
-                async with s.post(f"{url}/api/v1/namespaces/default/pods", json=body) as r:
-                    r.raise_for_status()
 
-            await asyncio.gather(*(create(i) for i in range(count)))
-            await asyncio.wait_for(all_ready.wait(), timeout=300)
-            ready_at = time.monotonic()
-            after = cluster.counts()
-            patches = after.get(("patch", "pods/status"), 0) - before.get(
-                ("patch", "pods/status"), 0
-            )
-            delete_start = time.monotonic()
-            async with s.delete(
-                f"{url}/api/v1/namespaces/default/pods", params={"labelSelector": "bench=pods"}
-            ) as r:
-                r.raise_for_status()
-            await asyncio.wait_for(watcher, timeout=120)
-            deleted_at = time.monotonic()
+async def _measure_in(
+    cluster: LocalCluster, s: aiohttp.ClientSession, count: int, period: int
+) -> dict[str, Any]:
+    url = cluster.url
+    async with s.get(f"{url}/api/v1/namespaces/default/pods") as response:
+        resource_version = (await response.json())["metadata"]["resourceVersion"]
+    seen: dict[str, dict[str, float]] = {}
+    all_ready = asyncio.Event()
+    watcher = asyncio.create_task(follow(s, url, resource_version, seen, all_ready, count))
+    before = cluster.counts()
+    start = time.monotonic()
+    created: dict[str, float] = {}
+
+    async def create(i: int) -> None:
+        name = f"bench-{i:04d}"
+        created[name] = time.monotonic()
+        body = manifest(name, period)
+        async with s.post(f"{url}/api/v1/namespaces/default/pods", json=body) as r:
+            r.raise_for_status()
+
+    await asyncio.gather(*(create(i) for i in range(count)))
+    await asyncio.wait_for(all_ready.wait(), timeout=300)
+    ready_at = time.monotonic()
+    after = cluster.counts()
+    patches = after.get(("patch", "pods/status"), 0) - before.get(("patch", "pods/status"), 0)
+    delete_start = time.monotonic()
+    async with s.delete(
+        f"{url}/api/v1/namespaces/default/pods", params={"labelSelector": "bench=pods"}
+    ) as r:
+        r.raise_for_status()
+    await asyncio.wait_for(watcher, timeout=120)
+    deleted_at = time.monotonic()
     latencies = sorted(seen[name]["ready"] - created[name] for name in created)
     running = max(seen[name]["running"] for name in created) - start
     return {

@@ -23,6 +23,8 @@ from typing import Any, TypeVar
 
 import pytest
 
+from agentpool.local.kubeconfig import ApiAccess
+
 T = TypeVar("T")
 
 
@@ -133,6 +135,11 @@ class ClusterHandle:
             return any(node.metadata.name == "local" for node in nodes.items)
         finally:
             api_client.close()
+
+    @property
+    def access(self) -> ApiAccess:
+        """The server, CA and token of the cluster's kubeconfig context."""
+        return ApiAccess.from_kubeconfig(self.kubeconfig, context=self.context)
 
     def api_client(self) -> Any:
         """A kubernetes ApiClient for this cluster (close it when done)."""

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agentpool.io.kube import Kube
+    from agentpool.io.kube import Connection, Kube
 
 
 def _cmd_crds(args: argparse.Namespace) -> int:
@@ -55,7 +55,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import logging
 
     from agentpool.handlers.operator import run_operator
-    from agentpool.io.kube import Connection
 
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()),
@@ -68,11 +67,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         from agentpool.metrics import serve_metrics
 
         serve_metrics(args.metrics_port)
-    connection = Connection(server=args.server, context=args.context, kubeconfig=args.kubeconfig)
     namespaces = [] if args.all_namespaces else args.namespace
     asyncio.run(
         run_operator(
-            connection,
+            _connection(args),
             namespaces=namespaces,
             liveness_endpoint=args.liveness,
             peering_name=None if args.standalone else args.peering,
@@ -90,12 +88,22 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return asyncio.run(demo())
 
 
-def _client_for(args: argparse.Namespace) -> Kube:
-    from agentpool.io.kube import Connection, Kube
+def _connection(args: argparse.Namespace) -> Connection:
+    from agentpool.io.kube import Connection
 
-    return Kube.connect(
-        Connection(server=args.server, context=args.context, kubeconfig=args.kubeconfig)
+    return Connection(
+        server=args.server,
+        context=args.context,
+        kubeconfig=args.kubeconfig,
+        ca_path=args.certificate_authority,
+        token=args.token,
     )
+
+
+def _client_for(args: argparse.Namespace) -> Kube:
+    from agentpool.io.kube import Kube
+
+    return Kube.connect(_connection(args))
 
 
 def _cmd_watch(args: argparse.Namespace) -> int:
@@ -128,13 +136,22 @@ def _cmd_results(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_client_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--namespace", "-n", default="default", help="the run's namespace")
-    parser.add_argument("--server", help="API server URL (default: kubeconfig)")
+def _add_connection_options(parser: argparse.ArgumentParser, *, server_default: str) -> None:
+    """How to reach the API server, named and resolved as kubectl's own flags are."""
+    parser.add_argument("--server", help=f"API server URL (default: {server_default})")
     parser.add_argument(
         "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)"
     )
     parser.add_argument("--context", help="kubeconfig context (default: the current one)")
+    parser.add_argument(
+        "--certificate-authority", help="CA file (PEM) for the server's certificate"
+    )
+    parser.add_argument("--token", help="bearer token for the API server")
+
+
+def _add_client_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--namespace", "-n", default="default", help="the run's namespace")
+    _add_connection_options(parser, server_default="kubeconfig")
 
 
 def _cmd_local_up(args: argparse.Namespace) -> int:
@@ -196,9 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: $AGENTPOOL_STATE_DIR; without one a crash may re-run up to cap finished items)",
     )
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    run.add_argument("--server", help="API server URL (default: in-cluster, then kubeconfig)")
-    run.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
-    run.add_argument("--context", help="kubeconfig context (default: the current one)")
+    _add_connection_options(run, server_default="in-cluster, then kubeconfig")
     run.set_defaults(func=_cmd_run)
 
     demo = sub.add_parser(

@@ -1,8 +1,10 @@
 """Fixtures for the API server conformance suite.
 
-By default each session starts the local API server on a thread; with ``--kube-context NAME`` the
-same tests run against that cluster instead, and the tests marked local by nature (request
-counts, event-history expiry, log files) skip. Every test gets its own namespace.
+By default each session starts the local API server on a thread, serving HTTPS with a CA of
+its own and requiring a bearer token as a real one does, and writes a kubeconfig for it; with
+``--kube-context NAME`` the same tests run against that cluster instead, and the tests marked
+local by nature (request counts, event-history expiry, log files) skip. Every test gets its
+own namespace.
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from agentpool.local import pki
 from agentpool.local.apiserver import ServerThread, serve_in_thread
 from agentpool.local.apiserver.store import HistoryLimits
+from agentpool.local.kubeconfig import CONTEXT, ApiAccess, write_kubeconfig
 
 T = TypeVar("T")
 GROUP = "test.agentpool.dev"
@@ -132,6 +135,11 @@ class Cluster:
     context: str
     local: ServerThread | None
 
+    @property
+    def access(self) -> ApiAccess:
+        """The server, CA and token of the cluster's kubeconfig context."""
+        return ApiAccess.from_kubeconfig(self.kubeconfig, context=self.context)
+
     def require_local(self) -> ServerThread:
         if self.local is None:
             pytest.skip("local by nature: inspects the local API server itself")
@@ -146,18 +154,19 @@ def cluster(
         path = Path(os.environ.get("KUBECONFIG", Path.home() / ".kube" / "config"))
         yield Cluster(path, kube_context, None)
         return
-    handle = serve_in_thread(history=HistoryLimits(events=200), bookmark_interval=0.5)
-    path = tmp_path_factory.mktemp("kube") / "kubeconfig"
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "local", "cluster": {"server": handle.url}}],
-        "contexts": [{"name": "local", "context": {"cluster": "local", "namespace": "default"}}],
-        "current-context": "local",
-    }
-    path.write_text(yaml.safe_dump(config))
+    directory = tmp_path_factory.mktemp("kube")
+    credentials = pki.load_or_create(directory / "pki")
+    handle = serve_in_thread(
+        history=HistoryLimits(events=200),
+        bookmark_interval=0.5,
+        tls=credentials.tls,
+        token=credentials.token,
+    )
+    path = write_kubeconfig(
+        directory / "kubeconfig", ApiAccess(handle.url, credentials.ca_pem, credentials.token)
+    )
     try:
-        yield Cluster(path, "local", handle)
+        yield Cluster(path, CONTEXT, handle)
     finally:
         handle.stop()
 

@@ -16,6 +16,7 @@ import pytest
 from kubernetes import client as k8s
 
 from agentpool.local.apiserver import ServerThread
+from agentpool.local.kubeconfig import ApiAccess
 from conftest import GROUP, PLURAL, VERSION, Cluster, eventually
 
 # kopf's notice that it cannot install signal handlers off the main thread, which is by design here.
@@ -54,12 +55,18 @@ class Capture(logging.Handler):
         return bad
 
 
-def _registry(url: str, namespace: str, seen: Seen) -> kopf.OperatorRegistry:
+def _registry(access: ApiAccess, namespace: str, seen: Seen) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
-        return kopf.ConnectionInfo(server=url, insecure=True, default_namespace=namespace)
+        return kopf.ConnectionInfo(
+            server=access.server,
+            ca_data=access.ca_pem,
+            scheme="Bearer",
+            token=access.token,
+            default_namespace=namespace,
+        )
 
     @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
     def created(name: str, body: Any, **_: Any) -> None:
@@ -84,6 +91,17 @@ def _registry(url: str, namespace: str, seen: Seen) -> kopf.OperatorRegistry:
         await stopped.wait()
 
     return registry
+
+
+async def _closed_connections(loop: asyncio.AbstractEventLoop, timeout: float = 5) -> None:
+    """Wait until the TLS connections kopf closed on its way out are closed for good: a TLS
+    close waits for the server's close_notify, which needs the loop to run a little longer."""
+    deadline = loop.time() + timeout
+    transports: Any = getattr(loop, "_transports", {})
+    while loop.time() < deadline:
+        if all(getattr(t, "_sock", None) is None for t in list(transports.values())):
+            return
+        await asyncio.sleep(0.01)
 
 
 @dataclass
@@ -117,7 +135,7 @@ def operator(cluster: Cluster, namespace: str, widgets: str) -> Iterator[Operato
         try:
             loop.run_until_complete(
                 kopf.operator(
-                    registry=_registry(server.url, namespace, seen),
+                    registry=_registry(cluster.access, namespace, seen),
                     settings=settings,
                     standalone=True,
                     namespaces=[namespace],
@@ -127,6 +145,7 @@ def operator(cluster: Cluster, namespace: str, widgets: str) -> Iterator[Operato
         except BaseException as error:
             failure.append(error)
         finally:
+            loop.run_until_complete(_closed_connections(loop))
             loop.close()
 
     thread = threading.Thread(target=run, name="kopf-test-operator", daemon=True)

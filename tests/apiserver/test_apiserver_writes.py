@@ -354,7 +354,7 @@ def test_annotations_past_256_kib_are_refused(core: k8s.CoreV1Api, namespace: st
     with pytest.raises(k8s.ApiException) as caught:
         core.create_namespaced_config_map(namespace, big)
     assert caught.value.status == 422
-    assert "Too long: may not be more than 262144 bytes" in caught.value.body
+    assert "metadata.annotations: Too long: may not be more than 262144 bytes" in caught.value.body
     core.create_namespaced_config_map(namespace, {"metadata": {"name": "small"}})
     with pytest.raises(k8s.ApiException) as caught:
         core.patch_namespaced_config_map(

@@ -43,8 +43,7 @@ def operator_cluster(kube_context: str | None, scratch_root: Path) -> Iterator[O
     else:
         thread = ClusterThread(directory, operator=False)
         handle = thread.start()
-        assert handle.url is not None
-        connection = ["--server", handle.url]
+        connection = ["--kubeconfig", str(handle.kubeconfig)]
     operator = OperatorProcess(connection, directory / "operator.log")
     operator.start()
     try:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import aiohttp
 from aiohttp import web
 
+from agentpool.local.kubeconfig import ApiAccess
+
 # Headers that describe one hop of the connection rather than the message.
 HOP_HEADERS = frozenset(
     {"host", "connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding"}
@@ -57,10 +59,12 @@ def classify(method: str, path: str, watch: bool) -> Access | None:
 
 
 class RecordingProxy:
-    """Forwards every request to ``upstream`` and counts the resource requests it saw."""
+    """Forwards every request to the API server ``upstream`` reaches (trusting its CA, passing on
+    the client's own credentials) and counts the resource requests it saw."""
 
-    def __init__(self, upstream: str) -> None:
-        self.upstream = upstream.rstrip("/")
+    def __init__(self, upstream: ApiAccess) -> None:
+        self.upstream = upstream.server.rstrip("/")
+        self._ssl = upstream.ssl_context()
         self.accesses: Counter[Access] = Counter()
         self.user_agents: Counter[str] = Counter()
         self._session: aiohttp.ClientSession | None = None
@@ -72,7 +76,10 @@ class RecordingProxy:
         return f"http://127.0.0.1:{self.port}"
 
     async def start(self) -> None:
-        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None))
+        self._session = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=None),
+            connector=aiohttp.TCPConnector(ssl=self._ssl if self._ssl is not None else True),
+        )
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._forward)
         # A watch the client hung up on must not outlive it, waiting for the upstream's next event.

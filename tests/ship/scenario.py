@@ -265,8 +265,7 @@ def run_scenario(
     # Agent commands name example files relative to the repository, wherever pytest runs from.
     cluster = ClusterThread(directory, operator=False, kubelet={"cwd": REPO})
     handle = cluster.start()
-    assert handle.url is not None
-    proxy = RecordingProxy(handle.url)
+    proxy = RecordingProxy(handle.access)
     cluster.call(proxy.start)
     metrics_port = free_port()
     log_path = directory / "operator.log"
@@ -276,7 +275,8 @@ def run_scenario(
             operator = subprocess.Popen(
                 [
                     *(sys.executable, "-m", "agentpool", "run", *scope),
-                    *("--standalone", "--server", proxy.url, "--metrics-port", str(metrics_port)),
+                    *("--standalone", "--kubeconfig", str(handle.kubeconfig)),
+                    *("--server", proxy.url, "--metrics-port", str(metrics_port)),
                 ],
                 cwd=REPO,
                 stdout=log_file,

@@ -22,6 +22,7 @@ from agentpool.console.runs import collect_results, watch_run
 from agentpool.console.tables import TABLE_ACCEPT, format_table
 from agentpool.io.kube import Connection, Kube
 from agentpool.local.cluster import LocalCluster
+from agentpool.local.kubeconfig import CONTEXT
 
 NAMESPACE = "default"
 RUN_TIMEOUT_SECONDS = 300.0
@@ -64,7 +65,7 @@ async def demo(out: TextIO = sys.stdout) -> int:
             # The quickstart's agents are commands relative to the repository's root.
             repo = directory.parents[1]
             async with LocalCluster(Path(tmp), operator=True, kubelet={"cwd": repo}) as cluster:
-                code, status = await show_quickstart(cluster.url, manifests, run_name, out)
+                code, status = await show_quickstart(cluster.kubeconfig, manifests, run_name, out)
                 out.write("shutting the local cluster down\n")
         finally:
             root.removeHandler(handler)
@@ -78,10 +79,10 @@ async def demo(out: TextIO = sys.stdout) -> int:
 
 
 async def show_quickstart(
-    server: str, manifests: list[dict[str, Any]], run_name: str, out: TextIO
+    kubeconfig: Path, manifests: list[dict[str, Any]], run_name: str, out: TextIO
 ) -> tuple[int, dict[str, Any]]:
     """Apply the quickstart, follow the run, print its row and failures; (exit code, status)."""
-    kube = Kube.connect(Connection(server=server))
+    kube = Kube.connect(Connection(kubeconfig=str(kubeconfig), context=CONTEXT))
     try:
         for manifest in manifests:
             await kube.create_manifest(manifest, NAMESPACE)

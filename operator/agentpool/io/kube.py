@@ -43,33 +43,61 @@ class Conflict(Exception):
 
 @dataclass(frozen=True)
 class Connection:
-    """Where the API server is: a URL for the local cluster, else a kubeconfig context or the
-    in-cluster service account."""
+    """Where the API server is and how to prove who we are, resolved as kubectl resolves it: a
+    kubeconfig (``kubeconfig`` and/or ``context`` given), else the in-cluster service account,
+    else the default kubeconfig; or a bare ``server`` URL. ``server``, ``ca_path`` (the CA that
+    signed the server's certificate, PEM) and ``token`` (a bearer token) override what the
+    kubeconfig says, as kubectl's ``--server``, ``--certificate-authority`` and ``--token`` do."""
 
     server: str | None = None
     context: str | None = None
     kubeconfig: str | None = None
+    ca_path: str | None = None
+    token: str | None = None
 
 
 def make_api_client(connection: Connection) -> Any:
     """Build a client configuration for the connection, the way kubectl would resolve it."""
     configuration = kubernetes.client.Configuration()
-    if connection.server:
-        configuration.host = connection.server
-    else:
-        loader: Any = kubernetes.config
+    loader: Any = kubernetes.config
+    if connection.kubeconfig or connection.context:
+        loader.load_kube_config(
+            config_file=connection.kubeconfig,
+            context=connection.context,
+            client_configuration=configuration,
+        )
+    elif not connection.server:
         try:
             loader.load_incluster_config(client_configuration=configuration)
         except kubernetes.config.ConfigException:
-            loader.load_kube_config(
-                config_file=connection.kubeconfig,
-                context=connection.context,
-                client_configuration=configuration,
-            )
+            loader.load_kube_config(client_configuration=configuration)
+    _override(configuration, connection)
+    # The kubeconfig loader's hook reloads the kubeconfig before every request (to refresh
+    # tokens) and so would undo the overrides: apply them again after it.
+    hook = configuration.refresh_api_key_hook
+    if hook is not None:
+
+        def refresh(config: Any) -> None:
+            hook(config)  # which installs itself again: keep this one in its place
+            _override(config, connection)
+            config.refresh_api_key_hook = refresh
+
+        configuration.refresh_api_key_hook = refresh
     # The operator runs many calls at once from worker threads; urllib3's default pool of four
     # connections would serialise them and log warnings.
     configuration.connection_pool_maxsize = 32
     return kubernetes.client.ApiClient(configuration)
+
+
+def _override(configuration: Any, connection: Connection) -> None:
+    """What the connection gives explicitly wins over what the kubeconfig says."""
+    if connection.server:
+        configuration.host = connection.server
+    if connection.ca_path:
+        configuration.ssl_ca_cert = connection.ca_path
+    if connection.token:
+        # The key and form the kubeconfig loader uses, so ``credentials`` reads both alike.
+        configuration.api_key = {"authorization": f"Bearer {connection.token}"}
 
 
 class Kube:
@@ -139,6 +167,7 @@ class Kube:
                 path,
                 header_params={"Accept": accept, "Content-Type": content_type},
                 body=body,
+                auth_settings=["BearerToken"],
             )
             response = self._client.call_api(
                 method_, url, header_params=headers, body=body_, _request_timeout=TIMEOUT

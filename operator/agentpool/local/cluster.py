@@ -1,8 +1,11 @@
 """The whole local cluster in one async context manager: API server, CRDs, kubelet, operator.
 
-``async with LocalCluster(dir) as cluster:`` starts the in-memory API server on loopback, applies
-the agentpool CRDs, starts the local kubelet and (when the operator package is present) the operator
-in its own thread and event loop, and writes ``dir/kubeconfig`` (context ``agentpool-local``). On
+``async with LocalCluster(dir) as cluster:`` starts the in-memory API server on loopback (HTTPS
+with a CA of its own and a bearer token, both kept under ``dir/pki``: :mod:`agentpool.local.pki`),
+writes ``dir/kubeconfig`` (context ``agentpool-local``, with the CA and the token), applies the
+agentpool CRDs, and starts the local kubelet and (when the operator package is present) the
+operator in its own thread and event loop; both reach the API server as any client does, the
+kubelet by ``cluster.access`` and the operator by the kubeconfig. On
 exit it stops them in reverse order and no process it started is left. A lock file in dir makes a
 second cluster on the same directory fail clearly. Used by ``agentpool local up``, ``agentpool
 demo`` and the test fixtures.
@@ -24,16 +27,18 @@ from typing import IO, Any
 import aiohttp
 import yaml
 
+from agentpool.local import pki
 from agentpool.local.apiserver import ApiServer
 from agentpool.local.apiserver.store import DEFAULT_HISTORY, HistoryLimits
-from agentpool.local.kubeconfig import ApiAccess, write_kubeconfig
+from agentpool.local.kubeconfig import CONTEXT, ApiAccess, write_kubeconfig
 from agentpool.local.kubelet import Kubelet
 
 logger = logging.getLogger(__name__)
 
-# start_operator(server_url, stop_flag): runs the operator until stop_flag is set. It is awaited
-# in a thread with its own event loop, because kopf cancels every task of the loop it runs in.
-OperatorRunner = Callable[[str, asyncio.Event], Awaitable[None]]
+# start_operator(kubeconfig, stop_flag): runs the operator against the cluster that kubeconfig names
+# until stop_flag is set. It is awaited in a thread with its own event loop, because kopf cancels
+# every task of the loop it runs in.
+OperatorRunner = Callable[[Path, asyncio.Event], Awaitable[None]]
 
 LOCK_NAME = "local.lock"
 CRDS_DIR = Path(__file__).resolve().parents[3] / "crds"
@@ -54,10 +59,9 @@ def default_operator(state_dir: Path | None = None) -> OperatorRunner | None:
     except ImportError:
         return None
 
-    async def run(server: str, stop_flag: asyncio.Event) -> None:
-        await run_operator(
-            Connection(server=server), stop_flag=stop_flag, embedded=True, state_dir=state_dir
-        )
+    async def run(kubeconfig: Path, stop_flag: asyncio.Event) -> None:
+        connection = Connection(kubeconfig=str(kubeconfig), context=CONTEXT)
+        await run_operator(connection, stop_flag=stop_flag, embedded=True, state_dir=state_dir)
 
     return run
 
@@ -73,10 +77,15 @@ def crd_manifests() -> list[dict[str, Any]]:
     return [doc for text in texts for doc in yaml.safe_load_all(text) if doc]
 
 
-async def apply_crds(server: str, manifests: list[dict[str, Any]], *, timeout: float = 10) -> None:
+async def apply_crds(
+    access: ApiAccess, manifests: list[dict[str, Any]], *, timeout: float = 10
+) -> None:
     """Create each CRD and wait until discovery serves its resource."""
+    server = access.server
     base = f"{server}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-    async with aiohttp.ClientSession() as session:
+    context = access.ssl_context()
+    connector = aiohttp.TCPConnector(ssl=context if context is not None else True)
+    async with aiohttp.ClientSession(connector=connector, headers=access.headers()) as session:
         for manifest in manifests:
             async with session.post(base, json=manifest) as response:
                 if response.status not in (200, 201, 409):
@@ -105,9 +114,9 @@ async def _serves(session: aiohttp.ClientSession, url: str, plural: str) -> bool
 class OperatorThread:
     """Runs an :data:`OperatorRunner` in a daemon thread with its own loop; ``stop()`` ends it."""
 
-    def __init__(self, runner: OperatorRunner, server: str) -> None:
+    def __init__(self, runner: OperatorRunner, kubeconfig: Path) -> None:
         self._runner = runner
-        self._server = server
+        self._kubeconfig = kubeconfig
         self._loop: asyncio.AbstractEventLoop | None = None
         self._flag: asyncio.Event | None = None
         self._ready = threading.Event()
@@ -129,7 +138,7 @@ class OperatorThread:
         self._loop = asyncio.get_running_loop()
         self._flag = asyncio.Event()
         self._ready.set()
-        await self._runner(self._server, self._flag)
+        await self._runner(self._kubeconfig, self._flag)
 
     def stop(self, timeout: float = 30) -> None:
         loop, flag = self._loop, self._flag
@@ -162,6 +171,7 @@ class LocalCluster:
         self.kubelet_options = dict(kubelet or {})
         self.kubeconfig = self.dir / "kubeconfig"
         self.api: ApiServer | None = None
+        self.credentials: pki.Credentials | None = None
         self.kubelet: Kubelet | None = None
         self.operator_thread: OperatorThread | None = None
         self._kubelet_task: asyncio.Task[None] | None = None
@@ -171,6 +181,12 @@ class LocalCluster:
     def url(self) -> str:
         assert self.api is not None, "the cluster is not running"
         return str(self.api.url)
+
+    @property
+    def access(self) -> ApiAccess:
+        """How a client reaches the API server: its URL, CA and token."""
+        assert self.credentials is not None, "the cluster is not running"
+        return ApiAccess(self.url, self.credentials.ca_pem, self.credentials.token)
 
     def counts(self) -> dict[tuple[str, str], int]:
         """Requests the API server answered, by (verb, resource)."""
@@ -196,7 +212,10 @@ class LocalCluster:
         await self._stop()
 
     async def _start(self) -> None:
-        self.api = ApiServer(history=self.history)
+        self.credentials = pki.load_or_create(self.dir / "pki")
+        self.api = ApiServer(
+            history=self.history, tls=self.credentials.tls, token=self.credentials.token
+        )
         try:
             await self.api.start("127.0.0.1", self.port)
         except OSError as error:
@@ -211,10 +230,10 @@ class LocalCluster:
         self._lock.truncate()
         self._lock.write(f"{os.getpid()} {self.url}\n")
         self._lock.flush()
-        await apply_crds(self.url, crd_manifests())
-        self.kubelet = Kubelet(
-            ApiAccess(self.url), work_dir=self.dir / "pods", **self.kubelet_options
-        )
+        access = self.access
+        write_kubeconfig(self.kubeconfig, access)
+        await apply_crds(access, crd_manifests())
+        self.kubelet = Kubelet(access, work_dir=self.dir / "pods", **self.kubelet_options)
         self._kubelet_task = asyncio.create_task(self.kubelet.run())
         async with asyncio.timeout(10):
             await self.kubelet.wait_started()
@@ -222,9 +241,8 @@ class LocalCluster:
             default_operator(self.dir / "operator") if self.operator else None
         )
         if self.operator and runner is not None:
-            self.operator_thread = OperatorThread(runner, self.url)
+            self.operator_thread = OperatorThread(runner, self.kubeconfig)
             self.operator_thread.start()
-        write_kubeconfig(self.kubeconfig, ApiAccess(self.url))
 
     async def _stop(self) -> None:
         if self.operator_thread is not None:

@@ -1,7 +1,9 @@
 """``python -m agentpool.local.apiserver``: serve the local API server alone, in the foreground.
 
 For poking at it with kubectl or curl, and for the benchmark, which runs it in its own process so
-that client and server do not share one interpreter. Prints the URL, serves until interrupted.
+that client and server do not share one interpreter. It serves HTTPS and takes a bearer token as
+the local cluster's does, with the credentials under ``DIR/pki`` and a kubeconfig in
+``DIR/kubeconfig``; prints the URL, serves until interrupted.
 """
 
 from __future__ import annotations
@@ -9,14 +11,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
+from pathlib import Path
 
+from agentpool.local import pki
 from agentpool.local.apiserver.server import ApiServer
 from agentpool.local.apiserver.store import HistoryLimits
+from agentpool.local.kubeconfig import ApiAccess, write_kubeconfig
 
 
-async def _serve(port: int, history: HistoryLimits) -> None:
-    server = ApiServer(history=history)
+async def _serve(directory: Path, port: int, history: HistoryLimits) -> None:
+    credentials = pki.load_or_create(directory / "pki")
+    server = ApiServer(history=history, tls=credentials.tls, token=credentials.token)
     await server.start(port=port)
+    access = ApiAccess(server.url, credentials.ca_pem, credentials.token)
+    write_kubeconfig(directory / "kubeconfig", access)
     print(server.url, flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -30,6 +38,9 @@ async def _serve(port: int, history: HistoryLimits) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m agentpool.local.apiserver")
+    parser.add_argument(
+        "--dir", required=True, help="directory for the credentials and the kubeconfig"
+    )
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free one)")
     parser.add_argument(
         "--history", type=int, default=10_000, help="watch events kept per resource"
@@ -48,7 +59,7 @@ def main() -> None:
     limits = HistoryLimits.of(
         events=args.history, seconds=args.history_seconds, mib=args.history_mib
     )
-    asyncio.run(_serve(args.port, limits))
+    asyncio.run(_serve(Path(args.dir), args.port, limits))
 
 
 if __name__ == "__main__":

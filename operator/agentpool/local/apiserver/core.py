@@ -9,23 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import random
-import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from agentpool.local.apiserver import names
 from agentpool.local.apiserver.builtins import BUILTINS
-from agentpool.local.apiserver.errors import ApiError, Cause, bad_request, forbidden, invalid
+from agentpool.local.apiserver.errors import ApiError, bad_request, forbidden
 from agentpool.local.apiserver.resources import Registry, ResourceType
 from agentpool.local.apiserver.store import DEFAULT_HISTORY, HistoryLimits, Key, Store
 
 NAMESPACES: Key = ("", "namespaces")
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"
-_DNS_LABEL_KINDS = {("", "namespaces"), ("", "services")}
 
 
 @dataclass(frozen=True)
@@ -115,15 +112,8 @@ class Core:
             )
             raise forbidden(rt, name, why)
 
-    def check_name(self, rt: ResourceType, name: str) -> None:
-        if rt.key in _DNS_LABEL_KINDS:
-            if len(name) > 63 or not _LABEL.match(name):
-                raise invalid(rt, name, [Cause("metadata.name", _label_message(name))])
-        elif len(name) > 253 or not _SUBDOMAIN.match(name):
-            raise invalid(rt, name, [Cause("metadata.name", _subdomain_message(name))])
-
     def generate_name(self, prefix: str) -> str:
-        return prefix + "".join(random.choices(_SUFFIX_CHARS, k=5))
+        return names.generated_prefix(prefix) + "".join(random.choices(_SUFFIX_CHARS, k=5))
 
     def new_metadata(self, rt: ResourceType, meta: dict[str, Any]) -> dict[str, Any]:
         """Server-set fields of a new object; whatever the client sent for them is dropped."""
@@ -144,24 +134,6 @@ _SERVER_FIELDS = {
     "deletionGracePeriodSeconds",
     "selfLink",
 }
-
-
-def _subdomain_message(name: str) -> str:
-    return (
-        f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower case '
-        "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
-        "character (e.g. 'example.com', regex used for validation is "
-        "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-    )
-
-
-def _label_message(name: str) -> str:
-    return (
-        f'Invalid value: "{name}": a lowercase RFC 1123 label must consist of lower case '
-        "alphanumeric characters or '-', and must start and end with an alphanumeric character "
-        "(e.g. 'my-name',  or '123-abc', regex used for validation is "
-        "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
-    )
 
 
 def require_dict(body: Any) -> dict[str, Any]:

@@ -45,11 +45,12 @@ class ApiError(Exception):
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
         }
+        if self.reason:
+            body["reason"] = self.reason
         if self.details is not None:
             body["details"] = self.details
+        body["code"] = self.code
         return body
 
 

@@ -16,6 +16,7 @@ from aiohttp import web
 from agentpool.local.apiserver import protobuf
 from agentpool.local.apiserver.core import Core, WriteOptions
 from agentpool.local.apiserver.errors import ApiError, bad_request, method_not_allowed
+from agentpool.local.apiserver.metadata import body_too_large
 from agentpool.local.apiserver.resources import ResourceType
 from agentpool.local.apiserver.table import check_include
 from agentpool.local.apiserver.watch import DEFAULT_TIMEOUT, WatchRequest
@@ -92,7 +93,10 @@ def parse_target(core: Core, request: web.Request) -> Target:
 
 async def read_body(request: web.Request) -> Any:
     """The request body as JSON data: JSON, YAML (for apply) or kubectl's protobuf."""
-    raw = await request.read()
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise body_too_large() from None
     if not raw.strip():
         return None
     if request.content_type == protobuf.CONTENT_TYPE:

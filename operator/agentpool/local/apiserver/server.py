@@ -1,9 +1,11 @@
 """``ApiServer``: the local Kubernetes-compatible API server, in process or on its own thread.
 
-``await ApiServer().start()`` serves on loopback in the caller's event loop;
-``serve_in_thread()`` runs one on a daemon thread with its own loop, for tests and for a kopf
-operator running in another thread. Both expose ``url``, request ``counts()`` and
-``reset_counts()``. ``agentpool.local.cluster`` and the tests start it.
+``await ApiServer(tls=(cert, key), token=T).start()`` serves HTTPS on loopback in the caller's
+event loop and answers 401 to any request without the bearer token, as a real API server does;
+without ``tls`` and ``token`` it serves plain, unauthenticated HTTP (only the server's own unit
+tests and benchmarks want that). ``serve_in_thread()`` runs one on a daemon thread with its own
+loop, for tests and for a kopf operator running in another thread. Both expose ``url``, request
+``counts()`` and ``reset_counts()``. ``agentpool.local.cluster`` and the tests start it.
 """
 
 from __future__ import annotations
@@ -13,10 +15,13 @@ import contextlib
 import threading
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
+from agentpool.local.apiserver import metadata
+from agentpool.local.apiserver.auth import server_context, token_middleware
 from agentpool.local.apiserver.core import Core
 from agentpool.local.apiserver.deletion import run_collector
 from agentpool.local.apiserver.handlers import Routes
@@ -35,7 +40,11 @@ class ApiServer:
         history: HistoryLimits = DEFAULT_HISTORY,
         bookmark_interval: float = 30.0,
         clock: Callable[[], datetime] | None = None,
+        tls: tuple[Path, Path] | None = None,
+        token: str | None = None,
     ) -> None:
+        self.tls = tls
+        self.token = token
         self.core = Core(history=history, clock=clock)
         self._stopping = False
         self.routes = Routes(
@@ -50,13 +59,16 @@ class ApiServer:
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError(f"the local API server listens on loopback only, not {host}")
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(client_max_size=metadata.REQUEST_BODY_LIMIT)
+        if self.token is not None:
+            app.middlewares.append(token_middleware(self.token))
         self.routes.attach(app)
         self._runner = web.AppRunner(
             app, access_log=None, handle_signals=False, shutdown_timeout=2.0
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port, reuse_address=True)
+        context = server_context(*self.tls) if self.tls is not None else None
+        site = web.TCPSite(self._runner, host, port, reuse_address=True, ssl_context=context)
         await site.start()
         server = site._server
         assert isinstance(server, asyncio.base_events.Server)
@@ -74,7 +86,8 @@ class ApiServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self._host}:{self._port}"
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://{self._host}:{self._port}"
 
     @property
     def port(self) -> int:
@@ -89,8 +102,15 @@ class ApiServer:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         if self._runner is not None:
+            server = self._runner.server
+            connections = list(server.connections) if server is not None else []
+            transports = [c.transport for c in connections if c.transport is not None]
             await self._runner.cleanup()
             self._runner = None
+            # A TLS connection closes only once the peer answers its close_notify, which a
+            # client that keeps the connection idle never does; end those sockets outright.
+            for transport in transports:
+                transport.abort()
 
     def counts(self) -> dict[tuple[str, str], int]:
         """Requests served so far, by (verb, resource), e.g. ``("patch", "poolruns/status")``."""

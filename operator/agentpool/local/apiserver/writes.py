@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentpool.local.apiserver import kinds, patch
+from agentpool.local.apiserver import kinds, metadata, patch
 from agentpool.local.apiserver.core import Core, GcTask, WriteOptions, require_dict
 from agentpool.local.apiserver.crds import resource_types
 from agentpool.local.apiserver.customs import custom_checks
@@ -99,7 +99,9 @@ def create(
             raise invalid(rt, "", [cause])
         meta["name"] = core.generate_name(meta["generateName"])
     name = meta["name"]
-    core.check_name(rt, name)
+    causes = metadata.name_causes(rt, meta)
+    if causes:
+        raise invalid(rt, name, causes)
     if rt.namespaced:
         core.check_namespace(rt, namespace, name)
     obj = {
@@ -108,7 +110,7 @@ def create(
         "kind": rt.kind,
         "metadata": omit_empty(core.new_metadata(rt, meta)),
     }
-    causes = metadata_causes(obj) + kinds.prepare_create(rt, obj, core.now())
+    causes = metadata.metadata_causes(rt, obj) + kinds.prepare_create(rt, obj, core.now())
     if causes:
         raise invalid(rt, name, causes)
     obj, warnings = custom_checks(rt, obj, None, options, name)
@@ -116,24 +118,11 @@ def create(
         raise already_exists(rt, name)
     if options.dry_run:
         return Written(obj, created=True, warnings=warnings)
+    metadata.check_stored_size(rt, obj)
     stored = core.store.put(rt.key, obj, None)
     if rt.key == CRDS:
         _register(core, stored)
     return Written(stored, created=True, warnings=warnings)
-
-
-#: The most bytes all of an object's annotation keys and values may take together.
-ANNOTATIONS_LIMIT = 256 * 1024
-
-
-def metadata_causes(obj: Obj) -> list[Cause]:
-    """What the API server refuses in any object's metadata: annotations past their limit."""
-    annotations = obj["metadata"].get("annotations") or {}
-    size = sum(len(key) + len(str(value)) for key, value in annotations.items())
-    if size <= ANNOTATIONS_LIMIT:
-        return []
-    message = f"Too long: may not be more than {ANNOTATIONS_LIMIT} bytes"
-    return [Cause("metadata.annotations", message, "FieldValueTooLong")]
 
 
 _OMITTED_WHEN_EMPTY = ("labels", "annotations", "finalizers", "ownerReferences", "managedFields")
@@ -193,7 +182,7 @@ def commit(
     if not rt.custom:
         new = drop_nulls(new)
     new["metadata"] = omit_empty(new["metadata"])
-    causes = metadata_causes(new) + kinds.prepare_update(rt, old, new, core.now())
+    causes = metadata.metadata_causes(rt, new) + kinds.prepare_update(rt, old, new, core.now())
     if causes:
         raise invalid(rt, name, causes)
     new, warnings = custom_checks(rt, new, old, options, name)
@@ -207,6 +196,7 @@ def commit(
         gone = core.store.remove(rt.key, new)
         after_removal(core, rt, gone)
         return Written(gone, warnings=warnings)
+    metadata.check_stored_size(rt, new)
     stored = core.store.put(rt.key, new, old)
     if rt.key == CRDS:
         _register(core, stored)
