@@ -44,6 +44,17 @@ def pytest_configure(config: pytest.Config) -> None:
             config.option.kube_context = current
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On a real cluster, skip the tests marked ``local_only``, each with its own reason."""
+    if not config.getoption("--kube-context"):
+        return
+    for item in items:
+        marker = item.get_closest_marker("local_only")
+        if marker is not None:
+            reason = marker.args[0] if marker.args else "needs the local cluster"
+            item.add_marker(pytest.mark.skip(reason=f"local cluster only: {reason}"))
+
+
 @pytest.fixture(scope="session")
 def kube_context(request: pytest.FixtureRequest) -> str | None:
     """The kubeconfig context named by ``--kube-context``, or None for the local cluster."""

@@ -177,6 +177,7 @@ def test_crd_registers_its_resource(api_client: k8s.ApiClient, widgets: str) -> 
     assert widgets in {g["name"] for g in groups}
 
 
+@pytest.mark.local_only("inspects the local API server's registry")
 def test_crd_deletion_unregisters_the_resource(api_client: k8s.ApiClient, cluster: Cluster) -> None:
     """Deleting a CRD removes its resource from discovery and the API."""
     cluster.require_local()
@@ -211,6 +212,7 @@ def test_crd_deletion_unregisters_the_resource(api_client: k8s.ApiClient, cluste
     assert raw(api_client, "GET", "/apis/gone.agentpool.dev/v1").status == 404
 
 
+@pytest.mark.local_only("serves a log file through the local API server's annotation")
 def test_pod_log_served_from_annotated_file(
     core: k8s.CoreV1Api, namespace: str, cluster: Cluster, tmp_path: Path
 ) -> None:

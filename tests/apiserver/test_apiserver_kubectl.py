@@ -307,6 +307,7 @@ def test_create_generators_send_protobuf(kubectl: Kubectl, namespace: str) -> No
     )
 
 
+@pytest.mark.local_only("reads pod logs from files the local API server serves")
 def test_pods_wide_and_logs(
     kubectl: Kubectl, namespace: str, cluster: Cluster, tmp_path: Path
 ) -> None:

@@ -246,6 +246,7 @@ def test_watch_timeout_and_python_client_watch(core: k8s.CoreV1Api, namespace: s
     assert [name for name in seen if name not in CLUSTER_MADE] == ["w"]
 
 
+@pytest.mark.local_only("sets the local API server's watch history length")
 def test_watch_past_history_is_410_in_stream(
     core: k8s.CoreV1Api, namespace: str, cluster: Cluster
 ) -> None:
@@ -266,6 +267,7 @@ def test_watch_past_history_is_410_in_stream(
     assert status["message"].startswith(f"too old resource version: {rv} (")
 
 
+@pytest.mark.local_only("reads the local API server's request counts")
 def test_request_counts(core: k8s.CoreV1Api, namespace: str, cluster: Cluster) -> None:
     """Requests are counted by verb and resource, in process and over /debug/counts."""
     local = cluster.require_local()
@@ -377,6 +379,7 @@ def test_unknown_paths_answer_as_a_cluster_does(api_client: k8s.ApiClient) -> No
     assert unserved.body.strip() == "404 page not found"
 
 
+@pytest.mark.local_only("sets the local API server's bookmark interval")
 def test_idle_watch_gets_bookmarks(core: k8s.CoreV1Api, namespace: str, cluster: Cluster) -> None:
     """An idle watch that allows bookmarks receives them, so clients keep a fresh version."""
     cluster.require_local()

@@ -32,7 +32,8 @@ def test_a_killed_operator_resumes_without_running_a_recorded_item_again(
     """SIGKILL the operator in the middle of 500 items: after a restart all 500 are recorded, no
     item recorded before the kill ran again, at most `cap` items ran twice (those in flight, with
     their attempt raised; those that had finished come back from the run's journal), and the
-    whole run cost at most 30 status writes."""
+    whole run cost at most 30 status writes (counted where the API server counts requests: on
+    the local cluster)."""
     cap = 25
     record = scratch / "invocations.jsonl"
     env = {"SLOW_START_SECONDS": "0", "WORK_SECONDS": "0.04", "INVOCATIONS_FILE": str(record)}
@@ -42,7 +43,8 @@ def test_a_killed_operator_resumes_without_running_a_recorded_item_again(
     ready_pool(api, namespace, "steady", 10)
     items = [{"id": f"i{n:03}"} for n in range(500)]
     writes = ("patch", "poolruns/status")
-    before = operator_cluster.handle.api_counts().get(writes, 0)
+    counted = operator_cluster.handle.local
+    before = operator_cluster.handle.api_counts().get(writes, 0) if counted else 0
     start_run(api, namespace, "durable", items, poolRef={"name": "steady"}, itemId="id", cap=cap)
 
     def midway() -> bool:
@@ -59,7 +61,7 @@ def test_a_killed_operator_resumes_without_running_a_recorded_item_again(
     in_flight = set(at_kill.get("inFlight", {}))
     operator_cluster.operator.start()
     status = finished_run(api, namespace, "durable", 120)
-    after = operator_cluster.handle.api_counts().get(writes, 0)
+    after = operator_cluster.handle.api_counts().get(writes, 0) if counted else 0
     assert (status["phase"], status["result"]) == ("Succeeded", "Drained")
     assert (status["succeeded"], status["failed"], status["total"]) == (500, 0, 500)
     assert set(status["items"]) == {item["id"] for item in items}
@@ -76,7 +78,8 @@ def test_a_killed_operator_resumes_without_running_a_recorded_item_again(
         assert seen[key][1]["attempt"] == seen[key][0]["attempt"] + 1
     for key in again & in_flight:
         assert seen[key][1]["attempt"] == at_kill["inFlight"][key] + 1
-    assert after - before <= 30, f"{after - before} status writes"
+    if counted:
+        assert after - before <= 30, f"{after - before} status writes"
     print(
         f"500 items, killed at {len(recorded)} recorded, {len(unrecorded_calls)} called but not "
         f"written: {len(again)} ran again ({len(again & in_flight)} written as in flight), "

@@ -8,6 +8,7 @@ import yaml
 from cluster import ClusterHandle, Kubectl
 
 
+@pytest.mark.local_only("reads the kubeconfig the local cluster writes")
 def test_kubeconfig_names_the_local_context(local_cluster: ClusterHandle) -> None:
     """DIR/kubeconfig has the agentpool-local context pointing at the running API server."""
     if not local_cluster.local:

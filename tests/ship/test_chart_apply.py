@@ -19,7 +19,13 @@ import yaml
 from chart.rendering import Manifest, chart_crds, render_chart
 from cluster import ClusterHandle, Kubectl, wait_for
 
-pytestmark = [pytest.mark.kubectl, pytest.mark.cluster]
+pytestmark = [
+    pytest.mark.kubectl,
+    pytest.mark.cluster,
+    pytest.mark.local_only(
+        "applies the chart's operator by hand; on a real cluster the Helm test installs it"
+    ),
+]
 
 VALUE_SETS: dict[str, dict[str, Any] | None] = {
     "defaults": None,

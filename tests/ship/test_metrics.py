@@ -6,10 +6,16 @@ scrape and compares it with what the scenario did and with the objects' status.
 
 from __future__ import annotations
 
+import pytest
 from prometheus_client import generate_latest
 
 from agentpool import metrics
 from ship.scenario import ITEMS, Outcome
+
+pytestmark = pytest.mark.local_only(
+    "the scenario starts a local cluster of its own behind a recording proxy, which the local "
+    "pass runs; on a real cluster the Helm test proves the chart's RBAC"
+)
 
 
 def test_every_metric_family_is_served(operator_outcome: Outcome) -> None:
