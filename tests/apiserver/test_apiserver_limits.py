@@ -69,12 +69,12 @@ def test_label_values_are_checked(api: k8s.ApiClient, namespace: str, value: str
 @pytest.mark.parametrize(
     ("key", "message"),
     [
-        ("a" * 64, "name part must be no more than 63 characters"),
-        ("example.com/" + "a" * 64, "name part must be no more than 63 characters"),
+        ("a" * 64, "name part must be no more than 63 bytes"),
+        ("example.com/" + "a" * 64, "name part must be no more than 63 bytes"),
         ("-a", "name part must consist of alphanumeric characters"),
         ("/a", "prefix part must be non-empty"),
         ("Example.com/a", "prefix part a lowercase RFC 1123 subdomain must consist of"),
-        ("a" * 254 + "/a", "prefix part must be no more than 253 characters"),
+        ("a" * 254 + "/a", "prefix part must be no more than 253 bytes"),
         ("a/b/c", "a valid label key must consist of alphanumeric characters"),
     ],
 )
@@ -106,8 +106,7 @@ def test_annotation_keys_are_label_keys_in_any_case(api: k8s.ApiClient, namespac
         ("configmaps", "A", "a lowercase RFC 1123 subdomain must consist of"),
         ("pods", "a." * 126 + "ab", "must be no more than 253 characters"),
         ("services", "a" * 64, "must be no more than 63 characters"),
-        ("services", "1abc", "a DNS-1035 label must consist of lower case alphanumeric"),
-        ("services", "a.b", "a DNS-1035 label must consist of lower case alphanumeric"),
+        ("services", "a.b", "must not contain dots"),
     ],
 )
 def test_names_follow_each_kinds_rule(
@@ -116,6 +115,8 @@ def test_names_follow_each_kinds_rule(
     body: dict[str, Any] = {"metadata": {"name": name}}
     if resource == "pods":
         body["spec"] = {"containers": [{"name": "c", "image": "i"}]}
+    if resource == "services":
+        body["spec"] = {"ports": [{"port": 80}]}
     status, answer = _create(api, f"/api/v1/namespaces/{namespace}/{resource}", body)
     assert status == 422, answer
     assert f'metadata.name: Invalid value: "{name}": {message}' in answer["message"]
@@ -184,12 +185,13 @@ def test_a_request_body_over_3_mib_is_refused(api: k8s.ApiClient, namespace: str
 def test_an_object_too_large_for_etcd_is_refused(
     api: k8s.ApiClient, namespace: str, widgets: str
 ) -> None:
-    """A 2 MiB custom resource passes the 3 MiB body limit but not etcd's 1.5 MiB request limit;
-    kube-apiserver v1.37 passes etcd's error on as a 500. A 1 MiB one is stored."""
+    """A 1.75 MiB custom resource passes the 3 MiB body limit but not etcd's 1.5 MiB request
+    limit; kube-apiserver v1.37 passes etcd's error on as a 500. A 1 MiB one is stored. (Past
+    2 MiB the real server's own gRPC client refuses first, in other words.)"""
     path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
 
-    def widget(name: str, mib: int) -> dict[str, Any]:
-        tags = ["t" * (64 * 1024)] * (16 * mib)
+    def widget(name: str, chunks: int) -> dict[str, Any]:
+        tags = ["t" * (64 * 1024)] * chunks
         return {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "Widget",
@@ -197,7 +199,7 @@ def test_an_object_too_large_for_etcd_is_refused(
             "spec": {"replicas": 1, "tags": tags},
         }
 
-    status, answer = _create(api, path, widget("huge", 2), dry=False)
+    status, answer = _create(api, path, widget("huge", 28), dry=False)
     assert status in (413, 500), answer
     assert "request is too large" in answer["message"]
-    assert _create(api, path, widget("large", 1), dry=False)[0] == 201
+    assert _create(api, path, widget("large", 16), dry=False)[0] == 201

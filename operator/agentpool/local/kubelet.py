@@ -73,7 +73,7 @@ class Kubelet:
         if serving is not None:
             assert client_ca_pem is not None, "a kubelet port needs the CA of its clients"
             context = kubeletserver.server_context(serving, client_ca_pem)
-            self._server = KubeletServer(self._find_pod, context)
+            self._server = KubeletServer(self._find_pod, self._log_path, context)
         self._heartbeat: asyncio.Task[None] | None = None
         self.base_env: Mapping[str, str] = processes.base_env()
         self.addresses = AddressPool()
@@ -121,11 +121,19 @@ class Kubelet:
         finally:
             await self._shutdown()
 
-    def _find_pod(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+    def _worker(self, namespace: str, name: str) -> PodWorker | None:
         for worker in self.workers.values():
             if worker.namespace == namespace and worker.name == name:
-                return worker.pod
+                return worker
         return None
+
+    def _find_pod(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        worker = self._worker(namespace, name)
+        return worker.pod if worker is not None else None
+
+    def _log_path(self, namespace: str, name: str) -> Path | None:
+        worker = self._worker(namespace, name)
+        return worker.log_path if worker is not None else None
 
     async def stop(self) -> None:
         """Stop watching and end every process group this kubelet started."""

@@ -20,11 +20,14 @@ from typing import Any
 
 from aiohttp import web
 
-from agentpool.local.apiserver.logs import serve_log
+from agentpool.local.apiserver.errors import ApiError
+from agentpool.local.apiserver.logs import LOG_PATH_ANNOTATION, serve_log
 from agentpool.local.certificates import KeyPair
 
 # find(namespace, pod) -> the pod as the kubelet last saw it, or None.
 FindPod = Callable[[str, str], Mapping[str, Any] | None]
+# log_path(namespace, pod) -> where the kubelet writes the pod's output, or None.
+FindLog = Callable[[str, str], Path | None]
 
 
 def server_context(serving: KeyPair, client_ca_pem: bytes) -> ssl.SSLContext:
@@ -40,8 +43,11 @@ def server_context(serving: KeyPair, client_ca_pem: bytes) -> ssl.SSLContext:
 class KubeletServer:
     """Serves container logs on 127.0.0.1:port until ``stop()``."""
 
-    def __init__(self, find: FindPod, context: ssl.SSLContext, *, port: int = 0) -> None:
+    def __init__(
+        self, find: FindPod, log_path: FindLog, context: ssl.SSLContext, *, port: int = 0
+    ) -> None:
         self._find = find
+        self._log_path = log_path
         self._context = context
         self._port = port
         self._runner: web.AppRunner | None = None
@@ -71,15 +77,25 @@ class KubeletServer:
 
     async def _logs(self, request: web.Request) -> web.StreamResponse:
         namespace, name = request.match_info["namespace"], request.match_info["pod"]
-        pod = self._find(namespace, name)
-        if pod is None:
+        pod, path = self._find(namespace, name), self._log_path(namespace, name)
+        if pod is None or path is None:
             raise web.HTTPNotFound(text=f'pod "{name}" not found on this node')
-        return await serve_log(
-            request,
-            dict(pod),
-            current=lambda: _plain(self._find(namespace, name)),
-            stopping=lambda: self._stopping,
-        )
+        # The kubelet knows where it writes the output, whether or not the API has the
+        # annotation that says so yet.
+        metadata = dict(pod.get("metadata") or {})
+        metadata["annotations"] = {
+            **(metadata.get("annotations") or {}),
+            LOG_PATH_ANNOTATION: str(path),
+        }
+        try:
+            return await serve_log(
+                request,
+                {**pod, "metadata": metadata},
+                current=lambda: _plain(self._find(namespace, name)),
+                stopping=lambda: self._stopping,
+            )
+        except ApiError as error:
+            raise web.HTTPBadRequest(text=error.message) from error
 
 
 def _plain(pod: Mapping[str, Any] | None) -> dict[str, Any] | None:

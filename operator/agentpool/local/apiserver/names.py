@@ -1,7 +1,7 @@
 """The name and label rules of Kubernetes, with the real API server's own wording.
 
 A port of apimachinery's ``validation`` and ``validate/content`` packages (v0.37): object names
-(DNS-1123 subdomain for most kinds, DNS-1123 label for namespaces, DNS-1035 label for services),
+(DNS-1123 subdomain for most kinds, DNS-1123 label for namespaces and services),
 label keys (an optional DNS subdomain prefix and a name part of at most 63 characters) and
 label values (at most 63 characters). Each check returns the messages the real server would,
 which ``metadata`` turns into 422 causes. Pure functions; no HTTP, no store.
@@ -13,13 +13,11 @@ import re
 
 _DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS1123_SUBDOMAIN_FMT = _DNS1123_LABEL_FMT + "(\\." + _DNS1123_LABEL_FMT + ")*"
-_DNS1035_LABEL_FMT = "[a-z]([-a-z0-9]*[a-z0-9])?"
 _LABEL_KEY_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 _LABEL_VALUE_FMT = "(" + _LABEL_KEY_FMT + ")?"
 
 _DNS1123_LABEL = re.compile(_DNS1123_LABEL_FMT)
 _DNS1123_SUBDOMAIN = re.compile(_DNS1123_SUBDOMAIN_FMT)
-_DNS1035_LABEL = re.compile(_DNS1035_LABEL_FMT)
 _LABEL_KEY = re.compile(_LABEL_KEY_FMT)
 _LABEL_VALUE = re.compile(_LABEL_VALUE_FMT)
 
@@ -39,10 +37,6 @@ _DNS1123_LABEL_MSG = (
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
     "must start and end with an alphanumeric character"
 )
-_DNS1035_LABEL_MSG = (
-    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
-    "alphabetic character, and end with an alphanumeric character"
-)
 
 #: What a generated name's prefix is cut to, leaving room for 5 random characters within 63.
 GENERATED_PREFIX_LIMIT = 58
@@ -59,6 +53,11 @@ def _size(value: str) -> int:
 
 def max_len_error(length: int) -> str:
     return f"must be no more than {length} characters"
+
+
+def max_bytes_error(length: int) -> str:
+    """What v1.37 says of a label key's parts, which it measures in bytes."""
+    return f"must be no more than {length} bytes"
 
 
 def regex_error(message: str, fmt: str, *examples: str) -> str:
@@ -87,13 +86,6 @@ def dns1123_label(value: str) -> list[str]:
     return errors
 
 
-def dns1035_label(value: str) -> list[str]:
-    errors = [max_len_error(63)] if _size(value) > 63 else []
-    if not _matches(_DNS1035_LABEL, value):
-        errors.append(regex_error(_DNS1035_LABEL_MSG, _DNS1035_LABEL_FMT, "my-name", "abc-123"))
-    return errors
-
-
 def label_key(value: str) -> list[str]:
     """content.IsLabelKey: an optional DNS subdomain prefix and '/', then a name part."""
     errors: list[str] = []
@@ -105,7 +97,13 @@ def label_key(value: str) -> list[str]:
         if not prefix:
             errors.append("prefix part must be non-empty")
         else:
-            errors += ["prefix part " + message for message in dns1123_subdomain(prefix)]
+            if _size(prefix) > 253:
+                errors.append("prefix part " + max_bytes_error(253))
+            errors += [
+                "prefix part " + message
+                for message in dns1123_subdomain(prefix)
+                if message != max_len_error(253)
+            ]
     else:
         message = regex_error(_LABEL_KEY_MSG, _LABEL_KEY_FMT, "MyName", "my.name", "123-abc")
         return [
@@ -115,7 +113,7 @@ def label_key(value: str) -> list[str]:
     if not name:
         errors.append("name part must be non-empty")
     elif _size(name) > 63:
-        errors.append("name part " + max_len_error(63))
+        errors.append("name part " + max_bytes_error(63))
     if not _matches(_LABEL_KEY, name):
         message = regex_error(_LABEL_KEY_MSG, _LABEL_KEY_FMT, "MyName", "my.name", "123-abc")
         errors.append("name part " + message)
@@ -138,7 +136,8 @@ def object_name(kind: str, name: str, *, prefix: bool = False) -> list[str]:
     if kind == "namespaces":
         return dns1123_label(name)
     if kind == "services":
-        return dns1035_label(name)
+        # v1.37 relaxed Service names to DNS-1123 labels, as namespaces have (KEP 5311).
+        return dns1123_label(name)
     return dns1123_subdomain(name)
 
 
