@@ -78,6 +78,22 @@ async def test_requests_without_the_token_get_401(spawn: Spawn, client: AgentCli
     assert status.uses == 0
 
 
+async def test_the_bearer_scheme_is_case_insensitive(spawn: Spawn) -> None:
+    """HTTP auth schemes are case-insensitive (RFC 9110): ``bearer`` or ``BEARER`` with the right
+    token is let in, as ``Bearer`` is; the token itself is compared exactly."""
+    agent = await spawn(ECHO)
+    async with aiohttp.ClientSession() as session:
+        for header, expected in (
+            (f"bearer {agent.token}", 200),
+            (f"BEARER  {agent.token}", 200),
+            (f"Bearer {agent.token.upper()}x", 401),
+            (f"Basic {agent.token}", 401),
+        ):
+            headers = {"Authorization": header}
+            async with session.get(agent.endpoint + "/status", headers=headers) as response:
+                assert response.status == expected, header
+
+
 async def test_busy_agent_answers_409(spawn: Spawn, client: AgentClient, tmp_path: Path) -> None:
     """While one item runs, /status reports it and a second invoke gets 409 Busy."""
     agent = await spawn(GATED)

@@ -54,7 +54,7 @@ class AgentServer:
         self.uses = 0
         self.port: int | None = None
         self._state: Any = None
-        self._authorization = f"Bearer {settings.token}".encode()
+        self._token = settings.token.encode()
         self._idle = asyncio.Event()
         self._idle.set()
         self._items: set[asyncio.Task[tuple[int, bytes]]] = set()
@@ -148,10 +148,11 @@ class AgentServer:
         return result
 
     def _authorized(self, request: web.Request) -> bool:
-        given = request.headers.get("Authorization")
-        if given is None:
+        # The scheme is case-insensitive (RFC 9110); the token is compared in constant time.
+        scheme, _, token = request.headers.get("Authorization", "").strip().partition(" ")
+        if scheme.lower() != "bearer":
             return False
-        return hmac.compare_digest(given.encode("utf-8", "surrogateescape"), self._authorization)
+        return hmac.compare_digest(token.strip().encode("utf-8", "surrogateescape"), self._token)
 
     def _refusal(self, request: web.Request) -> web.Response | None:
         """The answer to a request that may not touch the agent now, or None if it may."""
