@@ -22,7 +22,7 @@ from agentpool.api import (
     PoolRunSpec,
     PoolRunStatus,
 )
-from agentpool.api.validation import apply_defaults, prune, validate
+from agentpool.api.validation import RULES_NOT_CHECKED, apply_defaults, prune, validate
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
@@ -87,7 +87,8 @@ def test_invalid_resources_are_rejected_naming_the_field(
     message in the API server's words that says what is wrong."""
     annotations = obj["metadata"]["annotations"]
     schema = schemas[obj["kind"]]
-    errors = validate(schema, apply_defaults(schema, obj))
+    # Past a schema error a real API server runs no CEL rule, and adds a line saying so.
+    errors = [e for e in validate(schema, apply_defaults(schema, obj)) if e != RULES_NOT_CHECKED]
     assert len(errors) == 1, [str(error) for error in errors]
     matching = [
         error

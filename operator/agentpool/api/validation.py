@@ -50,9 +50,52 @@ def validate(schema: dict[str, Any], obj: Any, *, old: Any = None) -> list[Field
     Call it after ``apply_defaults``, as the API server does. Transition rules (those naming
     ``oldSelf``) run only where an old value exists.
     """
-    errors: list[FieldError] = []
+    errors = _Found()
     _validate(schema, obj, "", old, old is not None, errors)
-    return errors
+    if _has_rules(schema) and any(error.reason in _BLOCKING for error in errors):
+        # As kube-apiserver: an object with a wrong type, a missing, unsupported or oversized
+        # value gets no rule's verdict (a rule over it would only fail to evaluate), and a
+        # line that says so.
+        return [*errors, RULES_NOT_CHECKED]
+    return [*errors, *errors.rules]
+
+
+#: The schema errors after which kube-apiserver runs no CEL rule (its ``hasBlockingErr``).
+_BLOCKING = frozenset(
+    {
+        "FieldValueNotSupported",
+        "FieldValueRequired",
+        "FieldValueTooLong",
+        "FieldValueTooMany",
+        "FieldValueTypeInvalid",
+    }
+)
+
+
+def _has_rules(node: Any) -> bool:
+    """Whether a schema holds any CEL rule (a CRD without one gets no note about skipping)."""
+    if isinstance(node, dict):
+        return "x-kubernetes-validations" in node or any(_has_rules(v) for v in node.values())
+    if isinstance(node, list):
+        return any(_has_rules(v) for v in node)
+    return False
+
+
+class _Found(list[FieldError]):
+    """Errors found: the schema's in the list itself, the CEL rules' in ``rules``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rules: list[FieldError] = []
+
+
+#: What kube-apiserver adds when schema errors kept it from reporting the CEL rules' verdicts.
+RULES_NOT_CHECKED = FieldError(
+    "<nil>",
+    "FieldValueInvalid",
+    "Invalid value: null: some validation rules were not checked because the object was "
+    "invalid; correct the existing errors to complete validation",
+)
 
 
 def _join(path: str, key: str) -> str:
@@ -91,7 +134,7 @@ def _show(value: Any) -> str:
 
 
 def _validate(
-    node: dict[str, Any], value: Any, path: str, old: Any, has_old: bool, errors: list[FieldError]
+    node: dict[str, Any], value: Any, path: str, old: Any, has_old: bool, errors: _Found
 ) -> None:
     expected = node.get("type")
     if value is None:
@@ -193,7 +236,7 @@ def _check_object(
     value: dict[str, Any],
     path: str,
     old: dict[str, Any] | None,
-    errors: list[FieldError],
+    errors: _Found,
 ) -> None:
     for key in node.get("required", ()):
         if key not in value:
@@ -218,9 +261,7 @@ def _check_object(
                 _validate(additional, item, f"{path}[{key}]", item_old, has_old, errors)
 
 
-def _check_array(
-    node: dict[str, Any], value: list[Any], path: str, errors: list[FieldError]
-) -> None:
+def _check_array(node: dict[str, Any], value: list[Any], path: str, errors: _Found) -> None:
     if "minItems" in node and len(value) < node["minItems"]:
         detail = f"{path} in body should have at least {node['minItems']} items"
         errors.append(_invalid(path, value, detail))
@@ -267,7 +308,7 @@ def _rule_scope(expression: str, value: Any, path: str) -> Any:
 
 
 def _check_rules(
-    node: dict[str, Any], value: Any, path: str, old: Any, has_old: bool, errors: list[FieldError]
+    node: dict[str, Any], value: Any, path: str, old: Any, has_old: bool, errors: _Found
 ) -> None:
     for rule in node.get("x-kubernetes-validations", ()):
         expression = rule["rule"]
@@ -280,7 +321,7 @@ def _check_rules(
         field = path + rule.get("fieldPath", "") if path else rule.get("fieldPath", "").lstrip(".")
         kind = node.get("type", "object")
         if outcome.error is not None:
-            errors.append(
+            errors.rules.append(
                 FieldError(
                     field,
                     "FieldValueInvalid",
@@ -293,7 +334,7 @@ def _check_rules(
         if "messageExpression" in rule:
             produced = evaluate_message(rule["messageExpression"], scope, old=old, has_old=has_old)
             message = produced.strip() if produced and produced.strip() else message
-        errors.append(_rule_error(field, rule.get("reason"), value, message))
+        errors.rules.append(_rule_error(field, rule.get("reason"), value, message))
 
 
 def _rule_error(field: str, reason: str | None, value: Any, message: str) -> FieldError:
