@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import collections
 import contextlib
 import dataclasses
 import heapq
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 
 from agentpool.broker.errors import PoolClosed, PoolExhausted
 from agentpool.broker.handles import Checkout, Outcome
-from agentpool.pool import ObservedAgent, PoolPolicy, Waiter, order_waiters
+from agentpool.pool import ObservedAgent, PoolPolicy, Waiter, order_waiters, quarantine
 from agentpool.pool.checkout import idle_key, is_available
 
 
@@ -38,6 +39,7 @@ class _Agent:
     idle_seq: int = 0
     lost: bool = False
     reset_failed: bool = False
+    quarantined: bool = False
     retired: bool = False
     key: tuple[float, int, str] = (0.0, 0, "")
 
@@ -87,6 +89,11 @@ class Broker:
         self._idle_order = itertools.count(1)
         self._leases = itertools.count(1)
         self._closed: PoolClosed | None = None
+        # The pool's latest outcomes, (agent, failed), so quarantine can tell a broken agent
+        # from bad items: see agentpool.pool.quarantine.
+        self._outcomes: collections.deque[tuple[str, bool]] = collections.deque(
+            maxlen=quarantine.WINDOW
+        )
 
     # -- checkout and checkin -------------------------------------------------------------------
 
@@ -138,9 +145,10 @@ class Broker:
         """Give a checked-out agent back with how its work went.
 
         Success returns it to the idle set and clears its failure streak; failure returns it
-        and counts toward quarantine; lost and reset_failed keep it out, to be retired. Returns
-        False (and does nothing) for a handle that no longer holds its agent: a second checkin,
-        or an agent already lost.
+        and counts toward quarantine, which takes an agent failing where the others succeed (an
+        item's failure is not its agent's); lost and reset_failed keep it out, to be retired.
+        Returns False (and does nothing) for a handle that no longer holds its agent: a second
+        checkin, or an agent already lost.
         """
         outcome = Outcome(outcome)
         agent = self._agents.get(checkout.agent)
@@ -154,8 +162,17 @@ class Broker:
             return True
         if outcome is Outcome.SUCCESS:
             agent.consecutive_failures = 0
+            self._outcomes.append((agent.pod.name, False))
         elif outcome is Outcome.FAILURE:
             agent.consecutive_failures += 1
+            self._outcomes.append((agent.pod.name, True))
+            mine, others = quarantine.split_outcomes(agent.pod.name, self._outcomes)
+            agent.quarantined = quarantine.should_quarantine(
+                self.policy.quarantine_after_failures,
+                agent.consecutive_failures,
+                agent=mine,
+                others=others,
+            )
         elif outcome is Outcome.LOST:
             agent.lost = True
         else:
@@ -419,6 +436,7 @@ class Broker:
             consecutive_failures=agent.consecutive_failures,
             lost=agent.pod.lost or agent.lost,
             reset_failed=agent.pod.reset_failed or agent.reset_failed,
+            quarantined=agent.pod.quarantined or agent.quarantined,
             deleting=agent.pod.deleting or agent.retired,
         )
 

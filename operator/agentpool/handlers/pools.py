@@ -37,6 +37,7 @@ from agentpool.pool.manifests import (
     token_secret_name,
 )
 from agentpool.pool.pods import failure_of, is_failed, is_ready, observe_pod, ready_since
+from agentpool.pool.recycling import summarise_retirements
 
 __all__ = ["POOL_LABEL", "register", "sync_broker"]
 
@@ -273,25 +274,23 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
     decided = plan(policy, agents, waiters, now)
 
     retired = set(handle.broker.retire(decided.retired_names))
-    for retirement in decided.retire:
-        if retirement.name not in retired:
-            continue
-        note_failure(handle, retirement.name, now)
-        if retirement.reason == str(RetireReason.UNREADY):
-            handle.last_unready = (retirement.name, now)
-        handle.undeleted.add(retirement.name)
-        _event(
-            body,
-            "Normal",
-            EventReason.AGENT_RETIRED,
-            f"Retired agent {retirement.name}: {retirement.reason}",
-        )
+    done = [(r.name, r.reason) for r in decided.retire if r.name in retired]
+    for name, reason in done:
+        note_failure(handle, name, now)
+        if reason == str(RetireReason.UNREADY):
+            handle.last_unready = (name, now)
+        if reason == str(RetireReason.QUARANTINED):
+            handle.quarantine_backoff = handle.quarantine_backoff.failed(now)
+        handle.undeleted.add(name)
+    if done:
+        _event(body, "Normal", EventReason.AGENT_RETIRED, summarise_retirements(done))
     await delete_retired(runtime, handle)
     created = 0
     wanted = decided.create
-    hold = handle.crash_backoff_until - now
+    hold = max(handle.crash_backoff_until - now, handle.quarantine_backoff.hold(now))
     if wanted and hold > 0:
-        # Agents keep failing before they ever turn Ready: back off instead of churning pods.
+        # Agents keep failing before they ever turn Ready, or keep being quarantined: back off
+        # instead of churning pods.
         handle.wake_at(hold)
         wanted = 0
     for _ in range(wanted):

@@ -16,6 +16,7 @@ from agentpool.io.agents import AgentClient
 from agentpool.io.journal import Journals
 from agentpool.io.kube import Kube
 from agentpool.pool import DemandSample
+from agentpool.pool.backoff import Backoff
 
 PoolKey = tuple[str, str]
 
@@ -43,6 +44,8 @@ class PoolHandle:
     crash_failures: int = 0
     crash_backoff_until: float = 0.0
     last_failure: tuple[str, str] | None = None
+    # Agents quarantined, in a row: their replacements back off as CrashLoopBackOff does.
+    quarantine_backoff: Backoff = field(default_factory=Backoff)
     # The last agent retired for turning unready, and when.
     last_unready: tuple[str, float] | None = None
 
