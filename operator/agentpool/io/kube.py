@@ -24,6 +24,7 @@ import kubernetes
 from kubernetes.client.exceptions import ApiException
 
 from agentpool import GROUP, VERSION, metrics
+from agentpool.pool.backoff import retry_delay
 
 T = TypeVar("T")
 
@@ -31,6 +32,15 @@ MERGE_PATCH = "application/merge-patch+json"
 #: (connect, read) seconds for every call: a request the API server never answers fails and is
 #: retried by its caller, instead of holding one of the few worker threads for good.
 TIMEOUT = (5.0, 60.0)
+#: A status write meets a conflict or a server error now and then (an API server restarting, a
+#: webhook timing out, etcd busy); it is tried this many times, backing off from the base to the
+#: cap between server errors (about 5 s in all), before the error reaches the daemon, whose
+#: restart is for the unexpected only.
+STATUS_ATTEMPTS = 8
+RETRY_BASE_SECONDS = 0.05
+RETRY_MAX_SECONDS = 2.0
+#: The answers that a later try of the same write may not get: too many requests, server errors.
+RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 
 class NotFound(Exception):
@@ -297,21 +307,40 @@ class Kube:
     async def patch_status(
         self, plural: str, namespace: str, name: str, status: dict[str, Any]
     ) -> None:
-        """Merge-patch the status subresource of a custom object."""
-        await self._call(
-            "patch",
-            f"{plural}/status",
-            self._unread(
-                self._custom.patch_namespaced_custom_object_status,
-                GROUP,
-                VERSION,
-                namespace,
-                plural,
-                name,
-                {"status": status},
-                _content_type=MERGE_PATCH,
-            ),
+        """Merge-patch the status subresource of a custom object.
+
+        A 409 re-reads the object (raising NotFound if it is gone) and tries again at once; a
+        429 or 5xx tries again after a back-off; up to `STATUS_ATTEMPTS` tries in all. Anything
+        else raises at once.
+        """
+        write = self._unread(
+            self._custom.patch_namespaced_custom_object_status,
+            GROUP,
+            VERSION,
+            namespace,
+            plural,
+            name,
+            {"status": status},
+            _content_type=MERGE_PATCH,
         )
+        conflicted = False
+        for attempt in range(1, STATUS_ATTEMPTS + 1):
+            last = attempt == STATUS_ATTEMPTS
+            try:
+                if conflicted:
+                    await self.get_custom(plural, namespace, name)
+                    conflicted = False
+                await self._call("patch", f"{plural}/status", write)
+                return
+            except Conflict:
+                if last:
+                    raise
+                conflicted = True
+            except ApiException as error:
+                if last or error.status not in RETRYABLE_STATUSES:
+                    raise
+                delay = retry_delay(attempt, base=RETRY_BASE_SECONDS, cap=RETRY_MAX_SECONDS)
+                await asyncio.sleep(delay)
 
     async def delete_custom(self, plural: str, namespace: str, name: str) -> None:
         with contextlib.suppress(NotFound):
