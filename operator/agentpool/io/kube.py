@@ -16,6 +16,7 @@ import asyncio
 import collections
 import contextlib
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -51,6 +52,10 @@ class Conflict(Exception):
     """The object already exists, or changed since it was read."""
 
 
+class NoCluster(Exception):
+    """No kubeconfig or in-cluster service account says where the API server is."""
+
+
 @dataclass(frozen=True)
 class Connection:
     """Where the API server is and how to prove who we are, resolved as kubectl resolves it: a
@@ -68,6 +73,20 @@ class Connection:
 
 def make_api_client(connection: Connection) -> Any:
     """Build a client configuration for the connection, the way kubectl would resolve it."""
+    try:
+        configuration = _configuration(connection)
+    except (kubernetes.config.ConfigException, FileNotFoundError) as error:
+        where = connection.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        raise NoCluster(
+            f"no cluster to talk to: no usable kubeconfig at {where} and no in-cluster"
+            f" service account ({str(error).strip() or type(error).__name__}); pass"
+            " --kubeconfig FILE or --server URL, set KUBECONFIG, or start a local cluster"
+            " with `agentpool local up --dir DIR`"
+        ) from None
+    return kubernetes.client.ApiClient(configuration)
+
+
+def _configuration(connection: Connection) -> Any:
     configuration = kubernetes.client.Configuration()
     loader: Any = kubernetes.config
     if connection.kubeconfig or connection.context:
@@ -96,7 +115,7 @@ def make_api_client(connection: Connection) -> Any:
     # The operator runs many calls at once from worker threads; urllib3's default pool of four
     # connections would serialise them and log warnings.
     configuration.connection_pool_maxsize = 32
-    return kubernetes.client.ApiClient(configuration)
+    return configuration
 
 
 def _override(configuration: Any, connection: Connection) -> None:
