@@ -196,6 +196,28 @@ def test_scale_subresource_and_kubectl_views(api: Api, namespace: str, kubectl_o
     assert "ScaledUp" in described
 
 
+def test_max_column_shows_min_size_when_max_size_is_unset(
+    api: Api, namespace: str, kubectl_op: Any
+) -> None:
+    """A pool without maxSize runs at most minSize agents, and `kubectl get` says so in MAX
+    instead of leaving it blank."""
+    api.create("agentpools", namespace, "nomax", pool_spec(minSize=2))
+    wait_for(lambda: pool_status(api, namespace, "nomax").get("readyReplicas") == 2, 60)
+
+    def cells() -> dict[str, str]:
+        header, row = kubectl_op("get", "agentpools", "-n", namespace).stdout.splitlines()[:2]
+        # Cells sit under their headers; a blank cell leaves only spaces there.
+        starts = [header.index(name) for name in header.split()]
+        ends = [*starts[1:], None]
+        return {
+            name: row[start:end].strip()
+            for name, start, end in zip(header.split(), starts, ends, strict=True)
+        }
+
+    shown = wait_for(lambda: (c := cells())["MAX"] and c, 10, message="MAX column filled")
+    assert (shown["NAME"], shown["MIN"], shown["MAX"]) == ("nomax", "2", "2")
+
+
 def test_agents_demand_the_token_and_the_token_is_never_shown(
     api: Api, namespace: str, operator_cluster: Any
 ) -> None:

@@ -185,6 +185,8 @@ class AgentPoolStatus(ApiModel):
     """Agents holding work (an item or a lease)."""
     overflow: int = Field(default=0, ge=0)
     """Agent pods above minSize."""
+    max_size: int | None = Field(default=None, ge=0)
+    """The ceiling in force: spec.maxSize, or minSize when maxSize is not set (the MAX column)."""
     waiting: int = Field(default=0, ge=0)
     """Checkouts queued for an agent."""
     state: PoolState | None = None

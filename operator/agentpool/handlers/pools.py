@@ -380,6 +380,7 @@ async def write_status(
             "available": view.available,
             "busy": view.busy,
             "overflow": view.overflow,
+            "maxSize": policy.max_size,
             "waiting": view.waiting,
             "state": view.state,
             "selector": pool_selector(handle.name),
