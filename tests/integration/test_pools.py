@@ -218,6 +218,27 @@ def test_max_column_shows_min_size_when_max_size_is_unset(
     assert (shown["NAME"], shown["MIN"], shown["MAX"]) == ("nomax", "2", "2")
 
 
+def test_deleting_a_pool_ends_its_daemon_cleanly_with_kopf_events(
+    api: Api, namespace: str, operator_cluster: Any
+) -> None:
+    """Deleting a pool stops its loop without kopf cancelling it (no "cancelled, will
+    escalate" warning), and the pool's Events name agentpool as the component reporting them."""
+    api.create("agentpools", namespace, "bye", pool_spec(minSize=1))
+    wait_for(lambda: pool_status(api, namespace, "bye").get("readyReplicas") == 1, 60)
+    cancelled = "Daemon 'pool_loop' is cancelled"
+    before = operator_cluster.operator.log().count(cancelled)
+    api.delete("agentpools", namespace, "bye")
+    wait_for(lambda: not api.exists("agentpools", namespace, "bye"), 60, message="pool gone")
+    assert operator_cluster.operator.log().count(cancelled) == before
+    scaled = wait_for(
+        lambda: next((e for e in api.events(namespace) if e.get("reason") == "ScaledUp"), None),
+        10,
+        message="ScaledUp event",
+    )
+    assert scaled["source"]["component"] == "agentpool"
+    assert scaled["reportingComponent"] == "agentpool"
+
+
 def test_agents_demand_the_token_and_the_token_is_never_shown(
     api: Api, namespace: str, operator_cluster: Any
 ) -> None:

@@ -112,7 +112,10 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
         id="pool_loop",
         registry=registry,
         backoff=2,
-        cancellation_timeout=DRAIN_SECONDS + 15,
+        # The loop ends by itself as soon as it is stopped (the deletion handler drains), so
+        # kopf never needs to cancel it: a deletion is not a cancellation.
+        cancellation_backoff=5,
+        cancellation_timeout=10,
     )
     async def pool_loop(
         body: kopf.Body,
@@ -167,13 +170,31 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
                 stopped.reason and stopped.reason & kopf.DaemonStoppingReason.RESOURCE_DELETED
             )
             if deleted:
-                await drain(runtime, handle)
+                # Refuse checkouts at once; pool_drain lets busy agents finish and deletes pods.
+                runtime.brokers.close(namespace, name)
+                if not handle.drained:
+                    runtime.draining[key] = handle
                 metrics.forget_pool_gauges(namespace, name)
                 asyncio.get_running_loop().call_later(
                     metrics.FORGET_AFTER_SECONDS, _forget_counts, runtime, key
                 )
             runtime.pools.pop(key, None)
             runtime.pool_started.pop(key, None)
+
+    @kopf.on.delete(GROUP, VERSION, "agentpools", id="pool_drain", registry=registry)
+    async def pool_drain(name: str, namespace: str | None, **kwargs: Any) -> None:
+        # Here rather than in the loop's own ending, so the loop stops at once when the pool is
+        # deleted and the wait for busy agents is an ordinary handler, retried if it fails.
+        key = (namespace or "", name)
+        handle = runtime.pools.get(key) or runtime.draining.get(key)
+        if handle is not None:
+            await drain(runtime, handle)
+            handle.drained = True
+        else:  # the loop never started here (the pool was deleted while the operator was down)
+            pods_by_pool: kopf.Index[tuple[str, str], dict[str, Any]] = kwargs["pods_by_pool"]
+            for pod in pods_by_pool.get(key, []):
+                await runtime.kube.delete_pod(key[0], pod["metadata"]["name"])
+        runtime.draining.pop(key, None)
 
 
 def _forget_counts(runtime: Runtime, key: tuple[str, str]) -> None:
