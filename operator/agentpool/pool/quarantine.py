@@ -9,6 +9,7 @@ above theirs. The broker keeps the window of outcomes and asks this on every fai
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -60,3 +61,18 @@ def should_quarantine(threshold: int, streak: int, *, agent: Outcomes, others: O
     if others.successes == 0 or others.failure_rate > MAX_OTHERS_FAILURE_RATE:
         return False
     return agent.failure_rate >= OUTLIER_FACTOR * others.failure_rate
+
+
+class OutcomeWindow:
+    """The pool's latest `WINDOW` outcomes, which the broker records on every checkin."""
+
+    def __init__(self, size: int = WINDOW) -> None:
+        self._outcomes: collections.deque[tuple[str, bool]] = collections.deque(maxlen=size)
+
+    def record(self, agent: str, *, failed: bool) -> None:
+        self._outcomes.append((agent, failed))
+
+    def judge(self, agent: str, threshold: int, streak: int) -> bool:
+        """Whether `agent`, failing `streak` items in a row, is to be quarantined now."""
+        mine, others = split_outcomes(agent, self._outcomes)
+        return should_quarantine(threshold, streak, agent=mine, others=others)
