@@ -17,6 +17,7 @@ import collections
 import contextlib
 import json
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -33,14 +34,10 @@ MERGE_PATCH = "application/merge-patch+json"
 #: (connect, read) seconds for every call: a request the API server never answers fails and is
 #: retried by its caller, instead of holding one of the few worker threads for good.
 TIMEOUT = (5.0, 60.0)
-#: A status write meets a conflict or a server error now and then (an API server restarting, a
-#: webhook timing out, etcd busy); it is tried this many times, backing off from the base to the
-#: cap between server errors (about 5 s in all), before the error reaches the daemon, whose
-#: restart is for the unexpected only.
+#: Tries of a status write that meets 409s or 5xx, backing off from base to cap (about 5 s in
+#: all) before the error reaches the daemon, whose restart is for the unexpected only.
 STATUS_ATTEMPTS = 8
-RETRY_BASE_SECONDS = 0.05
-RETRY_MAX_SECONDS = 2.0
-#: The answers that a later try of the same write may not get: too many requests, server errors.
+RETRY_BASE_SECONDS, RETRY_MAX_SECONDS = 0.05, 2.0
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 
@@ -138,6 +135,7 @@ class Kube:
         self._core: Any = kubernetes.client.CoreV1Api(api_client)
         self._custom: Any = kubernetes.client.CustomObjectsApi(api_client)
         self.writes: collections.Counter[tuple[str, str]] = collections.Counter()
+        self._counting = threading.Lock()
 
     @classmethod
     def connect(cls, connection: Connection) -> Kube:
@@ -147,11 +145,15 @@ class Kube:
         self._client.close()
 
     async def _call(self, verb: str, resource: str, fn: Callable[[], T]) -> T:
-        if verb not in ("get", "list"):
-            self.writes[verb, resource] += 1
-            metrics.API_WRITES.labels(verb, resource).inc()
+        def sent() -> T:  # counted as it goes out: one cancelled while queued is never sent
+            if verb not in ("get", "list"):
+                with self._counting:
+                    self.writes[verb, resource] += 1
+                metrics.API_WRITES.labels(verb, resource).inc()
+            return fn()
+
         try:
-            return await asyncio.to_thread(fn)
+            return await asyncio.to_thread(sent)
         except ApiException as error:
             if error.status == 404:
                 raise NotFound(f"{resource}: {error.reason}") from None
@@ -326,12 +328,9 @@ class Kube:
     async def patch_status(
         self, plural: str, namespace: str, name: str, status: dict[str, Any]
     ) -> None:
-        """Merge-patch the status subresource of a custom object.
-
-        A 409 re-reads the object (raising NotFound if it is gone) and tries again at once; a
-        429 or 5xx tries again after a back-off; up to `STATUS_ATTEMPTS` tries in all. Anything
-        else raises at once.
-        """
+        """Merge-patch a custom object's status. A 409 re-reads the object (NotFound if it is
+        gone) and tries again; a 429 or 5xx tries again after a back-off; `STATUS_ATTEMPTS`
+        tries in all. Anything else raises at once."""
         write = self._unread(
             self._custom.patch_namespaced_custom_object_status,
             GROUP,
