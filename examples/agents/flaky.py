@@ -6,6 +6,8 @@ What an item (a JSON object) may ask for:
 - ``"failTimes": n``: fail the first n attempts (by the envelope's ``attempt``), then succeed.
 - ``"sleepSeconds": s``: take s seconds first, to outlast a call timeout.
 - ``"crash": true``: exit the whole process at once (code 3) mid-item, as a crashed agent would.
+- ``"failOn": pod``: fail only in the pod of that name (its ``HOSTNAME``), so one agent of a
+  pool looks broken while the others serve the same items.
 
 Anything else succeeds with ``{"id", "attempt", "item"}``. With ``INVOCATIONS_FILE`` set it
 records every invocation (see ``invocations.py``).
@@ -30,6 +32,8 @@ def handle(item: Any, input: Any, context: Context) -> dict[str, Any]:
         time.sleep(float(asks["sleepSeconds"]))
     if asks.get("crash"):
         os._exit(3)
+    if asks.get("failOn") and asks["failOn"] == os.environ.get("HOSTNAME"):
+        raise RuntimeError(f"item {context.id} fails on agent {asks['failOn']}")
     if asks.get("fail"):
         raise RuntimeError(str(asks.get("message") or f"item {context.id} asked to fail"))
     fail_times = int(asks.get("failTimes", 0))

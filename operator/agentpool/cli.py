@@ -257,10 +257,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The exit status of a tool that a closed pipe ended: 128 + SIGPIPE, as a shell reports it.
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    from agentpool.io.kube import NoCluster
+
     parser = build_parser()
     args = parser.parse_args(argv)
-    result: int = args.func(args)
+    try:
+        result: int = args.func(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`agentpool results RUN | head`): stop quietly as Unix tools do.
+        # Point stdout at /dev/null so the interpreter's last flush does not complain either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    except NoCluster as error:
+        print(f"agentpool: {error}", file=sys.stderr)
+        return 2
     return result
 
 

@@ -40,7 +40,13 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         metadata=meta("echo"),
         spec=AgentPoolSpec(image="echo:1", min_size=2, max_size=4),
         status=AgentPoolStatus(
-            replicas=3, ready_replicas=3, available=1, busy=2, overflow=1, state="Overflow"
+            replicas=3,
+            ready_replicas=3,
+            available=1,
+            busy=2,
+            overflow=1,
+            max_size=4,
+            state="Overflow",
         ),
     ).to_wire(),
     "PoolRun": PoolRun(

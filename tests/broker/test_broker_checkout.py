@@ -229,16 +229,30 @@ def replace_ready(observed: ObservedAgent, ready: bool) -> ObservedAgent:
     return dataclasses.replace(observed, ready=ready)
 
 
-async def test_quarantine_after_failures_in_a_row() -> None:
-    """An agent that fails quarantineAfterFailures items in a row is no longer handed out."""
-    broker = make_broker(["a"], quarantine_after_failures=2)
+async def test_an_agent_failing_where_others_succeed_is_quarantined() -> None:
+    """An agent that fails quarantineAfterFailures items in a row while the others serve items
+    is no longer handed out."""
+    broker = make_broker(["a", "b"], strategy="FIFO", quarantine_after_failures=2)
     for _ in range(2):
-        handle = await broker.checkout(timeout=1, holder="h")
-        broker.checkin(handle, Outcome.FAILURE)
+        for name, outcome in (("a", Outcome.FAILURE), ("b", Outcome.SUCCESS)):
+            handle = await broker.checkout(timeout=1, holder="h")
+            assert handle.agent == name
+            broker.checkin(handle, outcome)
     assert broker.changed.is_set()
-    assert broker.agents()[0].consecutive_failures == 2
+    assert [(a.name, a.quarantined) for a in broker.agents()] == [("a", True), ("b", False)]
+    assert (await broker.checkout(timeout=0, holder="h")).agent == "b"
     with pytest.raises(PoolExhausted):
         await broker.checkout(timeout=0, holder="h")
+
+
+async def test_items_failing_on_every_agent_quarantine_none() -> None:
+    """When every agent fails every item, the items are at fault: no agent is quarantined, so
+    the pool does not churn pods over bad input."""
+    broker = make_broker(["a", "b"], strategy="FIFO", quarantine_after_failures=2)
+    for _ in range(20):
+        broker.checkin(await broker.checkout(timeout=1, holder="h"), Outcome.FAILURE)
+    assert [a.quarantined for a in broker.agents()] == [False, False]
+    assert [a.consecutive_failures for a in broker.agents()] == [10, 10]
 
 
 async def test_success_clears_the_failure_streak() -> None:

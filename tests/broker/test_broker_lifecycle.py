@@ -215,17 +215,22 @@ async def test_registry_keys_by_namespace_and_pool() -> None:
 async def test_an_unused_checkout_keeps_the_failure_streak_and_uses() -> None:
     """A holder that gives an agent back unused (a retry moved to another agent) neither counts
     a use nor clears the failure streak, so a broken agent still reaches quarantine."""
-    broker = Broker("p", PoolPolicy(min_size=1, max_size=1, quarantine_after_failures=2))
-    broker.update_agents([agent("a")])
+    broker = Broker("p", PoolPolicy(min_size=2, max_size=2, quarantine_after_failures=2))
+    broker.update_agents([agent("a", idle_since=2.0), agent("b", idle_since=1.0)])
+    healthy = await broker.checkout(timeout=1, holder="h")
     first = await broker.checkout(timeout=1, holder="h")
+    assert (healthy.agent, first.agent) == ("a", "b")
     broker.checkin(first, Outcome.FAILURE)
     swapped = await broker.checkout(timeout=1, holder="h")
+    assert swapped.agent == "b"
     assert broker.checkin(swapped, Outcome.UNUSED)
-    (seen,) = broker.agents()
+    seen = {a.name: a for a in broker.agents()}["b"]
     assert seen.consecutive_failures == 1
     assert seen.uses == 1
     again = await broker.checkout(timeout=1, holder="h")
+    assert again.agent == "b"
+    broker.checkin(healthy, Outcome.SUCCESS)
     broker.checkin(again, Outcome.FAILURE)
-    (seen,) = broker.agents()
+    seen = {a.name: a for a in broker.agents()}["b"]
     assert seen.consecutive_failures == 2
-    assert plan(broker.policy, broker.agents(), broker.waiters(), 0.0).retired_names == ("a",)
+    assert plan(broker.policy, broker.agents(), broker.waiters(), 0.0).retired_names == ("b",)

@@ -196,6 +196,49 @@ def test_scale_subresource_and_kubectl_views(api: Api, namespace: str, kubectl_o
     assert "ScaledUp" in described
 
 
+def test_max_column_shows_min_size_when_max_size_is_unset(
+    api: Api, namespace: str, kubectl_op: Any
+) -> None:
+    """A pool without maxSize runs at most minSize agents, and `kubectl get` says so in MAX
+    instead of leaving it blank."""
+    api.create("agentpools", namespace, "nomax", pool_spec(minSize=2))
+    wait_for(lambda: pool_status(api, namespace, "nomax").get("readyReplicas") == 2, 60)
+
+    def cells() -> dict[str, str]:
+        header, row = kubectl_op("get", "agentpools", "-n", namespace).stdout.splitlines()[:2]
+        # Cells sit under their headers; a blank cell leaves only spaces there.
+        starts = [header.index(name) for name in header.split()]
+        ends = [*starts[1:], None]
+        return {
+            name: row[start:end].strip()
+            for name, start, end in zip(header.split(), starts, ends, strict=True)
+        }
+
+    shown = wait_for(lambda: (c := cells())["MAX"] and c, 10, message="MAX column filled")
+    assert (shown["NAME"], shown["MIN"], shown["MAX"]) == ("nomax", "2", "2")
+
+
+def test_deleting_a_pool_ends_its_daemon_cleanly_with_kopf_events(
+    api: Api, namespace: str, operator_cluster: Any
+) -> None:
+    """Deleting a pool stops its loop without kopf cancelling it (no "cancelled, will
+    escalate" warning), and the pool's Events name agentpool as the component reporting them."""
+    api.create("agentpools", namespace, "bye", pool_spec(minSize=1))
+    wait_for(lambda: pool_status(api, namespace, "bye").get("readyReplicas") == 1, 60)
+    cancelled = "Daemon 'pool_loop' is cancelled"
+    before = operator_cluster.operator.log().count(cancelled)
+    api.delete("agentpools", namespace, "bye")
+    wait_for(lambda: not api.exists("agentpools", namespace, "bye"), 60, message="pool gone")
+    assert operator_cluster.operator.log().count(cancelled) == before
+    scaled = wait_for(
+        lambda: next((e for e in api.events(namespace) if e.get("reason") == "ScaledUp"), None),
+        10,
+        message="ScaledUp event",
+    )
+    assert scaled["source"]["component"] == "agentpool"
+    assert scaled["reportingComponent"] == "agentpool"
+
+
 def test_agents_demand_the_token_and_the_token_is_never_shown(
     api: Api, namespace: str, operator_cluster: Any
 ) -> None:

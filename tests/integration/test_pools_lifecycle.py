@@ -189,14 +189,44 @@ def test_a_template_change_replaces_idle_agents_but_never_a_busy_one(
     retired_event(api, namespace, idle_old, "Outdated")
 
 
-def test_an_agent_failing_items_in_a_row_is_quarantined(api: Api, namespace: str) -> None:
-    """quarantineAfterFailures 2: after two failed items in a row the agent is retired, so the
-    third item meets a fresh agent instead of the broken one LIFO would hand out again."""
-    api.create(
-        "agentpools", namespace, "q", pool_spec("flaky", minSize=1, quarantineAfterFailures=2)
+def test_items_that_fail_everywhere_do_not_churn_the_pool(api: Api, namespace: str) -> None:
+    """200 items that every agent fails (bad input, not bad agents) are served by the pool's own
+    two agents: no agent is quarantined, no pod is created beyond the pool's size, and no
+    AgentRetired Event is posted."""
+    api.create("agentpools", namespace, "bad", pool_spec("flaky", minSize=2))
+    wait_for(lambda: pool_status(api, namespace, "bad").get("available") == 2, 60)
+    first = {p["metadata"]["name"] for p in api.live_pods(namespace, "bad")}
+    items = [{"id": f"bad{n}", "fail": True} for n in range(200)]
+    status = run_to_end(
+        api,
+        namespace,
+        "bad",
+        {
+            "poolRef": {"name": "bad"},
+            "source": {"items": items},
+            "itemId": "id",
+            "failures": "Report",
+            "cap": 2,
+        },
     )
-    wait_for(lambda: pool_status(api, namespace, "q").get("available") == 1, 60)
-    items = [{"id": f"bad{n}", "fail": True} for n in range(3)]
+    assert status["failed"] == 200
+    assert {f["agent"] for f in status["failures"].values()} <= first
+    assert {p["metadata"]["name"] for p in api.pods(namespace, "bad")} == first
+    assert "AgentRetired" not in api.event_reasons(namespace)
+
+
+def test_an_agent_failing_where_others_succeed_is_quarantined(api: Api, namespace: str) -> None:
+    """quarantineAfterFailures 2, three agents taking turns (FIFO): the one agent that fails the
+    items the others serve is retired after its second failure, and the run goes on without it."""
+    api.create(
+        "agentpools",
+        namespace,
+        "q",
+        pool_spec("flaky", minSize=3, strategy="FIFO", quarantineAfterFailures=2),
+    )
+    wait_for(lambda: pool_status(api, namespace, "q").get("available") == 3, 60)
+    broken = sorted(p["metadata"]["name"] for p in api.live_pods(namespace, "q"))[0]
+    items = [{"id": f"i{n}", "failOn": broken} for n in range(12)]
     status = run_to_end(
         api,
         namespace,
@@ -209,9 +239,9 @@ def test_an_agent_failing_items_in_a_row_is_quarantined(api: Api, namespace: str
             "checkoutTimeoutSeconds": 60,
         },
     )
-    agents = [status["failures"][f"bad{n}"]["agent"] for n in range(3)]
-    assert agents[0] == agents[1] != agents[2]
-    retired_event(api, namespace, agents[0], "Quarantined")
+    assert [f["agent"] for f in status["failures"].values()] == [broken, broken]
+    assert status["succeeded"] == 10
+    retired_event(api, namespace, broken, "Quarantined")
 
 
 def test_a_call_that_times_out_retires_its_agent(api: Api, namespace: str) -> None:

@@ -41,7 +41,7 @@ def test_strategy_orders_idle_agents(strategy: str, order: list[str]) -> None:
         (ObservedAgent("x", ready=True, reset_failed=True, idle_since=99.0), "reset failed"),
         (ObservedAgent("x", ready=True, uses=5, idle_since=99.0), "worn out (maxUses)"),
         (
-            ObservedAgent("x", ready=True, consecutive_failures=3, idle_since=99.0),
+            ObservedAgent("x", ready=True, quarantined=True, idle_since=99.0),
             "quarantined",
         ),
         (ObservedAgent("x", ready=True, template_hash="old", idle_since=99.0), "outdated"),

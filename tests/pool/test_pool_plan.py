@@ -171,22 +171,22 @@ CASES = [
         create=0,
     ),
     Case(
-        "an agent failing items in a row is quarantined",
+        "an agent the broker quarantined is retired",
         PoolPolicy(min_size=1, max_size=1, quarantine_after_failures=3),
-        (idle("a", consecutive_failures=3),),
+        (idle("a", consecutive_failures=3, quarantined=True),),
         create=1,
         retire=(("a", "Quarantined"),),
     ),
     Case(
-        "failures short of the limit keep the agent",
+        "failures in a row alone keep the agent: items can fail everywhere",
         PoolPolicy(min_size=1, max_size=1, quarantine_after_failures=3),
-        (idle("a", consecutive_failures=2),),
+        (idle("a", consecutive_failures=9),),
         create=0,
     ),
     Case(
         "quarantine 0 never quarantines",
         PoolPolicy(min_size=1, max_size=1, quarantine_after_failures=0),
-        (idle("a", consecutive_failures=50),),
+        (idle("a", consecutive_failures=50, quarantined=True),),
         create=0,
     ),
     Case(

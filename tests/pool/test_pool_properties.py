@@ -51,6 +51,7 @@ def agent_lists(draw: st.DrawFn) -> list[ObservedAgent]:
                 idle_since=draw(st.none() | st.floats(0, 200)),
                 idle_seq=draw(st.integers(0, 20)),
                 consecutive_failures=draw(st.integers(0, 4)),
+                quarantined=draw(st.booleans()),
                 failed=draw(st.booleans()),
                 lost=draw(st.booleans()),
                 deleting=draw(st.booleans()),

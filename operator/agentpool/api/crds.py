@@ -86,7 +86,9 @@ KINDS: tuple[KindInfo, ...] = (
         rules=(POOL_NAME_RULE,),
         columns=(
             PrinterColumn("MIN", "integer", ".spec.minSize", "Agents kept warm"),
-            PrinterColumn("MAX", "integer", ".spec.maxSize", "Most agents (minSize if empty)"),
+            PrinterColumn(
+                "MAX", "integer", ".status.maxSize", "Most agents: maxSize, or minSize if unset"
+            ),
             PrinterColumn("READY", "integer", ".status.readyReplicas", "Ready agents"),
             PrinterColumn("BUSY", "integer", ".status.busy", "Agents holding work"),
             PrinterColumn("STATE", "string", ".status.state", "Ready, Overflow or Full"),

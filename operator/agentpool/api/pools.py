@@ -144,7 +144,9 @@ class AgentPoolSpec(ApiModel):
     reset_between_items: bool = False
     """Call the agent's POST /reset after every item; an agent whose reset fails is retired."""
     quarantine_after_failures: int = Field(default=3, ge=0)
-    """An agent that fails this many items in a row is retired; 0 never retires for failures."""
+    """An agent that fails this many items in a row, while the pool's other agents serve items
+    successfully, is retired (replacements back off exponentially); items that fail on every
+    agent retire none. 0 never retires for failures."""
 
     @property
     def effective_max_size(self) -> int:
@@ -183,6 +185,8 @@ class AgentPoolStatus(ApiModel):
     """Agents holding work (an item or a lease)."""
     overflow: int = Field(default=0, ge=0)
     """Agent pods above minSize."""
+    max_size: int | None = Field(default=None, ge=0)
+    """The ceiling in force: spec.maxSize, or minSize when maxSize is not set (the MAX column)."""
     waiting: int = Field(default=0, ge=0)
     """Checkouts queued for an agent."""
     state: PoolState | None = None

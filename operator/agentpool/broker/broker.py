@@ -18,41 +18,12 @@ import heapq
 import itertools
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
 from agentpool.broker.errors import PoolClosed, PoolExhausted
 from agentpool.broker.handles import Checkout, Outcome
-from agentpool.pool import ObservedAgent, PoolPolicy, Waiter, order_waiters
+from agentpool.broker.records import AgentRecord, WaiterRecord
+from agentpool.pool import ObservedAgent, PoolPolicy, Waiter, order_waiters, quarantine
 from agentpool.pool.checkout import idle_key, is_available
-
-
-@dataclass(eq=False)
-class _Agent:
-    """The broker's bookkeeping for one agent beside the pod facts it was last told."""
-
-    pod: ObservedAgent
-    holder: Checkout | None = None
-    uses: int = 0
-    consecutive_failures: int = 0
-    idle_since: float | None = None
-    idle_seq: int = 0
-    lost: bool = False
-    reset_failed: bool = False
-    retired: bool = False
-    key: tuple[float, int, str] = (0.0, 0, "")
-
-
-@dataclass(eq=False)
-class _Waiter:
-    priority: int
-    seq: int
-    holder: str
-    since: float
-    future: asyncio.Future[Checkout] = field(repr=False)
-    gone: bool = False
-
-    def __lt__(self, other: _Waiter) -> bool:
-        return (-self.priority, self.seq) < (-other.priority, other.seq)
 
 
 class Broker:
@@ -76,17 +47,19 @@ class Broker:
         self.changed = asyncio.Event()
         self._clock = clock
         self.on_change = on_change
-        self._agents: dict[str, _Agent] = {}
+        self._agents: dict[str, AgentRecord] = {}
         # Every agent neither held nor retired that has been Ready, in idle order (oldest
         # first), so a checkout looks at one end instead of sorting the pool; agents there that
         # cannot be handed out now (unready, worn out) are skipped.
-        self._free: list[_Agent] = []
-        self._queue: list[_Waiter] = []
+        self._free: list[AgentRecord] = []
+        self._queue: list[WaiterRecord] = []
         self._waiting = 0
         self._arrivals = itertools.count(1)
         self._idle_order = itertools.count(1)
         self._leases = itertools.count(1)
         self._closed: PoolClosed | None = None
+        # The pool's latest outcomes, so quarantine can tell a broken agent from bad items.
+        self._outcomes = quarantine.OutcomeWindow()
 
     # -- checkout and checkin -------------------------------------------------------------------
 
@@ -106,7 +79,7 @@ class Broker:
             if agent is not None:
                 return self._hand_out(agent, holder=holder)
         loop = asyncio.get_running_loop()
-        waiter = _Waiter(
+        waiter = WaiterRecord(
             priority=priority,
             seq=next(self._arrivals),
             holder=holder,
@@ -129,7 +102,14 @@ class Broker:
             checkout: Checkout = waiter.future.result()
             checkout.waited = True
             return checkout
-        error = self._exhausted(timeout)
+        policy = self.policy
+        error = PoolExhausted(
+            self.pool_name,
+            timeout=timeout,
+            min_size=policy.min_size,
+            max_size=policy.max_size,
+            **self.counts(),
+        )
         self._abandon(waiter)
         self._notify()
         raise error
@@ -138,9 +118,10 @@ class Broker:
         """Give a checked-out agent back with how its work went.
 
         Success returns it to the idle set and clears its failure streak; failure returns it
-        and counts toward quarantine; lost and reset_failed keep it out, to be retired. Returns
-        False (and does nothing) for a handle that no longer holds its agent: a second checkin,
-        or an agent already lost.
+        and counts toward quarantine, which takes an agent failing where the others succeed (an
+        item's failure is not its agent's); lost and reset_failed keep it out, to be retired.
+        Returns False (and does nothing) for a handle that no longer holds its agent: a second
+        checkin, or an agent already lost.
         """
         outcome = Outcome(outcome)
         agent = self._agents.get(checkout.agent)
@@ -154,8 +135,13 @@ class Broker:
             return True
         if outcome is Outcome.SUCCESS:
             agent.consecutive_failures = 0
+            self._outcomes.record(agent.pod.name, failed=False)
         elif outcome is Outcome.FAILURE:
             agent.consecutive_failures += 1
+            self._outcomes.record(agent.pod.name, failed=True)
+            agent.quarantined = self._outcomes.judge(
+                agent.pod.name, self.policy.quarantine_after_failures, agent.consecutive_failures
+            )
         elif outcome is Outcome.LOST:
             agent.lost = True
         else:
@@ -184,7 +170,7 @@ class Broker:
             seen.add(pod.name)
             agent = self._agents.get(pod.name)
             if agent is None:
-                agent = _Agent(
+                agent = AgentRecord(
                     pod=pod,
                     uses=pod.uses,
                     consecutive_failures=pod.consecutive_failures,
@@ -198,14 +184,12 @@ class Broker:
             if pod.ready and not was_ready and agent.holder is None:
                 self._mark_idle(agent)
             if agent.holder is not None and pod.failed:
-                self._lose(agent, f"agent {pod.name} failed while it held the work")
+                agent.holder.mark_lost(f"agent {pod.name} failed while it held the work")
+                agent.holder, agent.lost = None, True
+                self._notify()
         if complete:
             for name in [name for name in self._agents if name not in seen]:
-                agent = self._agents.pop(name)
-                self._unfree(agent)
-                if agent.holder is not None:
-                    agent.holder.mark_lost(f"agent {name} was deleted while it held the work")
-                    agent.holder = None
+                self.forget_agent(name)
         self._dispatch()
 
     def forget_agent(self, name: str) -> None:
@@ -324,7 +308,7 @@ class Broker:
             self._waiting -= 1
             waiter.future.set_result(self._hand_out(agent, holder=waiter.holder))
 
-    def _pick(self) -> _Agent | None:
+    def _pick(self) -> AgentRecord | None:
         """The agent the strategy hands out next, if any is available."""
         now = self._clock()
         candidates = reversed(self._free) if self.policy.strategy == "LIFO" else iter(self._free)
@@ -333,7 +317,7 @@ class Broker:
                 return agent
         return None
 
-    def _hand_out(self, agent: _Agent, *, holder: str, count_use: bool = True) -> Checkout:
+    def _hand_out(self, agent: AgentRecord, *, holder: str, count_use: bool = True) -> Checkout:
         checkout = Checkout(
             self.pool_name,
             agent.pod.name,
@@ -348,7 +332,7 @@ class Broker:
             agent.uses += 1
         return checkout
 
-    def _abandon(self, waiter: _Waiter) -> None:
+    def _abandon(self, waiter: WaiterRecord) -> None:
         """The waiter left (timeout or cancellation); give back an agent it was handed."""
         if not waiter.gone:
             waiter.gone = True
@@ -369,33 +353,13 @@ class Broker:
             self._free_again(agent)
             self._dispatch()
 
-    def _exhausted(self, timeout: float) -> PoolExhausted:
-        counts = self.counts()
-        return PoolExhausted(
-            self.pool_name,
-            timeout=timeout,
-            agents=counts["agents"],
-            busy=counts["busy"],
-            ready=counts["ready"],
-            waiting=counts["waiting"],
-            min_size=self.policy.min_size,
-            max_size=self.policy.max_size,
-        )
-
-    def _lose(self, agent: _Agent, reason: str) -> None:
-        if agent.holder is not None:
-            agent.holder.mark_lost(reason)
-            agent.holder = None
-        agent.lost = True
-        self._notify()
-
-    def _mark_idle(self, agent: _Agent, *, since: float | None = None) -> ObservedAgent | None:
+    def _mark_idle(self, agent: AgentRecord, *, since: float | None = None) -> ObservedAgent | None:
         self._unfree(agent)
         agent.idle_since = self._clock() if since is None else since
         agent.idle_seq = next(self._idle_order)
         return self._free_again(agent)
 
-    def _free_again(self, agent: _Agent) -> ObservedAgent | None:
+    def _free_again(self, agent: AgentRecord) -> ObservedAgent | None:
         """Put the agent back in the idle order; returns its view then, None if it stays out."""
         if agent.retired or agent.holder is not None:
             return None
@@ -404,12 +368,12 @@ class Broker:
         bisect.insort(self._free, agent, key=lambda free: free.key)
         return view
 
-    def _unfree(self, agent: _Agent) -> None:
-        # _Agent compares by identity (eq=False), so this removes exactly this agent.
+    def _unfree(self, agent: AgentRecord) -> None:
+        # AgentRecord compares by identity (eq=False), so this removes exactly this agent.
         with contextlib.suppress(ValueError):
             self._free.remove(agent)
 
-    def _view(self, agent: _Agent) -> ObservedAgent:
+    def _view(self, agent: AgentRecord) -> ObservedAgent:
         return dataclasses.replace(
             agent.pod,
             busy=agent.holder is not None,
@@ -419,6 +383,7 @@ class Broker:
             consecutive_failures=agent.consecutive_failures,
             lost=agent.pod.lost or agent.lost,
             reset_failed=agent.pod.reset_failed or agent.reset_failed,
+            quarantined=agent.pod.quarantined or agent.quarantined,
             deleting=agent.pod.deleting or agent.retired,
         )
 

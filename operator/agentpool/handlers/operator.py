@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import socket
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,11 @@ def build_settings(*, embedded: bool) -> kopf.OperatorSettings:
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.posting.level = logging.INFO
+    # Events say who posted them (the FROM of `kubectl describe`): this operator, not kopf, and
+    # which replica, as the kube-controller-manager names its host.
+    settings.posting.reporting_component = "agentpool"
+    settings.posting.reporting_instance = socket.gethostname()
+    settings.posting.event_name_prefix = "agentpool-"
     settings.execution.max_workers = 8
     if embedded:
         # Embedded in a larger process (the local cluster, tests): never SIGKILL the host

@@ -20,23 +20,23 @@ from typing import Any
 import kopf
 
 from agentpool import GROUP, VERSION, metrics
-from agentpool.api import AgentPoolSpec, AgentPoolStatus
-from agentpool.api.reasons import ConditionType, EventReason, Reason, RetireReason
+from agentpool.api import AgentPoolSpec
+from agentpool.api.reasons import EventReason, RetireReason
 from agentpool.broker import Checkout, Outcome
-from agentpool.handlers.conditions import merge_conditions, now_iso
+from agentpool.handlers.poolstatus import write_status
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.kube import Conflict, NotFound
-from agentpool.pool import ConditionView, DemandSample, PoolPolicy, compute_status, plan
+from agentpool.pool import PoolPolicy, plan
 from agentpool.pool.manifests import (
     POOL_LABEL,
     agent_pod,
-    pool_selector,
     read_token,
     template_hash,
     token_secret,
     token_secret_name,
 )
 from agentpool.pool.pods import failure_of, is_failed, is_ready, observe_pod, ready_since
+from agentpool.pool.recycling import summarise_retirements
 
 __all__ = ["POOL_LABEL", "register", "sync_broker"]
 
@@ -46,17 +46,8 @@ log = logging.getLogger(__name__)
 IDLE_PASS_SECONDS = 5.0
 #: While overflow or lifetimes are in play, look often enough to honour them to the second.
 TIMED_PASS_SECONDS = 1.0
-#: Status writes of one pool are coalesced to at most one per this many seconds.
-STATUS_INTERVAL_SECONDS = 1.0
-#: Demand is sampled for the sizing recommendation this often, over this window.
-SAMPLE_SECONDS = 10.0
-SAMPLE_WINDOW_SECONDS = 3600.0
 #: A deleted pool waits this long for busy agents before its pods go.
 DRAIN_SECONDS = 30.0
-#: A scheduled pod not Ready this long after creation counts as failing its readiness probe.
-READINESS_GRACE_SECONDS = 300.0
-#: How long an agent that turned unready keeps the pool Degraded after it was replaced.
-UNREADY_MEMORY_SECONDS = 60.0
 #: The longest a pool waits before replacing agents that keep failing at start-up.
 CRASH_BACKOFF_MAX_SECONDS = 60.0
 #: A restored agent that answers nothing for this long is lost.
@@ -111,7 +102,10 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
         id="pool_loop",
         registry=registry,
         backoff=2,
-        cancellation_timeout=DRAIN_SECONDS + 15,
+        # The loop ends by itself as soon as it is stopped (the deletion handler drains), so
+        # kopf never needs to cancel it: a deletion is not a cancellation.
+        cancellation_backoff=5,
+        cancellation_timeout=10,
     )
     async def pool_loop(
         body: kopf.Body,
@@ -166,13 +160,31 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
                 stopped.reason and stopped.reason & kopf.DaemonStoppingReason.RESOURCE_DELETED
             )
             if deleted:
-                await drain(runtime, handle)
+                # Refuse checkouts at once; pool_drain lets busy agents finish and deletes pods.
+                runtime.brokers.close(namespace, name)
+                if not handle.drained:
+                    runtime.draining[key] = handle
                 metrics.forget_pool_gauges(namespace, name)
                 asyncio.get_running_loop().call_later(
                     metrics.FORGET_AFTER_SECONDS, _forget_counts, runtime, key
                 )
             runtime.pools.pop(key, None)
             runtime.pool_started.pop(key, None)
+
+    @kopf.on.delete(GROUP, VERSION, "agentpools", id="pool_drain", registry=registry)
+    async def pool_drain(name: str, namespace: str | None, **kwargs: Any) -> None:
+        # Here rather than in the loop's own ending, so the loop stops at once when the pool is
+        # deleted and the wait for busy agents is an ordinary handler, retried if it fails.
+        key = (namespace or "", name)
+        handle = runtime.pools.get(key) or runtime.draining.get(key)
+        if handle is not None:
+            await drain(runtime, handle)
+            handle.drained = True
+        else:  # the loop never started here (the pool was deleted while the operator was down)
+            pods_by_pool: kopf.Index[tuple[str, str], dict[str, Any]] = kwargs["pods_by_pool"]
+            for pod in pods_by_pool.get(key, []):
+                await runtime.kube.delete_pod(key[0], pod["metadata"]["name"])
+        runtime.draining.pop(key, None)
 
 
 def _forget_counts(runtime: Runtime, key: tuple[str, str]) -> None:
@@ -273,25 +285,23 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
     decided = plan(policy, agents, waiters, now)
 
     retired = set(handle.broker.retire(decided.retired_names))
-    for retirement in decided.retire:
-        if retirement.name not in retired:
-            continue
-        note_failure(handle, retirement.name, now)
-        if retirement.reason == str(RetireReason.UNREADY):
-            handle.last_unready = (retirement.name, now)
-        handle.undeleted.add(retirement.name)
-        _event(
-            body,
-            "Normal",
-            EventReason.AGENT_RETIRED,
-            f"Retired agent {retirement.name}: {retirement.reason}",
-        )
+    done = [(r.name, r.reason) for r in decided.retire if r.name in retired]
+    for name, reason in done:
+        note_failure(handle, name, now)
+        if reason == str(RetireReason.UNREADY):
+            handle.last_unready = (name, now)
+        if reason == str(RetireReason.QUARANTINED):
+            handle.quarantine_backoff = handle.quarantine_backoff.failed(now)
+        handle.undeleted.add(name)
+    if done:
+        _event(body, "Normal", EventReason.AGENT_RETIRED, summarise_retirements(done))
     await delete_retired(runtime, handle)
     created = 0
     wanted = decided.create
-    hold = handle.crash_backoff_until - now
+    hold = max(handle.crash_backoff_until - now, handle.quarantine_backoff.hold(now))
     if wanted and hold > 0:
-        # Agents keep failing before they ever turn Ready: back off instead of churning pods.
+        # Agents keep failing before they ever turn Ready, or keep being quarantined: back off
+        # instead of churning pods.
         handle.wake_at(hold)
         wanted = 0
     for _ in range(wanted):
@@ -355,84 +365,6 @@ async def delete_retired(runtime: Runtime, handle: PoolHandle) -> None:
         handle.undeleted.discard(name)
 
 
-async def write_status(
-    runtime: Runtime, handle: PoolHandle, pool: dict[str, Any], policy: PoolPolicy, now: float
-) -> None:
-    if not handle.history or now - handle.history[-1].at >= SAMPLE_SECONDS:
-        counts = handle.broker.counts()
-        handle.history.append(DemandSample(at=now, busy=counts["busy"], waiting=counts["waiting"]))
-        handle.history = [s for s in handle.history if now - s.at <= SAMPLE_WINDOW_SECONDS]
-    view = compute_status(
-        policy,
-        handle.broker.agents(),
-        handle.broker.waiters(),
-        now,
-        history=handle.history,
-        window_seconds=SAMPLE_WINDOW_SECONDS,
-        readiness_grace_seconds=READINESS_GRACE_SECONDS,
-    )
-    record_metrics(handle, view.waiting)
-    previous = pool.get("status") or {}
-    generation = pool["metadata"].get("generation")
-    status = AgentPoolStatus.model_validate(
-        {
-            "replicas": view.replicas,
-            "readyReplicas": view.ready_replicas,
-            "available": view.available,
-            "busy": view.busy,
-            "overflow": view.overflow,
-            "waiting": view.waiting,
-            "state": view.state,
-            "selector": pool_selector(handle.name),
-            "observedGeneration": generation,
-            "recommendation": (
-                {"minSize": view.recommendation.min_size, "maxSize": view.recommendation.max_size}
-                if view.recommendation
-                else None
-            ),
-            "coldStartSeconds": (
-                round(view.cold_start_seconds, 3) if view.cold_start_seconds is not None else None
-            ),
-        }
-    ).model_dump(by_alias=True, exclude_none=True, mode="json")
-    conditions = list(view.conditions)
-    trouble = None
-    if handle.crash_failures and handle.last_failure is not None:
-        reason, message = handle.last_failure
-        failed = f"{handle.crash_failures} agents failed before turning Ready"
-        trouble = ConditionView(
-            str(ConditionType.DEGRADED), "True", reason, f"{message} ({failed})"
-        )
-    elif handle.last_unready and now - handle.last_unready[1] < UNREADY_MEMORY_SECONDS:
-        # An agent that turns unready is retired in the same pass; remember it for a while so
-        # Degraded says so instead of flipping back before anyone can see it.
-        message = f"agent {handle.last_unready[0]} stopped passing its readiness probe"
-        trouble = ConditionView(
-            str(ConditionType.DEGRADED), "True", str(Reason.READINESS_FAILING), message
-        )
-    if trouble is not None:
-        conditions = [
-            trouble if cond.type == ConditionType.DEGRADED and cond.status != "True" else cond
-            for cond in conditions
-        ]
-    status["conditions"] = merge_conditions(
-        previous.get("conditions"), conditions, generation=generation, now=now_iso()
-    )
-    if status == handle.last_status:
-        return
-    since = now - handle.last_status_at
-    if since < STATUS_INTERVAL_SECONDS:
-        # Coalesce: the next pass (woken by then at the latest) writes the newest status.
-        handle.wake_at(STATUS_INTERVAL_SECONDS - since)
-        return
-    try:
-        await runtime.kube.patch_status("agentpools", handle.namespace, handle.name, status)
-    except NotFound:
-        return
-    handle.last_status = status
-    handle.last_status_at = now
-
-
 async def drain(runtime: Runtime, handle: PoolHandle) -> None:
     """The pool is being deleted: refuse new checkouts, let busy agents finish (bounded),
     then delete the pods."""
@@ -460,25 +392,6 @@ def note_failure(handle: PoolHandle, name: str, now: float) -> None:
     handle.crash_backoff_until = now + delay
 
 
-def record_metrics(handle: PoolHandle, waiting: int) -> None:
-    states = dict.fromkeys(AGENT_STATES, 0)
-    for agent in handle.broker.agents():
-        if agent.deleting:
-            states["retiring"] += 1
-        elif agent.busy:
-            states["busy"] += 1
-        elif agent.idle:
-            states["idle"] += 1
-        elif agent.pending:
-            states["starting"] += 1
-        else:
-            states["unready"] += 1
-    for state, count in states.items():
-        metrics.AGENTS.labels(handle.namespace, handle.name, state).set(count)
-    metrics.WAITERS.labels(handle.namespace, handle.name).set(waiting)
-
-
-AGENT_STATES = ("idle", "busy", "starting", "unready", "retiring")
 SCALE_DOWN_REASONS = frozenset({str(RetireReason.IDLE_TIMEOUT), str(RetireReason.SCALED_DOWN)})
 
 

@@ -16,6 +16,7 @@ from agentpool.io.agents import AgentClient
 from agentpool.io.journal import Journals
 from agentpool.io.kube import Kube
 from agentpool.pool import DemandSample
+from agentpool.pool.backoff import Backoff
 
 PoolKey = tuple[str, str]
 
@@ -43,6 +44,10 @@ class PoolHandle:
     crash_failures: int = 0
     crash_backoff_until: float = 0.0
     last_failure: tuple[str, str] | None = None
+    # Agents quarantined, in a row: their replacements back off as CrashLoopBackOff does.
+    quarantine_backoff: Backoff = field(default_factory=Backoff)
+    # The pool was deleted and its agents drained and deleted.
+    drained: bool = False
     # The last agent retired for turning unready, and when.
     last_unready: tuple[str, float] | None = None
 
@@ -65,6 +70,8 @@ class Runtime:
     pools: dict[PoolKey, PoolHandle] = field(default_factory=dict)
     # Pools whose loop is rebuilding who is busy: pod events reach them, checkouts do not yet.
     starting: dict[PoolKey, PoolHandle] = field(default_factory=dict)
+    # Deleted pools whose loop has ended, until their deletion handler has drained them.
+    draining: dict[PoolKey, PoolHandle] = field(default_factory=dict)
     # Agents of Bound leases, taken back by their pool's loop for the lease daemons to pick up.
     restored_leases: dict[PoolKey, Checkout] = field(default_factory=dict)
     # Agents found busy after a restart, released when they report idle; they outlive a

@@ -16,6 +16,8 @@ import asyncio
 import collections
 import contextlib
 import json
+import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -24,6 +26,7 @@ import kubernetes
 from kubernetes.client.exceptions import ApiException
 
 from agentpool import GROUP, VERSION, metrics
+from agentpool.pool.backoff import retry_delay
 
 T = TypeVar("T")
 
@@ -31,6 +34,11 @@ MERGE_PATCH = "application/merge-patch+json"
 #: (connect, read) seconds for every call: a request the API server never answers fails and is
 #: retried by its caller, instead of holding one of the few worker threads for good.
 TIMEOUT = (5.0, 60.0)
+#: Tries of a status write that meets 409s or 5xx, backing off from base to cap (about 5 s in
+#: all) before the error reaches the daemon, whose restart is for the unexpected only.
+STATUS_ATTEMPTS = 8
+RETRY_BASE_SECONDS, RETRY_MAX_SECONDS = 0.05, 2.0
+RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 
 class NotFound(Exception):
@@ -39,6 +47,10 @@ class NotFound(Exception):
 
 class Conflict(Exception):
     """The object already exists, or changed since it was read."""
+
+
+class NoCluster(Exception):
+    """No kubeconfig or in-cluster service account says where the API server is."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +70,20 @@ class Connection:
 
 def make_api_client(connection: Connection) -> Any:
     """Build a client configuration for the connection, the way kubectl would resolve it."""
+    try:
+        configuration = _configuration(connection)
+    except (kubernetes.config.ConfigException, FileNotFoundError) as error:
+        where = connection.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        raise NoCluster(
+            f"no cluster to talk to: no usable kubeconfig at {where} and no in-cluster"
+            f" service account ({str(error).strip() or type(error).__name__}); pass"
+            " --kubeconfig FILE or --server URL, set KUBECONFIG, or start a local cluster"
+            " with `agentpool local up --dir DIR`"
+        ) from None
+    return kubernetes.client.ApiClient(configuration)
+
+
+def _configuration(connection: Connection) -> Any:
     configuration = kubernetes.client.Configuration()
     loader: Any = kubernetes.config
     if connection.kubeconfig or connection.context:
@@ -86,7 +112,7 @@ def make_api_client(connection: Connection) -> Any:
     # The operator runs many calls at once from worker threads; urllib3's default pool of four
     # connections would serialise them and log warnings.
     configuration.connection_pool_maxsize = 32
-    return kubernetes.client.ApiClient(configuration)
+    return configuration
 
 
 def _override(configuration: Any, connection: Connection) -> None:
@@ -109,6 +135,7 @@ class Kube:
         self._core: Any = kubernetes.client.CoreV1Api(api_client)
         self._custom: Any = kubernetes.client.CustomObjectsApi(api_client)
         self.writes: collections.Counter[tuple[str, str]] = collections.Counter()
+        self._counting = threading.Lock()
 
     @classmethod
     def connect(cls, connection: Connection) -> Kube:
@@ -118,11 +145,15 @@ class Kube:
         self._client.close()
 
     async def _call(self, verb: str, resource: str, fn: Callable[[], T]) -> T:
-        if verb not in ("get", "list"):
-            self.writes[verb, resource] += 1
-            metrics.API_WRITES.labels(verb, resource).inc()
+        def sent() -> T:  # counted as it goes out: one cancelled while queued is never sent
+            if verb not in ("get", "list"):
+                with self._counting:
+                    self.writes[verb, resource] += 1
+                metrics.API_WRITES.labels(verb, resource).inc()
+            return fn()
+
         try:
-            return await asyncio.to_thread(fn)
+            return await asyncio.to_thread(sent)
         except ApiException as error:
             if error.status == 404:
                 raise NotFound(f"{resource}: {error.reason}") from None
@@ -297,21 +328,37 @@ class Kube:
     async def patch_status(
         self, plural: str, namespace: str, name: str, status: dict[str, Any]
     ) -> None:
-        """Merge-patch the status subresource of a custom object."""
-        await self._call(
-            "patch",
-            f"{plural}/status",
-            self._unread(
-                self._custom.patch_namespaced_custom_object_status,
-                GROUP,
-                VERSION,
-                namespace,
-                plural,
-                name,
-                {"status": status},
-                _content_type=MERGE_PATCH,
-            ),
+        """Merge-patch a custom object's status. A 409 re-reads the object (NotFound if it is
+        gone) and tries again; a 429 or 5xx tries again after a back-off; `STATUS_ATTEMPTS`
+        tries in all. Anything else raises at once."""
+        write = self._unread(
+            self._custom.patch_namespaced_custom_object_status,
+            GROUP,
+            VERSION,
+            namespace,
+            plural,
+            name,
+            {"status": status},
+            _content_type=MERGE_PATCH,
         )
+        conflicted = False
+        for attempt in range(1, STATUS_ATTEMPTS + 1):
+            last = attempt == STATUS_ATTEMPTS
+            try:
+                if conflicted:
+                    await self.get_custom(plural, namespace, name)
+                    conflicted = False
+                await self._call("patch", f"{plural}/status", write)
+                return
+            except Conflict:
+                if last:
+                    raise
+                conflicted = True
+            except ApiException as error:
+                if last or error.status not in RETRYABLE_STATUSES:
+                    raise
+                delay = retry_delay(attempt, base=RETRY_BASE_SECONDS, cap=RETRY_MAX_SECONDS)
+                await asyncio.sleep(delay)
 
     async def delete_custom(self, plural: str, namespace: str, name: str) -> None:
         with contextlib.suppress(NotFound):

@@ -24,8 +24,9 @@ class ObservedAgent:
     when it last became idle (returned by its holder, or first Ready); `idle_seq` breaks ties
     between equal `idle_since` values in the order the agents fell idle. `failed` means the pod
     failed or its container is crash-looping; `lost` means a call to it timed out or its state
-    is unknown; `reset_failed` means its `POST /reset` failed. `waiting_reason` is the agent
-    container's waiting reason, such as ImagePullBackOff.
+    is unknown; `reset_failed` means its `POST /reset` failed; `quarantined` means it failed
+    items the rest of the pool served (see :mod:`agentpool.pool.quarantine`). `waiting_reason`
+    is the agent container's waiting reason, such as ImagePullBackOff.
     """
 
     name: str
@@ -41,6 +42,7 @@ class ObservedAgent:
     failed: bool = False
     lost: bool = False
     reset_failed: bool = False
+    quarantined: bool = False
     deleting: bool = False
     unschedulable: bool = False
     waiting_reason: str | None = None

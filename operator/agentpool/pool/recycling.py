@@ -7,6 +7,8 @@ rest of the pool (idle overflow, a lowered maxSize) are the planner's.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from agentpool.api.reasons import RetireReason
 from agentpool.pool.observed import ObservedAgent
 from agentpool.pool.policy import PoolPolicy
@@ -55,8 +57,7 @@ def retirement_reason(
         return LOST
     if agent.reset_failed:
         return RESET_FAILED
-    quarantine = policy.quarantine_after_failures
-    if quarantine and agent.consecutive_failures >= quarantine:
+    if agent.quarantined and policy.quarantine_after_failures:
         return QUARANTINED
     if policy.max_uses and agent.uses >= policy.max_uses:
         return MAX_USES
@@ -68,3 +69,20 @@ def retirement_reason(
     if agent.turned_unready:
         return UNREADY
     return None
+
+
+def summarise_retirements(retired: Sequence[tuple[str, str]]) -> str:
+    """One Event message for the agents retired in one pass, as (name, reason) pairs.
+
+    "Retired agent a: Quarantined" for one; "Retired 3 agents: a, b (MaxUses); c (Quarantined)"
+    for more, reasons in order of first appearance, so a burst of retirements is one Event and
+    not one per agent.
+    """
+    if len(retired) == 1:
+        name, reason = retired[0]
+        return f"Retired agent {name}: {reason}"
+    by_reason: dict[str, list[str]] = {}
+    for name, reason in retired:
+        by_reason.setdefault(reason, []).append(name)
+    parts = "; ".join(f"{', '.join(names)} ({reason})" for reason, names in by_reason.items())
+    return f"Retired {len(retired)} agents: {parts}"
