@@ -32,11 +32,11 @@ from agentpool.runs.contracts import (
     StatusSink,
     SystemClock,
 )
-from agentpool.runs.items import Rejection, name_item, route_item
+from agentpool.runs.items import ItemKeys, Rejection, route_item
 from agentpool.runs.outcome import Outcome, decide_outcome
 from agentpool.runs.reporting import Reporter
 from agentpool.runs.results import CHUNK_BYTES, encode, output_line
-from agentpool.runs.sources import DONE, NOT_READY, ItemSource, Signal, SourceError
+from agentpool.runs.sources import DONE, NOT_READY, ItemSource, ListSource, Signal, SourceError
 from agentpool.runs.status import RunLedger
 
 POLL_FIRST = 0.1
@@ -105,7 +105,10 @@ class RunEngine:
         self._again = {key: attempt + 1 for key, attempt in self.ledger.resumed.items()}
         self._parked: dict[str, list[Work]] = {}
         self._missing_pools: dict[str, str] = {}
-        self._seen_ids: set[str] = set()
+        # Made-up keys avoid every real id: all of a list's, and those an HTTP source gave.
+        self._keys = ItemKeys.of(
+            source.items if isinstance(source, ListSource) else None, id_field=config.item_id
+        )
         self._tasks: set[asyncio.Task[None]] = set()
         # A replayable source gives its items from the first again; another goes on where it was.
         self._next_index = 0 if source.replayable else self.ledger.seen
@@ -122,13 +125,17 @@ class RunEngine:
         self._timer: asyncio.Task[None] | None = None
         self._timer_at: float | None = None
         if not source.replayable:
-            self._seen_ids |= self.ledger.recorded
+            self._keys.made_up |= self.ledger.made_up.keys()
+            self._keys.real |= self.ledger.recorded - self.ledger.made_up.keys()
 
     def _replay(self, journal: Journal) -> None:
         """Record what finished after the last status write, before an operator crash."""
         ledger = self.ledger
         for entry in journal.load():
             key = entry["id"]
+            if "moved" in entry:
+                ledger.move_record(str(entry["moved"]), key)
+                continue
             if "index" in entry:
                 # Items an unreplayable source gave: a resumed run goes on after them.
                 ledger.seen = max(ledger.seen, int(entry["index"]) + 1)
@@ -322,11 +329,13 @@ class RunEngine:
             index = self._next_index
             self._next_index += 1
             self.ledger.seen = max(self.ledger.seen, self._next_index)
-            named = name_item(
-                pulled.value, index, id_field=self.config.item_id, seen=self._seen_ids
-            )
-            if named.rejection is None:
-                self._seen_ids.add(named.key)
+            named = self._keys.name(pulled.value, index, id_field=self.config.item_id)
+            if named.displaced is not None and named.moved_to is not None:
+                # A real id came that an earlier made-up key is: that record moves aside.
+                self.ledger.move_record(named.displaced, named.moved_to)
+                if self._journal is not None:
+                    self._journal.append({"id": named.moved_to, "moved": named.displaced})
+                self._mark_dirty()
             if named.key in self.ledger.recorded:
                 continue
             if named.rejection is not None:

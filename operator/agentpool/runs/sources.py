@@ -71,6 +71,11 @@ class ListSource:
     def total(self) -> int | None:
         return None if self._error else len(self._items)
 
+    @property
+    def items(self) -> Sequence[Any]:
+        """Every item, known before the first pull."""
+        return self._items
+
     async def next(self, active: Sequence[str]) -> Pulled | Signal:
         if self._error is not None:
             raise self._error
