@@ -11,6 +11,8 @@ from typing import Any
 from operator_support import Api, pool_spec
 from run_support import finished_run, start_run
 
+from cluster import wait_for
+
 
 def test_ids_shaped_like_made_up_keys_lose_no_item(api: Api, namespace: str) -> None:
     """A real id ``[1]`` next to an item without an id, and a real ``same[1]`` after two
@@ -31,3 +33,27 @@ def test_ids_shaped_like_made_up_keys_lose_no_item(api: Api, namespace: str) -> 
     assert (twins_status["total"], twins_status["succeeded"], twins_status["failed"]) == (3, 2, 1)
     assert twins_status["items"] == {"same": {"id": "same"}, "same[1]": {"id": "same[1]"}}
     assert [f["reason"] for f in twins_status["failures"].values()] == ["DuplicateId"]
+
+
+def test_a_pool_and_run_recreated_under_old_names_start_fresh(api: Api, namespace: str) -> None:
+    """Delete a pool and its finished run, then create both again with the same names, as
+    ``kubectl delete -f`` then ``kubectl apply -f`` does: the new run is a new run on a new pool,
+    and it succeeds rather than failing at once on the old pool's deletion."""
+    items: list[Any] = [{"id": f"i{n}"} for n in range(3)]
+    spec = {"poolRef": {"name": "qs"}, "itemId": "id"}
+    for round_ in ("first", "second"):
+        api.create("agentpools", namespace, "qs", pool_spec("echo", minSize=1))
+        start_run(api, namespace, "qs-run", items, **spec)
+        status = finished_run(api, namespace, "qs-run")
+        assert status["phase"] == "Succeeded", (round_, status.get("message"))
+        assert status["items"] == {item["id"]: item for item in items}
+        api.delete("poolruns", namespace, "qs-run")
+        api.delete("agentpools", namespace, "qs")
+        wait_for(
+            lambda: (
+                not api.exists("poolruns", namespace, "qs-run")
+                and not api.exists("agentpools", namespace, "qs")
+            ),
+            60,
+            message="the run and the pool are gone",
+        )

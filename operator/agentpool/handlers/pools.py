@@ -30,6 +30,7 @@ from agentpool.pool import ConditionView, DemandSample, PoolPolicy, compute_stat
 from agentpool.pool.manifests import (
     POOL_LABEL,
     agent_pod,
+    owned_by,
     pool_selector,
     read_token,
     template_hash,
@@ -132,11 +133,13 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
             broker=runtime.brokers.ensure(namespace, name, policy, on_change=wake.set),
             port=policy.port,
             wake=wake,
+            uid=str(body["metadata"].get("uid") or ""),
         )
         runtime.starting[key] = handle
         try:
             for pod in pods_by_pool.get(key, []):
-                handle.pods.setdefault(pod["metadata"]["name"], pod)
+                if owned_by(pod, handle.uid):
+                    handle.pods.setdefault(pod["metadata"]["name"], pod)
             handle.token = await ensure_token(runtime, dict(body))
             handle.pods.update(runtime.orphan_pods.pop(key, {}))
             sync_broker(handle)
@@ -171,8 +174,15 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
                 asyncio.get_running_loop().call_later(
                     metrics.FORGET_AFTER_SECONDS, _forget_counts, runtime, key
                 )
-            runtime.pools.pop(key, None)
-            runtime.pool_started.pop(key, None)
+            forget_handle(runtime, handle)
+
+
+def forget_handle(runtime: Runtime, handle: PoolHandle) -> None:
+    """Drop this pool's handle, but never that of a new pool created since under its name."""
+    key = (handle.namespace, handle.name)
+    if runtime.pools.get(key) is handle:
+        del runtime.pools[key]
+        runtime.pool_started.pop(key, None)
 
 
 def _forget_counts(runtime: Runtime, key: tuple[str, str]) -> None:
@@ -184,9 +194,14 @@ async def ensure_token(runtime: Runtime, pool: dict[str, Any]) -> str:
     """The pool's agent token, from its Secret, creating the Secret on first sight."""
     namespace, name = pool["metadata"]["namespace"], pool["metadata"]["name"]
     try:
-        return read_token(await runtime.kube.read_secret(namespace, token_secret_name(name)))
+        secret = await runtime.kube.read_secret(namespace, token_secret_name(name))
     except NotFound:
         pass
+    else:
+        if owned_by(secret, str(pool["metadata"].get("uid") or "")):
+            return read_token(secret)
+        # An earlier pool's Secret, about to be collected with it: this pool makes its own.
+        await runtime.kube.delete_secret(namespace, token_secret_name(name))
     token = secrets.token_urlsafe(32)
     try:
         await runtime.kube.create_secret(namespace, token_secret(pool, token))
@@ -436,7 +451,9 @@ async def write_status(
 async def drain(runtime: Runtime, handle: PoolHandle) -> None:
     """The pool is being deleted: refuse new checkouts, let busy agents finish (bounded),
     then delete the pods."""
-    runtime.brokers.close(handle.namespace, handle.name)
+    # From here no checkout finds this pool: a pool re-created under its name gets its own.
+    forget_handle(runtime, handle)
+    runtime.brokers.close(handle.namespace, handle.name, broker=handle.broker)
     deadline = time.monotonic() + DRAIN_SECONDS
     while handle.broker.counts()["busy"] and time.monotonic() < deadline:
         handle.wake.clear()

@@ -214,7 +214,9 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
                 await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 stop.cancel()
-                engines.pop((namespace, name), None)
+                # Unless a run made again under this name has its own engine here by now.
+                if engines.get((namespace, name)) is engine:
+                    del engines[(namespace, name)]
                 if not task.done():
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):

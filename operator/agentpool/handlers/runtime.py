@@ -29,6 +29,8 @@ class PoolHandle:
     broker: Broker
     port: int
     wake: asyncio.Event
+    # The pool object's uid: a pool re-created under the same name is another pool.
+    uid: str = ""
     token: str = ""
     reset_between_items: bool = False
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)

@@ -54,6 +54,17 @@ def owner_reference(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def owned_by(obj: dict[str, Any], uid: str) -> bool:
+    """Whether ``obj`` belongs to the owner with ``uid``, not to an earlier one of the same name.
+
+    An object naming no controller is taken as the owner's (it may predate owner references).
+    """
+    owners = [
+        ref for ref in obj.get("metadata", {}).get("ownerReferences") or [] if ref.get("controller")
+    ]
+    return not uid or not owners or any(ref.get("uid") == uid for ref in owners)
+
+
 def template_hash(spec: dict[str, Any]) -> str:
     """A short digest of everything in the spec that shapes an agent pod.
 
