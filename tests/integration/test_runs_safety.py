@@ -6,10 +6,13 @@ an old name, each once lost or refused work; these tests hold the operator to th
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import kubernetes
+import pytest
 from operator_support import Api, pool_spec
-from run_support import finished_run, start_run
+from run_support import condition, finished_run, run_status, start_run
 
 from cluster import wait_for
 
@@ -57,3 +60,69 @@ def test_a_pool_and_run_recreated_under_old_names_start_fresh(api: Api, namespac
             60,
             message="the run and the pool are gone",
         )
+
+
+def test_a_running_runs_source_cannot_change_under_it(api: Api, namespace: str) -> None:
+    """Swapping a running run's source for another kind is refused by the API server, and
+    replacing its inline items (free JSON, which CEL cannot see) fails the run with reason
+    SourceChanged instead of mixing two lists of items."""
+    env = {"SLOW_START_SECONDS": "0", "WORK_SECONDS": "0.5"}
+    api.create("agentpools", namespace, "p", pool_spec("slow_start", env=env, minSize=1))
+    items: list[Any] = [{"id": f"i{n}"} for n in range(20)]
+    start_run(api, namespace, "moving", items, poolRef={"name": "p"}, itemId="id")
+    wait_for(
+        lambda: run_status(api, namespace, "moving").get("succeeded", 0) >= 1,
+        60,
+        message="the run is under way",
+    )
+    swap = {"source": {"items": None, "http": {"url": "http://127.0.0.1:1/"}}}
+    with pytest.raises(kubernetes.client.ApiException) as refused:
+        api.patch_spec("poolruns", namespace, "moving", swap)
+    assert refused.value.status == 422
+    assert "source" in str(refused.value.body)
+
+    api.patch_spec("poolruns", namespace, "moving", {"source": {"items": [{"id": "other"}]}})
+    status = finished_run(api, namespace, "moving")
+    assert status["phase"] == "Failed"
+    assert condition(status, "Failed")["reason"] == "SourceChanged"
+    assert "other" not in status["items"]
+    assert status["succeeded"] < len(items)
+
+
+def test_a_configmap_changed_while_the_operator_was_away_fails_the_run(
+    api: Api, namespace: str, operator_cluster: Any
+) -> None:
+    """A ConfigMap source is read once and pinned: when it changed while the operator was
+    down, the resumed run fails with reason SourceChanged rather than running a mix of old and
+    new items."""
+    env = {"SLOW_START_SECONDS": "0", "WORK_SECONDS": "0.5"}
+    api.create("agentpools", namespace, "p", pool_spec("slow_start", env=env, minSize=1))
+    text = "\n".join(json.dumps({"id": f"i{n}"}) for n in range(20))
+    configmap = kubernetes.client.V1ConfigMap(
+        metadata=kubernetes.client.V1ObjectMeta(name="work"), data={"items.jsonl": text}
+    )
+    api.core.create_namespaced_config_map(namespace, configmap)
+    start_run(
+        api,
+        namespace,
+        "pinned",
+        source={"configMapRef": {"name": "work", "key": "items.jsonl"}},
+        poolRef={"name": "p"},
+        itemId="id",
+    )
+    wait_for(
+        lambda: run_status(api, namespace, "pinned").get("succeeded", 0) >= 1,
+        60,
+        message="the run is under way",
+    )
+    operator_cluster.operator.kill()
+    try:
+        changed = {"items.jsonl": json.dumps({"id": "new"})}
+        api.core.patch_namespaced_config_map("work", namespace, {"data": changed})
+    finally:
+        operator_cluster.operator.start()
+    status = finished_run(api, namespace, "pinned")
+    assert status["phase"] == "Failed"
+    assert condition(status, "Failed")["reason"] == "SourceChanged"
+    assert "configmap work" in condition(status, "Failed")["message"]
+    assert "new" not in status["items"]

@@ -55,6 +55,7 @@ class Reason(StrEnum):
     SOURCE_NOT_FOUND = "SourceNotFound"
     SOURCE_INVALID = "SourceInvalid"
     SOURCE_UNREACHABLE = "SourceUnreachable"
+    SOURCE_CHANGED = "SourceChanged"
 
     # Item failures
     HANDLER_ERROR = "HandlerError"

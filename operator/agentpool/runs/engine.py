@@ -117,6 +117,7 @@ class RunEngine:
         self._pulling = False
         self._source_done = False
         self._source_error: str | None = None
+        self._source_reason: str = Reason.SOURCE_FAILED
         self._deadlock: str | None = None
         self._next_poll = 0.0
         self._poll_delay = POLL_FIRST
@@ -193,6 +194,14 @@ class RunEngine:
         """Follow ``spec.suspend``: finish what is in flight and dispatch nothing more, or go on."""
         if suspended != self._suspended:
             self._suspended = suspended
+            self._wake.set()
+
+    def stop_source(self, reason: str, message: str) -> None:
+        """The source can no longer be trusted (it changed under the run): start nothing more,
+        let what is in flight finish, and fail the run with ``reason``."""
+        if self._source_error is None:
+            self._source_error, self._source_reason = message, reason
+            self._mark_dirty()
             self._wake.set()
 
     async def run(self) -> Outcome:
@@ -572,6 +581,7 @@ class RunEngine:
                 total=total,
                 failed=failed,
                 source_error=self._source_error,
+                source_reason=self._source_reason,
             )
         cause = self._deadlock
         if cause is None and self._parked and self._drained():
