@@ -87,6 +87,7 @@ class RetireReason(StrEnum):
     CALL_TIMED_OUT = "CallTimedOut"
     RESET_FAILED = "ResetFailed"
     OUTDATED = "Outdated"
+    TOKEN_CHANGED = "TokenChanged"
     SCALED_DOWN = "ScaledDown"
     UNREADY = "Unready"
 
@@ -110,3 +111,6 @@ class EventReason(StrEnum):
     LEASE_RELEASED = "LeaseReleased"
     LEASE_EXPIRED = "LeaseExpired"
     POOL_FULL = "PoolFull"
+    TOKEN_SECRET_RECREATED = "TokenSecretRecreated"
+    TOKEN_ROTATED = "TokenRotated"
+    AGENT_UNAUTHORIZED = "AgentUnauthorized"

@@ -34,6 +34,7 @@ from agentpool.pool.manifests import (
     pool_selector,
     read_token,
     template_hash,
+    token_hash,
     token_secret,
     token_secret_name,
 )
@@ -45,6 +46,8 @@ log = logging.getLogger(__name__)
 
 #: The longest a pass waits for a trigger before looking again.
 IDLE_PASS_SECONDS = 5.0
+#: How often a pool looks for its token Secret, which a user may delete.
+SECRET_CHECK_SECONDS = 3.0
 #: While overflow or lifetimes are in play, look often enough to honour them to the second.
 TIMED_PASS_SECONDS = 1.0
 #: Status writes of one pool are coalesced to at most one per this many seconds.
@@ -66,9 +69,11 @@ RESTORED_SILENCE_SECONDS = 30.0
 RESTORED_POLL_SECONDS = 0.5
 
 
-def policy_of(spec: dict[str, Any]) -> PoolPolicy:
+def policy_of(spec: dict[str, Any], *, token: str = "") -> PoolPolicy:
     model = AgentPoolSpec.model_validate(spec)
-    return PoolPolicy.from_spec(model, template_hash=template_hash(spec))
+    return PoolPolicy.from_spec(
+        model, template_hash=template_hash(spec), token_hash=token_hash(token) if token else ""
+    )
 
 
 def sync_broker(handle: PoolHandle) -> None:
@@ -140,7 +145,16 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
             for pod in pods_by_pool.get(key, []):
                 if owned_by(pod, handle.uid):
                     handle.pods.setdefault(pod["metadata"]["name"], pod)
-            handle.token = await ensure_token(runtime, dict(body))
+            handle.token, minted = await ensure_token(runtime, dict(body))
+            if minted and handle.pods:
+                _event(
+                    body,
+                    "Warning",
+                    EventReason.TOKEN_ROTATED,
+                    f"The agent token Secret {token_secret_name(name)} was missing: a new token "
+                    f"was minted, and the {len(handle.pods)} agent(s) holding the old one are "
+                    "replaced as they fall idle; no item fails for it",
+                )
             handle.pods.update(runtime.orphan_pods.pop(key, {}))
             sync_broker(handle)
             await restore_held_agents(runtime, handle)
@@ -190,8 +204,9 @@ def _forget_counts(runtime: Runtime, key: tuple[str, str]) -> None:
         metrics.forget_pool_counts(*key)
 
 
-async def ensure_token(runtime: Runtime, pool: dict[str, Any]) -> str:
-    """The pool's agent token, from its Secret, creating the Secret on first sight."""
+async def ensure_token(runtime: Runtime, pool: dict[str, Any]) -> tuple[str, bool]:
+    """The pool's agent token, from its Secret, creating the Secret on first sight; and whether
+    the token is a new one."""
     namespace, name = pool["metadata"]["namespace"], pool["metadata"]["name"]
     try:
         secret = await runtime.kube.read_secret(namespace, token_secret_name(name))
@@ -199,15 +214,38 @@ async def ensure_token(runtime: Runtime, pool: dict[str, Any]) -> str:
         pass
     else:
         if owned_by(secret, str(pool["metadata"].get("uid") or "")):
-            return read_token(secret)
+            return read_token(secret), False
         # An earlier pool's Secret, about to be collected with it: this pool makes its own.
         await runtime.kube.delete_secret(namespace, token_secret_name(name))
     token = secrets.token_urlsafe(32)
     try:
         await runtime.kube.create_secret(namespace, token_secret(pool, token))
     except Conflict:
-        return read_token(await runtime.kube.read_secret(namespace, token_secret_name(name)))
-    return token
+        return read_token(await runtime.kube.read_secret(namespace, token_secret_name(name))), False
+    return token, True
+
+
+async def keep_token_secret(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> None:
+    """Put back the token Secret if it went, with the token the agents already hold, so that
+    agents started from now on get it too (instead of waiting in CreateContainerConfigError)."""
+    now = time.monotonic()
+    if now - handle.secret_checked_at < SECRET_CHECK_SECONDS:
+        return
+    name = token_secret_name(handle.name)
+    try:
+        await runtime.kube.read_secret(handle.namespace, name)
+    except NotFound:
+        with contextlib.suppress(Conflict):
+            await runtime.kube.create_secret(
+                handle.namespace, token_secret(dict(body), handle.token)
+            )
+        _event(
+            body,
+            "Warning",
+            EventReason.TOKEN_SECRET_RECREATED,
+            f"The agent token Secret {name} was missing: re-created it with the pool's token",
+        )
+    handle.secret_checked_at = now
 
 
 async def restore_held_agents(runtime: Runtime, handle: PoolHandle) -> None:
@@ -277,7 +315,8 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
     """One pass: plan from what is observed, apply, report. Returns when to look again."""
     pool = dict(body)
     spec = pool.get("spec") or {}
-    policy = policy_of(spec)
+    await keep_token_secret(runtime, handle, body)
+    policy = policy_of(spec, token=handle.token)
     handle.port = policy.port
     handle.reset_between_items = bool(spec.get("resetBetweenItems", False))
     handle.broker.update_policy(policy)
@@ -311,7 +350,9 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
         wanted = 0
     for _ in range(wanted):
         try:
-            pod = await runtime.kube.create_pod(handle.namespace, agent_pod(pool))
+            pod = await runtime.kube.create_pod(
+                handle.namespace, agent_pod(pool, token=handle.token)
+            )
         except Exception as error:  # reported, and retried on the next pass
             message = f"Creating an agent pod failed: {error}"
             _event(body, "Warning", EventReason.CREATE_FAILED, message)

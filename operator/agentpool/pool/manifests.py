@@ -18,6 +18,9 @@ POOL_LABEL = "agentpool.dev/pool"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 NAME_LABEL = "app.kubernetes.io/name"
 TEMPLATE_HASH_ANNOTATION = "agentpool.dev/template-hash"
+#: A digest of the token the agent was started with (never the token): one that differs from
+#: the pool's token now marks an agent that would answer the operator 401.
+TOKEN_HASH_ANNOTATION = "agentpool.dev/token-hash"
 TOKEN_KEY = "token"
 TOKEN_ENV = "AGENTPOOL_TOKEN"
 DEFAULT_PORT = 8080
@@ -97,6 +100,11 @@ def token_secret(pool: dict[str, Any], token: str) -> dict[str, Any]:
     }
 
 
+def token_hash(token: str) -> str:
+    """A short digest of a pool token, to tell which token an agent holds without naming it."""
+    return hashlib.sha256(token.encode()).hexdigest()[:12]
+
+
 def read_token(secret: dict[str, Any]) -> str:
     """The token stored in a Secret made by :func:`token_secret`."""
     return base64.b64decode(secret["data"][TOKEN_KEY]).decode()
@@ -129,7 +137,7 @@ def readiness_probe(given: dict[str, Any], port: int) -> dict[str, Any]:
     return probe
 
 
-def agent_pod(pool: dict[str, Any]) -> dict[str, Any]:
+def agent_pod(pool: dict[str, Any], *, token: str = "") -> dict[str, Any]:
     """The manifest of one new agent pod for ``pool``.
 
     ``template`` gives everything; ``image`` fills the first container. The operator adds the
@@ -178,6 +186,8 @@ def agent_pod(pool: dict[str, Any]) -> dict[str, Any]:
         **(template_meta.get("annotations") or {}),
         TEMPLATE_HASH_ANNOTATION: template_hash(spec),
     }
+    if token:
+        annotations[TOKEN_HASH_ANNOTATION] = token_hash(token)
     return {
         "apiVersion": "v1",
         "kind": "Pod",

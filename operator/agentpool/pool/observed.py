@@ -45,6 +45,7 @@ class ObservedAgent:
     unschedulable: bool = False
     waiting_reason: str | None = None
     template_hash: str = ""
+    token_hash: str = ""
     ip: str | None = None
 
     @property

@@ -41,6 +41,8 @@ from agentpool.runs.status import RunLedger
 
 POLL_FIRST = 0.1
 POLL_MAX = 5.0
+#: The longest an item waits for another agent after one refused the operator's token.
+REFUSED_MAX = 5.0
 
 
 @dataclass
@@ -53,6 +55,8 @@ class Work:
     pool: str
     attempt: int = 1
     last_agent: str | None = None
+    # Agents that refused the operator's token on this item: none of them costs an attempt.
+    refused: int = 0
 
 
 class RunEngine:
@@ -478,6 +482,10 @@ class RunEngine:
             await self._dispatcher.checkin(checkout, "lost")
             self._after_failure(work, checkout.agent, Reason.CALL_FAILED, repr(error))
             return
+        if not result.ok and result.reason == Reason.UNAUTHORIZED:
+            await self._dispatcher.checkin(checkout, "lost")
+            self._refused(work, checkout.agent)
+            return
         ok, output = result.ok, result.output
         # Encoded once, for the size limit, the result ConfigMap and the journal alike.
         encoded = encode(output) if ok else ""
@@ -495,6 +503,17 @@ class RunEngine:
             self._record_output(work.key, output, encoded=encoded)
             return
         self._after_failure(work, checkout.agent, reason or Reason.CALL_FAILED, message)
+
+    def _refused(self, work: Work, agent: str) -> None:
+        """The agent refused the operator's own token (it holds another): that is for the
+        operator to mend, not a failure of the item. The agent is retired (the pool replaces
+        it) and the item waits for another, with its attempt unchanged."""
+        work.refused += 1
+        work.last_agent = agent
+        delay = min(REFUSED_MAX, 0.1 * 2 ** (work.refused - 1))
+        self._retries.append((self._clock.now() + delay, work))
+        self._wake.set()
+        self._report.agent_refused(agent, work.key)
 
     def _after_failure(self, work: Work, agent: str, reason: str, message: str) -> None:
         if work.attempt < self.config.max_attempts:
