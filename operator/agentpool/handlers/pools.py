@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -23,20 +22,18 @@ from agentpool import GROUP, VERSION, metrics
 from agentpool.api import AgentPoolSpec, AgentPoolStatus
 from agentpool.api.reasons import ConditionType, EventReason, Reason, RetireReason
 from agentpool.broker import Checkout, Outcome
+from agentpool.handlers import tokens
 from agentpool.handlers.conditions import merge_conditions, now_iso
 from agentpool.handlers.runtime import PoolHandle, Runtime
-from agentpool.io.kube import Conflict, NotFound
+from agentpool.io.kube import NotFound
 from agentpool.pool import ConditionView, DemandSample, PoolPolicy, compute_status, plan
 from agentpool.pool.manifests import (
     POOL_LABEL,
     agent_pod,
     owned_by,
     pool_selector,
-    read_token,
     template_hash,
     token_hash,
-    token_secret,
-    token_secret_name,
 )
 from agentpool.pool.pods import failure_of, is_failed, is_ready, observe_pod, ready_since
 
@@ -46,8 +43,6 @@ log = logging.getLogger(__name__)
 
 #: The longest a pass waits for a trigger before looking again.
 IDLE_PASS_SECONDS = 5.0
-#: How often a pool looks for its token Secret, which a user may delete.
-SECRET_CHECK_SECONDS = 3.0
 #: While overflow or lifetimes are in play, look often enough to honour them to the second.
 TIMED_PASS_SECONDS = 1.0
 #: Status writes of one pool are coalesced to at most one per this many seconds.
@@ -145,16 +140,7 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
             for pod in pods_by_pool.get(key, []):
                 if owned_by(pod, handle.uid):
                     handle.pods.setdefault(pod["metadata"]["name"], pod)
-            handle.token, minted = await ensure_token(runtime, dict(body))
-            if minted and handle.pods:
-                _event(
-                    body,
-                    "Warning",
-                    EventReason.TOKEN_ROTATED,
-                    f"The agent token Secret {token_secret_name(name)} was missing: a new token "
-                    f"was minted, and the {len(handle.pods)} agent(s) holding the old one are "
-                    "replaced as they fall idle; no item fails for it",
-                )
+            handle.token = await tokens.open_token(runtime, handle, body)
             handle.pods.update(runtime.orphan_pods.pop(key, {}))
             sync_broker(handle)
             await restore_held_agents(runtime, handle)
@@ -202,50 +188,6 @@ def forget_handle(runtime: Runtime, handle: PoolHandle) -> None:
 def _forget_counts(runtime: Runtime, key: tuple[str, str]) -> None:
     if key not in runtime.pools:  # unless a pool of the same name came since
         metrics.forget_pool_counts(*key)
-
-
-async def ensure_token(runtime: Runtime, pool: dict[str, Any]) -> tuple[str, bool]:
-    """The pool's agent token, from its Secret, creating the Secret on first sight; and whether
-    the token is a new one."""
-    namespace, name = pool["metadata"]["namespace"], pool["metadata"]["name"]
-    try:
-        secret = await runtime.kube.read_secret(namespace, token_secret_name(name))
-    except NotFound:
-        pass
-    else:
-        if owned_by(secret, str(pool["metadata"].get("uid") or "")):
-            return read_token(secret), False
-        # An earlier pool's Secret, about to be collected with it: this pool makes its own.
-        await runtime.kube.delete_secret(namespace, token_secret_name(name))
-    token = secrets.token_urlsafe(32)
-    try:
-        await runtime.kube.create_secret(namespace, token_secret(pool, token))
-    except Conflict:
-        return read_token(await runtime.kube.read_secret(namespace, token_secret_name(name))), False
-    return token, True
-
-
-async def keep_token_secret(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> None:
-    """Put back the token Secret if it went, with the token the agents already hold, so that
-    agents started from now on get it too (instead of waiting in CreateContainerConfigError)."""
-    now = time.monotonic()
-    if now - handle.secret_checked_at < SECRET_CHECK_SECONDS:
-        return
-    name = token_secret_name(handle.name)
-    try:
-        await runtime.kube.read_secret(handle.namespace, name)
-    except NotFound:
-        with contextlib.suppress(Conflict):
-            await runtime.kube.create_secret(
-                handle.namespace, token_secret(dict(body), handle.token)
-            )
-        _event(
-            body,
-            "Warning",
-            EventReason.TOKEN_SECRET_RECREATED,
-            f"The agent token Secret {name} was missing: re-created it with the pool's token",
-        )
-    handle.secret_checked_at = now
 
 
 async def restore_held_agents(runtime: Runtime, handle: PoolHandle) -> None:
@@ -315,7 +257,7 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
     """One pass: plan from what is observed, apply, report. Returns when to look again."""
     pool = dict(body)
     spec = pool.get("spec") or {}
-    await keep_token_secret(runtime, handle, body)
+    await tokens.keep_token_secret(runtime, handle, body)
     policy = policy_of(spec, token=handle.token)
     handle.port = policy.port
     handle.reset_between_items = bool(spec.get("resetBetweenItems", False))
