@@ -89,7 +89,7 @@ class RunEngine:
         )
         self._journal = journal
         if journal is not None:
-            self._replay(journal)
+            self.ledger.replay(journal.load())
         self._report = Reporter(
             sink=sink,
             clock=self._clock,
@@ -132,40 +132,6 @@ class RunEngine:
         if not source.replayable:
             self._keys.made_up |= self.ledger.made_up.keys()
             self._keys.real |= self.ledger.recorded - self.ledger.made_up.keys()
-
-    def _replay(self, journal: Journal) -> None:
-        """Record what finished after the last status write, before an operator crash."""
-        ledger = self.ledger
-        for entry in journal.load():
-            key = entry["id"]
-            if "moved" in entry:
-                ledger.move_record(str(entry["moved"]), key)
-                continue
-            if "index" in entry:
-                # Items an unreplayable source gave: a resumed run goes on after them.
-                ledger.seen = max(ledger.seen, int(entry["index"]) + 1)
-            if key in ledger.recorded:
-                continue
-            if "attempt" in entry:
-                # Started: it runs again with the attempt raised, unless it finished below.
-                ledger.resumed[key] = int(entry["attempt"])
-                continue
-            if entry.get("unstarted"):
-                # No agent was found for it: it never reached one.
-                ledger.resumed.pop(key, None)
-                continue
-            failure = entry.get("failure")
-            if isinstance(failure, dict):
-                ledger.record_failure(
-                    key,
-                    reason=str(failure.get("reason", "")),
-                    message=str(failure.get("message", "")),
-                    attempts=int(failure.get("attempts", 0)),
-                    agent=failure.get("agent"),
-                )
-            else:
-                ledger.record_output(key, entry.get("output"))
-            ledger.resumed.pop(key, None)
 
     def _record_output(self, key: str, output: Any, *, encoded: str | None = None) -> None:
         encoded = encode(output) if encoded is None else encoded

@@ -10,7 +10,7 @@ unless dispatch waits on the write.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -138,6 +138,40 @@ class RunLedger:
             if key not in ledger.recorded
         }
         return ledger
+
+    def replay(self, entries: Iterable[Mapping[str, Any]]) -> None:
+        """Record what the run's journal holds: what finished after the last status write,
+        before an operator crash, and what was in flight then."""
+        for entry in entries:
+            key = entry["id"]
+            if "moved" in entry:
+                self.move_record(str(entry["moved"]), key)
+                continue
+            if "index" in entry:
+                # Items an unreplayable source gave: a resumed run goes on after them.
+                self.seen = max(self.seen, int(entry["index"]) + 1)
+            if key in self.recorded:
+                continue
+            if "attempt" in entry:
+                # Started: it runs again with the attempt raised, unless it finished below.
+                self.resumed[key] = int(entry["attempt"])
+                continue
+            if entry.get("unstarted"):
+                # No agent was found for it: it never reached one.
+                self.resumed.pop(key, None)
+                continue
+            failure = entry.get("failure")
+            if isinstance(failure, dict):
+                self.record_failure(
+                    key,
+                    reason=str(failure.get("reason", "")),
+                    message=str(failure.get("message", "")),
+                    attempts=int(failure.get("attempts", 0)),
+                    agent=failure.get("agent"),
+                )
+            else:
+                self.record_output(key, entry.get("output"))
+            self.resumed.pop(key, None)
 
     @property
     def active(self) -> int:
