@@ -35,11 +35,11 @@ in case it might be useful.
   resources: ["pods"]
   verbs: ["list", "watch", "create", "delete"]
 # The per-pool token Secret that agent requests are authenticated with: created once, then read
-# back (also after a restart) to call the agents, and re-created if a user deletes it. One left
-# by an earlier pool of the same name is deleted. Secrets are never listed or changed.
+# back (also after a restart) to call the agents, and re-created if it goes. Secrets are never
+# listed, changed or deleted.
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get", "create", "delete"]
+  verbs: ["get", "create"]
 # PoolRun sources read from a ConfigMap, and outputs too large for status written to ConfigMaps
 # the run owns: created, read back after a restart, and patched when a restarted operator writes
 # a chunk that already exists. The run's ownerReference deletes them with it.

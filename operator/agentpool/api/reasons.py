@@ -36,6 +36,7 @@ class Reason(StrEnum):
     AS_EXPECTED = "AsExpected"
     IMAGE_PULL_BACK_OFF = "ImagePullBackOff"
     CRASH_LOOP_BACK_OFF = "CrashLoopBackOff"
+    CREATE_CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"
     READINESS_FAILING = "ReadinessFailing"
     UNSCHEDULABLE = "Unschedulable"
     POD_FAILED = "PodFailed"

@@ -18,7 +18,7 @@ import kopf
 from agentpool.api.reasons import EventReason
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.kube import Conflict, NotFound
-from agentpool.pool.manifests import owned_by, read_token, token_secret, token_secret_name
+from agentpool.pool.manifests import read_token, token_secret, token_secret_name
 
 #: How often a pool looks for its token Secret, which a user may delete.
 SECRET_CHECK_SECONDS = 3.0
@@ -33,10 +33,10 @@ async def ensure_token(runtime: Runtime, pool: dict[str, Any]) -> tuple[str, boo
     except NotFound:
         pass
     else:
-        if owned_by(secret, str(pool["metadata"].get("uid") or "")):
-            return read_token(secret), False
-        # An earlier pool's Secret, about to be collected with it: this pool makes its own.
-        await runtime.kube.delete_secret(namespace, token_secret_name(name))
+        # One an earlier pool of this name left, about to be collected with it, still holds a
+        # good token: this pool goes on with it, and puts the Secret back, as its own, once the
+        # collector took it (see keep_token_secret).
+        return read_token(secret), False
     token = secrets.token_urlsafe(32)
     try:
         await runtime.kube.create_secret(namespace, token_secret(pool, token))

@@ -221,17 +221,6 @@ class Kube:
         )
         return self._plain(secret)
 
-    async def delete_secret(self, namespace: str, name: str) -> None:
-        """Delete a Secret; one already gone is not an error."""
-        with contextlib.suppress(NotFound):
-            await self._call(
-                "delete",
-                "secrets",
-                lambda: self._core.delete_namespaced_secret(
-                    name, namespace, _request_timeout=TIMEOUT
-                ),
-            )
-
     async def create_secret(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         secret = await self._call(
             "create",
