@@ -197,6 +197,13 @@ CASES = [
         retire=(("a", "Outdated"),),
     ),
     Case(
+        "agents holding another token are replaced as they fall idle; unmarked ones stay",
+        PoolPolicy(min_size=3, max_size=3, token_hash="new"),
+        (idle("a", token_hash="old"), busy("b", token_hash="old"), idle("c")),
+        create=1,
+        retire=(("a", "TokenChanged"),),
+    ),
+    Case(
         "a failed pod is retired and replaced",
         PoolPolicy(min_size=2, max_size=2),
         (idle("a"), ObservedAgent("f", failed=True)),

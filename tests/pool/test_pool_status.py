@@ -95,6 +95,10 @@ def test_ready_condition_follows_min_size() -> None:
         (ObservedAgent("x", waiting_reason="ImagePullBackOff"), "ImagePullBackOff"),
         (ObservedAgent("x", waiting_reason="ErrImagePull"), "ImagePullBackOff"),
         (ObservedAgent("x", waiting_reason="CrashLoopBackOff"), "CrashLoopBackOff"),
+        (
+            ObservedAgent("x", waiting_reason="CreateContainerConfigError"),
+            "CreateContainerConfigError",
+        ),
         (ObservedAgent("x", ready=False, ready_at=3.0), "ReadinessFailing"),
         (ObservedAgent("x", failed=True), "PodFailed"),
     ],

@@ -392,3 +392,26 @@ async def wait_for(condition: Callable[[], bool], *, deadline: float = 10.0) -> 
     while not condition():
         assert loop.time() < end, "condition not met before the deadline"
         await asyncio.sleep(0.001)
+
+
+async def test_an_agent_refusing_the_operators_token_fails_no_item() -> None:
+    """An agent answering 401 (it holds another token than the operator) is the operator's
+    problem: it is checked in as lost (so the pool replaces it), the item goes to another agent
+    without counting an attempt, and an AgentUnauthorized event says so."""
+    refusals = {"left": 3}
+
+    def behave(envelope: dict[str, Any], agent: str) -> tuple[float, Result]:
+        if agent == "workers-1" and refusals["left"]:
+            refusals["left"] -= 1
+            return 0.05, Result(ok=False, reason="Unauthorized", message="bad token")
+        return 0.1, Result(ok=True, output={"echo": envelope["item"]})
+
+    items = [{"id": f"i{n}"} for n in range(5)]
+    engine, clock, dispatcher, _, sink = build(
+        items, behaviour=behave, item_id="id", pools={"workers": 2}
+    )
+    outcome = await run_engine(engine, clock)
+    assert outcome.phase == "Succeeded"
+    assert (sink.status["succeeded"], sink.status["failed"], sink.status["retries"]) == (5, 0, 0)
+    assert ("workers-1", "lost") in dispatcher.checkins
+    assert "AgentUnauthorized" in sink.reasons()

@@ -328,3 +328,63 @@ def test_a_journal_removed_under_a_running_run_takes_further_entries_quietly(
     journal.flush()
     journal.close()
     assert not (tmp_path / "runs" / "uid-1").exists()
+
+
+async def test_a_made_up_key_taken_over_by_a_later_real_id_survives_a_crash(
+    tmp_path: Path,
+) -> None:
+    """An HTTP-like source gives an item without an id (filed under a made-up key), then a real
+    item whose id is that key: the made-up record moves aside. After a crash and a restart the
+    run still holds both, each under its own key, and never mistakes one for the other."""
+
+    class Given(Feed):
+        def __init__(self, values: list[dict[str, Any]]) -> None:
+            super().__init__(0)
+            self._values = iter(values)
+
+    # The pair comes after the first status write, so only the journal can carry the move.
+    early = [{"id": f"e{n}", "n": n} for n in range(2, 40)]
+    late = [{"id": f"i{n}", "n": n} for n in range(40, 80)]
+    values = [*early, {"n": 0}, {"id": "[38]", "n": 1}, *late]
+    config = RunConfig(name="run", pool="workers", item_id="id", cap=4, failures="Report")
+    clock = FakeClock()
+    sink = FakeSink()
+    journal = KilledJournal(tmp_path / "run")
+    crashed = asyncio.Event()
+    invoker = FakeInvoker(clock, quick)
+    feed = Given(values)
+    invoker.on_call = crash_after(50, sink, journal, invoker, crashed)
+    first = RunEngine(
+        config,
+        source=feed,
+        dispatcher=FakeDispatcher(clock, {"workers": 4}),
+        invoker=invoker,
+        sink=sink,
+        clock=clock,
+        journal=journal,
+    )
+    await run_until_crash(first, clock, crashed)
+    moves = [entry for entry in journal.load() if "moved" in entry]
+    assert moves == [{"id": "[38][2]", "moved": "[38]"}], "the journal alone holds the move"
+    sink.frozen = False
+    invoker.on_call, invoker.halted = None, False
+    second = RunEngine(
+        config,
+        source=feed,
+        dispatcher=FakeDispatcher(clock, {"workers": 4}),
+        invoker=invoker,
+        sink=sink,
+        clock=clock,
+        status=copy.deepcopy(sink.status),
+        configmaps=copy.deepcopy(sink.configmaps),
+        journal=FileJournal(tmp_path / "run"),
+    )
+    await run_engine(second, clock)
+    records = list(iter_results(sink.status, sink.result_configmaps()))
+    keys = [record["id"] for record in records]
+    assert len(keys) == len(set(keys))
+    assert sink.status["items"]["[38]"] == {"n": 1}
+    missing = [key for key, f in sink.status["failures"].items() if f["reason"] == "MissingId"]
+    assert missing == ["[38][2]"]
+    assert sink.status["failed"] == 1
+    assert sink.status["succeeded"] == len(keys) - 1

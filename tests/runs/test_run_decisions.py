@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from agentpool.runs.config import PoolTimeouts, Routes, RunConfig, config_from_spec
-from agentpool.runs.items import Rejection, name_item, route_item
+from agentpool.runs.items import ItemKeys, Rejection, route_item
 from agentpool.runs.outcome import decide_outcome, set_condition
 from agentpool.runs.results import (
     CHUNK_KEY,
@@ -40,7 +40,7 @@ def test_items_are_named_by_field_or_index(
     value: Any, index: int, field: str | None, seen: set[str], key: str, reason: str | None
 ) -> None:
     """An item is named by its id field or index; duplicates and id-less items are rejected."""
-    named = name_item(value, index, id_field=field, seen=seen)
+    named = ItemKeys(real=set(seen)).name(value, index, id_field=field)
     assert named.key == key
     assert (named.rejection.reason if named.rejection else None) == reason
 

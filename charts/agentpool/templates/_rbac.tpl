@@ -35,7 +35,8 @@ in case it might be useful.
   resources: ["pods"]
   verbs: ["list", "watch", "create", "delete"]
 # The per-pool token Secret that agent requests are authenticated with: created once, then read
-# back (also after a restart) to call the agents. Secrets are never listed or changed.
+# back (also after a restart) to call the agents, and re-created if it goes. Secrets are never
+# listed, changed or deleted.
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "create"]

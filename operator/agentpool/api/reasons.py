@@ -36,6 +36,7 @@ class Reason(StrEnum):
     AS_EXPECTED = "AsExpected"
     IMAGE_PULL_BACK_OFF = "ImagePullBackOff"
     CRASH_LOOP_BACK_OFF = "CrashLoopBackOff"
+    CREATE_CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"
     READINESS_FAILING = "ReadinessFailing"
     UNSCHEDULABLE = "Unschedulable"
     POD_FAILED = "PodFailed"
@@ -55,6 +56,7 @@ class Reason(StrEnum):
     SOURCE_NOT_FOUND = "SourceNotFound"
     SOURCE_INVALID = "SourceInvalid"
     SOURCE_UNREACHABLE = "SourceUnreachable"
+    SOURCE_CHANGED = "SourceChanged"
 
     # Item failures
     HANDLER_ERROR = "HandlerError"
@@ -86,6 +88,7 @@ class RetireReason(StrEnum):
     CALL_TIMED_OUT = "CallTimedOut"
     RESET_FAILED = "ResetFailed"
     OUTDATED = "Outdated"
+    TOKEN_CHANGED = "TokenChanged"
     SCALED_DOWN = "ScaledDown"
     UNREADY = "Unready"
 
@@ -109,3 +112,6 @@ class EventReason(StrEnum):
     LEASE_RELEASED = "LeaseReleased"
     LEASE_EXPIRED = "LeaseExpired"
     POOL_FULL = "PoolFull"
+    TOKEN_SECRET_RECREATED = "TokenSecretRecreated"
+    TOKEN_ROTATED = "TokenRotated"
+    AGENT_UNAUTHORIZED = "AgentUnauthorized"

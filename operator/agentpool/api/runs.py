@@ -50,6 +50,18 @@ class HttpSource(ApiModel):
     """The source service's URL, http:// or https://."""
 
 
+def _fixed_source(field: str) -> CelRule:
+    # Only the typed sources can be compared here: inline items are out of CEL's view, so the
+    # operator pins them by a digest in status.sourceDigest and fails a run whose items change.
+    return CelRule(
+        rule=f"has(self.{field}) == has(oldSelf.{field}) && "
+        f"(!has(self.{field}) || self.{field} == oldSelf.{field})",
+        message="spec.source cannot change once the run exists: create a new PoolRun instead",
+        field_path=f".{field}",
+        reason="FieldValueForbidden",
+    )
+
+
 class Source(ApiModel):
     """Where the items come from: exactly one of items, configMapRef or http."""
 
@@ -62,7 +74,8 @@ class Source(ApiModel):
                 CelRule(
                     rule="!(has(self.configMapRef) && has(self.http))",
                     message="set exactly one of source.items, source.configMapRef or source.http",
-                )
+                ),
+                *(_fixed_source(field) for field in ("configMapRef", "http")),
             ),
             "minProperties": 1,
             "maxProperties": 1,
@@ -237,5 +250,8 @@ class PoolRunStatus(ApiModel):
     reads them back."""
     observed_generation: int | None = Field(default=None, ge=0)
     """The metadata.generation this status reflects."""
+    source_digest: str | None = None
+    """A digest of spec.source and, for a ConfigMap source, of the items it held when the run
+    started; a run whose source no longer matches it fails with reason SourceChanged."""
     conditions: list[Condition] = Field(default_factory=list, json_schema_extra=CONDITION_LIST)
     """Complete, Failed and Suspended."""

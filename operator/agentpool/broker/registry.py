@@ -48,11 +48,24 @@ class Brokers:
             broker.update_policy(policy)
         return broker
 
-    def close(self, namespace: str, name: str, reason: str = "was deleted") -> None:
-        """The pool is gone: fail its waiters and forget its broker."""
-        broker = self._brokers.pop((namespace, name), None)
-        if broker is not None:
+    def close(
+        self,
+        namespace: str,
+        name: str,
+        reason: str = "was deleted",
+        *,
+        broker: Broker | None = None,
+    ) -> None:
+        """The pool is gone: fail its waiters and forget its broker. Given ``broker``, only that
+        one: a pool re-created under the same name has a broker of its own that stays."""
+        key = (namespace, name)
+        current = self._brokers.get(key)
+        if broker is not None and current is not broker:
             broker.close(reason)
+            return
+        self._brokers.pop(key, None)
+        if current is not None:
+            current.close(reason)
 
     def close_all(self, reason: str = "is no longer served: the operator is stopping") -> None:
         """Close every broker, for operator shutdown."""

@@ -15,7 +15,7 @@ import kopf
 
 from agentpool.handlers import pools
 from agentpool.handlers.runtime import Runtime
-from agentpool.pool.manifests import POOL_LABEL
+from agentpool.pool.manifests import POOL_LABEL, owned_by
 
 
 def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
@@ -30,6 +30,9 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
         handle = runtime.pools.get(key) or runtime.starting.get(key)
         seen = handle.pods if handle is not None else runtime.orphan_pods.setdefault(key, {})
         name = pod["metadata"]["name"]
+        if handle is not None and not owned_by(pod, handle.uid):
+            # A pod of an earlier pool of this name, deleted with it: not this pool's agent.
+            return
         if event.get("type") == "DELETED":
             seen.pop(name, None)
         else:

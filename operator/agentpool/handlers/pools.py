@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -23,17 +22,16 @@ from agentpool import GROUP, VERSION, metrics
 from agentpool.api import AgentPoolSpec
 from agentpool.api.reasons import EventReason, RetireReason
 from agentpool.broker import Checkout, Outcome
+from agentpool.handlers import tokens
 from agentpool.handlers.poolstatus import write_status
 from agentpool.handlers.runtime import PoolHandle, Runtime
-from agentpool.io.kube import Conflict, NotFound
 from agentpool.pool import PoolPolicy, plan
 from agentpool.pool.manifests import (
     POOL_LABEL,
     agent_pod,
-    read_token,
+    owned_by,
     template_hash,
-    token_secret,
-    token_secret_name,
+    token_hash,
 )
 from agentpool.pool.pods import failure_of, is_failed, is_ready, observe_pod, ready_since
 from agentpool.pool.recycling import summarise_retirements
@@ -56,9 +54,11 @@ RESTORED_SILENCE_SECONDS = 30.0
 RESTORED_POLL_SECONDS = 0.5
 
 
-def policy_of(spec: dict[str, Any]) -> PoolPolicy:
+def policy_of(spec: dict[str, Any], *, token: str = "") -> PoolPolicy:
     model = AgentPoolSpec.model_validate(spec)
-    return PoolPolicy.from_spec(model, template_hash=template_hash(spec))
+    return PoolPolicy.from_spec(
+        model, template_hash=template_hash(spec), token_hash=token_hash(token) if token else ""
+    )
 
 
 def sync_broker(handle: PoolHandle) -> None:
@@ -126,12 +126,14 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
             broker=runtime.brokers.ensure(namespace, name, policy, on_change=wake.set),
             port=policy.port,
             wake=wake,
+            uid=str(body["metadata"].get("uid") or ""),
         )
         runtime.starting[key] = handle
         try:
             for pod in pods_by_pool.get(key, []):
-                handle.pods.setdefault(pod["metadata"]["name"], pod)
-            handle.token = await ensure_token(runtime, dict(body))
+                if owned_by(pod, handle.uid):
+                    handle.pods.setdefault(pod["metadata"]["name"], pod)
+            handle.token = await tokens.open_token(runtime, handle, body)
             handle.pods.update(runtime.orphan_pods.pop(key, {}))
             sync_broker(handle)
             await restore_held_agents(runtime, handle)
@@ -161,50 +163,53 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
             )
             if deleted:
                 # Refuse checkouts at once; pool_drain lets busy agents finish and deletes pods.
-                runtime.brokers.close(namespace, name)
+                runtime.brokers.close(namespace, name, broker=handle.broker)
                 if not handle.drained:
                     runtime.draining[key] = handle
                 metrics.forget_pool_gauges(namespace, name)
                 asyncio.get_running_loop().call_later(
                     metrics.FORGET_AFTER_SECONDS, _forget_counts, runtime, key
                 )
-            runtime.pools.pop(key, None)
-            runtime.pool_started.pop(key, None)
+            forget_handle(runtime, handle)
 
     @kopf.on.delete(GROUP, VERSION, "agentpools", id="pool_drain", registry=registry)
     async def pool_drain(name: str, namespace: str | None, **kwargs: Any) -> None:
         # Here rather than in the loop's own ending, so the loop stops at once when the pool is
         # deleted and the wait for busy agents is an ordinary handler, retried if it fails.
         key = (namespace or "", name)
-        handle = runtime.pools.get(key) or runtime.draining.get(key)
+        # The deleted pool's own handle, never that of a pool created since under its name.
+        uid = str((kwargs["body"].get("metadata") or {}).get("uid") or "")
+        handle = next(
+            (
+                found
+                for found in (runtime.draining.get(key), runtime.pools.get(key))
+                if found is not None and found.uid == uid
+            ),
+            None,
+        )
         if handle is not None:
             await drain(runtime, handle)
             handle.drained = True
         else:  # the loop never started here (the pool was deleted while the operator was down)
             pods_by_pool: kopf.Index[tuple[str, str], dict[str, Any]] = kwargs["pods_by_pool"]
             for pod in pods_by_pool.get(key, []):
-                await runtime.kube.delete_pod(key[0], pod["metadata"]["name"])
-        runtime.draining.pop(key, None)
+                if owned_by(pod, uid):
+                    await runtime.kube.delete_pod(key[0], pod["metadata"]["name"])
+        if runtime.draining.get(key) is handle:
+            runtime.draining.pop(key, None)
+
+
+def forget_handle(runtime: Runtime, handle: PoolHandle) -> None:
+    """Drop this pool's handle, but never that of a new pool created since under its name."""
+    key = (handle.namespace, handle.name)
+    if runtime.pools.get(key) is handle:
+        del runtime.pools[key]
+        runtime.pool_started.pop(key, None)
 
 
 def _forget_counts(runtime: Runtime, key: tuple[str, str]) -> None:
     if key not in runtime.pools:  # unless a pool of the same name came since
         metrics.forget_pool_counts(*key)
-
-
-async def ensure_token(runtime: Runtime, pool: dict[str, Any]) -> str:
-    """The pool's agent token, from its Secret, creating the Secret on first sight."""
-    namespace, name = pool["metadata"]["namespace"], pool["metadata"]["name"]
-    try:
-        return read_token(await runtime.kube.read_secret(namespace, token_secret_name(name)))
-    except NotFound:
-        pass
-    token = secrets.token_urlsafe(32)
-    try:
-        await runtime.kube.create_secret(namespace, token_secret(pool, token))
-    except Conflict:
-        return read_token(await runtime.kube.read_secret(namespace, token_secret_name(name)))
-    return token
 
 
 async def restore_held_agents(runtime: Runtime, handle: PoolHandle) -> None:
@@ -274,7 +279,8 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
     """One pass: plan from what is observed, apply, report. Returns when to look again."""
     pool = dict(body)
     spec = pool.get("spec") or {}
-    policy = policy_of(spec)
+    await tokens.keep_token_secret(runtime, handle, body)
+    policy = policy_of(spec, token=handle.token)
     handle.port = policy.port
     handle.reset_between_items = bool(spec.get("resetBetweenItems", False))
     handle.broker.update_policy(policy)
@@ -306,7 +312,9 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
         wanted = 0
     for _ in range(wanted):
         try:
-            pod = await runtime.kube.create_pod(handle.namespace, agent_pod(pool))
+            pod = await runtime.kube.create_pod(
+                handle.namespace, agent_pod(pool, token=handle.token)
+            )
         except Exception as error:  # reported, and retried on the next pass
             message = f"Creating an agent pod failed: {error}"
             _event(body, "Warning", EventReason.CREATE_FAILED, message)
@@ -368,7 +376,9 @@ async def delete_retired(runtime: Runtime, handle: PoolHandle) -> None:
 async def drain(runtime: Runtime, handle: PoolHandle) -> None:
     """The pool is being deleted: refuse new checkouts, let busy agents finish (bounded),
     then delete the pods."""
-    runtime.brokers.close(handle.namespace, handle.name)
+    # From here no checkout finds this pool: a pool re-created under its name gets its own.
+    forget_handle(runtime, handle)
+    runtime.brokers.close(handle.namespace, handle.name, broker=handle.broker)
     deadline = time.monotonic() + DRAIN_SECONDS
     while handle.broker.counts()["busy"] and time.monotonic() < deadline:
         handle.wake.clear()

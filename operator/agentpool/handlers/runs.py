@@ -19,6 +19,7 @@ import pydantic
 
 from agentpool import GROUP, VERSION, metrics
 from agentpool.api import PoolRunSpec
+from agentpool.api.reasons import Reason
 from agentpool.handlers.conditions import now_iso
 from agentpool.handlers.dispatch import BrokerDispatcher
 from agentpool.handlers.runtime import Runtime
@@ -28,7 +29,7 @@ from agentpool.pool.manifests import owner_reference
 from agentpool.pool.pods import epoch
 from agentpool.runs.config import PoolTimeouts, config_from_spec
 from agentpool.runs.engine import RunEngine
-from agentpool.runs.sources import ItemSource, configmap_source, inline_source
+from agentpool.runs.sources import ItemSource, configmap_source, inline_source, source_digest
 
 FINISHED = frozenset({"Succeeded", "Failed"})
 RUN_LABEL = "agentpool.dev/run"
@@ -75,19 +76,36 @@ class KubeSink:
         kopf.event(self._body, type=type, reason=reason, message=message)
 
 
-async def open_source(runtime: Runtime, namespace: str, spec: PoolRunSpec) -> ItemSource:
+async def open_source(
+    runtime: Runtime, namespace: str, spec: PoolRunSpec, raw_source: Any
+) -> tuple[ItemSource, str]:
+    """The run's source, and the digest of what it was opened on (see :func:`source_digest`)."""
     source = spec.source
     if source.items is not None:
-        return inline_source(list(source.items))
+        return inline_source(list(source.items)), source_digest(raw_source)
     if source.config_map_ref is not None:
         ref = source.config_map_ref
         try:
             configmap = await runtime.kube.read_configmap(namespace, ref.name)
         except NotFound:
-            return configmap_source(ref.name, ref.key, None)
-        return configmap_source(ref.name, ref.key, dict(configmap.get("data") or {}))
+            return configmap_source(ref.name, ref.key, None), source_digest(raw_source)
+        data = dict(configmap.get("data") or {})
+        digest = source_digest(raw_source, data.get(ref.key))
+        return configmap_source(ref.name, ref.key, data), digest
     assert source.http is not None  # the CRD admits exactly one source
-    return HttpSource(source.http.url)
+    return HttpSource(source.http.url), source_digest(raw_source)
+
+
+def source_changed(source: Any) -> str:
+    """What a run whose source (``spec.source``) no longer matches its digest says."""
+    ref = source.get("configMapRef") if isinstance(source, dict) else None
+    what = "spec.source"
+    if isinstance(ref, dict):
+        what += f" or configmap {ref.get('name')} key {ref.get('key')}"
+    return (
+        f"the source changed since the run started ({what}): its items are no longer those the "
+        "run began with, so nothing more is started from it; create a new PoolRun instead"
+    )
 
 
 async def pool_timeouts(
@@ -117,6 +135,8 @@ def run_uid(body: kopf.Body) -> str:
 
 def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
     engines: dict[tuple[str, str], RunEngine] = {}
+    # The generation and spec.source digest each running run started on.
+    pinned: dict[tuple[str, str], tuple[int, str]] = {}
 
     @kopf.on.event(GROUP, VERSION, "poolruns", id="run_event", registry=registry)
     async def run_event(
@@ -129,7 +149,16 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
             # object), and following it is idempotent.
             engine = engines.get(key)
             if engine is not None:
-                engine.set_suspended(bool((body.get("spec") or {}).get("suspend")))
+                spec = body.get("spec") or {}
+                engine.set_suspended(bool(spec.get("suspend")))
+                generation, digest = pinned.get(key, (0, ""))
+                # Only a spec change moves the generation: status writes cost no digest.
+                if body["metadata"].get("generation") != generation:
+                    pinned[key] = (body["metadata"].get("generation") or 0, digest)
+                    if source_digest(spec.get("source")) != digest:
+                        engine.stop_source(
+                            Reason.SOURCE_CHANGED, source_changed(spec.get("source"))
+                        )
             return
         # Whenever a run goes, finished long ago or not, its journal goes, and its series a
         # while later (a scrape still sees their last values), unless it is back by then.
@@ -196,9 +225,13 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
                     configmaps[ref["name"]] = dict(data or {})
             dispatcher = BrokerDispatcher(runtime, namespace)
             journal = runtime.journals.open(uid) if runtime.journals is not None else None
+            source, digest = await open_source(runtime, namespace, spec, raw_spec.get("source"))
+            if status.get("sourceDigest") is None:
+                await KubeSink(runtime, body).write({"sourceDigest": digest})
+                status["sourceDigest"] = digest
             engine = RunEngine(
                 config,
-                source=await open_source(runtime, namespace, spec),
+                source=source,
                 dispatcher=dispatcher,
                 invoker=dispatcher,
                 sink=KubeSink(runtime, body),
@@ -207,14 +240,21 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
                 suspended=spec.suspend,
                 journal=journal,
             )
+            if status["sourceDigest"] != digest:
+                engine.stop_source(Reason.SOURCE_CHANGED, source_changed(raw_spec.get("source")))
             engines[(namespace, name)] = engine
+            generation = int(body["metadata"].get("generation") or 0)
+            pinned[(namespace, name)] = (generation, source_digest(raw_spec.get("source")))
             task = asyncio.ensure_future(engine.run())
             stop = asyncio.ensure_future(stopped.wait())
             try:
                 await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 stop.cancel()
-                engines.pop((namespace, name), None)
+                # Unless a run made again under this name has its own engine here by now.
+                if engines.get((namespace, name)) is engine:
+                    del engines[(namespace, name)]
+                    pinned.pop((namespace, name), None)
                 if not task.done():
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):

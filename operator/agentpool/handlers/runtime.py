@@ -30,7 +30,11 @@ class PoolHandle:
     broker: Broker
     port: int
     wake: asyncio.Event
+    # The pool object's uid: a pool re-created under the same name is another pool.
+    uid: str = ""
     token: str = ""
+    # When the token Secret was last seen to exist: it is looked for again every few seconds.
+    secret_checked_at: float = 0.0
     reset_between_items: bool = False
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)
     # When the operator first saw each pod Ready, to tell "turned unready" from "never ready".

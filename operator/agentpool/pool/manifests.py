@@ -18,6 +18,9 @@ POOL_LABEL = "agentpool.dev/pool"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 NAME_LABEL = "app.kubernetes.io/name"
 TEMPLATE_HASH_ANNOTATION = "agentpool.dev/template-hash"
+#: A digest of the token the agent was started with (never the token): one that differs from
+#: the pool's token now marks an agent that would answer the operator 401.
+TOKEN_HASH_ANNOTATION = "agentpool.dev/token-hash"
 TOKEN_KEY = "token"
 TOKEN_ENV = "AGENTPOOL_TOKEN"
 DEFAULT_PORT = 8080
@@ -54,6 +57,17 @@ def owner_reference(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def owned_by(obj: dict[str, Any], uid: str) -> bool:
+    """Whether ``obj`` belongs to the owner with ``uid``, not to an earlier one of the same name.
+
+    An object naming no controller is taken as the owner's (it may predate owner references).
+    """
+    owners = [
+        ref for ref in obj.get("metadata", {}).get("ownerReferences") or [] if ref.get("controller")
+    ]
+    return not uid or not owners or any(ref.get("uid") == uid for ref in owners)
+
+
 def template_hash(spec: dict[str, Any]) -> str:
     """A short digest of everything in the spec that shapes an agent pod.
 
@@ -84,6 +98,11 @@ def token_secret(pool: dict[str, Any], token: str) -> dict[str, Any]:
         },
         "data": {TOKEN_KEY: base64.b64encode(token.encode()).decode()},
     }
+
+
+def token_hash(token: str) -> str:
+    """A short digest of a pool token, to tell which token an agent holds without naming it."""
+    return hashlib.sha256(token.encode()).hexdigest()[:12]
 
 
 def read_token(secret: dict[str, Any]) -> str:
@@ -118,7 +137,7 @@ def readiness_probe(given: dict[str, Any], port: int) -> dict[str, Any]:
     return probe
 
 
-def agent_pod(pool: dict[str, Any]) -> dict[str, Any]:
+def agent_pod(pool: dict[str, Any], *, token: str = "") -> dict[str, Any]:
     """The manifest of one new agent pod for ``pool``.
 
     ``template`` gives everything; ``image`` fills the first container. The operator adds the
@@ -167,6 +186,8 @@ def agent_pod(pool: dict[str, Any]) -> dict[str, Any]:
         **(template_meta.get("annotations") or {}),
         TEMPLATE_HASH_ANNOTATION: template_hash(spec),
     }
+    if token:
+        annotations[TOKEN_HASH_ANNOTATION] = token_hash(token)
     return {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 IMAGE_PULL_BACK_OFF = "ImagePullBackOff"
 ERR_IMAGE_PULL = "ErrImagePull"
 CRASH_LOOP_BACK_OFF = "CrashLoopBackOff"
+#: A Secret or ConfigMap the container needs is missing (the pool's token Secret, say).
+CREATE_CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +49,7 @@ class ObservedAgent:
     unschedulable: bool = False
     waiting_reason: str | None = None
     template_hash: str = ""
+    token_hash: str = ""
     ip: str | None = None
 
     @property

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from agentpool.pool.manifests import TEMPLATE_HASH_ANNOTATION
+from agentpool.pool.manifests import TEMPLATE_HASH_ANNOTATION, TOKEN_HASH_ANNOTATION
 from agentpool.pool.observed import ObservedAgent
 
 
@@ -116,6 +116,7 @@ def observe_pod(
         unschedulable=is_unschedulable(pod),
         waiting_reason=container_waiting_reason(pod),
         template_hash=(meta.get("annotations") or {}).get(TEMPLATE_HASH_ANNOTATION, ""),
+        token_hash=(meta.get("annotations") or {}).get(TOKEN_HASH_ANNOTATION, ""),
         ip=status.get("podIP"),
     )
 

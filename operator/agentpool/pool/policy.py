@@ -32,6 +32,8 @@ class PoolPolicy:
     max_lifetime_seconds: float = 0.0
     quarantine_after_failures: int = 3
     template_hash: str = ""
+    token_hash: str = ""
+    """The digest of the pool's token now: agents started with another are replaced."""
     port: int = 8080
 
     def __post_init__(self) -> None:
@@ -56,7 +58,7 @@ class PoolPolicy:
         return self.max_size - self.min_size
 
     @classmethod
-    def from_spec(cls, spec: Any, *, template_hash: str = "") -> PoolPolicy:
+    def from_spec(cls, spec: Any, *, template_hash: str = "", token_hash: str = "") -> PoolPolicy:
         """Read a policy from an AgentPool spec model (or any object with its snake_case names).
 
         An attribute that is missing or None takes the spec's default; `max_size` None means
@@ -89,6 +91,7 @@ class PoolPolicy:
                 read("quarantine_after_failures", defaults.quarantine_after_failures),
             ),
             template_hash=template_hash,
+            token_hash=token_hash,
             port=int(read("port", defaults.port)),
         )
 

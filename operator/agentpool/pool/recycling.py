@@ -21,6 +21,7 @@ QUARANTINED = str(RetireReason.QUARANTINED)
 MAX_USES = str(RetireReason.MAX_USES)
 MAX_LIFETIME = str(RetireReason.MAX_LIFETIME)
 OUTDATED = str(RetireReason.OUTDATED)
+TOKEN_CHANGED = str(RetireReason.TOKEN_CHANGED)
 UNREADY = str(RetireReason.UNREADY)
 IDLE_TIMEOUT = str(RetireReason.IDLE_TIMEOUT)
 SCALED_DOWN = str(RetireReason.SCALED_DOWN)
@@ -33,6 +34,7 @@ RETIREMENT_REASONS = (
     MAX_USES,
     MAX_LIFETIME,
     OUTDATED,
+    TOKEN_CHANGED,
     UNREADY,
     IDLE_TIMEOUT,
     SCALED_DOWN,
@@ -66,6 +68,9 @@ def retirement_reason(
         return MAX_LIFETIME
     if policy.template_hash and agent.template_hash != policy.template_hash:
         return OUTDATED
+    if policy.token_hash and agent.token_hash and agent.token_hash != policy.token_hash:
+        # Started with a token the operator no longer has: it would refuse every call.
+        return TOKEN_CHANGED
     if agent.turned_unready:
         return UNREADY
     return None

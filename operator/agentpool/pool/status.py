@@ -16,6 +16,7 @@ from agentpool.api.reasons import ConditionType, Reason
 from agentpool.pool.checkout import available_agents
 from agentpool.pool.observed import (
     CRASH_LOOP_BACK_OFF,
+    CREATE_CONTAINER_CONFIG_ERROR,
     ERR_IMAGE_PULL,
     IMAGE_PULL_BACK_OFF,
     ObservedAgent,
@@ -148,6 +149,7 @@ def degraded_condition(
         UNSCHEDULABLE,
         IMAGE_PULL_BACK_OFF,
         CRASH_LOOP_BACK_OFF,
+        CREATE_CONTAINER_CONFIG_ERROR,
         READINESS_FAILING,
         POD_FAILED,
     ):
@@ -171,6 +173,8 @@ def _trouble(
         return IMAGE_PULL_BACK_OFF
     if agent.waiting_reason == CRASH_LOOP_BACK_OFF:
         return CRASH_LOOP_BACK_OFF
+    if agent.waiting_reason == CREATE_CONTAINER_CONFIG_ERROR:
+        return CREATE_CONTAINER_CONFIG_ERROR
     if agent.turned_unready and not agent.failed:
         return READINESS_FAILING
     if (

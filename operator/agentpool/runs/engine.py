@@ -32,15 +32,17 @@ from agentpool.runs.contracts import (
     StatusSink,
     SystemClock,
 )
-from agentpool.runs.items import Rejection, name_item, route_item
+from agentpool.runs.items import ItemKeys, Rejection, route_item
 from agentpool.runs.outcome import Outcome, decide_outcome
 from agentpool.runs.reporting import Reporter
 from agentpool.runs.results import CHUNK_BYTES, encode, output_line
-from agentpool.runs.sources import DONE, NOT_READY, ItemSource, Signal, SourceError
+from agentpool.runs.sources import DONE, NOT_READY, ItemSource, ListSource, Signal, SourceError
 from agentpool.runs.status import RunLedger
 
 POLL_FIRST = 0.1
 POLL_MAX = 5.0
+#: The longest an item waits for another agent after one refused the operator's token.
+REFUSED_MAX = 5.0
 
 
 @dataclass
@@ -53,6 +55,8 @@ class Work:
     pool: str
     attempt: int = 1
     last_agent: str | None = None
+    # Agents that refused the operator's token on this item: none of them costs an attempt.
+    refused: int = 0
 
 
 class RunEngine:
@@ -85,7 +89,7 @@ class RunEngine:
         )
         self._journal = journal
         if journal is not None:
-            self._replay(journal)
+            self.ledger.replay(journal.load())
         self._report = Reporter(
             sink=sink,
             clock=self._clock,
@@ -105,7 +109,10 @@ class RunEngine:
         self._again = {key: attempt + 1 for key, attempt in self.ledger.resumed.items()}
         self._parked: dict[str, list[Work]] = {}
         self._missing_pools: dict[str, str] = {}
-        self._seen_ids: set[str] = set()
+        # Made-up keys avoid every real id: all of a list's, and those an HTTP source gave.
+        self._keys = ItemKeys.of(
+            source.items if isinstance(source, ListSource) else None, id_field=config.item_id
+        )
         self._tasks: set[asyncio.Task[None]] = set()
         # A replayable source gives its items from the first again; another goes on where it was.
         self._next_index = 0 if source.replayable else self.ledger.seen
@@ -114,6 +121,7 @@ class RunEngine:
         self._pulling = False
         self._source_done = False
         self._source_error: str | None = None
+        self._source_reason: str = Reason.SOURCE_FAILED
         self._deadlock: str | None = None
         self._next_poll = 0.0
         self._poll_delay = POLL_FIRST
@@ -122,38 +130,8 @@ class RunEngine:
         self._timer: asyncio.Task[None] | None = None
         self._timer_at: float | None = None
         if not source.replayable:
-            self._seen_ids |= self.ledger.recorded
-
-    def _replay(self, journal: Journal) -> None:
-        """Record what finished after the last status write, before an operator crash."""
-        ledger = self.ledger
-        for entry in journal.load():
-            key = entry["id"]
-            if "index" in entry:
-                # Items an unreplayable source gave: a resumed run goes on after them.
-                ledger.seen = max(ledger.seen, int(entry["index"]) + 1)
-            if key in ledger.recorded:
-                continue
-            if "attempt" in entry:
-                # Started: it runs again with the attempt raised, unless it finished below.
-                ledger.resumed[key] = int(entry["attempt"])
-                continue
-            if entry.get("unstarted"):
-                # No agent was found for it: it never reached one.
-                ledger.resumed.pop(key, None)
-                continue
-            failure = entry.get("failure")
-            if isinstance(failure, dict):
-                ledger.record_failure(
-                    key,
-                    reason=str(failure.get("reason", "")),
-                    message=str(failure.get("message", "")),
-                    attempts=int(failure.get("attempts", 0)),
-                    agent=failure.get("agent"),
-                )
-            else:
-                ledger.record_output(key, entry.get("output"))
-            ledger.resumed.pop(key, None)
+            self._keys.made_up |= self.ledger.made_up.keys()
+            self._keys.real |= self.ledger.recorded - self.ledger.made_up.keys()
 
     def _record_output(self, key: str, output: Any, *, encoded: str | None = None) -> None:
         encoded = encode(output) if encoded is None else encoded
@@ -186,6 +164,14 @@ class RunEngine:
         """Follow ``spec.suspend``: finish what is in flight and dispatch nothing more, or go on."""
         if suspended != self._suspended:
             self._suspended = suspended
+            self._wake.set()
+
+    def stop_source(self, reason: str, message: str) -> None:
+        """The source can no longer be trusted (it changed under the run): start nothing more,
+        let what is in flight finish, and fail the run with ``reason``."""
+        if self._source_error is None:
+            self._source_error, self._source_reason = message, reason
+            self._mark_dirty()
             self._wake.set()
 
     async def run(self) -> Outcome:
@@ -322,11 +308,13 @@ class RunEngine:
             index = self._next_index
             self._next_index += 1
             self.ledger.seen = max(self.ledger.seen, self._next_index)
-            named = name_item(
-                pulled.value, index, id_field=self.config.item_id, seen=self._seen_ids
-            )
-            if named.rejection is None:
-                self._seen_ids.add(named.key)
+            named = self._keys.name(pulled.value, index, id_field=self.config.item_id)
+            if named.displaced is not None and named.moved_to is not None:
+                # A real id came that an earlier made-up key is: that record moves aside.
+                self.ledger.move_record(named.displaced, named.moved_to)
+                if self._journal is not None:
+                    self._journal.append({"id": named.moved_to, "moved": named.displaced})
+                self._mark_dirty()
             if named.key in self.ledger.recorded:
                 continue
             if named.rejection is not None:
@@ -460,6 +448,10 @@ class RunEngine:
             await self._dispatcher.checkin(checkout, "lost")
             self._after_failure(work, checkout.agent, Reason.CALL_FAILED, repr(error))
             return
+        if not result.ok and result.reason == Reason.UNAUTHORIZED:
+            await self._dispatcher.checkin(checkout, "lost")
+            self._refused(work, checkout.agent)
+            return
         ok, output = result.ok, result.output
         # Encoded once, for the size limit, the result ConfigMap and the journal alike.
         encoded = encode(output) if ok else ""
@@ -477,6 +469,17 @@ class RunEngine:
             self._record_output(work.key, output, encoded=encoded)
             return
         self._after_failure(work, checkout.agent, reason or Reason.CALL_FAILED, message)
+
+    def _refused(self, work: Work, agent: str) -> None:
+        """The agent refused the operator's own token (it holds another): that is for the
+        operator to mend, not a failure of the item. The agent is retired (the pool replaces
+        it) and the item waits for another, with its attempt unchanged."""
+        work.refused += 1
+        work.last_agent = agent
+        delay = min(REFUSED_MAX, 0.1 * 2 ** (work.refused - 1))
+        self._retries.append((self._clock.now() + delay, work))
+        self._wake.set()
+        self._report.agent_refused(agent, work.key)
 
     def _after_failure(self, work: Work, agent: str, reason: str, message: str) -> None:
         if work.attempt < self.config.max_attempts:
@@ -563,6 +566,7 @@ class RunEngine:
                 total=total,
                 failed=failed,
                 source_error=self._source_error,
+                source_reason=self._source_reason,
             )
         cause = self._deadlock
         if cause is None and self._parked and self._drained():

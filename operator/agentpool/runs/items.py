@@ -6,8 +6,8 @@ named or routed is rejected on its own, with a reason and a message; the rest of
 
 from __future__ import annotations
 
-from collections.abc import Set
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentpool.api.reasons import Reason
@@ -22,29 +22,80 @@ class Rejection:
     message: str
 
 
+MADE_UP = frozenset({Reason.MISSING_ID, Reason.DUPLICATE_ID})
+"""Reasons of the items recorded under a made-up key rather than their own id."""
+
+
 @dataclass(frozen=True)
 class Named:
-    """An item with the key its result is recorded under; ``rejection`` set if it cannot run."""
+    """An item with the key its result is recorded under; ``rejection`` set if it cannot run.
+
+    ``displaced``: a made-up key that this item's real id takes over; the record filed under it
+    moves to ``moved_to``, so neither is lost.
+    """
 
     key: str
     index: int
     value: Any
     rejection: Rejection | None = None
+    displaced: str | None = None
+    moved_to: str | None = None
 
 
-def name_item(value: Any, index: int, *, id_field: str | None, seen: Set[str]) -> Named:
-    """Name the item at ``index``: by its ``id_field`` when one is given, else by its index.
+def real_id(value: Any, id_field: str) -> str | None:
+    """The id an item names itself by, or None when it has no usable one."""
+    raw = value.get(id_field) if isinstance(value, dict) else None
+    if isinstance(raw, bool) or not isinstance(raw, str | int) or raw == "":
+        return None
+    return str(raw)
 
-    A duplicate id is recorded under ``"<id>[<index>]"`` so that it never overwrites the result of
-    the first item with that id; an item without a usable id under ``"[<index>]"``.
+
+@dataclass
+class ItemKeys:
+    """The keys of one run's items: real ids, and keys made up for items that lack one.
+
+    A made-up key (``[<index>]`` for an item without a usable id, ``<id>[<index>]`` for a
+    duplicate) is never one a real id has or will have: it avoids every id of a source known up
+    front (``reserved``), and when a real id comes later (an HTTP source) and equals a made-up
+    key, the real item takes its id and the made-up record moves to a fresh key.
     """
-    if id_field is None:
-        key = str(index)
-    else:
-        raw = value.get(id_field) if isinstance(value, dict) else None
-        if isinstance(raw, bool) or not isinstance(raw, str | int) or raw == "":
+
+    reserved: set[str] = field(default_factory=set)
+    real: set[str] = field(default_factory=set)
+    made_up: set[str] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, values: Sequence[Any] | None, *, id_field: str | None) -> ItemKeys:
+        """The keys of a run whose items are ``values`` when known up front, else None."""
+        if values is None or id_field is None:
+            return cls()
+        ids = (real_id(value, id_field) for value in values)
+        return cls(reserved={key for key in ids if key is not None})
+
+    def _taken(self, key: str) -> bool:
+        return key in self.reserved or key in self.real or key in self.made_up
+
+    def _fresh(self, base: str) -> str:
+        key, number = base, 1
+        while self._taken(key):
+            number += 1
+            key = f"{base}[{number}]"
+        self.made_up.add(key)
+        return key
+
+    def name(self, value: Any, index: int, *, id_field: str | None) -> Named:
+        """Name the item at ``index``: by its ``id_field`` when one is given, else by its index.
+
+        A duplicate id is recorded under ``"<id>[<index>]"`` so that it never overwrites the
+        result of the first item with that id; an item without a usable id under ``"[<index>]"``;
+        either gets a further ``[<n>]`` when a real id already is that key.
+        """
+        if id_field is None:
+            return Named(key=str(index), index=index, value=value)
+        key = real_id(value, id_field)
+        if key is None:
             return Named(
-                key=f"[{index}]",
+                key=self._fresh(f"[{index}]"),
                 index=index,
                 value=value,
                 rejection=Rejection(
@@ -52,19 +103,24 @@ def name_item(value: Any, index: int, *, id_field: str | None, seen: Set[str]) -
                     f"item at index {index} has no string or integer field {id_field!r} to name it",
                 ),
             )
-        key = str(raw)
-    if key in seen:
-        return Named(
-            key=f"{key}[{index}]",
-            index=index,
-            value=value,
-            rejection=Rejection(
-                Reason.DUPLICATE_ID,
-                f"item at index {index} has id {key!r}, which an earlier item already has; "
-                "ids must be unique",
-            ),
-        )
-    return Named(key=key, index=index, value=value)
+        if key in self.real:
+            return Named(
+                key=self._fresh(f"{key}[{index}]"),
+                index=index,
+                value=value,
+                rejection=Rejection(
+                    Reason.DUPLICATE_ID,
+                    f"item at index {index} has id {key!r}, which an earlier item already has; "
+                    "ids must be unique",
+                ),
+            )
+        self.real.add(key)
+        if key in self.made_up:
+            self.made_up.discard(key)
+            return Named(
+                key=key, index=index, value=value, displaced=key, moved_to=self._fresh(key)
+            )
+        return Named(key=key, index=index, value=value)
 
 
 def route_item(value: Any, config: RunConfig) -> str | Rejection:

@@ -39,11 +39,12 @@ def decide_outcome(
     not_started: int = 0,
     cause: str = "",
     source_error: str | None = None,
+    source_reason: str = Reason.SOURCE_FAILED,
 ) -> Outcome:
     """The phase and message of a finished run."""
     failed_text = f"{failed} of {total} items failed"
     if source_error is not None:
-        return Outcome("Failed", result, Reason.SOURCE_FAILED, source_error)
+        return Outcome("Failed", result, source_reason, source_error)
     if result == "Deadlocked":
         message = f"{not_started} of {total} items could not start: {cause}"
         if failed:

@@ -54,6 +54,7 @@ class Reporter:
         self._last_failure_event: float | None = None
         self._failures_held = 0
         self._events: set[asyncio.Task[None]] = set()
+        self._refused_agents: set[str] = set()
 
     async def begin(self, message: str) -> None:
         """Mark the run started, unless it started before an operator restart."""
@@ -148,6 +149,21 @@ class Reporter:
         self._last_failure_event = now
         task = asyncio.ensure_future(
             self._sink.event("Warning", EventReason.ITEM_FAILED, text[:1000])
+        )
+        self._events.add(task)
+        task.add_done_callback(self._events.discard)
+
+    def agent_refused(self, agent: str, key: str) -> None:
+        """Post an AgentUnauthorized event, once per agent."""
+        if agent in self._refused_agents:
+            return
+        self._refused_agents.add(agent)
+        text = (
+            f"agent {agent} refused the pool's token (it holds another): it is replaced, and "
+            f"item {key} goes to another agent without counting an attempt"
+        )
+        task = asyncio.ensure_future(
+            self._sink.event("Warning", EventReason.AGENT_UNAUTHORIZED, text)
         )
         self._events.add(task)
         task.add_done_callback(self._events.discard)

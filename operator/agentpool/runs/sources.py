@@ -11,6 +11,7 @@ reads the ConfigMap) and hands it to the engine; the HTTP source's client is
 from __future__ import annotations
 
 import enum
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -71,6 +72,11 @@ class ListSource:
     def total(self) -> int | None:
         return None if self._error else len(self._items)
 
+    @property
+    def items(self) -> Sequence[Any]:
+        """Every item, known before the first pull."""
+        return self._items
+
     async def next(self, active: Sequence[str]) -> Pulled | Signal:
         if self._error is not None:
             raise self._error
@@ -128,6 +134,16 @@ def configmap_source(name: str, key: str, data: dict[str, str] | None) -> ListSo
         return ListSource(parse_items_text(data[key], name=name, key=key))
     except SourceError as error:
         return ListSource([], error=error)
+
+
+def source_digest(source: Any, text: str | None = None) -> str:
+    """A digest of a run's ``spec.source`` and, for a ConfigMap source, the text it read.
+
+    Recorded in status when the run starts, so a source that changed since (inline items
+    replaced, a ConfigMap edited while the operator was away) is told apart and not mixed in.
+    """
+    canonical = json.dumps([source, text], sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def read_answer(url: str, text: str) -> Pulled | Signal:

@@ -10,10 +10,11 @@ unless dispatch waits on the write.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentpool.runs.items import MADE_UP
 from agentpool.runs.results import (
     ResultChunks,
     encode,
@@ -79,10 +80,12 @@ class RunLedger:
     """Items started since the last write, or in flight at it: what a crash now would re-run."""
     resumed: dict[str, int] = field(default_factory=dict)
     """Items in flight when status was last written, with the attempt they were on."""
+    made_up: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Failures of items recorded under a made-up key (no usable id, or a duplicate one)."""
     status_used: int = 0
     chunks: ResultChunks | None = None
     _new_items: dict[str, Any] = field(default_factory=dict)
-    _new_failures: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _new_failures: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     _refs_written: list[dict[str, Any]] = field(default_factory=list)
     _in_flight_written: dict[str, int] = field(default_factory=dict)
 
@@ -116,6 +119,8 @@ class RunLedger:
             ledger.recorded.add(record["id"])
             if "failure" in record:
                 ledger.failed += 1
+                if record["failure"].get("reason") in MADE_UP:
+                    ledger.made_up[record["id"]] = dict(record["failure"])
             else:
                 ledger.succeeded += 1
         ledger.retries = int(status.get("retries") or 0)
@@ -133,6 +138,40 @@ class RunLedger:
             if key not in ledger.recorded
         }
         return ledger
+
+    def replay(self, entries: Iterable[Mapping[str, Any]]) -> None:
+        """Record what the run's journal holds: what finished after the last status write,
+        before an operator crash, and what was in flight then."""
+        for entry in entries:
+            key = entry["id"]
+            if "moved" in entry:
+                self.move_record(str(entry["moved"]), key)
+                continue
+            if "index" in entry:
+                # Items an unreplayable source gave: a resumed run goes on after them.
+                self.seen = max(self.seen, int(entry["index"]) + 1)
+            if key in self.recorded:
+                continue
+            if "attempt" in entry:
+                # Started: it runs again with the attempt raised, unless it finished below.
+                self.resumed[key] = int(entry["attempt"])
+                continue
+            if entry.get("unstarted"):
+                # No agent was found for it: it never reached one.
+                self.resumed.pop(key, None)
+                continue
+            failure = entry.get("failure")
+            if isinstance(failure, dict):
+                self.record_failure(
+                    key,
+                    reason=str(failure.get("reason", "")),
+                    message=str(failure.get("message", "")),
+                    attempts=int(failure.get("attempts", 0)),
+                    agent=failure.get("agent"),
+                )
+            else:
+                self.record_output(key, entry.get("output"))
+            self.resumed.pop(key, None)
 
     @property
     def active(self) -> int:
@@ -166,6 +205,29 @@ class RunLedger:
         failure: dict[str, Any] = {"reason": reason, "message": message, "attempts": attempts}
         if agent:
             failure["agent"] = agent
+        if reason in MADE_UP:
+            self.made_up[key] = failure
+        self._place_failure(key, failure)
+
+    def move_record(self, key: str, to: str) -> None:
+        """Move the record under made-up ``key`` to ``to``: a real item with that id came.
+
+        The item's key is free again until that item is recorded; the count stays.
+        """
+        failure = self.made_up.pop(key, None)
+        if failure is None:
+            return
+        self.recorded.discard(key)
+        if self._new_failures.get(key) is failure:
+            del self._new_failures[key]
+        else:
+            # Written already: a merge patch removes the map key by setting it to null.
+            self._new_failures[key] = None
+        self.recorded.add(to)
+        self.made_up[to] = failure
+        self._place_failure(to, failure)
+
+    def _place_failure(self, key: str, failure: dict[str, Any]) -> None:
         if place_record(key, failure, is_output=False, status_used=self.status_used):
             self.status_used += record_size(key, failure)
             self._new_failures[key] = failure
