@@ -40,11 +40,16 @@ def operator_cluster(kube_context: str | None, scratch_root: Path) -> Iterator[O
         # start and kill it, with the kubeconfig's credentials.
         handle = ClusterHandle(kubeconfig=default_kubeconfig(), context=kube_context)
         connection = ["--kubeconfig", str(handle.kubeconfig), "--context", kube_context]
+        # Only the tests' own namespaces (Api.new_namespace): on a real cluster this operator
+        # outlives the package (a conftest outside a Python package scopes it to the session),
+        # and the Helm test's operator must be the only one serving its namespace.
+        scope = ["--namespace", "t-*"]
     else:
         thread = ClusterThread(directory, operator=False)
         handle = thread.start()
         connection = ["--kubeconfig", str(handle.kubeconfig)]
-    operator = OperatorProcess(connection, directory / "operator.log")
+        scope = []
+    operator = OperatorProcess([*connection, *scope], directory / "operator.log")
     operator.start()
     try:
         yield OperatorCluster(
