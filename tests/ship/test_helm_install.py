@@ -10,7 +10,6 @@ Deployments, so the test needs a real cluster (``--kubeconfig`` or ``--kube-cont
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import uuid
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 
 from chart.rendering import CHART_DIR
 from cluster import ClusterHandle, Kubectl, wait_for
+from ship.scenario import free_port
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.cluster, pytest.mark.slow]
 
@@ -28,12 +28,6 @@ REPO = Path(__file__).resolve().parents[2]
 RELEASE = "agentpool"
 RELEASE_NAMESPACE = "agentpool-system"
 LOG_PATH_ANNOTATION = "local.agentpool.dev/log-path"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _operator_pods(kubectl: Kubectl) -> list[dict[str, Any]]:
