@@ -1,0 +1,90 @@
+"""What an AgentPool's status tells a user: its state and its Ready count.
+
+Each test drives a pool through the public surface (leases hold agents, as a client would) and
+reads back the status that `kubectl get agentpools` shows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from operator_support import Api, pool_spec
+from pool_support import bound_agent, lease, pool_status
+
+from cluster import wait_for
+
+
+def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    found = next((c for c in status.get("conditions", []) if c["type"] == kind), None)
+    assert found is not None, f"no {kind} condition in {status}"
+    return dict(found)
+
+
+def state_reaches(api: Api, namespace: str, pool: str, state: str, **counts: int) -> dict[str, Any]:
+    """The pool's status once its state is `state` and the given counts hold."""
+    return wait_for(
+        lambda: (
+            (s := pool_status(api, namespace, pool)).get("state") == state
+            and all(s.get(key) == value for key, value in counts.items())
+            and s
+        ),
+        60,
+        message=f"pool {pool} {state} with {counts}",
+    )
+
+
+def test_state_and_ready_say_what_a_checkout_finds(api: Api, namespace: str) -> None:
+    """Ready while an agent is idle, Overflow once every agent is busy and the pool may grow,
+    Full at maxSize with none idle, and Ready again with idle overflow agents; the Ready
+    condition counts ready and idle agents, never more ready than the pool has."""
+    api.create(
+        "agentpools", namespace, "p", pool_spec(minSize=1, maxSize=2, idleTimeoutSeconds=600)
+    )
+    status = state_reaches(api, namespace, "p", "Ready", available=1)
+    assert condition(status, "Ready")["message"] == "1 of 1 agent ready, 1 idle (minSize 1)"
+
+    lease(api, namespace, "a", "p")
+    bound_agent(api, namespace, "a")
+    state_reaches(api, namespace, "p", "Overflow", busy=1, available=0)
+
+    lease(api, namespace, "b", "p")
+    bound_agent(api, namespace, "b")
+    status = state_reaches(api, namespace, "p", "Full", busy=2, available=0)
+    assert condition(status, "Ready")["message"] == "2 of 2 agents ready, 0 idle (minSize 1)"
+
+    api.delete("agentleases", namespace, "a")
+    api.delete("agentleases", namespace, "b")
+    status = state_reaches(api, namespace, "p", "Ready", available=2)
+    ready = condition(status, "Ready")
+    assert (ready["status"], ready["message"]) == (
+        "True",
+        "2 of 2 agents ready, 2 idle (minSize 1)",
+    )
+
+
+def test_a_pool_whose_agents_are_not_ready_is_starting(api: Api, namespace: str) -> None:
+    """Agents that never pass their readiness probe leave the pool Starting, not Full, and
+    Ready False counting none of the two it waits for."""
+    api.create(
+        "agentpools",
+        namespace,
+        "cold",
+        pool_spec(minSize=2, readinessProbe={"httpGet": {"path": "/never"}}),
+    )
+    status = state_reaches(api, namespace, "cold", "Starting", replicas=2)
+    ready = condition(status, "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "AgentsStarting")
+    assert ready["message"] == "0 of 2 agents ready, 0 idle (minSize 2)"
+
+
+def test_a_pool_at_min_size_zero_scales_to_zero_and_back(api: Api, namespace: str) -> None:
+    """minSize 0 and no demand: ScaledToZero, not Overflow. A lease starts an overflow agent;
+    once it is returned and idle past its timeout the pool is back to none."""
+    api.create("agentpools", namespace, "z", pool_spec(minSize=0, maxSize=2, idleTimeoutSeconds=1))
+    status = state_reaches(api, namespace, "z", "ScaledToZero", replicas=0)
+    assert condition(status, "Ready")["message"] == "0 of 0 agents ready, 0 idle (minSize 0)"
+    lease(api, namespace, "one", "z")
+    bound_agent(api, namespace, "one")
+    state_reaches(api, namespace, "z", "Overflow", busy=1)
+    api.delete("agentleases", namespace, "one")
+    state_reaches(api, namespace, "z", "ScaledToZero", replicas=0)
