@@ -1,7 +1,7 @@
-"""What an AgentPool's status tells a user: its state and its Ready count.
+"""What an AgentPool's status and Events tell a user: its state, its Ready count, its sizes.
 
 Each test drives a pool through the public surface (leases hold agents, as a client would) and
-reads back the status that `kubectl get agentpools` shows.
+reads back the status and Events that `kubectl get agentpools` and `kubectl describe` show.
 """
 
 from __future__ import annotations
@@ -33,10 +33,15 @@ def state_reaches(api: Api, namespace: str, pool: str, state: str, **counts: int
     )
 
 
+def event_messages(api: Api, namespace: str, reason: str) -> list[str]:
+    return [str(e.get("message")) for e in api.events(namespace) if e.get("reason") == reason]
+
+
 def test_state_and_ready_say_what_a_checkout_finds(api: Api, namespace: str) -> None:
     """Ready while an agent is idle, Overflow once every agent is busy and the pool may grow,
     Full at maxSize with none idle, and Ready again with idle overflow agents; the Ready
-    condition counts ready and idle agents, never more ready than the pool has."""
+    condition counts ready and idle agents, never more ready than the pool has; the ScaledUp
+    Events say from how many to how many."""
     api.create(
         "agentpools", namespace, "p", pool_spec(minSize=1, maxSize=2, idleTimeoutSeconds=600)
     )
@@ -60,6 +65,15 @@ def test_state_and_ready_say_what_a_checkout_finds(api: Api, namespace: str) -> 
         "True",
         "2 of 2 agents ready, 2 idle (minSize 1)",
     )
+    scaled = wait_for(
+        lambda: len(m := event_messages(api, namespace, "ScaledUp")) >= 2 and m,
+        10,
+        message="two ScaledUp Events",
+    )
+    assert sorted(scaled) == [
+        "Scaled up from 0 to 1 agent",
+        "Scaled up from 1 to 2 agents for 1 waiting checkout",
+    ]
 
 
 def test_a_pool_whose_agents_are_not_ready_is_starting(api: Api, namespace: str) -> None:
@@ -79,7 +93,7 @@ def test_a_pool_whose_agents_are_not_ready_is_starting(api: Api, namespace: str)
 
 def test_a_pool_at_min_size_zero_scales_to_zero_and_back(api: Api, namespace: str) -> None:
     """minSize 0 and no demand: ScaledToZero, not Overflow. A lease starts an overflow agent;
-    once it is returned and idle past its timeout the pool is back to none."""
+    once it is returned and idle past its timeout the pool says it scaled down to none."""
     api.create("agentpools", namespace, "z", pool_spec(minSize=0, maxSize=2, idleTimeoutSeconds=1))
     status = state_reaches(api, namespace, "z", "ScaledToZero", replicas=0)
     assert condition(status, "Ready")["message"] == "0 of 0 agents ready, 0 idle (minSize 0)"
@@ -88,3 +102,7 @@ def test_a_pool_at_min_size_zero_scales_to_zero_and_back(api: Api, namespace: st
     state_reaches(api, namespace, "z", "Overflow", busy=1)
     api.delete("agentleases", namespace, "one")
     state_reaches(api, namespace, "z", "ScaledToZero", replicas=0)
+    down = wait_for(
+        lambda: event_messages(api, namespace, "ScaledDown"), 10, message="ScaledDown Event"
+    )
+    assert down == ["Scaled down from 1 to 0 agents"]

@@ -35,6 +35,7 @@ from agentpool.pool.manifests import (
 )
 from agentpool.pool.pods import failure_of, is_failed, is_ready, observe_pod, ready_since
 from agentpool.pool.recycling import summarise_retirements
+from agentpool.pool.resizing import size_events
 
 __all__ = ["POOL_LABEL", "register", "sync_broker"]
 
@@ -323,32 +324,15 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
         created += 1
     if created:
         sync_broker(handle)
-        replaced = min(created, len(retired))
-        if replaced:
-            _event(
-                body,
-                "Normal",
-                EventReason.AGENT_REPLACED,
-                f"Created {replaced} agent(s) to replace retired ones",
-            )
-        if created > replaced:
-            _event(
-                body,
-                "Normal",
-                EventReason.SCALED_UP,
-                f"Scaled up by {created - replaced} to {decided.desired} agents"
-                f" ({len(waiters)} waiting)",
-            )
-    scaled_down = sum(
-        1 for r in decided.retire if r.name in retired and r.reason in SCALE_DOWN_REASONS
-    )
-    if scaled_down:
-        _event(
-            body,
-            "Normal",
-            EventReason.SCALED_DOWN,
-            f"Scaled down by {scaled_down} to {decided.desired} agents",
-        )
+    scaled_down = sum(1 for name, reason in done if reason in SCALE_DOWN_REASONS)
+    for event in size_events(
+        before=sum(1 for agent in agents if agent.live),
+        retired=len(done),
+        scaled_down=scaled_down,
+        created=created,
+        waiting=len(waiters),
+    ):
+        _event(body, "Normal", event.reason, event.message)
 
     await write_status(runtime, handle, pool, policy, now)
     timed = policy.max_overflow > 0 or policy.max_lifetime_seconds > 0 or waiters
