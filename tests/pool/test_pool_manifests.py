@@ -70,6 +70,18 @@ def test_agent_pod_carries_labels_owner_token_and_port() -> None:
     assert pod["spec"]["restartPolicy"] == "Never"
 
 
+def test_an_agent_that_crashes_reports_the_end_of_its_output() -> None:
+    """The agent container falls back to its last output as the termination message when it
+    exits with an error, so a crash at start-up says why; a template's own policy stands."""
+    container = agent_pod(POOL)["spec"]["containers"][0]
+    assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    spec = POOL["spec"]
+    [given] = spec["template"]["spec"]["containers"]
+    own = {**given, "terminationMessagePolicy": "File"}
+    pool = {**POOL, "spec": {**spec, "template": {"spec": {"containers": [own]}}}}
+    assert agent_pod(pool)["spec"]["containers"][0]["terminationMessagePolicy"] == "File"
+
+
 @pytest.mark.parametrize(
     ("given", "handler", "expected"),
     [
