@@ -6,6 +6,7 @@ reads back the status and Events that `kubectl get agentpools` and `kubectl desc
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from operator_support import Api, pool_spec
@@ -106,3 +107,43 @@ def test_a_pool_at_min_size_zero_scales_to_zero_and_back(api: Api, namespace: st
         lambda: event_messages(api, namespace, "ScaledDown"), 10, message="ScaledDown Event"
     )
     assert down == ["Scaled down from 1 to 0 agents"]
+
+
+CRASH_AT_START_UP = (
+    "print('loading the model', flush=True)\nraise SystemExit('no model at /models/agent.bin')"
+)
+
+
+def crashing_pool(api: Api, namespace: str, name: str) -> None:
+    spec = pool_spec(minSize=1)
+    spec["template"]["spec"]["containers"][0]["command"] = ["python", "-c", CRASH_AT_START_UP]
+    api.create("agentpools", namespace, name, spec)
+
+
+def start_failures(api: Api, namespace: str, pool: str, count: int) -> dict[str, Any]:
+    """The pool's Degraded condition once `count` agents failed before turning Ready."""
+
+    def degraded() -> dict[str, Any] | None:
+        status = pool_status(api, namespace, pool)
+        found = next((c for c in status.get("conditions", []) if c["type"] == "Degraded"), None)
+        if found and found["status"] == "True" and f"({count} agents failed" in found["message"]:
+            return dict(found)
+        return None
+
+    return wait_for(degraded, 60, message=f"Degraded after {count} failed agents")
+
+
+def test_a_crash_at_start_up_degrades_the_pool_with_its_cause(api: Api, namespace: str) -> None:
+    """An agent that exits while it starts: Degraded says CrashLoopBackOff, names the pods that
+    failed and ends with the last line the agent wrote, its exit's cause."""
+    crashing_pool(api, namespace, "crash")
+    degraded = start_failures(api, namespace, "crash", 2)
+    assert degraded["reason"] == "CrashLoopBackOff"
+    pattern = (
+        r"agent (crash-[a-z0-9]+) exited with code 1: no model at /models/agent\.bin"
+        r" \(2 agents failed before turning Ready: (crash-[a-z0-9]+), (crash-[a-z0-9]+)\)"
+    )
+    match = re.fullmatch(pattern, degraded["message"])
+    assert match is not None, degraded["message"]
+    last, first, second = match.groups()
+    assert last == second != first

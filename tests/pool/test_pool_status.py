@@ -13,6 +13,8 @@ from agentpool.pool import (
     recommend,
     state_name,
 )
+from agentpool.pool.pods import PodFailure
+from agentpool.pool.status import start_failure_condition
 
 NOW = 1000.0
 
@@ -218,3 +220,49 @@ def test_recommendation_from_history() -> None:
 def test_recommend_without_samples() -> None:
     """No demand observed yet: no recommendation."""
     assert recommend([], now=NOW, window=60) is None
+
+
+def crash(name: str) -> PodFailure:
+    return PodFailure(name, "CrashLoopBackOff", f"agent {name} exited with code 1: no model")
+
+
+@pytest.mark.parametrize(
+    ("failures", "count", "message"),
+    [
+        (
+            [crash("p-1")],
+            1,
+            "agent p-1 exited with code 1: no model (1 agent failed before turning Ready: p-1)",
+        ),
+        (
+            [crash("p-1"), crash("p-2")],
+            2,
+            "agent p-2 exited with code 1: no model"
+            " (2 agents failed before turning Ready: p-1, p-2)",
+        ),
+        # Five pods are named, the newest; the rest are counted.
+        (
+            [crash(f"p-{n}") for n in range(3, 8)],
+            7,
+            "agent p-7 exited with code 1: no model"
+            " (7 agents failed before turning Ready: p-3, p-4, p-5, p-6, p-7 and 2 more)",
+        ),
+        (
+            [PodFailure("p-9", "NoLocalCommand", "give a command")],
+            4,
+            "give a command (4 agents failed before turning Ready: p-9 and 3 more)",
+        ),
+    ],
+)
+def test_start_failures_name_the_pods_and_the_last_cause(
+    failures: list[PodFailure], count: int, message: str
+) -> None:
+    """Degraded after agents failed before turning Ready: the newest failure's reason and cause,
+    the count, and the names of up to five of the pods, so `kubectl logs POD` can be run."""
+    condition = start_failure_condition(failures, count=count)
+    assert (condition.type, condition.status, condition.reason) == (
+        "Degraded",
+        "True",
+        failures[-1].reason,
+    )
+    assert condition.message == message

@@ -36,6 +36,7 @@ from agentpool.pool.manifests import (
 from agentpool.pool.pods import failure_of, is_failed, is_ready, observe_pod, ready_since
 from agentpool.pool.recycling import summarise_retirements
 from agentpool.pool.resizing import size_events
+from agentpool.pool.status import NAMED_PODS
 
 __all__ = ["POOL_LABEL", "register", "sync_broker"]
 
@@ -71,7 +72,7 @@ def sync_broker(handle: PoolHandle) -> None:
             # When it turned Ready, not when this operator first saw it: a restarted operator
             # must not count a pod's age as its cold start.
             handle.first_ready[name] = ready_since(pod) or now
-            handle.crash_failures = 0
+            handle.crash_failures, handle.start_failures = 0, []
         observed.append(observe_pod(pod, first_ready=handle.first_ready.get(name)))
     handle.broker.update_agents(observed)
     for name in list(handle.first_ready):
@@ -378,10 +379,10 @@ def note_failure(handle: PoolHandle, name: str, now: float) -> None:
     if pod is None or not is_failed(pod):
         return
     if name in handle.first_ready:
-        handle.crash_failures = 0
+        handle.crash_failures, handle.start_failures = 0, []
         return
     handle.crash_failures += 1
-    handle.last_failure = failure_of(pod)
+    handle.start_failures = [*handle.start_failures[-(NAMED_PODS - 1) :], failure_of(pod)]
     delay = min(CRASH_BACKOFF_MAX_SECONDS, 2.0 ** (handle.crash_failures - 1))
     handle.crash_backoff_until = now + delay
 

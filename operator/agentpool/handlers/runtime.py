@@ -17,6 +17,7 @@ from agentpool.io.journal import Journals
 from agentpool.io.kube import Kube
 from agentpool.pool import DemandSample
 from agentpool.pool.backoff import Backoff
+from agentpool.pool.pods import PodFailure
 
 PoolKey = tuple[str, str]
 
@@ -47,7 +48,8 @@ class PoolHandle:
     # Agents that failed before ever turning Ready, in a row: replacements back off.
     crash_failures: int = 0
     crash_backoff_until: float = 0.0
-    last_failure: tuple[str, str] | None = None
+    # The latest of them (the Degraded condition names their pods), oldest first.
+    start_failures: list[PodFailure] = field(default_factory=list)
     # Agents quarantined, in a row: their replacements back off as CrashLoopBackOff does.
     quarantine_backoff: Backoff = field(default_factory=Backoff)
     # The pool was deleted and its agents drained and deleted.

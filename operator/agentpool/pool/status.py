@@ -26,6 +26,7 @@ from agentpool.pool.observed import (
     Waiter,
 )
 from agentpool.pool.plan import desired_size
+from agentpool.pool.pods import PodFailure
 from agentpool.pool.policy import PoolPolicy
 from agentpool.pool.sizing import DemandSample, Recommendation, recommend
 
@@ -179,10 +180,31 @@ def degraded_condition(
     ):
         if reason in found:
             names = sorted(found[reason])
-            shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
             noun = "agent" if len(names) == 1 else "agents"
-            return ConditionView(DEGRADED, "True", reason, f"{reason}: {noun} {shown}")
+            return ConditionView(DEGRADED, "True", reason, f"{reason}: {noun} {_names(names)}")
     return ConditionView(DEGRADED, "False", AS_EXPECTED, "every agent is starting or serving")
+
+
+#: The most agent pods a Degraded message names; the rest are counted.
+NAMED_PODS = 5
+
+
+def start_failure_condition(failures: Sequence[PodFailure], *, count: int) -> ConditionView:
+    """Degraded after `count` agents in a row failed before turning Ready, `failures` being the
+    latest of them, oldest first: the newest one's reason and message, the count, and the names
+    of the newest pods (at most five), so that `kubectl logs POD` can be run on them."""
+    named = [failure.pod for failure in failures[-NAMED_PODS:]]
+    names = ", ".join(named) + (f" and {count - len(named)} more" if count > len(named) else "")
+    noun = "agent" if count == 1 else "agents"
+    last = failures[-1]
+    message = f"{last.message} ({count} {noun} failed before turning Ready: {names})"
+    return ConditionView(DEGRADED, "True", last.reason, message)
+
+
+def _names(names: Sequence[str]) -> str:
+    shown = ", ".join(names[:NAMED_PODS])
+    more = len(names) - NAMED_PODS
+    return shown + (f" and {more} more" if more > 0 else "")
 
 
 def _trouble(
