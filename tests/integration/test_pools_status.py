@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from operator_support import Api, pool_spec
+from operator_support import Api, kill_agent, pool_spec
 from pool_support import bound_agent, lease, pool_status
 
 from cluster import wait_for
@@ -133,9 +133,13 @@ def start_failures(api: Api, namespace: str, pool: str, count: int) -> dict[str,
     return wait_for(degraded, 60, message=f"Degraded after {count} failed agents")
 
 
-def test_a_crash_at_start_up_degrades_the_pool_with_its_cause(api: Api, namespace: str) -> None:
+def test_a_crash_at_start_up_degrades_the_pool_with_its_cause(
+    api: Api, namespace: str, kubectl_op: Any
+) -> None:
     """An agent that exits while it starts: Degraded says CrashLoopBackOff, names the pods that
-    failed and ends with the last line the agent wrote, its exit's cause."""
+    failed and ends with the last line the agent wrote, its exit's cause. The pods it names are
+    kept out of the pool's count, so `kubectl logs POD` and `kubectl describe pod POD`, as the
+    README advises, show the agent's output and its termination message."""
     crashing_pool(api, namespace, "crash")
     degraded = start_failures(api, namespace, "crash", 2)
     assert degraded["reason"] == "CrashLoopBackOff"
@@ -147,3 +151,36 @@ def test_a_crash_at_start_up_degrades_the_pool_with_its_cause(api: Api, namespac
     assert match is not None, degraded["message"]
     last, first, second = match.groups()
     assert last == second != first
+    assert pool_status(api, namespace, "crash").get("replicas", 0) <= 1
+    for pod in (first, second):
+        logged = kubectl_op("logs", pod, "-n", namespace).stdout
+        assert logged == "loading the model\nno model at /models/agent.bin\n"
+        described = kubectl_op("describe", "pod", pod, "-n", namespace).stdout
+        assert "no model at /models/agent.bin" in described
+        assert re.search(r"Exit Code:\s+1\b", described), described
+
+
+def test_an_agent_lost_mid_item_leaves_its_pod_to_inspect(
+    api: Api, namespace: str, kubectl_op: Any
+) -> None:
+    """An agent killed while a lease holds it: the lease fails AgentLost naming the pod, the
+    pool replaces it, and the README's `kubectl logs POD` and `kubectl describe pod POD` show
+    what the agent wrote and how it ended (exit code 137, killed)."""
+    api.create("agentpools", namespace, "lost", pool_spec(minSize=1))
+    state_reaches(api, namespace, "lost", "Ready", available=1)
+    lease(api, namespace, "holder", "lost")
+    agent = bound_agent(api, namespace, "holder")
+    kill_agent(next(p for p in api.pods(namespace, "lost") if p["metadata"]["name"] == agent))
+    failed = wait_for(
+        lambda: (
+            (s := api.status("agentleases", namespace, "holder")).get("phase") == "Failed" and s
+        ),
+        30,
+        message="lease failed",
+    )
+    assert failed["reason"] == "AgentLost"
+    assert agent in failed["message"]
+    state_reaches(api, namespace, "lost", "Ready", available=1, replicas=1)
+    assert "ready after" in kubectl_op("logs", agent, "-n", namespace).stdout
+    described = kubectl_op("describe", "pod", agent, "-n", namespace).stdout
+    assert re.search(r"Exit Code:\s+137\b", described), described

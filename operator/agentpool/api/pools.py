@@ -176,7 +176,8 @@ class AgentPoolStatus(ApiModel):
     """The pool as the operator last observed it."""
 
     replicas: int = Field(default=0, ge=0)
-    """Agent pods that exist (the scale subresource reads this)."""
+    """Agent pods in the pool (the scale subresource reads this): not those being deleted, nor
+    the failed ones kept a while for kubectl logs and describe."""
     ready_replicas: int = Field(default=0, ge=0)
     """Agent pods that are Ready."""
     available: int = Field(default=0, ge=0)

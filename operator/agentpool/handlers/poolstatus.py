@@ -109,6 +109,8 @@ async def write_status(
 def record_metrics(handle: PoolHandle, waiting: int) -> None:
     states = dict.fromkeys(AGENT_STATES, 0)
     for agent in handle.broker.agents():
+        if agent.name in handle.kept:  # a failed pod kept to look at, no longer an agent
+            continue
         if agent.deleting:
             states["retiring"] += 1
         elif agent.busy:

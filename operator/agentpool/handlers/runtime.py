@@ -8,6 +8,7 @@ the pool's reconcile loop. Handlers receive it by closure when they are register
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,10 @@ class PoolHandle:
     history: list[DemandSample] = field(default_factory=list)
     # Retired agents whose pods are still to be deleted.
     undeleted: set[str] = field(default_factory=set)
+    # Failed agents' pods kept for a post-mortem, by when they failed; out of the pool already.
+    kept: dict[str, float] = field(default_factory=dict)
+    # When this pool's loop began: a failure before it was counted by an earlier operator.
+    started_at: float = field(default_factory=time.time)
     last_status: dict[str, Any] | None = None
     last_status_at: float = 0.0
     # Agents that failed before ever turning Ready, in a row: replacements back off.

@@ -61,10 +61,22 @@ def container_waiting_reason(pod: dict[str, Any]) -> str | None:
 
 def is_failed(pod: dict[str, Any]) -> bool:
     """The pod's agent is gone for good: the pod ended, or its container keeps crashing."""
-    phase = (pod.get("status") or {}).get("phase")
-    if phase in ("Failed", "Succeeded"):
-        return True
-    return container_waiting_reason(pod) == "CrashLoopBackOff"
+    return is_terminal(pod) or container_waiting_reason(pod) == "CrashLoopBackOff"
+
+
+def is_terminal(pod: dict[str, Any]) -> bool:
+    """The pod ended (Failed or Succeeded): its processes are gone and will not restart."""
+    return (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded")
+
+
+def failed_at(pod: dict[str, Any]) -> float | None:
+    """When the pod's agent container last terminated, if its status says."""
+    ends = [
+        epoch(((container.get(key) or {}).get("terminated") or {}).get("finishedAt"))
+        for container in (pod.get("status") or {}).get("containerStatuses") or []
+        for key in ("state", "lastState")
+    ]
+    return max((end for end in ends if end is not None), default=None)
 
 
 def is_unschedulable(pod: dict[str, Any]) -> bool:
