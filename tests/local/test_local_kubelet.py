@@ -163,6 +163,74 @@ def test_crashing_command_backs_off(core: client.CoreV1Api) -> None:
     core.delete_namespaced_pod(name, NAMESPACE)
 
 
+CRASH_AT_START_UP = (
+    "for n in range(100): print('loading', n)\nraise SystemExit('no model at /models/agent.bin')"
+)
+
+
+def test_a_crash_reports_the_end_of_its_output_as_termination_message(
+    core: client.CoreV1Api,
+) -> None:
+    """terminationMessagePolicy FallbackToLogsOnError: a container that exits with an error,
+    writing no termination message file, has the last 80 lines of its output as the message
+    of its terminated state, as a real kubelet reports it."""
+    manifest = pod(unique("crashmsg"), CRASH_AT_START_UP, restart_policy="Never")
+    manifest["spec"]["containers"][0]["terminationMessagePolicy"] = "FallbackToLogsOnError"
+    name = create(core, manifest)
+    terminated = wait_for(
+        lambda: container_status(read(core, name)).get("state", {}).get("terminated"),
+        message="state.terminated",
+    )
+    expected = "".join(f"loading {n}\n" for n in range(21, 100))
+    assert terminated["exitCode"] == 1
+    assert terminated["message"] == expected + "no model at /models/agent.bin\n"
+    core.delete_namespaced_pod(name, NAMESPACE)
+
+
+def test_a_restarted_container_reports_only_its_own_last_output(
+    core: client.CoreV1Api, scratch: Path
+) -> None:
+    """A container restarted in place keeps its earlier output in `kubectl logs`, but the
+    termination message in lastState is the output of the run that ended, as a real kubelet
+    keeps one log per run."""
+    script = (
+        "import os, pathlib\n"
+        "runs = pathlib.Path(os.environ['RUNS_FILE'])\n"
+        "n = len(runs.read_text()) + 1 if runs.exists() else 1\n"
+        "runs.write_text('x' * n)\n"
+        "raise SystemExit(f'run {n} failed')"
+    )
+    manifest = pod(unique("crashruns"), script, env={"RUNS_FILE": str(scratch / "runs")})
+    manifest["spec"]["containers"][0]["terminationMessagePolicy"] = "FallbackToLogsOnError"
+    name = create(core, manifest)
+    terminated = wait_for(
+        lambda: (
+            (t := container_status(read(core, name)).get("lastState", {}).get("terminated"))
+            and "run 1" not in t.get("message", "run 1")
+            and t
+        ),
+        message="lastState.terminated of a later run",
+    )
+    assert terminated["message"].startswith("run ")
+    assert terminated["message"].count("failed") == 1
+    assert "run 1 failed" in logs(core, name)
+    core.delete_namespaced_pod(name, NAMESPACE)
+
+
+def test_a_crash_under_the_default_policy_has_no_termination_message(
+    core: client.CoreV1Api,
+) -> None:
+    """terminationMessagePolicy File (the default) with no file written: no message."""
+    name = create(core, pod(unique("crashfile"), CRASH_AT_START_UP, restart_policy="Never"))
+    terminated = wait_for(
+        lambda: container_status(read(core, name)).get("state", {}).get("terminated"),
+        message="state.terminated",
+    )
+    assert terminated["exitCode"] == 1
+    assert "message" not in terminated
+    core.delete_namespaced_pod(name, NAMESPACE)
+
+
 def test_failing_liveness_probe_restarts_container(core: client.CoreV1Api, scratch: Path) -> None:
     """A container whose liveness probe fails is killed and started again, counted as a restart."""
     gate = scratch / "live"

@@ -121,3 +121,42 @@ def test_signal_deaths_use_container_exit_codes() -> None:
 def test_qos_class_recorded(resources: dict[str, dict[str, str]] | None, qos: str) -> None:
     """Requests and limits are recorded as Kubernetes would classify them (never enforced)."""
     assert podstatus.qos_class(resources) == qos
+
+
+def lines(count: int, *, width: int = 7) -> bytes:
+    return b"".join(f"{n:0{width}d}\n".encode() for n in range(count))
+
+
+@pytest.mark.parametrize(
+    ("policy", "code", "output", "message"),
+    [
+        # An error exit under FallbackToLogsOnError takes the output's last 80 lines ...
+        ("FallbackToLogsOnError", 1, b"loading\nno model\n", "loading\nno model\n"),
+        ("FallbackToLogsOnError", 3, lines(100), lines(100)[-80 * 8 :].decode()),
+        # ... of which at most the last 2048 bytes, as a real kubelet keeps them.
+        ("FallbackToLogsOnError", 3, lines(80, width=99), lines(80, width=99)[-2048:].decode()),
+        # Nothing to fall back on, no success, no such policy: no message.
+        ("FallbackToLogsOnError", 1, b"", ""),
+        ("FallbackToLogsOnError", 0, b"done\n", ""),
+        ("File", 1, b"no model\n", ""),
+    ],
+)
+def test_termination_message_falls_back_to_the_end_of_the_output(
+    policy: str, code: int, output: bytes, message: str
+) -> None:
+    """With terminationMessagePolicy FallbackToLogsOnError, a container that exits with an error
+    and wrote no termination message file (a local process has none) reports the end of its
+    output as the termination message, as a real kubelet does."""
+    tail = output[-podstatus.FALLBACK_LOG_BYTES :]
+    terminated = Terminated(code, podstatus.terminated_reason(code), T0, T0)
+    found = podstatus.with_termination_message(terminated, policy=policy, output_tail=tail)
+    assert found.message == message
+
+
+def test_termination_message_follows_the_kubelets_own() -> None:
+    """A reason the kubelet gave (a failed liveness probe) comes first, the output after it."""
+    killed = Terminated(137, "Error", T0, T0, message="Container failed liveness probe")
+    found = podstatus.with_termination_message(
+        killed, policy="FallbackToLogsOnError", output_tail=b"stuck\n"
+    )
+    assert found.message == "Container failed liveness probe: stuck\n"

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from agentpool.pool.manifests import agent_pod, read_token, template_hash, token_secret
-from agentpool.pool.pods import failure_of, observe_pod
+from agentpool.pool.pods import PodFailure, failure_of, observe_pod
 
 POOL: dict[str, Any] = {
     "apiVersion": "agentpool.dev/v1alpha1",
@@ -68,6 +68,18 @@ def test_agent_pod_carries_labels_owner_token_and_port() -> None:
     assert container["ports"][0]["containerPort"] == 9000
     assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": 9000}
     assert pod["spec"]["restartPolicy"] == "Never"
+
+
+def test_an_agent_that_crashes_reports_the_end_of_its_output() -> None:
+    """The agent container falls back to its last output as the termination message when it
+    exits with an error, so a crash at start-up says why; a template's own policy stands."""
+    container = agent_pod(POOL)["spec"]["containers"][0]
+    assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    spec = POOL["spec"]
+    [given] = spec["template"]["spec"]["containers"]
+    own = {**given, "terminationMessagePolicy": "File"}
+    pool = {**POOL, "spec": {**spec, "template": {"spec": {"containers": [own]}}}}
+    assert agent_pod(pool)["spec"]["containers"][0]["terminationMessagePolicy"] == "File"
 
 
 @pytest.mark.parametrize(
@@ -138,14 +150,36 @@ def test_observe_pod_reads_readiness_and_failure() -> None:
     assert observe_pod(pod({"phase": "Failed"})).failed
 
 
-def test_failure_of_names_the_cause() -> None:
-    """The pod's own reason first; a container crash reads as CrashLoopBackOff with its code."""
+def test_failure_of_names_the_pod_and_the_cause() -> None:
+    """The pod's own reason first; a container crash reads as CrashLoopBackOff with its code and
+    the last line of its termination message (a traceback ends with the exception)."""
     no_command = pod({"phase": "Failed", "reason": "NoLocalCommand", "message": "give a command"})
-    assert failure_of(no_command) == ("NoLocalCommand", "give a command")
+    assert failure_of(no_command) == PodFailure("p-1", "NoLocalCommand", "give a command")
     crashed = pod(
         {
             "phase": "Failed",
             "containerStatuses": [{"state": {"terminated": {"exitCode": 3, "reason": "Error"}}}],
         }
     )
-    assert failure_of(crashed) == ("CrashLoopBackOff", "agent exited with code 3: Error")
+    assert failure_of(crashed) == PodFailure(
+        "p-1", "CrashLoopBackOff", "agent p-1 exited with code 3: Error"
+    )
+    traceback = "loading\nTraceback (most recent call last):\n  ...\nOSError: no model\n\n"
+    told = pod(
+        {
+            "phase": "Failed",
+            "containerStatuses": [
+                {"state": {"terminated": {"exitCode": 1, "reason": "Error", "message": traceback}}}
+            ],
+        }
+    )
+    assert failure_of(told).message == "agent p-1 exited with code 1: OSError: no model"
+    long = pod(
+        {
+            "phase": "Failed",
+            "containerStatuses": [
+                {"state": {"terminated": {"exitCode": 1, "message": "x" * 1000 + "\n"}}}
+            ],
+        }
+    )
+    assert failure_of(long).message == "agent p-1 exited with code 1: " + "x" * 239 + "…"

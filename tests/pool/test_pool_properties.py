@@ -13,6 +13,7 @@ from agentpool.pool import (
     Waiter,
     available_agents,
     choose_agent,
+    compute_status,
     order_waiters,
     plan,
 )
@@ -96,6 +97,24 @@ def test_plan_stays_within_sizes_and_spares_busy_agents(
         assert agent.live
     if result.create:
         assert all(r.reason not in ("IdleTimeout", "ScaledDown") for r in result.retire)
+
+
+@settings(max_examples=400, deadline=None)
+@given(policy=policies(), agents=agent_lists(), waiters=waiter_lists, now=nows)
+def test_status_never_counts_more_ready_than_it_counts_agents(
+    policy: PoolPolicy,
+    agents: list[ObservedAgent],
+    waiters: list[Waiter],
+    now: float,
+) -> None:
+    """The Ready message's "N of M agents ready, K idle" has K <= N <= M, and the state is Ready
+    exactly when an agent is available."""
+    status = compute_status(policy, agents, waiters, now)
+    words = status.conditions[0].message.split()
+    ready, wanted, idle = int(words[0]), int(words[2]), int(words[5])
+    assert (ready, idle) == (status.ready_replicas, status.available)
+    assert idle <= ready <= wanted
+    assert (status.state == "Ready") == (status.available > 0)
 
 
 @settings(max_examples=300, deadline=None)

@@ -1,4 +1,4 @@
-"""Pool status: poolboy's state, the counts, the conditions and the sizing advice."""
+"""Pool status: its state, the counts, the conditions and the sizing advice."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from agentpool.pool import (
     recommend,
     state_name,
 )
+from agentpool.pool.pods import PodFailure
+from agentpool.pool.status import start_failure_condition
 
 NOW = 1000.0
 
@@ -24,28 +26,47 @@ def ready(name: str, *, is_busy: bool = False, created_at: float = 0.0) -> Obser
 
 
 @pytest.mark.parametrize(
-    ("available", "overflow", "max_overflow", "state"),
+    ("available", "busy", "replicas", "waiting", "min_size", "max_size", "state"),
     [
-        # No overflow in use: Ready while a worker is idle ...
-        (1, 0, 0, "Ready"),
-        (3, 0, 2, "Ready"),
-        # ... else Full when the pool may not overflow, Overflow when it may.
-        (0, 0, 0, "Full"),
-        (0, 0, 2, "Overflow"),
-        # Overflow in use: Full once it reaches max_overflow, Overflow before.
-        (0, 1, 2, "Overflow"),
-        (2, 1, 2, "Overflow"),
-        (0, 2, 2, "Full"),
-        (1, 2, 2, "Full"),
-        # maxSize lowered below the live agents: still Full.
-        (0, 3, 2, "Full"),
+        # An idle agent is there: Ready, whatever else runs (idle overflow awaiting its timeout).
+        (1, 0, 1, 0, 1, 1, "Ready"),
+        (4, 0, 4, 0, 2, 4, "Ready"),
+        (1, 3, 4, 0, 2, 4, "Ready"),
+        # None idle and none in service yet: Starting while agents are on their way ...
+        (0, 0, 0, 0, 2, 2, "Starting"),
+        (0, 0, 2, 0, 2, 2, "Starting"),
+        (0, 0, 0, 1, 0, 4, "Starting"),
+        # ... ScaledToZero when none are wanted, or none may run.
+        (0, 0, 0, 0, 0, 4, "ScaledToZero"),
+        (0, 0, 0, 0, 0, 0, "ScaledToZero"),
+        (0, 0, 0, 2, 0, 0, "ScaledToZero"),
+        # Every agent busy and room to grow: overflow agents serve further checkouts.
+        (0, 2, 2, 0, 2, 4, "Overflow"),
+        (0, 3, 3, 1, 2, 4, "Overflow"),
+        (0, 1, 1, 0, 0, 3, "Overflow"),
+        # Every agent busy at maxSize, or with no overflow allowed: Full.
+        (0, 3, 4, 1, 2, 4, "Full"),
+        (0, 4, 4, 2, 2, 4, "Full"),
+        (0, 2, 2, 0, 2, 2, "Full"),
+        (0, 1, 1, 0, 2, 2, "Full"),
+        # maxSize lowered below the busy agents: still Full.
+        (0, 5, 5, 0, 2, 3, "Full"),
     ],
 )
-def test_state_name_matches_poolboy(
-    available: int, overflow: int, max_overflow: int, state: str
+def test_state_says_what_a_checkout_finds(
+    available: int, busy: int, replicas: int, waiting: int, min_size: int, max_size: int, state: str
 ) -> None:
-    """Every branch of poolboy's state_name gives the same answer here."""
-    assert state_name(available=available, overflow=overflow, max_overflow=max_overflow) == state
+    """Ready while an agent is idle; Starting or ScaledToZero while none serves; Overflow while
+    every agent is busy and the pool may grow past minSize; Full once it may not."""
+    found = state_name(
+        available=available,
+        busy=busy,
+        replicas=replicas,
+        waiting=waiting,
+        min_size=min_size,
+        max_size=max_size,
+    )
+    assert found == state
 
 
 def test_counts() -> None:
@@ -67,7 +88,7 @@ def test_counts() -> None:
         status.overflow,
         status.waiting,
         status.state,
-    ) == (4, 3, 1, 2, 2, 2, "Overflow")
+    ) == (4, 3, 1, 2, 2, 2, "Ready")
 
 
 def test_state_full_when_every_agent_busy_at_max() -> None:
@@ -77,15 +98,47 @@ def test_state_full_when_every_agent_busy_at_max() -> None:
     assert status.state == "Full"
 
 
+def test_idle_overflow_agents_leave_the_pool_ready_not_full() -> None:
+    """Four idle agents at maxSize 4 (overflow awaiting its idle timeout) make a Ready pool,
+    and Ready counts them against the agents the pool keeps, never more ready than there are."""
+    policy = PoolPolicy(min_size=2, max_size=4)
+    status = compute_status(policy, [ready(name) for name in "abcd"], (), NOW)
+    assert status.state == "Ready"
+    condition = status.conditions[0]
+    assert (condition.status, condition.message) == (
+        "True",
+        "4 of 4 agents ready, 4 idle (minSize 2)",
+    )
+
+
+def test_a_new_pool_is_starting_not_full() -> None:
+    """A pool whose agents are not Ready yet says Starting, and Ready counts what it waits for."""
+    policy = PoolPolicy(min_size=2, max_size=2)
+    for agents in ([], [ObservedAgent("p", created_at=NOW - 1)]):
+        status = compute_status(policy, agents, (), NOW)
+        assert status.state == "Starting"
+        condition = status.conditions[0]
+        assert (condition.status, condition.reason) == ("False", "AgentsStarting")
+        assert condition.message == "0 of 2 agents ready, 0 idle (minSize 2)"
+
+
+def test_a_pool_at_min_size_zero_with_no_demand_is_scaled_to_zero() -> None:
+    """minSize 0 and nobody waiting: no agent runs, and the pool says ScaledToZero."""
+    status = compute_status(PoolPolicy(min_size=0, max_size=4), [], (), NOW)
+    assert status.state == "ScaledToZero"
+    assert status.conditions[0].message == "0 of 0 agents ready, 0 idle (minSize 0)"
+
+
 def test_ready_condition_follows_min_size() -> None:
     """Ready is False while fewer than minSize agents are Ready, True once they are."""
     policy = PoolPolicy(min_size=2, max_size=2)
     starting = compute_status(policy, [ready("a"), ObservedAgent("p")], (), NOW)
     assert (starting.conditions[0].type, starting.conditions[0].status) == ("Ready", "False")
     assert starting.conditions[0].reason == "AgentsStarting"
-    assert "1 of 2" in starting.conditions[0].message
-    up = compute_status(policy, [ready("a"), ready("b")], (), NOW)
+    assert starting.conditions[0].message == "1 of 2 agents ready, 1 idle (minSize 2)"
+    up = compute_status(policy, [ready("a", is_busy=True), ready("b")], (), NOW)
     assert (up.conditions[0].status, up.conditions[0].reason) == ("True", "AgentsReady")
+    assert up.conditions[0].message == "2 of 2 agents ready, 1 idle (minSize 2)"
 
 
 @pytest.mark.parametrize(
@@ -167,3 +220,49 @@ def test_recommendation_from_history() -> None:
 def test_recommend_without_samples() -> None:
     """No demand observed yet: no recommendation."""
     assert recommend([], now=NOW, window=60) is None
+
+
+def crash(name: str) -> PodFailure:
+    return PodFailure(name, "CrashLoopBackOff", f"agent {name} exited with code 1: no model")
+
+
+@pytest.mark.parametrize(
+    ("failures", "count", "message"),
+    [
+        (
+            [crash("p-1")],
+            1,
+            "agent p-1 exited with code 1: no model (1 agent failed before turning Ready: p-1)",
+        ),
+        (
+            [crash("p-1"), crash("p-2")],
+            2,
+            "agent p-2 exited with code 1: no model"
+            " (2 agents failed before turning Ready: p-1, p-2)",
+        ),
+        # Five pods are named, the newest; the rest are counted.
+        (
+            [crash(f"p-{n}") for n in range(3, 8)],
+            7,
+            "agent p-7 exited with code 1: no model"
+            " (7 agents failed before turning Ready: p-3, p-4, p-5, p-6, p-7 and 2 more)",
+        ),
+        (
+            [PodFailure("p-9", "NoLocalCommand", "give a command")],
+            4,
+            "give a command (4 agents failed before turning Ready: p-9 and 3 more)",
+        ),
+    ],
+)
+def test_start_failures_name_the_pods_and_the_last_cause(
+    failures: list[PodFailure], count: int, message: str
+) -> None:
+    """Degraded after agents failed before turning Ready: the newest failure's reason and cause,
+    the count, and the names of up to five of the pods, so `kubectl logs POD` can be run."""
+    condition = start_failure_condition(failures, count=count)
+    assert (condition.type, condition.status, condition.reason) == (
+        "Degraded",
+        "True",
+        failures[-1].reason,
+    )
+    assert condition.message == message

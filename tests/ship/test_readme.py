@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
 from agentpool import metrics
-from agentpool.api import AgentLeaseSpec, AgentPoolSpec, PoolRunSpec
+from agentpool.api import AgentLeaseSpec, AgentPoolSpec, PoolRunSpec, PoolState
 from agentpool.api.docs import BEGIN, END, field_rows, main, render_tables, replace_block
 from agentpool.api.reasons import Reason, RetireReason
 
@@ -87,9 +88,11 @@ def test_readme_lists_every_metric_the_operator_exports() -> None:
 
 
 def test_troubleshooting_names_only_reasons_the_code_uses() -> None:
-    """Each reason README's troubleshooting tables explain is a word the operator writes, and the
-    pool's Degraded reasons and the item failure reasons are all explained."""
-    known = {str(r) for r in Reason} | {str(r) for r in RetireReason}
+    """Each reason or pool state README's troubleshooting tables explain is a word the operator
+    writes, and the pool's Degraded reasons, its states and the item failure reasons are all
+    explained."""
+    states = set(get_args(PoolState))
+    known = {str(r) for r in Reason} | {str(r) for r in RetireReason} | states
     section = _section("Troubleshooting by condition reason")
     explained = set(re.findall(r"^\| `(\w+)` \|", section, re.MULTILINE))
     assert explained <= known, f"README explains reasons nobody writes: {explained - known}"
@@ -109,4 +112,4 @@ def test_troubleshooting_names_only_reasons_the_code_uses() -> None:
         Reason.MISSING_ID,
         Reason.NO_ROUTE,
     }
-    assert {str(r) for r in expected} <= explained
+    assert {str(r) for r in expected} | states <= explained

@@ -91,7 +91,12 @@ KINDS: tuple[KindInfo, ...] = (
             ),
             PrinterColumn("READY", "integer", ".status.readyReplicas", "Ready agents"),
             PrinterColumn("BUSY", "integer", ".status.busy", "Agents holding work"),
-            PrinterColumn("STATE", "string", ".status.state", "Ready, Overflow or Full"),
+            PrinterColumn(
+                "STATE",
+                "string",
+                ".status.state",
+                "Ready, Overflow, Full, Starting or ScaledToZero",
+            ),
             PrinterColumn("IDLE", "integer", ".status.available", "Ready idle agents", 1),
             PrinterColumn("WAITING", "integer", ".status.waiting", "Checkouts queued", 1),
             PrinterColumn("IMAGE", "string", ".spec.image", "Agent image", 1),

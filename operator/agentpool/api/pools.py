@@ -22,7 +22,7 @@ from agentpool.api.base import (
 )
 
 Strategy = Literal["LIFO", "FIFO"]
-PoolState = Literal["Ready", "Overflow", "Full"]
+PoolState = Literal["Ready", "Overflow", "Full", "Starting", "ScaledToZero"]
 
 DEFAULT_HEALTH_PATH = "/healthz"
 
@@ -176,7 +176,8 @@ class AgentPoolStatus(ApiModel):
     """The pool as the operator last observed it."""
 
     replicas: int = Field(default=0, ge=0)
-    """Agent pods that exist (the scale subresource reads this)."""
+    """Agent pods in the pool (the scale subresource reads this): not those being deleted, nor
+    the failed ones kept a while for kubectl logs and describe."""
     ready_replicas: int = Field(default=0, ge=0)
     """Agent pods that are Ready."""
     available: int = Field(default=0, ge=0)
@@ -184,14 +185,16 @@ class AgentPoolStatus(ApiModel):
     busy: int = Field(default=0, ge=0)
     """Agents holding work (an item or a lease)."""
     overflow: int = Field(default=0, ge=0)
-    """Agent pods above minSize."""
+    """Agent pods above minSize, busy or idle (an idle one goes after idleTimeoutSeconds)."""
     max_size: int | None = Field(default=None, ge=0)
     """The ceiling in force: spec.maxSize, or minSize when maxSize is not set (the MAX column)."""
     waiting: int = Field(default=0, ge=0)
     """Checkouts queued for an agent."""
     state: PoolState | None = None
-    """Ready (idle agents within minSize), Overflow (running above minSize) or Full (at maxSize
-    with none idle), as poolboy names them."""
+    """What a checkout finds now: Ready (an agent is idle), Overflow (every agent busy; overflow
+    agents beyond minSize serve more), Full (every agent busy and the pool at maxSize, or allowed
+    no overflow: checkouts wait), Starting (no agent Ready yet) or ScaledToZero (no agent runs
+    and none is wanted: minSize 0 and nobody waiting, or maxSize 0)."""
     selector: str | None = None
     """The label selector of the pool's pods, for the scale subresource and autoscalers."""
     observed_generation: int | None = Field(default=None, ge=0)
@@ -201,5 +204,6 @@ class AgentPoolStatus(ApiModel):
     cold_start_seconds: float | None = Field(default=None, ge=0)
     """The measured cold start of an agent: seconds from pod creation to Ready, recent median."""
     conditions: list[Condition] = Field(default_factory=list, json_schema_extra=CONDITION_LIST)
-    """Ready and Degraded (with reasons such as ImagePullBackOff, CrashLoopBackOff,
-    ReadinessFailing, Unschedulable)."""
+    """Ready (True once minSize agents are Ready; its message says "N of M agents ready, K idle",
+    M being the agents the pool keeps or is starting) and Degraded (with reasons such as
+    ImagePullBackOff, CrashLoopBackOff, ReadinessFailing, Unschedulable)."""

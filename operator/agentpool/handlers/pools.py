@@ -22,7 +22,7 @@ from agentpool import GROUP, VERSION, metrics
 from agentpool.api import AgentPoolSpec
 from agentpool.api.reasons import EventReason, RetireReason
 from agentpool.broker import Checkout, Outcome
-from agentpool.handlers import tokens
+from agentpool.handlers import failures, tokens
 from agentpool.handlers.poolstatus import write_status
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.pool import PoolPolicy, plan
@@ -33,8 +33,9 @@ from agentpool.pool.manifests import (
     template_hash,
     token_hash,
 )
-from agentpool.pool.pods import failure_of, is_failed, is_ready, observe_pod, ready_since
+from agentpool.pool.pods import is_ready, observe_pod, ready_since
 from agentpool.pool.recycling import summarise_retirements
+from agentpool.pool.resizing import size_events
 
 __all__ = ["POOL_LABEL", "register", "sync_broker"]
 
@@ -46,8 +47,6 @@ IDLE_PASS_SECONDS = 5.0
 TIMED_PASS_SECONDS = 1.0
 #: A deleted pool waits this long for busy agents before its pods go.
 DRAIN_SECONDS = 30.0
-#: The longest a pool waits before replacing agents that keep failing at start-up.
-CRASH_BACKOFF_MAX_SECONDS = 60.0
 #: A restored agent that answers nothing for this long is lost.
 RESTORED_SILENCE_SECONDS = 30.0
 #: How often an agent found busy after a restart is asked whether it is done.
@@ -70,7 +69,7 @@ def sync_broker(handle: PoolHandle) -> None:
             # When it turned Ready, not when this operator first saw it: a restarted operator
             # must not count a pod's age as its cold start.
             handle.first_ready[name] = ready_since(pod) or now
-            handle.crash_failures = 0
+            handle.crash_failures, handle.start_failures = 0, []
         observed.append(observe_pod(pod, first_ready=handle.first_ready.get(name)))
     handle.broker.update_agents(observed)
     for name in list(handle.first_ready):
@@ -293,14 +292,14 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
     retired = set(handle.broker.retire(decided.retired_names))
     done = [(r.name, r.reason) for r in decided.retire if r.name in retired]
     for name, reason in done:
-        note_failure(handle, name, now)
+        failures.set_aside(handle, name, reason, now)
         if reason == str(RetireReason.UNREADY):
             handle.last_unready = (name, now)
         if reason == str(RetireReason.QUARANTINED):
             handle.quarantine_backoff = handle.quarantine_backoff.failed(now)
-        handle.undeleted.add(name)
     if done:
         _event(body, "Normal", EventReason.AGENT_RETIRED, summarise_retirements(done))
+    failures.release_kept(handle, now)
     await delete_retired(runtime, handle)
     created = 0
     wanted = decided.create
@@ -323,32 +322,15 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
         created += 1
     if created:
         sync_broker(handle)
-        replaced = min(created, len(retired))
-        if replaced:
-            _event(
-                body,
-                "Normal",
-                EventReason.AGENT_REPLACED,
-                f"Created {replaced} agent(s) to replace retired ones",
-            )
-        if created > replaced:
-            _event(
-                body,
-                "Normal",
-                EventReason.SCALED_UP,
-                f"Scaled up by {created - replaced} to {decided.desired} agents"
-                f" ({len(waiters)} waiting)",
-            )
-    scaled_down = sum(
-        1 for r in decided.retire if r.name in retired and r.reason in SCALE_DOWN_REASONS
-    )
-    if scaled_down:
-        _event(
-            body,
-            "Normal",
-            EventReason.SCALED_DOWN,
-            f"Scaled down by {scaled_down} to {decided.desired} agents",
-        )
+    scaled_down = sum(1 for name, reason in done if reason in SCALE_DOWN_REASONS)
+    for event in size_events(
+        before=sum(1 for agent in agents if agent.live),
+        retired=len(done),
+        scaled_down=scaled_down,
+        created=created,
+        waiting=len(waiters),
+    ):
+        _event(body, "Normal", event.reason, event.message)
 
     await write_status(runtime, handle, pool, policy, now)
     timed = policy.max_overflow > 0 or policy.max_lifetime_seconds > 0 or waiters
@@ -386,20 +368,6 @@ async def drain(runtime: Runtime, handle: PoolHandle) -> None:
             await asyncio.wait_for(handle.wake.wait(), 0.5)
     for name in list(handle.pods):
         await runtime.kube.delete_pod(handle.namespace, name)
-
-
-def note_failure(handle: PoolHandle, name: str, now: float) -> None:
-    """Remember a pod that failed before it ever turned Ready, for back-off and Degraded."""
-    pod = handle.pods.get(name)
-    if pod is None or not is_failed(pod):
-        return
-    if name in handle.first_ready:
-        handle.crash_failures = 0
-        return
-    handle.crash_failures += 1
-    handle.last_failure = failure_of(pod)
-    delay = min(CRASH_BACKOFF_MAX_SECONDS, 2.0 ** (handle.crash_failures - 1))
-    handle.crash_backoff_until = now + delay
 
 
 SCALE_DOWN_REASONS = frozenset({str(RetireReason.IDLE_TIMEOUT), str(RetireReason.SCALED_DOWN)})

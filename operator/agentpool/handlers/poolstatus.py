@@ -18,6 +18,7 @@ from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.kube import NotFound
 from agentpool.pool import ConditionView, DemandSample, PoolPolicy, compute_status
 from agentpool.pool.manifests import pool_selector
+from agentpool.pool.status import start_failure_condition
 
 #: Status writes of one pool are coalesced to at most one per this many seconds.
 STATUS_INTERVAL_SECONDS = 1.0
@@ -73,12 +74,8 @@ async def write_status(
     ).model_dump(by_alias=True, exclude_none=True, mode="json")
     conditions = list(view.conditions)
     trouble = None
-    if handle.crash_failures and handle.last_failure is not None:
-        reason, message = handle.last_failure
-        failed = f"{handle.crash_failures} agents failed before turning Ready"
-        trouble = ConditionView(
-            str(ConditionType.DEGRADED), "True", reason, f"{message} ({failed})"
-        )
+    if handle.crash_failures and handle.start_failures:
+        trouble = start_failure_condition(handle.start_failures, count=handle.crash_failures)
     elif handle.last_unready and now - handle.last_unready[1] < UNREADY_MEMORY_SECONDS:
         # An agent that turns unready is retired in the same pass; remember it for a while so
         # Degraded says so instead of flipping back before anyone can see it.
@@ -112,6 +109,8 @@ async def write_status(
 def record_metrics(handle: PoolHandle, waiting: int) -> None:
     states = dict.fromkeys(AGENT_STATES, 0)
     for agent in handle.broker.agents():
+        if agent.name in handle.kept:  # a failed pod kept to look at, no longer an agent
+            continue
         if agent.deleting:
             states["retiring"] += 1
         elif agent.busy:

@@ -8,6 +8,7 @@ the pool's reconcile loop. Handlers receive it by closure when they are register
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,7 @@ from agentpool.io.journal import Journals
 from agentpool.io.kube import Kube
 from agentpool.pool import DemandSample
 from agentpool.pool.backoff import Backoff
+from agentpool.pool.pods import PodFailure
 
 PoolKey = tuple[str, str]
 
@@ -42,12 +44,17 @@ class PoolHandle:
     history: list[DemandSample] = field(default_factory=list)
     # Retired agents whose pods are still to be deleted.
     undeleted: set[str] = field(default_factory=set)
+    # Failed agents' pods kept for a post-mortem, by when they failed; out of the pool already.
+    kept: dict[str, float] = field(default_factory=dict)
+    # When this pool's loop began: a failure before it was counted by an earlier operator.
+    started_at: float = field(default_factory=time.time)
     last_status: dict[str, Any] | None = None
     last_status_at: float = 0.0
     # Agents that failed before ever turning Ready, in a row: replacements back off.
     crash_failures: int = 0
     crash_backoff_until: float = 0.0
-    last_failure: tuple[str, str] | None = None
+    # The latest of them (the Degraded condition names their pods), oldest first.
+    start_failures: list[PodFailure] = field(default_factory=list)
     # Agents quarantined, in a row: their replacements back off as CrashLoopBackOff does.
     quarantine_backoff: Backoff = field(default_factory=Backoff)
     # The pool was deleted and its agents drained and deleted.

@@ -3,12 +3,13 @@
 The kubelet keeps a :class:`PodObservation` per pod (the container's state, restarts, probe
 results) and :func:`render_status` turns it into the ``status`` a real kubelet would write: phase,
 conditions with stable ``lastTransitionTime``, containerStatuses with state and lastState, podIP.
-The restart rules (restartPolicy, CrashLoopBackOff back-off) live here too, so they are tested as
-data. Only :mod:`agentpool.local.kubelet` calls this module.
+The restart rules (restartPolicy, CrashLoopBackOff back-off) and the termination message live here
+too, so they are tested as data. Only :mod:`agentpool.local.kubelet` calls this module.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,6 +22,11 @@ NO_LOCAL_COMMAND_MESSAGE = (
     "the local kubelet runs the container's command as a local process, not its image; "
     "give the first container a command (for example: python -m agentpool.agent module:agent)"
 )
+FALLBACK_TO_LOGS_ON_ERROR = "FallbackToLogsOnError"
+#: What a real kubelet keeps of a container's output as its termination message under
+#: FallbackToLogsOnError: the last 80 lines, of which at most the last 2048 bytes.
+FALLBACK_LOG_LINES = 80
+FALLBACK_LOG_BYTES = 2048
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,27 @@ def backoff_delay(restart_count: int, *, initial: float, cap: float) -> float:
     if restart_count <= 0:
         return 0.0
     return float(min(cap, initial * 2 ** (restart_count - 1)))
+
+
+def with_termination_message(
+    terminated: Terminated, *, policy: str, output_tail: bytes
+) -> Terminated:
+    """The termination as a real kubelet reports it under the container's
+    terminationMessagePolicy.
+
+    A local process has no container filesystem, so it never writes a termination message
+    file: under FallbackToLogsOnError an exit with an error takes the end of the run's output
+    instead (``output_tail``: at least its last FALLBACK_LOG_BYTES), after any message of the
+    kubelet's own, as kuberuntime does.
+    """
+    if policy != FALLBACK_TO_LOGS_ON_ERROR or terminated.exit_code == 0:
+        return terminated
+    kept = b"".join(output_tail.splitlines(keepends=True)[-FALLBACK_LOG_LINES:])
+    output = kept[-FALLBACK_LOG_BYTES:].decode(errors="replace")
+    if not output:
+        return terminated
+    message = f"{terminated.message}: {output}" if terminated.message else output
+    return dataclasses.replace(terminated, message=message)
 
 
 def qos_class(resources: Mapping[str, Any] | None) -> str:

@@ -194,6 +194,7 @@ class PodWorker:
         argv = processes.resolve_command(podenv.container_argv(self.container, env), env)
         cwd = Path(self.container.get("workingDir") or self.host.cwd)
         started = now()
+        output_from = processes.output_size(self.log_path)
         try:
             self.running = await processes.spawn(argv, env=env, cwd=cwd, log_path=self.log_path)
         except OSError as error:
@@ -206,7 +207,13 @@ class PodWorker:
             restart_count=restarts,
             container_id=f"local://{self.running.pgid}",
         )
-        return await self._supervise(self.running, env, cwd, started)
+        ended = await self._supervise(self.running, env, cwd, started)
+        if ended is None:
+            return None
+        limit = podstatus.FALLBACK_LOG_BYTES
+        tail = processes.output_tail(self.log_path, since=output_from, limit=limit)
+        policy = self.container.get("terminationMessagePolicy") or "File"
+        return podstatus.with_termination_message(ended, policy=policy, output_tail=tail)
 
     async def _resolve_env(self, ip: str) -> dict[str, str] | None:
         """The container's env, waiting while a Secret or ConfigMap it needs is missing."""

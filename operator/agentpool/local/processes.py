@@ -113,6 +113,25 @@ async def spawn(
     return Running(process=process, started_at=time.time())
 
 
+def output_size(log_path: Path) -> int:
+    """How much output the log holds so far: where the next run's own output starts."""
+    try:
+        return log_path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def output_tail(log_path: Path, *, since: int, limit: int) -> bytes:
+    """The last ``limit`` bytes of the output written to the log after offset ``since``."""
+    try:
+        with log_path.open("rb") as log:
+            size = log.seek(0, os.SEEK_END)
+            log.seek(max(since, size - limit))
+            return log.read()
+    except FileNotFoundError:
+        return b""
+
+
 def executable(program: str, cwd: Path) -> bool:
     """Whether program (a path, as :func:`resolve_command` gives it) can be executed from cwd."""
     if os.sep not in program:

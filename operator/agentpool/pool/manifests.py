@@ -142,7 +142,8 @@ def agent_pod(pool: dict[str, Any], *, token: str = "") -> dict[str, Any]:
 
     ``template`` gives everything; ``image`` fills the first container. The operator adds the
     labels, an ownerReference, the port, the token from the pool's Secret and, unless the spec
-    names one, the readiness probe on ``/healthz`` that admits the agent to the pool.
+    or template names them, the readiness probe on ``/healthz`` that admits the agent to the pool
+    and the termination message policy FallbackToLogsOnError.
     """
     spec: dict[str, Any] = pool.get("spec") or {}
     name = pool["metadata"]["name"]
@@ -177,6 +178,9 @@ def agent_pod(pool: dict[str, Any], *, token: str = "") -> dict[str, Any]:
         agent["readinessProbe"] = readiness_probe(spec["readinessProbe"], port)
     else:
         agent.setdefault("readinessProbe", default_readiness_probe(port))
+    # An agent that crashes while it starts has rarely written a termination message: the end of
+    # its output (a traceback's last line, say) becomes it, so the pod and the pool say why.
+    agent.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
     # A crashed agent's pod fails and the pool replaces it; restarting it in place would hide
     # the crash from the pool and hand out an agent that lost its warm state.
     pod_spec.setdefault("restartPolicy", "Never")

@@ -8,6 +8,7 @@ gives the core as ``now``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -60,10 +61,22 @@ def container_waiting_reason(pod: dict[str, Any]) -> str | None:
 
 def is_failed(pod: dict[str, Any]) -> bool:
     """The pod's agent is gone for good: the pod ended, or its container keeps crashing."""
-    phase = (pod.get("status") or {}).get("phase")
-    if phase in ("Failed", "Succeeded"):
-        return True
-    return container_waiting_reason(pod) == "CrashLoopBackOff"
+    return is_terminal(pod) or container_waiting_reason(pod) == "CrashLoopBackOff"
+
+
+def is_terminal(pod: dict[str, Any]) -> bool:
+    """The pod ended (Failed or Succeeded): its processes are gone and will not restart."""
+    return (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded")
+
+
+def failed_at(pod: dict[str, Any]) -> float | None:
+    """When the pod's agent container last terminated, if its status says."""
+    ends = [
+        epoch(((container.get(key) or {}).get("terminated") or {}).get("finishedAt"))
+        for container in (pod.get("status") or {}).get("containerStatuses") or []
+        for key in ("state", "lastState")
+    ]
+    return max((end for end in ends if end is not None), default=None)
 
 
 def is_unschedulable(pod: dict[str, Any]) -> bool:
@@ -121,23 +134,54 @@ def observe_pod(
     )
 
 
-def failure_of(pod: dict[str, Any]) -> tuple[str, str]:
-    """Why a failed pod failed, as a (reason, message) pair for the pool's Degraded condition.
+#: The most of a termination message's last line that the pool's Degraded condition repeats.
+CAUSE_CHARACTERS = 240
+
+
+@dataclass(frozen=True, slots=True)
+class PodFailure:
+    """Why one agent pod failed: its name, the reason (one CamelCase word) and a message."""
+
+    pod: str
+    reason: str
+    message: str
+
+
+def failure_of(pod: dict[str, Any]) -> PodFailure:
+    """Why a failed pod failed, for the pool's Degraded condition.
 
     The pod's own reason wins (NoLocalCommand, Evicted); then the agent container's termination
-    (a crash at start-up reads as CrashLoopBackOff, the word users know for it).
+    (a crash at start-up reads as CrashLoopBackOff, the word users know for it), with the last
+    line of its termination message: under FallbackToLogsOnError the end of the agent's output,
+    where a traceback names its exception.
     """
+    name = str(pod["metadata"]["name"])
     status = pod.get("status") or {}
     if status.get("reason"):
-        return str(status["reason"]), str(status.get("message") or status["reason"])
+        return PodFailure(
+            name, str(status["reason"]), str(status.get("message") or status["reason"])
+        )
     for container in status.get("containerStatuses") or []:
         for state in (container.get("state") or {}, container.get("lastState") or {}):
             terminated = state.get("terminated")
             if terminated:
                 code = terminated.get("exitCode")
-                detail = terminated.get("message") or terminated.get("reason") or "exited"
-                return "CrashLoopBackOff", f"agent exited with code {code}: {detail}"
+                detail = (
+                    last_line(terminated.get("message")) or terminated.get("reason") or "exited"
+                )
+                message = f"agent {name} exited with code {code}: {detail}"
+                return PodFailure(name, "CrashLoopBackOff", message)
         waiting = (container.get("state") or {}).get("waiting")
         if waiting and waiting.get("reason"):
-            return str(waiting["reason"]), str(waiting.get("message") or waiting["reason"])
-    return "PodFailed", f"pod {pod['metadata']['name']} failed"
+            reason = str(waiting["reason"])
+            return PodFailure(name, reason, str(waiting.get("message") or reason))
+    return PodFailure(name, "PodFailed", f"pod {name} failed")
+
+
+def last_line(text: str | None) -> str:
+    """The last line of text that is not blank, cut to CAUSE_CHARACTERS."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    if not lines:
+        return ""
+    line = lines[-1]
+    return line if len(line) <= CAUSE_CHARACTERS else line[: CAUSE_CHARACTERS - 1] + "…"

@@ -1,9 +1,12 @@
-"""The pool's status as a user reads it: counts, poolboy's state, conditions, sizing advice.
+"""The pool's status as a user reads it: counts, state, conditions, sizing advice.
 
 `compute_status` is pure: the AgentPool reconciler calls it with what it observed and what the
-broker knows, then maps the `PoolStatusView` onto the API's status model. The state follows
-poolboy's `state_name` exactly, with poolboy's idle workers as the available agents, its overflow
-as the live agents beyond minSize and its max_overflow as maxSize - minSize.
+broker knows, then maps the `PoolStatusView` onto the API's status model. The state keeps
+poolboy's meanings (Ready: a checkout gets an idle agent at once; Overflow: none is idle and
+overflow agents beyond minSize serve more; Full: none is idle and the pool may not grow), with
+poolboy's idle workers as the available agents and its overflow as the busy agents beyond
+minSize, since here an idle overflow agent stays until its idle timeout. Two states poolboy
+has no need of say that no agent serves yet: Starting and ScaledToZero.
 """
 
 from __future__ import annotations
@@ -22,10 +25,12 @@ from agentpool.pool.observed import (
     ObservedAgent,
     Waiter,
 )
+from agentpool.pool.plan import desired_size
+from agentpool.pool.pods import PodFailure
 from agentpool.pool.policy import PoolPolicy
 from agentpool.pool.sizing import DemandSample, Recommendation, recommend
 
-State = Literal["Ready", "Overflow", "Full"]
+State = Literal["Ready", "Overflow", "Full", "Starting", "ScaledToZero"]
 ConditionStatus = Literal["True", "False", "Unknown"]
 
 READY = str(ConditionType.READY)
@@ -65,18 +70,22 @@ class PoolStatusView:
     cold_start_seconds: float | None = None
 
 
-def state_name(*, available: int, overflow: int, max_overflow: int) -> State:
-    """poolboy's `state_name`, in its own order of cases.
+def state_name(
+    *, available: int, busy: int, replicas: int, waiting: int, min_size: int, max_size: int
+) -> State:
+    """What a checkout finds in the pool now, in poolboy's words where poolboy has them.
 
-    With no overflow in use the pool is Ready while an agent is available; with none available
-    it is Full if it may not overflow, else Overflow. With overflow in use it is Full once the
-    overflow reaches max_overflow (or passes it, after maxSize was lowered), else Overflow.
+    Ready while an agent is idle. With none idle and none busy, no agent serves yet: Starting
+    while agents are wanted (minSize, or a waiting checkout) and may run, else ScaledToZero.
+    With every serving agent busy: Full when the pool may not grow (at maxSize, or no overflow
+    allowed), else Overflow, since further checkouts are served by overflow agents.
     """
-    if overflow < 1:
-        if available == 0:
-            return "Full" if max_overflow < 1 else "Overflow"
+    if available > 0:
         return "Ready"
-    if overflow >= max_overflow:
+    if busy == 0:
+        wanted = replicas > 0 or min_size > 0 or waiting > 0
+        return "Starting" if wanted and max_size > 0 else "ScaledToZero"
+    if max_size <= min_size or replicas >= max_size:
         return "Full"
     return "Overflow"
 
@@ -103,7 +112,17 @@ def compute_status(
     busy = sum(1 for agent in live if agent.busy)
     available = len(available_agents(policy, live, now=now))
     overflow = max(0, replicas - policy.min_size)
-    state = state_name(available=available, overflow=overflow, max_overflow=policy.max_overflow)
+    state = state_name(
+        available=available,
+        busy=busy,
+        replicas=replicas,
+        waiting=len(waiters),
+        min_size=policy.min_size,
+        max_size=policy.max_size,
+    )
+    # The agents the pool keeps or is starting: what it wants now, or more while idle overflow
+    # waits out its timeout (or busy agents outlive a lowered maxSize).
+    wanted = max(replicas, desired_size(policy, busy=busy, waiting=len(waiters)))
     current = DemandSample(at=now, busy=busy, waiting=len(waiters))
     cold_starts = sorted(
         start for agent in agents if (start := agent.cold_start_seconds) is not None
@@ -117,7 +136,7 @@ def compute_status(
         waiting=len(waiters),
         state=state,
         conditions=[
-            ready_condition(policy, ready=ready),
+            ready_condition(policy, ready=ready, wanted=wanted, available=available),
             degraded_condition(live, now=now, readiness_grace_seconds=readiness_grace_seconds),
         ],
         recommendation=recommend([*history, current], now=now, window=window_seconds),
@@ -125,9 +144,15 @@ def compute_status(
     )
 
 
-def ready_condition(policy: PoolPolicy, *, ready: int) -> ConditionView:
-    """Ready is True once minSize agents are Ready."""
-    message = f"{ready} of {policy.min_size} agents ready (minSize {policy.min_size})"
+def ready_condition(
+    policy: PoolPolicy, *, ready: int, wanted: int, available: int
+) -> ConditionView:
+    """Ready is True once minSize agents are Ready; the message counts the Ready agents out of
+    the agents the pool keeps or is starting (`wanted`, never fewer than are Ready) and says
+    how many of them are idle."""
+    wanted = max(wanted, ready)
+    noun = "agent" if wanted == 1 else "agents"
+    message = f"{ready} of {wanted} {noun} ready, {available} idle (minSize {policy.min_size})"
     if ready >= policy.min_size:
         return ConditionView(READY, "True", AGENTS_READY, message)
     return ConditionView(READY, "False", AGENTS_STARTING, message)
@@ -155,10 +180,31 @@ def degraded_condition(
     ):
         if reason in found:
             names = sorted(found[reason])
-            shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
             noun = "agent" if len(names) == 1 else "agents"
-            return ConditionView(DEGRADED, "True", reason, f"{reason}: {noun} {shown}")
+            return ConditionView(DEGRADED, "True", reason, f"{reason}: {noun} {_names(names)}")
     return ConditionView(DEGRADED, "False", AS_EXPECTED, "every agent is starting or serving")
+
+
+#: The most agent pods a Degraded message names; the rest are counted.
+NAMED_PODS = 5
+
+
+def start_failure_condition(failures: Sequence[PodFailure], *, count: int) -> ConditionView:
+    """Degraded after `count` agents in a row failed before turning Ready, `failures` being the
+    latest of them, oldest first: the newest one's reason and message, the count, and the names
+    of the newest pods (at most five), so that `kubectl logs POD` can be run on them."""
+    named = [failure.pod for failure in failures[-NAMED_PODS:]]
+    names = ", ".join(named) + (f" and {count - len(named)} more" if count > len(named) else "")
+    noun = "agent" if count == 1 else "agents"
+    last = failures[-1]
+    message = f"{last.message} ({count} {noun} failed before turning Ready: {names})"
+    return ConditionView(DEGRADED, "True", last.reason, message)
+
+
+def _names(names: Sequence[str]) -> str:
+    shown = ", ".join(names[:NAMED_PODS])
+    more = len(names) - NAMED_PODS
+    return shown + (f" and {more} more" if more > 0 else "")
 
 
 def _trouble(
