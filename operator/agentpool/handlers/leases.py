@@ -1,10 +1,11 @@
 """The AgentLease controller: one warm agent held for a client, returned on delete or expiry.
 
 A kopf daemon per lease checks an agent out of the pool's broker (queueing, or failing at once
-with PoolFull when ``wait`` is false), writes where to reach it and which Secret holds its token,
-and holds it until its ttl passes; a deleted lease's agent goes back in its deletion handler, so
-the daemon ends as soon as kopf stops it. The agent goes back through the same path as a run's
-(reset between holders when the pool asks for it). A restarted operator's pool loop takes a
+with PoolFull when ``wait`` is false), writes where to reach it and which Secret holds its token
+(each status, with its conditions, as :mod:`agentpool.pool.leases` gives it), and holds it until
+its ttl passes; a deleted lease's agent goes back in its deletion handler, so the daemon ends as
+soon as kopf stops it. The agent goes back through the same path as a run's (reset between
+holders when the pool asks for it). A restarted operator's pool loop takes a
 Bound lease's agent back before serving anyone, and the lease daemon picks it up.
 """
 
@@ -23,16 +24,16 @@ from agentpool import GROUP, VERSION
 from agentpool.api import AgentLeaseSpec
 from agentpool.api.reasons import EventReason, Reason
 from agentpool.broker import Checkout, Outcome, PoolClosed, PoolExhausted
+from agentpool.handlers.conditions import merge_conditions, now_iso
 from agentpool.handlers.dispatch import return_agent
 from agentpool.handlers.runtime import Runtime
 from agentpool.io.kube import NotFound
+from agentpool.pool import leases
 from agentpool.pool.manifests import TOKEN_KEY, token_secret_name
 from agentpool.pool.pods import epoch
 
 TERMINAL = frozenset({"Released", "Expired", "Failed"})
 DEFAULT_CHECKOUT_TIMEOUT = 30.0
-AGENT_LOST = "AgentLost"
-CHECKOUT_TIMEOUT = "CheckoutTimeout"
 #: How long kopf lets a stopped lease daemon end by itself before it cancels it. The daemon needs
 #: a few turns of the event loop, or, should the lease expire as it is deleted, the end of the
 #: agent's reset it has begun (which the agent client bounds at 30 s).
@@ -48,7 +49,31 @@ def _iso(seconds: float) -> str:
 
 
 def _failed(reason: str, message: str) -> dict[str, Any]:
-    return {"phase": "Failed", "reason": reason, "message": message}
+    return leases.ended_status("Failed", reason, message)
+
+
+class StatusWriter:
+    """Writes one lease's status, each patch with the conditions its phase gives, stamped with a
+    transition time that moves only when a condition's status changes."""
+
+    def __init__(self, runtime: Runtime, body: kopf.Body) -> None:
+        self.runtime = runtime
+        self.namespace = str(body["metadata"].get("namespace") or "")
+        self.name = str(body["metadata"]["name"])
+        self.generation: int | None = body["metadata"].get("generation")
+        self.conditions: list[dict[str, Any]] = list(
+            (body.get("status") or {}).get("conditions") or []
+        )
+
+    async def __call__(self, patch: dict[str, Any]) -> None:
+        current = leases.lease_conditions(patch["phase"], patch["reason"], patch["message"])
+        conditions = merge_conditions(
+            self.conditions, current, generation=self.generation, now=now_iso()
+        )
+        patch = {**patch, "conditions": conditions, "observedGeneration": self.generation}
+        with contextlib.suppress(NotFound):
+            await self.runtime.kube.patch_status("agentleases", self.namespace, self.name, patch)
+        self.conditions = conditions
 
 
 def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
@@ -74,11 +99,7 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
         spec = AgentLeaseSpec.model_validate(body.get("spec") or {})
         pool = spec.pool_ref.name
         key = (namespace, name)
-
-        async def report(patch: dict[str, Any]) -> None:
-            with contextlib.suppress(NotFound):
-                await runtime.kube.patch_status("agentleases", namespace, name, patch)
-
+        report = StatusWriter(runtime, body)
         checkout = await until_stopped(stopped, bind(runtime, dict(body), spec, status, report))
         if checkout is None:
             return
@@ -88,22 +109,24 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
         if stopped:
             _stop(runtime, key, stopped)
             return
+        now = time.time()
+        expires = epoch(status.get("expireTime"))
         bound = status.get("phase") == "Bound" and status.get("agent") == checkout.agent
-        expires = epoch(status.get("expireTime")) if bound else None
-        if expires is None:
-            expires = time.time() + spec.ttl_seconds
+        if not bound or expires is None:
+            bound, expires = False, now + spec.ttl_seconds
+        if not bound or not status.get("conditions"):
+            # Bound now, or before a restart by an operator that wrote no conditions.
             await report(
-                {
-                    "phase": "Bound",
-                    "agent": checkout.agent,
-                    "endpoint": checkout.endpoint,
-                    "tokenSecretRef": {"name": token_secret_name(pool), "key": TOKEN_KEY},
-                    "boundTime": _iso(time.time()),
-                    "expireTime": _iso(expires),
-                    "reason": str(Reason.BOUND),
-                    "message": f"Agent {checkout.agent} of pool {pool} is held for this lease",
-                }
+                leases.bound_status(
+                    pool=pool,
+                    agent=checkout.agent,
+                    endpoint=checkout.endpoint,
+                    token_secret_ref={"name": token_secret_name(pool), "key": TOKEN_KEY},
+                    bound_time=(bound and status.get("boundTime")) or _iso(now),
+                    expire_time=_iso(expires),
+                )
             )
+        if not bound:
             kopf.event(
                 body,
                 type="Normal",
@@ -121,18 +144,19 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
                 _stop(runtime, key, stopped)
         if stopped or runtime.held_leases.pop(key, None) is not checkout:
             return
-        await release(runtime, pool=(namespace, pool), checkout=checkout)
-        if checkout.is_lost:
-            await report(_failed(AGENT_LOST, checkout.lost_reason or "the agent was lost"))
-            return
-        await report(
-            {
-                "phase": "Expired",
-                "reason": str(Reason.EXPIRED),
-                "message": f"The lease passed its ttl of {spec.ttl_seconds}s; "
-                f"agent {checkout.agent} went back to the pool",
-            }
-        )
+        try:
+            # The status first, so the client stops calling the agent before it goes back.
+            if checkout.is_lost:
+                message = checkout.lost_reason or "the agent was lost"
+                await report(_failed(str(Reason.AGENT_LOST), message))
+                return
+            message = (
+                f"The lease passed its ttl of {spec.ttl_seconds}s; agent {checkout.agent} goes"
+                f" back to pool {pool}"
+            )
+            await report(leases.ended_status("Expired", str(Reason.EXPIRED), message))
+        finally:
+            await release(runtime, pool=(namespace, pool), checkout=checkout)
         kopf.event(
             body,
             type="Normal",
@@ -150,7 +174,14 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
         if checkout is None:
             return
         pool = AgentLeaseSpec.model_validate(body.get("spec") or {}).pool_ref.name
-        await release(runtime, pool=(key[0], pool), checkout=checkout)
+        message = f"The lease was deleted; agent {checkout.agent} goes back to pool {pool}"
+        try:
+            # First, so a client watching the lease stops calling the agent at once.
+            await StatusWriter(runtime, body)(
+                leases.ended_status("Released", str(Reason.RELEASED), message)
+            )
+        finally:
+            await release(runtime, pool=(key[0], pool), checkout=checkout)
         kopf.event(
             body,
             type="Normal",
@@ -229,20 +260,18 @@ async def bind(
     if status.get("agent"):
         # The lease was bound before a restart and its agent did not come back with the pool.
         message = f"agent {status['agent']} of this lease is gone; create a new lease"
-        await report(_failed(AGENT_LOST, message))
+        await report(_failed(str(Reason.AGENT_LOST), message))
         return None
-    if status.get("phase") != "Pending":
-        await report(
-            {"phase": "Pending", "reason": "Waiting", "message": f"Waiting for pool {pool}"}
-        )
+    if status.get("phase") != "Pending" or not status.get("conditions"):
+        await report(leases.pending_status(pool))
     holder = f"lease:{namespace}/{name}"
     try:
         return await handle.broker.checkout(
             timeout=timeout if spec.wait else 0.0, priority=spec.priority, holder=holder
         )
     except PoolExhausted as error:
-        reason = CHECKOUT_TIMEOUT if spec.wait else str(Reason.POOL_FULL)
-        await report(_failed(reason, str(error)))
+        reason = Reason.CHECKOUT_TIMEOUT if spec.wait else Reason.POOL_FULL
+        await report(_failed(str(reason), str(error)))
     except PoolClosed as error:
         await report(_failed(str(Reason.POOL_NOT_FOUND), str(error)))
     return None
