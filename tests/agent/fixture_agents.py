@@ -41,6 +41,9 @@ def _handle(item: Any, input: Any, context: Context) -> dict[str, Any]:
     context.state["breakReset"] = bool(asks.get("breakReset"))
     if asks.get("fail"):
         raise RuntimeError(str(asks["fail"]))
+    if "lookup" in asks:
+        # A slip an author makes: a key the state does not have raises KeyError(key).
+        return {"value": context.state[asks["lookup"]]}
     return {"id": context.id, "count": context.state["count"], "uses": context.uses}
 
 
@@ -50,7 +53,8 @@ def _reset(state: dict[str, Any]) -> None:
     state["count"] = 0
 
 
-#: Counts items since its last reset; items may wait on a ``gate`` file, fail, or break the reset.
+#: Counts items since its last reset; items may wait on a ``gate`` file, fail, look up a key of
+#: the state that may be missing, or break the reset.
 gated = Agent(_handle, startup=_startup, reset=_reset, name="gated")
 
 

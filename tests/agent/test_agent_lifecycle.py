@@ -85,11 +85,14 @@ async def test_agent_refuses_to_start_without_a_token(tmp_path: Path) -> None:
 
 
 async def test_failed_startup_exits_nonzero(tmp_path: Path) -> None:
-    """A start-up that raises ends the process with status 1 and the reason in its log."""
-    process, stdout, _ = launch(f"{FIXTURES}:broken", tmp_path / "logs", token="t", cwd=tmp_path)
+    """A start-up that raises ends the process with status 1, and its log (stderr, with the
+    traceback) names the exception."""
+    process, _, stderr = launch(f"{FIXTURES}:broken", tmp_path / "logs", token="t", cwd=tmp_path)
     await wait_for(lambda: process.poll() is not None, what="the agent to exit")
     assert process.returncode == 1
-    assert "start-up failed: no model at /models/missing.bin" in stdout.read_text()
+    text = stderr.read_text()
+    assert "start-up failed: FileNotFoundError: no model at /models/missing.bin" in text
+    assert "Traceback (most recent call last)" in text
 
 
 async def test_target_that_is_not_an_agent_is_refused(tmp_path: Path) -> None:
@@ -130,7 +133,10 @@ async def test_async_agent_functions_are_awaited(spawn: Spawn, client: AgentClie
     result = await client.invoke(agent.endpoint, agent.token, envelope("a", 7), timeout=10)
     assert result.output == 21
     failed = await client.invoke(agent.endpoint, agent.token, envelope("b", "fail"), timeout=10)
-    assert (failed.reason, failed.message) == ("HandlerError", "async handlers fail like sync ones")
+    assert (failed.reason, failed.message) == (
+        "HandlerError",
+        "ValueError: async handlers fail like sync ones",
+    )
 
 
 async def test_invocations_are_recorded_once_each(
@@ -167,6 +173,6 @@ async def test_token_never_appears_in_logs(
     logs = agent.logs()
     for item_id in ("ok", "bad", "r", "c"):
         assert f'id="{item_id}"' in logs, item_id
-    assert 'message="boom"' in logs
+    assert 'message="RuntimeError: boom"' in logs
     assert agent.token not in logs
     assert agent.token[:8] not in logs

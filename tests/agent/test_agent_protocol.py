@@ -9,7 +9,7 @@ import socket
 from pathlib import Path
 
 import aiohttp
-from agent_processes import EXAMPLES, FIXTURES, Spawn, wait_until
+from agent_processes import EXAMPLES, FIXTURES, Spawn, wait_for, wait_until
 
 from agentpool.io.agents import AgentClient
 
@@ -57,7 +57,7 @@ async def test_slow_start_output_is_deterministic(spawn: Spawn, client: AgentCli
     failed = await client.invoke(
         agent.endpoint, agent.token, envelope("i2", {"fail": True, "message": "bad"}), timeout=10
     )
-    assert (failed.reason, failed.message) == ("HandlerError", "bad")
+    assert (failed.reason, failed.message) == ("HandlerError", "ValueError: bad")
 
 
 async def test_requests_without_the_token_get_401(spawn: Spawn, client: AgentClient) -> None:
@@ -128,7 +128,7 @@ async def test_busy_agent_answers_409(spawn: Spawn, client: AgentClient, tmp_pat
 
 
 async def test_handler_exception_is_a_handler_error(spawn: Spawn, client: AgentClient) -> None:
-    """A handler that raises fails only its item, with reason HandlerError and its message."""
+    """A handler that raises fails only its item, with reason HandlerError and the exception."""
     agent = await spawn(f"{EXAMPLES / 'flaky.py'}:agent")
     await wait_until(lambda: client.ready(agent.endpoint), what="flaky to become ready")
     always = {"fail": True, "message": "the model refused"}
@@ -136,7 +136,7 @@ async def test_handler_exception_is_a_handler_error(spawn: Spawn, client: AgentC
     assert (result.ok, result.reason, result.message) == (
         False,
         "HandlerError",
-        "the model refused",
+        "RuntimeError: the model refused",
     )
     assert (result.status_code, result.lost) == (500, False)
     once = {"failTimes": 1}
@@ -151,6 +151,27 @@ async def test_handler_exception_is_a_handler_error(spawn: Spawn, client: AgentC
     status = await client.status(agent.endpoint, agent.token)
     assert status is not None
     assert (status.busy, status.uses) == (False, 3)
+
+
+async def test_handler_error_names_the_exception_and_logs_its_traceback(
+    spawn: Spawn, client: AgentClient
+) -> None:
+    """A handler's KeyError('n') fails the item as "KeyError: 'n'", not a bare "'n'", and the
+    agent's stderr, which `kubectl logs` shows, holds the traceback down to the handler's line."""
+    agent = await spawn(GATED)
+    await wait_until(lambda: client.ready(agent.endpoint), what="the agent to become ready")
+    result = await client.invoke(
+        agent.endpoint, agent.token, envelope("k", {"lookup": "n"}), timeout=10
+    )
+    assert (result.ok, result.reason, result.message) == (False, "HandlerError", "KeyError: 'n'")
+    await wait_for(
+        lambda: "KeyError: 'n'" in agent.stderr.read_text(), what="the traceback on stderr"
+    )
+    traceback = agent.stderr.read_text()
+    assert "Traceback (most recent call last)" in traceback
+    assert 'return {"value": context.state[asks["lookup"]]}' in traceback
+    assert '"k"' in traceback  # which item it was
+    assert "Traceback" not in agent.stdout.read_text()  # stdout stays one line per record
 
 
 async def test_bad_envelope_is_a_bad_request(spawn: Spawn, client: AgentClient) -> None:
@@ -193,7 +214,10 @@ async def test_reset(spawn: Spawn, client: AgentClient) -> None:
     ):
         body = await response.json()
     assert response.status == 500
-    assert body["error"] == {"reason": "ResetFailed", "message": "the reset broke on purpose"}
+    assert body["error"] == {
+        "reason": "ResetFailed",
+        "message": "RuntimeError: the reset broke on purpose",
+    }
 
 
 async def test_agent_without_reset_answers_501(spawn: Spawn, client: AgentClient) -> None:

@@ -39,7 +39,8 @@ class Context:
     state: Any
     """What the start-up returned."""
     logger: logging.Logger
-    """The agent's logger; it writes to stdout, one line per record."""
+    """The agent's logger: stdout, one line per record; a record with a traceback
+    (``logger.exception``) goes to stderr whole."""
 
 
 class Agent:

@@ -21,6 +21,7 @@ import os
 import signal
 import sys
 import time
+import traceback
 from collections.abc import Mapping
 from typing import Any
 
@@ -224,7 +225,14 @@ class AgentServer:
             message = _describe(exc)
             status = 500
             body = _dumps({"error": {"reason": protocol.HANDLER_ERROR, "message": message}})
-            log.debug("item %s failed", json.dumps(envelope.id, default=str), exc_info=exc)
+            # The item's failure names the exception; its traceback is for the author, in the
+            # agent's own log.
+            log.error(
+                "item %s attempt %d failed",
+                json.dumps(envelope.id, default=str),
+                envelope.attempt,
+                exc_info=exc,
+            )
         finally:
             self.busy = False
             self.current = None
@@ -282,7 +290,10 @@ def _dumps(value: Any) -> bytes:
 
 
 def _describe(exc: BaseException | None) -> str:
-    text = str(exc) or type(exc).__name__
+    """The exception as Python's last traceback line names it: ``KeyError: 'n'``, not ``'n'``."""
+    if exc is None:
+        return "unknown error"
+    text = "".join(traceback.format_exception_only(exc)).strip()
     if len(text) > MAX_MESSAGE_CHARS:
         text = text[: MAX_MESSAGE_CHARS - 1] + "…"
     return text

@@ -1,7 +1,7 @@
 """How an agent is configured: its environment read into ``Settings``, and its log set up.
 
 ``agentpool.agent.server`` builds its ``Settings`` here; ``python -m agentpool.agent`` sets up the
-log before loading the agent, so whatever the agent's module logs on import reaches stdout too.
+log before loading the agent, so whatever the agent's module logs on import reaches the log too.
 The token is required: an agent without one refuses to start rather than serve anyone who asks.
 """
 
@@ -65,10 +65,16 @@ class Settings:
 
 
 def configure_logging() -> None:
-    """Send the agent's log to stdout, one line per record, at ``AGENT_LOG_LEVEL`` (INFO)."""
+    """Log at ``AGENT_LOG_LEVEL`` (INFO): to stdout one line per record, and a record that
+    carries a traceback (a failed item, start-up or reset) to stderr whole, as Python prints an
+    uncaught exception. ``kubectl logs`` shows both."""
     level = os.environ.get(protocol.LOG_LEVEL_ENV, "INFO").upper()
+    lines = logging.StreamHandler(sys.stdout)
+    lines.addFilter(lambda record: record.exc_info is None)
+    tracebacks = logging.StreamHandler(sys.stderr)
+    tracebacks.addFilter(lambda record: record.exc_info is not None)
     logging.basicConfig(
-        stream=sys.stdout,
         level=level if level in logging.getLevelNamesMapping() else "INFO",
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        handlers=[lines, tracebacks],
     )

@@ -103,7 +103,8 @@ class Condition(ApiModel):
     """The latest observation of one aspect of the object's state, as Kubernetes conditions go."""
 
     type: str = Field(min_length=1, max_length=316, pattern=REASON_PATTERN)
-    """The aspect observed, one CamelCase word: Ready, Degraded, Complete, Failed, Suspended."""
+    """The aspect observed, one CamelCase word: Ready, Degraded, Complete, Failed, Suspended,
+    Bound, Expired."""
     status: ConditionStatus
     """Whether the condition holds: True, False, or Unknown while it cannot yet be told."""
     reason: str | None = Field(default=None, max_length=1024, pattern=REASON_PATTERN)

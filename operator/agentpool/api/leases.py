@@ -38,22 +38,27 @@ class AgentLeaseStatus(ApiModel):
     """The lease as the operator last observed it."""
 
     phase: LeasePhase | None = None
-    """Pending, Bound, Released, Expired or Failed."""
+    """Pending (waiting for an agent), Bound (holding one), Released (deleted, its agent going
+    back to the pool), Expired (past its ttl) or Failed (it could not be served; see reason)."""
     agent: str | None = None
-    """The agent pod bound to this lease."""
+    """The agent pod bound to this lease; set only while Bound."""
     endpoint: str | None = None
-    """The agent's URL, for example http://10.0.0.7:8080, to send protocol requests to."""
+    """The agent's URL, for example http://10.0.0.7:8080, to send protocol requests to; set only
+    while Bound, and cleared once the lease is released, expires or fails."""
     token_secret_ref: KeyRef | None = None
-    """The Secret key holding the bearer token the agent expects."""
+    """The Secret key holding the bearer token the agent expects; set only while Bound."""
     bound_time: datetime | None = None
     """When the agent was bound."""
     expire_time: datetime | None = None
     """When the lease expires and the agent returns to the pool."""
     reason: str | None = None
-    """Why the lease is in its phase, one CamelCase word (PoolFull, PoolNotFound, ...)."""
+    """Why the lease is in its phase, one CamelCase word: Waiting, Bound, Released, Expired, or
+    for Failed PoolNotFound, PoolFull, CheckoutTimeout or AgentLost."""
     message: str | None = None
     """Why the lease is in its phase, as a sentence."""
     observed_generation: int | None = Field(default=None, ge=0)
     """The metadata.generation this status reflects."""
     conditions: list[Condition] = Field(default_factory=list, json_schema_extra=CONDITION_LIST)
-    """Bound, and Failed when the lease could not be served."""
+    """Bound (True while an agent is held; its message names the pod), Expired (True once the
+    lease passed its ttl) and Failed (True once it could not be served), each with the phase's
+    reason and message, so kubectl wait --for=condition=Bound waits for an agent."""

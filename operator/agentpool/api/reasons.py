@@ -25,6 +25,8 @@ class ConditionType(StrEnum):
     """PoolRun: dispatch is paused by spec.suspend."""
     BOUND = "Bound"
     """AgentLease: an agent is held for the client."""
+    EXPIRED = "Expired"
+    """AgentLease: it passed its ttl and its agent went back to the pool."""
 
 
 class Reason(StrEnum):
@@ -72,6 +74,7 @@ class Reason(StrEnum):
     MISSING_ID = "MissingId"
 
     # AgentLease
+    WAITING = "Waiting"
     BOUND = "Bound"
     POOL_FULL = "PoolFull"
     RELEASED = "Released"

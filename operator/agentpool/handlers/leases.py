@@ -1,10 +1,12 @@
 """The AgentLease controller: one warm agent held for a client, returned on delete or expiry.
 
 A kopf daemon per lease checks an agent out of the pool's broker (queueing, or failing at once
-with PoolFull when ``wait`` is false), writes where to reach it and which Secret holds its token,
-and holds it until the lease is deleted or its ttl passes. The agent goes back through the same
-path as a run's (reset between holders when the pool asks for it). A restarted operator's pool
-loop takes a Bound lease's agent back before serving anyone, and the lease daemon picks it up.
+with PoolFull when ``wait`` is false), writes where to reach it and which Secret holds its token
+(each status, with its conditions, as :mod:`agentpool.pool.leases` gives it), and holds it until
+its ttl passes; a deleted lease's agent goes back in its deletion handler, so the daemon ends as
+soon as kopf stops it. The agent goes back through the same path as a run's (reset between
+holders when the pool asks for it). A restarted operator's pool loop takes a
+Bound lease's agent back before serving anyone, and the lease daemon picks it up.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import kopf
 
@@ -22,16 +24,22 @@ from agentpool import GROUP, VERSION
 from agentpool.api import AgentLeaseSpec
 from agentpool.api.reasons import EventReason, Reason
 from agentpool.broker import Checkout, Outcome, PoolClosed, PoolExhausted
+from agentpool.handlers.conditions import merge_conditions, now_iso
 from agentpool.handlers.dispatch import return_agent
 from agentpool.handlers.runtime import Runtime
 from agentpool.io.kube import NotFound
+from agentpool.pool import leases
 from agentpool.pool.manifests import TOKEN_KEY, token_secret_name
 from agentpool.pool.pods import epoch
 
 TERMINAL = frozenset({"Released", "Expired", "Failed"})
 DEFAULT_CHECKOUT_TIMEOUT = 30.0
-AGENT_LOST = "AgentLost"
-CHECKOUT_TIMEOUT = "CheckoutTimeout"
+#: How long kopf lets a stopped lease daemon end by itself before it cancels it. The daemon needs
+#: a few turns of the event loop, or, should the lease expire as it is deleted, the end of the
+#: agent's reset it has begun (which the agent client bounds at 30 s).
+STOP_SECONDS = 35.0
+
+T = TypeVar("T")
 
 Report = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -41,7 +49,31 @@ def _iso(seconds: float) -> str:
 
 
 def _failed(reason: str, message: str) -> dict[str, Any]:
-    return {"phase": "Failed", "reason": reason, "message": message}
+    return leases.ended_status("Failed", reason, message)
+
+
+class StatusWriter:
+    """Writes one lease's status, each patch with the conditions its phase gives, stamped with a
+    transition time that moves only when a condition's status changes."""
+
+    def __init__(self, runtime: Runtime, body: kopf.Body) -> None:
+        self.runtime = runtime
+        self.namespace = str(body["metadata"].get("namespace") or "")
+        self.name = str(body["metadata"]["name"])
+        self.generation: int | None = body["metadata"].get("generation")
+        self.conditions: list[dict[str, Any]] = list(
+            (body.get("status") or {}).get("conditions") or []
+        )
+
+    async def __call__(self, patch: dict[str, Any]) -> None:
+        current = leases.lease_conditions(patch["phase"], patch["reason"], patch["message"])
+        conditions = merge_conditions(
+            self.conditions, current, generation=self.generation, now=now_iso()
+        )
+        patch = {**patch, "conditions": conditions, "observedGeneration": self.generation}
+        with contextlib.suppress(NotFound):
+            await self.runtime.kube.patch_status("agentleases", self.namespace, self.name, patch)
+        self.conditions = conditions
 
 
 def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
@@ -52,6 +84,9 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
         id="lease_loop",
         registry=registry,
         backoff=2,
+        # The daemon ends by itself as soon as it is stopped (a deleted lease's agent goes back
+        # in lease_release), so kopf never needs to cancel it.
+        cancellation_backoff=STOP_SECONDS,
         cancellation_timeout=10,
     )
     async def lease_loop(
@@ -63,86 +98,130 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
             return
         spec = AgentLeaseSpec.model_validate(body.get("spec") or {})
         pool = spec.pool_ref.name
-
-        async def report(patch: dict[str, Any]) -> None:
-            with contextlib.suppress(NotFound):
-                await runtime.kube.patch_status("agentleases", namespace, name, patch)
-
-        checkout = await bind(runtime, dict(body), spec, status, report)
+        key = (namespace, name)
+        report = StatusWriter(runtime, body)
+        checkout = await until_stopped(stopped, bind(runtime, dict(body), spec, status, report))
         if checkout is None:
             return
+        # From here the lease's agent is returned by whichever comes first: this daemon (expiry,
+        # a lost agent) or the lease's deletion (lease_release).
+        runtime.held_leases[key] = checkout
+        if stopped:
+            _stop(runtime, key, stopped)
+            return
+        now = time.time()
+        expires = epoch(status.get("expireTime"))
         bound = status.get("phase") == "Bound" and status.get("agent") == checkout.agent
-        expires = epoch(status.get("expireTime")) if bound else None
-        if expires is None:
-            expires = time.time() + spec.ttl_seconds
+        if not bound or expires is None:
+            bound, expires = False, now + spec.ttl_seconds
+        if not bound or not status.get("conditions"):
+            # Bound now, or before a restart by an operator that wrote no conditions.
             await report(
-                {
-                    "phase": "Bound",
-                    "agent": checkout.agent,
-                    "endpoint": checkout.endpoint,
-                    "tokenSecretRef": {"name": token_secret_name(pool), "key": TOKEN_KEY},
-                    "boundTime": _iso(time.time()),
-                    "expireTime": _iso(expires),
-                    "reason": str(Reason.BOUND),
-                    "message": f"Agent {checkout.agent} of pool {pool} is held for this lease",
-                }
+                leases.bound_status(
+                    pool=pool,
+                    agent=checkout.agent,
+                    endpoint=checkout.endpoint,
+                    token_secret_ref={"name": token_secret_name(pool), "key": TOKEN_KEY},
+                    bound_time=(bound and status.get("boundTime")) or _iso(now),
+                    expire_time=_iso(expires),
+                )
             )
+        if not bound:
             kopf.event(
                 body,
                 type="Normal",
                 reason=str(EventReason.LEASE_BOUND),
                 message=f"Bound agent {checkout.agent} until {_iso(expires)}",
             )
-        keep = False
+        lost = asyncio.ensure_future(checkout.wait_lost())
+        stop = asyncio.ensure_future(stopped.wait(max(0.0, expires - time.time())))
         try:
-            lost = asyncio.ensure_future(checkout.wait_lost())
-            stop = asyncio.ensure_future(stopped.wait(max(0.0, expires - time.time())))
-            try:
-                await asyncio.wait({lost, stop}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                lost.cancel()
-                stop.cancel()
-            if checkout.is_lost:
-                await report(_failed(AGENT_LOST, checkout.lost_reason or "the agent was lost"))
-                return
-            reason = stopped.reason
-            if reason is not None and not reason & kopf.DaemonStoppingReason.RESOURCE_DELETED:
-                # The operator is stopping (or the daemon restarting): the lease stays Bound and
-                # the next daemon takes the same agent up again.
-                keep = True
-                return
-            if reason is not None:
-                # Deleted: the object is gone (a lease has no finalizer), so an Event says it.
-                kopf.event(
-                    body,
-                    type="Normal",
-                    reason=str(EventReason.LEASE_RELEASED),
-                    message=f"Lease deleted: returned agent {checkout.agent} to pool {pool}",
-                )
-            elif not stopped:
-                await report(
-                    {
-                        "phase": "Expired",
-                        "reason": str(Reason.EXPIRED),
-                        "message": f"The lease passed its ttl of {spec.ttl_seconds}s; "
-                        f"agent {checkout.agent} went back to the pool",
-                    }
-                )
-                kopf.event(
-                    body,
-                    type="Normal",
-                    reason=str(EventReason.LEASE_EXPIRED),
-                    message=f"Returned agent {checkout.agent} to pool {pool}",
-                )
+            await asyncio.wait({lost, stop}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            # Whatever ends the lease (expiry, deletion, even cancellation by kopf), the agent
-            # goes back, unless the lease lives on past this daemon.
-            if keep:
-                runtime.restored_leases[(namespace, name)] = checkout
-            else:
-                handle = runtime.pools.get((namespace, pool))
-                if handle is not None:
-                    await asyncio.shield(return_agent(runtime, handle, checkout, Outcome.SUCCESS))
+            lost.cancel()
+            stop.cancel()
+            if stopped:
+                _stop(runtime, key, stopped)
+        if stopped or runtime.held_leases.pop(key, None) is not checkout:
+            return
+        try:
+            # The status first, so the client stops calling the agent before it goes back.
+            if checkout.is_lost:
+                message = checkout.lost_reason or "the agent was lost"
+                await report(_failed(str(Reason.AGENT_LOST), message))
+                return
+            message = (
+                f"The lease passed its ttl of {spec.ttl_seconds}s; agent {checkout.agent} goes"
+                f" back to pool {pool}"
+            )
+            await report(leases.ended_status("Expired", str(Reason.EXPIRED), message))
+        finally:
+            await release(runtime, pool=(namespace, pool), checkout=checkout)
+        kopf.event(
+            body,
+            type="Normal",
+            reason=str(EventReason.LEASE_EXPIRED),
+            message=f"Returned agent {checkout.agent} to pool {pool}",
+        )
+
+    @kopf.on.delete(GROUP, VERSION, "agentleases", id="lease_release", registry=registry)
+    async def lease_release(body: kopf.Body, name: str, namespace: str | None, **_: Any) -> None:
+        # Here rather than in the daemon, so the daemon stops at once when the lease is deleted
+        # and the agent's return (a reset, when the pool asks for one) is an ordinary handler
+        # that kopf waits for, as pool_drain is for a pool.
+        key = (namespace or "", name)
+        checkout = runtime.held_leases.pop(key, None) or runtime.restored_leases.pop(key, None)
+        if checkout is None:
+            return
+        pool = AgentLeaseSpec.model_validate(body.get("spec") or {}).pool_ref.name
+        message = f"The lease was deleted; agent {checkout.agent} goes back to pool {pool}"
+        try:
+            # First, so a client watching the lease stops calling the agent at once.
+            await StatusWriter(runtime, body)(
+                leases.ended_status("Released", str(Reason.RELEASED), message)
+            )
+        finally:
+            await release(runtime, pool=(key[0], pool), checkout=checkout)
+        kopf.event(
+            body,
+            type="Normal",
+            reason=str(EventReason.LEASE_RELEASED),
+            message=f"Lease deleted: returned agent {checkout.agent} to pool {pool}",
+        )
+
+
+def _stop(runtime: Runtime, key: tuple[str, str], stopped: kopf.DaemonStopped) -> None:
+    """The daemon is stopped while the lease holds an agent. A deleted lease leaves the agent to
+    its deletion handler; otherwise (the operator stops) the lease stays Bound and the next
+    daemon, in this operator or the next, takes the same agent up again."""
+    reason = stopped.reason
+    if reason is not None and reason & kopf.DaemonStoppingReason.RESOURCE_DELETED:
+        return
+    checkout = runtime.held_leases.pop(key, None)
+    if checkout is not None:
+        runtime.restored_leases[key] = checkout
+
+
+async def until_stopped(stopped: kopf.DaemonStopped, work: Awaitable[T]) -> T | None:
+    """What ``work`` gives, or None once the daemon is stopped first (``work`` is cancelled then:
+    a checkout cancelled after an agent was handed to it gives the agent back)."""
+    task = asyncio.ensure_future(work)
+    stop = asyncio.ensure_future(stopped.wait())
+    try:
+        await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.wait({task})
+    return None if task.cancelled() else task.result()
+
+
+async def release(runtime: Runtime, *, pool: tuple[str, str], checkout: Checkout) -> None:
+    """Give a lease's agent back to its pool, if the pool is still served."""
+    handle = runtime.pools.get(pool)
+    if handle is not None:
+        await asyncio.shield(return_agent(runtime, handle, checkout, Outcome.SUCCESS))
 
 
 async def bind(
@@ -181,20 +260,18 @@ async def bind(
     if status.get("agent"):
         # The lease was bound before a restart and its agent did not come back with the pool.
         message = f"agent {status['agent']} of this lease is gone; create a new lease"
-        await report(_failed(AGENT_LOST, message))
+        await report(_failed(str(Reason.AGENT_LOST), message))
         return None
-    if status.get("phase") != "Pending":
-        await report(
-            {"phase": "Pending", "reason": "Waiting", "message": f"Waiting for pool {pool}"}
-        )
+    if status.get("phase") != "Pending" or not status.get("conditions"):
+        await report(leases.pending_status(pool))
     holder = f"lease:{namespace}/{name}"
     try:
         return await handle.broker.checkout(
             timeout=timeout if spec.wait else 0.0, priority=spec.priority, holder=holder
         )
     except PoolExhausted as error:
-        reason = CHECKOUT_TIMEOUT if spec.wait else str(Reason.POOL_FULL)
-        await report(_failed(reason, str(error)))
+        reason = Reason.CHECKOUT_TIMEOUT if spec.wait else Reason.POOL_FULL
+        await report(_failed(str(reason), str(error)))
     except PoolClosed as error:
         await report(_failed(str(Reason.POOL_NOT_FOUND), str(error)))
     return None

@@ -85,6 +85,9 @@ class Runtime:
     draining: dict[PoolKey, PoolHandle] = field(default_factory=dict)
     # Agents of Bound leases, taken back by their pool's loop for the lease daemons to pick up.
     restored_leases: dict[PoolKey, Checkout] = field(default_factory=dict)
+    # Agents held by Bound leases, by lease: the lease's daemon (expiry, a lost agent) or its
+    # deletion handler takes one out to return it, whichever comes first.
+    held_leases: dict[PoolKey, Checkout] = field(default_factory=dict)
     # Agents found busy after a restart, released when they report idle; they outlive a
     # restarted pool loop so that such an agent is never held forever.
     restorers: set[asyncio.Task[None]] = field(default_factory=set)

@@ -1,0 +1,73 @@
+"""What an AgentLease's status says at each step of its life, as data.
+
+The lease handlers in :mod:`agentpool.handlers.leases` decide when a lease waits, binds, expires,
+fails or is released; the functions here give the status to write then, as a JSON merge patch
+(``None`` clears a field). While a lease is Bound its status says where to reach its agent; once it
+ends, nothing a client could still use to reach the agent is left in it. Its conditions follow the
+phase, so ``kubectl wait --for=condition=Bound`` (or ``Expired``, ``Failed``) works: the condition
+named by the phase is True, the others False, and each carries the phase's reason and message.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from agentpool.api.leases import LeasePhase
+from agentpool.api.reasons import ConditionType, Reason
+from agentpool.pool.status import ConditionView
+
+#: The lease's phase that makes each of its conditions True.
+CONDITION_PHASES: dict[str, LeasePhase] = {
+    str(ConditionType.BOUND): "Bound",
+    str(ConditionType.EXPIRED): "Expired",
+    str(ConditionType.FAILED): "Failed",
+}
+#: The status fields that tell a client how to reach the lease's agent.
+REACH_FIELDS = ("agent", "endpoint", "tokenSecretRef")
+
+EndPhase = Literal["Released", "Expired", "Failed"]
+
+
+def lease_conditions(phase: LeasePhase, reason: str, message: str) -> list[ConditionView]:
+    """Bound, Expired and Failed: True for the one the phase names, each saying why."""
+    return [
+        ConditionView(kind, "True" if phase == holds else "False", reason, message)
+        for kind, holds in CONDITION_PHASES.items()
+    ]
+
+
+def pending_status(pool: str) -> dict[str, Any]:
+    """The lease waits for an agent of ``pool``."""
+    return {
+        "phase": "Pending",
+        "reason": str(Reason.WAITING),
+        "message": f"Waiting for an agent of pool {pool}",
+    }
+
+
+def bound_status(
+    *,
+    pool: str,
+    agent: str,
+    endpoint: str,
+    token_secret_ref: dict[str, str],
+    bound_time: str,
+    expire_time: str,
+) -> dict[str, Any]:
+    """The lease holds ``agent`` until ``expire_time``: where to reach it and with which token."""
+    return {
+        "phase": "Bound",
+        "agent": agent,
+        "endpoint": endpoint,
+        "tokenSecretRef": token_secret_ref,
+        "boundTime": bound_time,
+        "expireTime": expire_time,
+        "reason": str(Reason.BOUND),
+        "message": f"Agent {agent} of pool {pool} is held for this lease until {expire_time}",
+    }
+
+
+def ended_status(phase: EndPhase, reason: str, message: str) -> dict[str, Any]:
+    """The lease ended: released, expired or failed. Its agent is no longer the client's to
+    call, so the fields that said how to reach it are cleared."""
+    return {"phase": phase, "reason": reason, "message": message} | dict.fromkeys(REACH_FIELDS)
