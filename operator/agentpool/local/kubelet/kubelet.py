@@ -19,14 +19,14 @@ from typing import Any
 
 import aiohttp
 
-from agentpool.local import kubeletserver, node, processes
-from agentpool.local.addresses import AddressPool
 from agentpool.local.certificates import KeyPair
 from agentpool.local.kubeconfig import ApiAccess
-from agentpool.local.kubeletserver import KubeletServer
-from agentpool.local.podapi import Gone, PodApi
-from agentpool.local.podstatus import NODE_NAME
-from agentpool.local.podworker import PodWorker, release
+from agentpool.local.kubelet import kubeletserver, node, processes
+from agentpool.local.kubelet.addresses import AddressPool
+from agentpool.local.kubelet.kubeletserver import KubeletServer
+from agentpool.local.kubelet.podapi import Gone, PodApi
+from agentpool.local.kubelet.podstatus import NODE_NAME
+from agentpool.local.kubelet.podworker import PodWorker, release
 
 logger = logging.getLogger(__name__)
 

@@ -21,11 +21,11 @@ from typing import Any, Protocol
 
 import aiohttp
 
-from agentpool.local import podenv, podstatus, probes, processes
-from agentpool.local.addresses import AddressPool
 from agentpool.local.kubeconfig import ApiAccess, write_kubeconfig
-from agentpool.local.podapi import PodApi
-from agentpool.local.podstatus import PodObservation, Running, Terminated, Waiting
+from agentpool.local.kubelet import podenv, podstatus, probes, processes
+from agentpool.local.kubelet.addresses import AddressPool
+from agentpool.local.kubelet.podapi import PodApi
+from agentpool.local.kubelet.podstatus import PodObservation, Running, Terminated, Waiting
 
 LOG_PATH_ANNOTATION = "local.agentpool.dev/log-path"
 # Holds a deleted pod in the API (with its deletionTimestamp) until its processes have ended, as a
