@@ -155,7 +155,7 @@ def _add_client_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _cmd_local_up(args: argparse.Namespace) -> int:
-    from agentpool.local.apiserver.store import HistoryLimits
+    from agentpool.local.apiserver.storage.store import HistoryLimits
     from agentpool.local.up import run_up
 
     history = HistoryLimits.of(seconds=args.history_seconds, mib=args.history_mib)

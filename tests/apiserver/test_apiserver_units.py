@@ -11,7 +11,7 @@ from agentpool.local.apiserver import patch, protobuf
 from agentpool.local.apiserver.errors import ApiError
 from agentpool.local.apiserver.resources import ResourceType, ScaleSpec
 from agentpool.local.apiserver.scale import apply_scale, scale_of
-from agentpool.local.apiserver.selectors import field_selector, label_selector
+from agentpool.local.apiserver.storage.selectors import field_selector, label_selector
 from agentpool.local.apiserver.table import human_duration, jsonpath
 
 PODS = ResourceType("", "v1", "pods", "Pod", "pod", namespaced=True)

@@ -29,7 +29,7 @@ import yaml
 
 from agentpool.local import pki
 from agentpool.local.apiserver import ApiServer
-from agentpool.local.apiserver.store import DEFAULT_HISTORY, HistoryLimits
+from agentpool.local.apiserver.storage.store import DEFAULT_HISTORY, HistoryLimits
 from agentpool.local.kubeconfig import CONTEXT, ApiAccess, write_kubeconfig
 from agentpool.local.kubelet import Kubelet
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from agentpool.local.apiserver.store import DEFAULT_HISTORY, HistoryLimits
+from agentpool.local.apiserver.storage.store import DEFAULT_HISTORY, HistoryLimits
 from agentpool.local.cluster import ClusterBusy, LocalCluster
 from agentpool.local.kubeconfig import CONTEXT
 

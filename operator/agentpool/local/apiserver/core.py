@@ -19,7 +19,7 @@ from agentpool.local.apiserver import names
 from agentpool.local.apiserver.builtins import BUILTINS
 from agentpool.local.apiserver.errors import ApiError, bad_request, forbidden
 from agentpool.local.apiserver.resources import Registry, ResourceType
-from agentpool.local.apiserver.store import DEFAULT_HISTORY, HistoryLimits, Key, Store
+from agentpool.local.apiserver.storage.store import DEFAULT_HISTORY, HistoryLimits, Key, Store
 
 NAMESPACES: Key = ("", "namespaces")
 _SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"

@@ -14,7 +14,7 @@ from agentpool.api import validation
 from agentpool.local.apiserver.core import WriteOptions
 from agentpool.local.apiserver.errors import Cause, bad_request, invalid
 from agentpool.local.apiserver.resources import ResourceType
-from agentpool.local.apiserver.store import Obj
+from agentpool.local.apiserver.storage.store import Obj
 
 META_FIELDS = {
     "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",

@@ -16,8 +16,8 @@ from typing import Any
 from agentpool.local.apiserver.core import NAMESPACES, Core, GcTask, WriteOptions
 from agentpool.local.apiserver.errors import bad_request, conflict, not_found
 from agentpool.local.apiserver.resources import ResourceType
-from agentpool.local.apiserver.selectors import Predicate
-from agentpool.local.apiserver.store import Key, Obj
+from agentpool.local.apiserver.storage.selectors import Predicate
+from agentpool.local.apiserver.storage.store import Key, Obj
 from agentpool.local.apiserver.writes import after_removal, commit
 
 log = logging.getLogger(__name__)

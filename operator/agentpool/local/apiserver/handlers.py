@@ -34,7 +34,7 @@ from agentpool.local.apiserver.parsing import (
 )
 from agentpool.local.apiserver.resources import ResourceType
 from agentpool.local.apiserver.scale import scale_of
-from agentpool.local.apiserver.selectors import combine, field_selector, label_selector
+from agentpool.local.apiserver.storage.selectors import combine, field_selector, label_selector
 from agentpool.local.apiserver.table import build_table
 from agentpool.local.apiserver.watch import serve_watch
 

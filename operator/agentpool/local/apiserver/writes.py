@@ -27,7 +27,7 @@ from agentpool.local.apiserver.errors import (
 )
 from agentpool.local.apiserver.resources import ResourceType
 from agentpool.local.apiserver.scale import apply_scale, scale_of
-from agentpool.local.apiserver.store import Obj
+from agentpool.local.apiserver.storage.store import Obj
 
 CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
 
