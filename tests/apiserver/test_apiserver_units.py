@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
-from agentpool.local.apiserver import patch, protobuf
+from agentpool.local.apiserver import protobuf
 from agentpool.local.apiserver.errors import ApiError
+from agentpool.local.apiserver.registry import patch
+from agentpool.local.apiserver.registry.scale import apply_scale, scale_of
 from agentpool.local.apiserver.resources import ResourceType, ScaleSpec
-from agentpool.local.apiserver.scale import apply_scale, scale_of
 from agentpool.local.apiserver.storage.selectors import field_selector, label_selector
 from agentpool.local.apiserver.table import human_duration, jsonpath
 

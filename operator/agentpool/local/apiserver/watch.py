@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from agentpool.local.apiserver.core import Core
 from agentpool.local.apiserver.errors import ApiError, Cause, expired, invalid
+from agentpool.local.apiserver.registry.core import Core
 from agentpool.local.apiserver.resources import ResourceType
 from agentpool.local.apiserver.storage.selectors import Predicate
 from agentpool.local.apiserver.storage.store import Event, Obj

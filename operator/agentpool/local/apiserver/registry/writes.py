@@ -13,10 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentpool.local.apiserver import kinds, metadata, patch
-from agentpool.local.apiserver.core import Core, GcTask, WriteOptions, require_dict
-from agentpool.local.apiserver.crds import resource_types
-from agentpool.local.apiserver.customs import custom_checks
 from agentpool.local.apiserver.errors import (
     Cause,
     already_exists,
@@ -25,8 +21,12 @@ from agentpool.local.apiserver.errors import (
     invalid,
     not_found,
 )
+from agentpool.local.apiserver.registry import kinds, metadata, patch
+from agentpool.local.apiserver.registry.core import Core, GcTask, WriteOptions, require_dict
+from agentpool.local.apiserver.registry.crds import resource_types
+from agentpool.local.apiserver.registry.customs import custom_checks
+from agentpool.local.apiserver.registry.scale import apply_scale, scale_of
 from agentpool.local.apiserver.resources import ResourceType
-from agentpool.local.apiserver.scale import apply_scale, scale_of
 from agentpool.local.apiserver.storage.store import Obj
 
 CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
