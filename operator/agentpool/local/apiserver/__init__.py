@@ -6,7 +6,7 @@ and CEL validation, finalizers and garbage collection. ``ApiServer`` serves it i
 event loop; ``serve_in_thread`` on a thread of its own.
 """
 
-from agentpool.local.apiserver.logs import LOG_PATH_ANNOTATION
+from agentpool.local.apiserver.endpoints.logs import LOG_PATH_ANNOTATION
 from agentpool.local.apiserver.server import ApiServer, ServerThread, serve_in_thread
 
 __all__ = ["LOG_PATH_ANNOTATION", "ApiServer", "ServerThread", "serve_in_thread"]

@@ -20,8 +20,8 @@ from typing import Any
 
 from aiohttp import web
 
-from agentpool.local.apiserver.auth import server_context, token_middleware
-from agentpool.local.apiserver.handlers import Routes
+from agentpool.local.apiserver.endpoints.auth import server_context, token_middleware
+from agentpool.local.apiserver.endpoints.handlers import Routes
 from agentpool.local.apiserver.registry import metadata
 from agentpool.local.apiserver.registry.core import Core
 from agentpool.local.apiserver.registry.deletion import run_collector

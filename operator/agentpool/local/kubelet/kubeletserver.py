@@ -20,8 +20,8 @@ from typing import Any
 
 from aiohttp import web
 
+from agentpool.local.apiserver.endpoints.logs import LOG_PATH_ANNOTATION, serve_log
 from agentpool.local.apiserver.errors import ApiError
-from agentpool.local.apiserver.logs import LOG_PATH_ANNOTATION, serve_log
 from agentpool.local.certificates import KeyPair
 
 # find(namespace, pod) -> the pod as the kubelet last saw it, or None.
