@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentpool.api import validation
 from agentpool.local.apiserver.errors import Cause, bad_request, invalid
 from agentpool.local.apiserver.registry.core import WriteOptions
 from agentpool.local.apiserver.resources import ResourceType
+from agentpool.local.apiserver.schema import validation
 from agentpool.local.apiserver.storage.store import Obj
 
 META_FIELDS = {
