@@ -1,10 +1,11 @@
 """The local kubelet: runs the pods of the local API server as local process groups.
 
 It lists and watches every pod, binds the unbound ones to the single node ``local``, and gives
-each a :class:`~agentpool.local.podworker.PodWorker` that runs the first container's command on
-the pod's own loopback address, probes it and reports its status. A pod being deleted has its
-process group ended within its grace period and is then removed from the API. ``stop()`` ends
-every process group it started. :class:`agentpool.local.cluster.LocalCluster` runs it.
+each a :class:`~agentpool.local.kubelet.podworker.PodWorker` that runs the first container's
+command on the pod's own loopback address, probes it and reports its status. A pod being
+deleted has its process group ended within its grace period and is then removed from the API.
+``stop()`` ends every process group it started. :class:`agentpool.local.cluster.LocalCluster`
+runs it.
 """
 
 from __future__ import annotations

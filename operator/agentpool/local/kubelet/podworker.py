@@ -1,9 +1,10 @@
 """One pod's life on the local kubelet: bind, start, probe, restart, terminate, remove.
 
 A :class:`PodWorker` runs as one asyncio task per pod. It owns the pod's process group, its
-loopback address and its log file, keeps a :class:`~agentpool.local.podstatus.PodObservation`, and
-a reporter task patches the rendered status whenever the observation changes, so a pod that turns
-Ready is reported at once. Created and stopped by :class:`agentpool.local.kubelet.Kubelet`.
+loopback address and its log file, keeps a
+:class:`~agentpool.local.kubelet.podstatus.PodObservation`, and a reporter task patches the
+rendered status whenever the observation changes, so a pod that turns Ready is reported at once.
+Created and stopped by :class:`agentpool.local.kubelet.Kubelet`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Custom resources on their way in: pruned, checked for unknown fields, defaulted, validated.
 
-The schema work itself is ``agentpool.api.validation`` (shared with the CRD tests); this module
+The schema work itself is ``schema.validation`` (shared with the CRD tests); this module
 applies it the way the API server does for a write: unknown fields refused (``Strict``), warned
 about (``Warn``) or silently dropped (``Ignore``), defaults filled, and on an update the top-level
 fields that did not change left out of validation (ratcheting). ``writes`` calls ``custom_checks``.

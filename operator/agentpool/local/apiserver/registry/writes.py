@@ -1,7 +1,7 @@
 """Create, update and patch: every write path of the local API server.
 
 Each write builds a fresh object from the request and the stored one, applies the kind's rules
-(``kinds``), prunes, defaults and validates custom resources (``agentpool.api.validation``, with
+(``kinds``), prunes, defaults and validates custom resources (``schema.validation``, with
 top-level ratcheting), keeps ``status`` apart from the main resource, bumps ``generation`` only on
 spec changes, honours ``dryRun``, then stores it, which logs the watch event whose resource
 version the response carries. A write that changes nothing stores nothing, as on a real server.
