@@ -100,7 +100,7 @@ async def follow(
 
 async def measure(count: int, period: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="agentpool-bench-") as tmp:
-        async with LocalCluster(Path(tmp), operator=False) as cluster:
+        async with LocalCluster(Path(tmp)) as cluster:
             context = cluster.access.ssl_context()
             connector = aiohttp.TCPConnector(ssl=context if context is not None else True)
             headers = cluster.access.headers()

@@ -21,7 +21,7 @@ from typing import Any
 
 import aiohttp
 
-from agentpool.local.processes import pod_processes
+from agentpool.local.kubelet.processes import pod_processes
 from bench.harness import (
     ROOT,
     Stage,

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from agentpool.handlers.operator import embedded_operator
 from cluster import ClusterHandle, ClusterThread, Kubectl, default_kubeconfig
 
 
@@ -83,7 +84,8 @@ def local_cluster(kube_context: str | None, scratch_root: Path) -> Iterator[Clus
     if kube_context is not None:
         yield ClusterHandle(kubeconfig=default_kubeconfig(), context=kube_context)
         return
-    server = ClusterThread(scratch_root / "local-cluster")
+    directory = scratch_root / "local-cluster"
+    server = ClusterThread(directory, operator=embedded_operator(directory.resolve() / "operator"))
     handle = server.start()
     try:
         yield handle

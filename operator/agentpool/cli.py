@@ -155,11 +155,17 @@ def _add_client_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _cmd_local_up(args: argparse.Namespace) -> int:
-    from agentpool.local.apiserver.store import HistoryLimits
+    from agentpool.local.apiserver.storage.store import HistoryLimits
     from agentpool.local.up import run_up
 
+    directory = Path(args.dir)
+    operator = None
+    if args.operator:
+        from agentpool.handlers.operator import embedded_operator
+
+        operator = embedded_operator(directory.resolve() / "operator")
     history = HistoryLimits.of(seconds=args.history_seconds, mib=args.history_mib)
-    return run_up(Path(args.dir), port=args.port, operator=args.operator, history=history)
+    return run_up(directory, port=args.port, operator=operator, history=history)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from agentpool.api.crds import render_crds
-from agentpool.api.validation import crd_schema
+from agentpool.local.apiserver.schema.validation import crd_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"

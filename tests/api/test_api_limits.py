@@ -15,7 +15,11 @@ import pytest
 
 from agentpool.api.base import NAME_PATTERN
 from agentpool.api.runs import MAX_INLINE_ITEMS
-from agentpool.api.validation import apply_defaults, reads_only_metadata, validate
+from agentpool.local.apiserver.schema.validation import (
+    apply_defaults,
+    reads_only_metadata,
+    validate,
+)
 from agentpool.pool import manifests
 from agentpool.runs import results
 

@@ -22,7 +22,12 @@ from agentpool.api import (
     PoolRunSpec,
     PoolRunStatus,
 )
-from agentpool.api.validation import RULES_NOT_CHECKED, apply_defaults, prune, validate
+from agentpool.local.apiserver.schema.validation import (
+    RULES_NOT_CHECKED,
+    apply_defaults,
+    prune,
+    validate,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"

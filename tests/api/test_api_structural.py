@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from agentpool.api.celrules import compile_rule
-from agentpool.api.validation import validate
+from agentpool.local.apiserver.schema.celrules import compile_rule
+from agentpool.local.apiserver.schema.validation import validate
 
 TYPES = {"object", "array", "string", "integer", "number", "boolean"}
 FORBIDDEN = {"$ref", "$defs", "anyOf", "allOf", "oneOf", "not", "const", "title", "definitions"}

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from agentpool.api.celrules import evaluate_rule
-from agentpool.api.validation import (
+from agentpool.local.apiserver.schema.celrules import evaluate_rule
+from agentpool.local.apiserver.schema.validation import (
     RULES_NOT_CHECKED,
     FieldError,
     apply_defaults,

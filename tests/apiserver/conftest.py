@@ -25,7 +25,7 @@ from kubernetes import config as k8s_config
 
 from agentpool.local import pki
 from agentpool.local.apiserver import ServerThread, serve_in_thread
-from agentpool.local.apiserver.store import HistoryLimits
+from agentpool.local.apiserver.storage.store import HistoryLimits
 from agentpool.local.kubeconfig import CONTEXT, ApiAccess, write_kubeconfig
 
 T = TypeVar("T")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from agentpool.local.apiserver.store import COUNT_ONLY, HistoryLimits, Log, Store
+from agentpool.local.apiserver.storage.store import COUNT_ONLY, HistoryLimits, Log, Store
 
 PODS = ("", "pods")
 

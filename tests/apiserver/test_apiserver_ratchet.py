@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from agentpool.api.crds import render_crds
-from agentpool.local.apiserver.core import WriteOptions
-from agentpool.local.apiserver.crds import resource_types
-from agentpool.local.apiserver.customs import custom_checks
 from agentpool.local.apiserver.errors import ApiError
+from agentpool.local.apiserver.registry.core import WriteOptions
+from agentpool.local.apiserver.registry.crds import resource_types
+from agentpool.local.apiserver.registry.customs import custom_checks
 from agentpool.local.apiserver.resources import ResourceType
 
 

@@ -7,12 +7,13 @@ from typing import Any
 
 import pytest
 
-from agentpool.local.apiserver import patch, protobuf
+from agentpool.local.apiserver.endpoints import protobuf
+from agentpool.local.apiserver.endpoints.table import human_duration, jsonpath
 from agentpool.local.apiserver.errors import ApiError
+from agentpool.local.apiserver.registry import patch
+from agentpool.local.apiserver.registry.scale import apply_scale, scale_of
 from agentpool.local.apiserver.resources import ResourceType, ScaleSpec
-from agentpool.local.apiserver.scale import apply_scale, scale_of
-from agentpool.local.apiserver.selectors import field_selector, label_selector
-from agentpool.local.apiserver.table import human_duration, jsonpath
+from agentpool.local.apiserver.storage.selectors import field_selector, label_selector
 
 PODS = ResourceType("", "v1", "pods", "Pod", "pod", namespaced=True)
 

@@ -45,7 +45,7 @@ def operator_cluster(kube_context: str | None, scratch_root: Path) -> Iterator[O
         # and the Helm test's operator must be the only one serving its namespace.
         scope = ["--namespace", "t-*"]
     else:
-        thread = ClusterThread(directory, operator=False)
+        thread = ClusterThread(directory)
         handle = thread.start()
         connection = ["--kubeconfig", str(handle.kubeconfig)]
         scope = []

@@ -19,7 +19,7 @@ from typing import Any
 
 import kubernetes
 
-from agentpool.local.processes import pod_processes
+from agentpool.local.kubelet.processes import pod_processes
 
 GROUP, VERSION = "agentpool.dev", "v1alpha1"
 REPO = Path(__file__).resolve().parents[2]

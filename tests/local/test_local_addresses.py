@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentpool.local.addresses import AddressPool, BlockClaims
+from agentpool.local.kubelet.addresses import AddressPool, BlockClaims
 
 
 class Counting:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agentpool.local import podenv
+from agentpool.local.kubelet import podenv
 
 POD = {"metadata": {"name": "agent-1", "namespace": "team", "labels": {"pool": "p"}}}
 OBJECTS: dict[tuple[str, str, str], Mapping[str, Any]] = {

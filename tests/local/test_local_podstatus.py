@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agentpool.local import podstatus
-from agentpool.local.podstatus import PodObservation, Running, Terminated, Waiting
+from agentpool.local.kubelet import podstatus
+from agentpool.local.kubelet.podstatus import PodObservation, Running, Terminated, Waiting
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 

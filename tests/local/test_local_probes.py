@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from agentpool.local import probes
+from agentpool.local.kubelet import probes
 
 HOST = "127.0.0.9"
 

@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from agentpool.local import processes
+from agentpool.local.kubelet import processes
 from cluster import wait_for_async
 
 

@@ -10,7 +10,7 @@ import pytest
 from aiohttp import web
 from runfakes import FakeClock, FakeDispatcher, FakeInvoker, FakeSink, echo, run_engine
 
-from agentpool.io.sources import HttpSource
+from agentpool.handlers.sources import HttpSource
 from agentpool.runs.config import RunConfig
 from agentpool.runs.contracts import SystemClock
 from agentpool.runs.engine import RunEngine

@@ -263,7 +263,7 @@ def run_scenario(
     """Start the cluster, the proxy and the operator (serving ``scope``), drive the scenario,
     and stop them all."""
     # Agent commands name example files relative to the repository, wherever pytest runs from.
-    cluster = ClusterThread(directory, operator=False, kubelet={"cwd": REPO})
+    cluster = ClusterThread(directory, kubelet={"cwd": REPO})
     handle = cluster.start()
     proxy = RecordingProxy(handle.access)
     cluster.call(proxy.start)

@@ -18,6 +18,7 @@ which must be set. ``agentpool.agent.server`` serves it, ``agentpool.agent.proto
 protocol's words, and the operator's side of the wire is ``agentpool.io.agents``.
 """
 
-from agentpool.agent.agents import Agent, Context
+from agentpool.agent.agents import Agent
+from agentpool.agent.context import Context
 
 __all__ = ["Agent", "Context"]

@@ -10,37 +10,18 @@ synchronous (run in the agent's worker thread, so the server keeps answering) or
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from agentpool.agent.context import Context
+
 #: ``handler(item, input, context) -> output``; the output must be JSON serialisable.
-Handler = Callable[[Any, Any, "Context"], Any]
+Handler = Callable[[Any, Any, Context], Any]
 #: ``startup() -> state``: the expensive part, done once before the agent reports ready.
 Startup = Callable[[], Any]
 #: ``reset(state) -> None``: return to a fresh state between items when the pool asks for it.
 Reset = Callable[[Any], Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Context:
-    """What a handler knows about the item it is given, beyond the item and the run's input."""
-
-    id: Any
-    """The item's id, as the run names it."""
-    attempt: int
-    """1 for the first attempt at this item; raised on every retry or re-run after a crash."""
-    run: str | None
-    """The name of the PoolRun the item belongs to, if any."""
-    uses: int
-    """How many items this agent has been handed, this one included."""
-    state: Any
-    """What the start-up returned."""
-    logger: logging.Logger
-    """The agent's logger: stdout, one line per record; a record with a traceback
-    (``logger.exception``) goes to stderr whole."""
 
 
 class Agent:
@@ -67,14 +48,8 @@ class Agent:
 
     def run(self, *, host: str | None = None, port: int | None = None) -> int:
         """Serve this agent until SIGTERM and return the exit status (for ``__main__`` blocks)."""
+        # Imported on use: the operator imports this package for its protocol's words
+        # (agentpool.agent.protocol) and has no use for the HTTP server behind it.
         from agentpool.agent.server import run_agent
 
         return run_agent(self, host=host, port=port)
-
-
-def is_async(fn: Callable[..., Any]) -> bool:
-    """Whether calling ``fn`` gives a coroutine to await rather than a result to use."""
-    if inspect.iscoroutinefunction(fn):
-        return True
-    # A callable object whose ``__call__`` is ``async def`` is awaited too.
-    return inspect.iscoroutinefunction(type(fn).__call__)

@@ -22,16 +22,16 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from aiohttp import web
 
 from agentpool.agent import protocol
-from agentpool.agent.agents import Agent, Context, is_async
+from agentpool.agent.context import Context
 from agentpool.agent.envelopes import Envelope, parse_envelope
 from agentpool.agent.settings import ConfigError, Settings, configure_logging
-from agentpool.agent.worker import Worker
+from agentpool.agent.worker import Worker, is_async
 
 log = logging.getLogger("agentpool.agent")
 
@@ -42,10 +42,25 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 _JSON = "application/json"
 
 
+class Served(Protocol):
+    """What the server needs of an agent: an :class:`agentpool.agent.Agent` is one."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def logger(self) -> logging.Logger: ...
+    @property
+    def handler(self) -> Callable[[Any, Any, Context], Any]: ...
+    @property
+    def startup(self) -> Callable[[], Any] | None: ...
+    @property
+    def reset(self) -> Callable[[Any], Any] | None: ...
+
+
 class AgentServer:
     """Serves one agent: readiness, one item at a time, status, reset and a graceful drain."""
 
-    def __init__(self, agent: Agent, settings: Settings) -> None:
+    def __init__(self, agent: Served, settings: Settings) -> None:
         self.agent = agent
         self.settings = settings
         self.ready = False
@@ -306,12 +321,12 @@ def _error(
     return web.Response(status=status, body=body, content_type=_JSON, headers=headers)
 
 
-async def serve(agent: Agent, *, host: str | None = None, port: int | None = None) -> int:
+async def serve(agent: Served, *, host: str | None = None, port: int | None = None) -> int:
     """Serve ``agent`` in the running loop with settings from the environment; the exit status."""
     return await AgentServer(agent, Settings.from_env(os.environ, host=host, port=port)).run()
 
 
-def run_agent(agent: Agent, *, host: str | None = None, port: int | None = None) -> int:
+def run_agent(agent: Served, *, host: str | None = None, port: int | None = None) -> int:
     """Configure logging and serve ``agent`` until SIGTERM; the process's exit status."""
     configure_logging()
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import queue
 import threading
 from collections.abc import Callable
@@ -42,6 +43,14 @@ class Worker:
                 _settle(loop, future, None, exc)
             else:
                 _settle(loop, future, result, None)
+
+
+def is_async(fn: Callable[..., Any]) -> bool:
+    """Whether calling ``fn`` gives a coroutine to await rather than a result to use."""
+    if inspect.iscoroutinefunction(fn):
+        return True
+    # A callable object whose ``__call__`` is ``async def`` is awaited too.
+    return inspect.iscoroutinefunction(type(fn).__call__)
 
 
 def _settle(

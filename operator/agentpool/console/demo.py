@@ -20,6 +20,7 @@ import yaml
 from agentpool import API_VERSION
 from agentpool.console.runs import collect_results, watch_run
 from agentpool.console.tables import TABLE_ACCEPT, format_table
+from agentpool.handlers.operator import embedded_operator
 from agentpool.io.kube import Connection, Kube
 from agentpool.local.cluster import LocalCluster
 from agentpool.local.kubeconfig import CONTEXT
@@ -64,7 +65,8 @@ async def demo(out: TextIO = sys.stdout) -> int:
             out.write(f"starting a local cluster in {tmp}\n")
             # The quickstart's agents are commands relative to the repository's root.
             repo = directory.parents[1]
-            async with LocalCluster(Path(tmp), operator=True, kubelet={"cwd": repo}) as cluster:
+            operator = embedded_operator(Path(tmp) / "operator")
+            async with LocalCluster(Path(tmp), operator=operator, kubelet={"cwd": repo}) as cluster:
                 code, status = await show_quickstart(cluster.kubeconfig, manifests, run_name, out)
                 out.write("shutting the local cluster down\n")
         finally:

@@ -2,5 +2,6 @@
 
 ``operator`` assembles the registry and runs kopf; ``pools``, ``pods``, ``runs`` and ``leases`` hold
 the handlers of each resource; ``dispatch`` adapts the brokers and the agent client to the run
-engine; ``runtime`` is the in-memory state they share.
+engine and ``sources`` the source service's client to it; ``runtime`` is the in-memory state they
+share.
 """

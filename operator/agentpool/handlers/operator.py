@@ -1,7 +1,8 @@
 """Assembles and runs the kopf operator: settings, login, and every handler of the project.
 
-``agentpool run`` calls :func:`run_operator` in a cluster; the local cluster calls it in process
-with the local API server's URL. Each call builds its own registry, so two operators (a test that
+``agentpool run`` calls :func:`run_operator` in a cluster; ``agentpool local up``, ``agentpool
+demo`` and the tests hand :func:`embedded_operator` to the local cluster, which runs it in process
+against the kubeconfig it wrote. Each call builds its own registry, so two operators (a test that
 restarts one, say) never share handlers.
 """
 
@@ -11,7 +12,7 @@ import asyncio
 import logging
 import random
 import socket
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -120,3 +121,19 @@ async def run_operator(
     finally:
         await agents.close()
         kube.close()
+
+
+def embedded_operator(
+    state_dir: Path | None = None,
+) -> Callable[[Path, asyncio.Event], Awaitable[None]]:
+    """The operator as a local cluster runs it: in a thread's own event loop, against the
+    kubeconfig the cluster wrote (its current context), until the cluster sets the stop flag.
+
+    ``state_dir`` keeps the runs' journals.
+    """
+
+    async def run(kubeconfig: Path, stop_flag: asyncio.Event) -> None:
+        connection = Connection(kubeconfig=str(kubeconfig))
+        await run_operator(connection, stop_flag=stop_flag, embedded=True, state_dir=state_dir)
+
+    return run

@@ -23,8 +23,8 @@ from agentpool.api.reasons import Reason
 from agentpool.handlers.conditions import now_iso
 from agentpool.handlers.dispatch import BrokerDispatcher
 from agentpool.handlers.runtime import Runtime
+from agentpool.handlers.sources import HttpSource
 from agentpool.io.kube import NotFound
-from agentpool.io.sources import HttpSource
 from agentpool.pool.manifests import owner_reference
 from agentpool.pool.pods import epoch
 from agentpool.runs.config import PoolTimeouts, config_from_spec

@@ -24,11 +24,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agentpool.runs.results import encode
-
 logger = logging.getLogger(__name__)
 
 SUFFIX = ".jsonl"
+# Compact, as the engine encodes the entries it hands over already encoded.
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
 
 
 class FileJournal:
@@ -65,7 +65,7 @@ class FileJournal:
     def append(self, entry: dict[str, Any] | str) -> None:
         """Add one entry (or one already encoded as a JSON object); :meth:`flush` hands it to
         the kernel."""
-        line = entry if isinstance(entry, str) else encode(entry)
+        line = entry if isinstance(entry, str) else _COMPACT.encode(entry)
         self._buffer.append(line.encode() + b"\n")
 
     def flush(self) -> None:

@@ -1,30 +1,31 @@
 """The HTTP source's client: the module that talks to a PoolRun's source service.
 
 ``POST {url}`` with ``{"active": [ids]}`` answers ``{"item": ...}``, ``{"item": null}`` for
-"nothing ready yet" or ``{"done": true}``; :func:`agentpool.runs.sources.read_answer` reads the
-answer, this module only carries it.
+"nothing ready yet" or ``{"done": true}``. This module only carries the answer's text, retrying
+what may pass (a connection failure, a 5xx answer); :func:`agentpool.runs.sources.read_answer`
+reads it, and :class:`agentpool.handlers.sources.HttpSource` joins the two for the run engine.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 
 import aiohttp
 
-from agentpool.runs.contracts import Clock, SystemClock
-from agentpool.runs.sources import Pulled, Signal, SourceError, read_answer
+
+class SourceUnavailable(Exception):
+    """The source service refused the request or could not be reached; the message says which
+    URL and why."""
 
 
-class HttpSource:
-    """A source service: ``POST {url}`` with ``{"active": [ids]}``.
+class SourceClient:
+    """A source service's client: ``POST {url}`` with ``{"active": [ids]}``, the answer's text back.
 
-    It answers ``{"item": ...}``, ``{"item": null}`` (nothing ready yet) or ``{"done": true}``.
-    Connection failures and 5xx answers are retried with back-off; after ``attempts`` the source
-    fails with a message naming the URL and the last error.
+    Connection failures and 5xx answers are retried with back-off (``sleep`` waits between
+    attempts); after ``attempts`` it raises :class:`SourceUnavailable` naming the URL and the last
+    error. A 4xx answer is not retried.
     """
-
-    replayable = False
-    total = None
 
     def __init__(
         self,
@@ -33,16 +34,17 @@ class HttpSource:
         attempts: int = 5,
         retry_delay: float = 0.2,
         request_timeout: float = 30.0,
-        clock: Clock | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.url = url
         self._attempts = attempts
         self._retry_delay = retry_delay
         self._timeout = aiohttp.ClientTimeout(total=request_timeout)
-        self._clock = clock or SystemClock()
+        self._sleep = sleep
         self._session: aiohttp.ClientSession | None = None
 
-    async def next(self, active: Sequence[str]) -> Pulled | Signal:
+    async def post(self, active: Sequence[str]) -> str:
+        """The text of the service's answer to ``{"active": active}``."""
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
         last = ""
@@ -53,18 +55,18 @@ class HttpSource:
                     if reply.status >= 500:
                         last = f"HTTP {reply.status}"
                     elif reply.status >= 400:
-                        raise SourceError(
+                        raise SourceUnavailable(
                             f"http source {self.url} refused the request: HTTP {reply.status}: "
                             f"{(await reply.text())[:200]}"
                         )
                     else:
-                        return read_answer(self.url, await reply.text())
+                        return await reply.text()
             except (aiohttp.ClientError, TimeoutError) as error:
                 last = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
             if attempt < self._attempts:
-                await self._clock.sleep(delay)
+                await self._sleep(delay)
                 delay *= 2
-        raise SourceError(
+        raise SourceUnavailable(
             f"http source {self.url} unreachable after {self._attempts} attempts: {last}"
         )
 

@@ -3,12 +3,14 @@
 ``async with LocalCluster(dir) as cluster:`` starts the in-memory API server on loopback (HTTPS
 with a CA of its own and a bearer token, both kept under ``dir/pki``: :mod:`agentpool.local.pki`),
 writes ``dir/kubeconfig`` (context ``agentpool-local``, with the CA and the token), applies the
-agentpool CRDs, and starts the local kubelet and (when the operator package is present) the
-operator in its own thread and event loop; both reach the API server as any client does, the
-kubelet by ``cluster.access`` and the operator by the kubeconfig. On
-exit it stops them in reverse order and no process it started is left. A lock file in dir makes a
-second cluster on the same directory fail clearly. Used by ``agentpool local up``, ``agentpool
-demo`` and the test fixtures.
+agentpool CRDs (rendered from the models in :mod:`agentpool.api`, so an installed package needs
+no checkout), and starts the local kubelet and, when given one, the operator in its own thread and
+event loop; both reach the API server as any client does, the kubelet by ``cluster.access`` and
+the operator by the kubeconfig. The caller hands in the operator to run
+(:func:`agentpool.handlers.operator.embedded_operator`), so the local cluster never imports the
+operator's handlers or its I/O modules. On exit it stops them in reverse order and no process it
+started is left. A lock file in dir makes a second cluster on the same directory fail clearly.
+Used by ``agentpool local up``, ``agentpool demo`` and the test fixtures.
 """
 
 from __future__ import annotations
@@ -27,54 +29,31 @@ from typing import IO, Any
 import aiohttp
 import yaml
 
+from agentpool.api.crds import render_crds
 from agentpool.local import pki
 from agentpool.local.apiserver import ApiServer
-from agentpool.local.apiserver.store import DEFAULT_HISTORY, HistoryLimits
-from agentpool.local.kubeconfig import CONTEXT, ApiAccess, write_kubeconfig
+from agentpool.local.apiserver.storage.store import DEFAULT_HISTORY, HistoryLimits
+from agentpool.local.kubeconfig import ApiAccess, write_kubeconfig
 from agentpool.local.kubelet import Kubelet
 
 logger = logging.getLogger(__name__)
 
-# start_operator(kubeconfig, stop_flag): runs the operator against the cluster that kubeconfig names
+# operator(kubeconfig, stop_flag): runs the operator against the cluster that kubeconfig names
 # until stop_flag is set. It is awaited in a thread with its own event loop, because kopf cancels
 # every task of the loop it runs in.
 OperatorRunner = Callable[[Path, asyncio.Event], Awaitable[None]]
 
 LOCK_NAME = "local.lock"
-CRDS_DIR = Path(__file__).resolve().parents[3] / "crds"
 
 
 class ClusterBusy(RuntimeError):
     """The directory or the port is already taken by another local cluster or program."""
 
 
-def default_operator(state_dir: Path | None = None) -> OperatorRunner | None:
-    """The agentpool operator, or None when this installation does not have it.
-
-    ``state_dir`` keeps its runs' journals (see :mod:`agentpool.io.journal`).
-    """
-    try:
-        from agentpool.handlers.operator import run_operator
-        from agentpool.io.kube import Connection
-    except ImportError:
-        return None
-
-    async def run(kubeconfig: Path, stop_flag: asyncio.Event) -> None:
-        connection = Connection(kubeconfig=str(kubeconfig), context=CONTEXT)
-        await run_operator(connection, stop_flag=stop_flag, embedded=True, state_dir=state_dir)
-
-    return run
-
-
 def crd_manifests() -> list[dict[str, Any]]:
-    """The CRDs to apply: generated from the models when possible, else the repository's crds/."""
-    try:
-        from agentpool.api.crds import render_crds
-
-        texts = list(render_crds().values())
-    except ImportError:
-        texts = [path.read_text() for path in sorted(CRDS_DIR.glob("*.yaml"))]
-    return [doc for text in texts for doc in yaml.safe_load_all(text) if doc]
+    """The agentpool CRDs, rendered from the models as ``agentpool crds`` writes them to crds/
+    (``agentpool crds --check`` keeps the two the same)."""
+    return [doc for text in render_crds().values() for doc in yaml.safe_load_all(text) if doc]
 
 
 async def apply_crds(
@@ -151,15 +130,15 @@ class OperatorThread:
 
 
 class LocalCluster:
-    """API server, CRDs, kubelet and operator on loopback, with their files under ``dir``."""
+    """API server, CRDs, kubelet and (when ``operator`` is given) the operator on loopback, with
+    their files under ``dir``."""
 
     def __init__(
         self,
         dir: Path,
         *,
         port: int = 0,
-        operator: bool = True,
-        start_operator: OperatorRunner | None = None,
+        operator: OperatorRunner | None = None,
         kubelet: dict[str, Any] | None = None,
         history: HistoryLimits = DEFAULT_HISTORY,
     ) -> None:
@@ -167,7 +146,6 @@ class LocalCluster:
         self.port = port
         self.history = history
         self.operator = operator
-        self.start_operator = start_operator
         self.kubelet_options = dict(kubelet or {})
         self.kubeconfig = self.dir / "kubeconfig"
         self.api: ApiServer | None = None
@@ -237,11 +215,8 @@ class LocalCluster:
         self._kubelet_task = asyncio.create_task(self.kubelet.run())
         async with asyncio.timeout(10):
             await self.kubelet.wait_started()
-        runner = self.start_operator or (
-            default_operator(self.dir / "operator") if self.operator else None
-        )
-        if self.operator and runner is not None:
-            self.operator_thread = OperatorThread(runner, self.kubeconfig)
+        if self.operator is not None:
+            self.operator_thread = OperatorThread(self.operator, self.kubeconfig)
             self.operator_thread.start()
 
     async def _stop(self) -> None:

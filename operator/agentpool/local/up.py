@@ -1,8 +1,9 @@
 """``agentpool local up``: the local cluster in the foreground until SIGINT or SIGTERM.
 
-Starts a :class:`~agentpool.local.cluster.LocalCluster` in DIR, prints how to point kubectl at
-it, and on SIGINT or SIGTERM stops the operator, the kubelet (ending every pod's process group) and
-the API server before exiting, so no process it started outlives it. Called by :mod:`agentpool.cli`.
+Starts a :class:`~agentpool.local.cluster.LocalCluster` in DIR with the operator the CLI hands in
+(none with ``--no-operator``), prints how to point kubectl at it, and on SIGINT or SIGTERM stops
+the operator, the kubelet (ending every pod's process group) and the API server before exiting,
+so no process it started outlives it. Called by :mod:`agentpool.cli`.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from agentpool.local.apiserver.store import DEFAULT_HISTORY, HistoryLimits
-from agentpool.local.cluster import ClusterBusy, LocalCluster
+from agentpool.local.apiserver.storage.store import DEFAULT_HISTORY, HistoryLimits
+from agentpool.local.cluster import ClusterBusy, LocalCluster, OperatorRunner
 from agentpool.local.kubeconfig import CONTEXT
 
 
@@ -37,7 +38,7 @@ async def serve(
     directory: Path,
     *,
     port: int,
-    operator: bool,
+    operator: OperatorRunner | None,
     out: TextIO,
     history: HistoryLimits = DEFAULT_HISTORY,
 ) -> int:
@@ -67,7 +68,7 @@ def run_up(
     directory: Path,
     *,
     port: int = 0,
-    operator: bool = True,
+    operator: OperatorRunner | None = None,
     history: HistoryLimits = DEFAULT_HISTORY,
 ) -> int:
     """Run the local cluster in DIR until interrupted; the exit code for the command line."""

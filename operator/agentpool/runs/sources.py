@@ -4,8 +4,9 @@ The engine asks a source for the next item, telling it which ids are active; a s
 an item, "nothing ready yet" or "done". Inline and ConfigMap sources are replayable (the same items
 in the same order every time), so a resumed run skips what it recorded; the HTTP source is not, so
 the engine keeps the bodies of its in-flight items in status. The daemon builds the source (it
-reads the ConfigMap) and hands it to the engine; the HTTP source's client is
-:mod:`agentpool.io.sources`, since the engine does no I/O of its own.
+reads the ConfigMap) and hands it to the engine; since the engine does no I/O of its own, the HTTP
+source is :class:`agentpool.handlers.sources.HttpSource`, which reads the service's answers with
+:func:`read_answer`.
 """
 
 from __future__ import annotations

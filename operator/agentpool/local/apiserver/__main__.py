@@ -15,7 +15,7 @@ from pathlib import Path
 
 from agentpool.local import pki
 from agentpool.local.apiserver.server import ApiServer
-from agentpool.local.apiserver.store import HistoryLimits
+from agentpool.local.apiserver.storage.store import HistoryLimits
 from agentpool.local.kubeconfig import ApiAccess, write_kubeconfig
 
 

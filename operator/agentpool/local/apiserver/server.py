@@ -20,12 +20,12 @@ from typing import Any
 
 from aiohttp import web
 
-from agentpool.local.apiserver import metadata
-from agentpool.local.apiserver.auth import server_context, token_middleware
-from agentpool.local.apiserver.core import Core
-from agentpool.local.apiserver.deletion import run_collector
-from agentpool.local.apiserver.handlers import Routes
-from agentpool.local.apiserver.store import DEFAULT_HISTORY, HistoryLimits
+from agentpool.local.apiserver.endpoints.auth import server_context, token_middleware
+from agentpool.local.apiserver.endpoints.handlers import Routes
+from agentpool.local.apiserver.registry import metadata
+from agentpool.local.apiserver.registry.core import Core
+from agentpool.local.apiserver.registry.deletion import run_collector
+from agentpool.local.apiserver.storage.store import DEFAULT_HISTORY, HistoryLimits
 
 #: Seconds between sweeps that apply the history's age bound to resources nobody writes to.
 TRIM_INTERVAL = 30.0

@@ -15,7 +15,7 @@ from pathlib import Path
 from aiohttp import web
 
 from agentpool.local.apiserver.errors import bad_request
-from agentpool.local.apiserver.store import Obj
+from agentpool.local.apiserver.storage.store import Obj
 
 LOG_PATH_ANNOTATION = "local.agentpool.dev/log-path"
 _POLL = 0.1

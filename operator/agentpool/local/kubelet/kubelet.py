@@ -1,10 +1,11 @@
 """The local kubelet: runs the pods of the local API server as local process groups.
 
 It lists and watches every pod, binds the unbound ones to the single node ``local``, and gives
-each a :class:`~agentpool.local.podworker.PodWorker` that runs the first container's command on
-the pod's own loopback address, probes it and reports its status. A pod being deleted has its
-process group ended within its grace period and is then removed from the API. ``stop()`` ends
-every process group it started. :class:`agentpool.local.cluster.LocalCluster` runs it.
+each a :class:`~agentpool.local.kubelet.podworker.PodWorker` that runs the first container's
+command on the pod's own loopback address, probes it and reports its status. A pod being
+deleted has its process group ended within its grace period and is then removed from the API.
+``stop()`` ends every process group it started. :class:`agentpool.local.cluster.LocalCluster`
+runs it.
 """
 
 from __future__ import annotations
@@ -19,14 +20,14 @@ from typing import Any
 
 import aiohttp
 
-from agentpool.local import kubeletserver, node, processes
-from agentpool.local.addresses import AddressPool
 from agentpool.local.certificates import KeyPair
 from agentpool.local.kubeconfig import ApiAccess
-from agentpool.local.kubeletserver import KubeletServer
-from agentpool.local.podapi import Gone, PodApi
-from agentpool.local.podstatus import NODE_NAME
-from agentpool.local.podworker import PodWorker, release
+from agentpool.local.kubelet import kubeletserver, node, processes
+from agentpool.local.kubelet.addresses import AddressPool
+from agentpool.local.kubelet.kubeletserver import KubeletServer
+from agentpool.local.kubelet.podapi import Gone, PodApi
+from agentpool.local.kubelet.podstatus import NODE_NAME
+from agentpool.local.kubelet.podworker import PodWorker, release
 
 logger = logging.getLogger(__name__)
 

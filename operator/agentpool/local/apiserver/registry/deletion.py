@@ -13,12 +13,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from agentpool.local.apiserver.core import NAMESPACES, Core, GcTask, WriteOptions
 from agentpool.local.apiserver.errors import bad_request, conflict, not_found
+from agentpool.local.apiserver.registry.core import NAMESPACES, Core, GcTask, WriteOptions
+from agentpool.local.apiserver.registry.writes import after_removal, commit
 from agentpool.local.apiserver.resources import ResourceType
-from agentpool.local.apiserver.selectors import Predicate
-from agentpool.local.apiserver.store import Key, Obj
-from agentpool.local.apiserver.writes import after_removal, commit
+from agentpool.local.apiserver.storage.selectors import Predicate
+from agentpool.local.apiserver.storage.store import Key, Obj
 
 log = logging.getLogger(__name__)
 FOREGROUND = "foregroundDeletion"

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from agentpool.local.apiserver.core import Core
+from agentpool.local.apiserver.endpoints.table import build_table
 from agentpool.local.apiserver.errors import ApiError, Cause, expired, invalid
+from agentpool.local.apiserver.registry.core import Core
 from agentpool.local.apiserver.resources import ResourceType
-from agentpool.local.apiserver.selectors import Predicate
-from agentpool.local.apiserver.store import Event, Obj
-from agentpool.local.apiserver.table import build_table
+from agentpool.local.apiserver.storage.selectors import Predicate
+from agentpool.local.apiserver.storage.store import Event, Obj
 
 DEFAULT_TIMEOUT = 1800.0
 

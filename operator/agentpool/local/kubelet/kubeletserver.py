@@ -4,8 +4,8 @@ A real kube-apiserver answers ``kubectl logs`` by asking the pod's node for
 ``/containerLogs/{namespace}/{pod}/{container}`` on the port the Node reports, over TLS, with
 its kubelet client certificate. When the local kubelet is the node of a real control plane it
 serves that path from the log files it writes, with the same options the local API server's
-``pods/log`` honours (it shares :func:`agentpool.local.apiserver.logs.serve_log`), and takes only
-clients whose certificate the cluster's CA signed. Started by
+``pods/log`` honours (it shares :func:`agentpool.local.apiserver.endpoints.logs.serve_log`), and
+takes only clients whose certificate the cluster's CA signed. Started by
 :class:`agentpool.local.kubelet.Kubelet`.
 """
 
@@ -20,8 +20,8 @@ from typing import Any
 
 from aiohttp import web
 
+from agentpool.local.apiserver.endpoints.logs import LOG_PATH_ANNOTATION, serve_log
 from agentpool.local.apiserver.errors import ApiError
-from agentpool.local.apiserver.logs import LOG_PATH_ANNOTATION, serve_log
 from agentpool.local.certificates import KeyPair
 
 # find(namespace, pod) -> the pod as the kubelet last saw it, or None.

@@ -11,8 +11,8 @@ import base64
 import itertools
 from typing import Any
 
-from agentpool.local.apiserver.crds import check_crd, crd_status
 from agentpool.local.apiserver.errors import Cause
+from agentpool.local.apiserver.registry.crds import check_crd, crd_status
 from agentpool.local.apiserver.resources import ResourceType
 
 Obj = dict[str, Any]

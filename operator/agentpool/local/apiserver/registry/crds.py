@@ -10,9 +10,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from agentpool.api.celrules import undeclared_fields
 from agentpool.local.apiserver.errors import Cause
 from agentpool.local.apiserver.resources import PrinterColumn, ResourceType, ScaleSpec
+from agentpool.local.apiserver.schema.celrules import undeclared_fields
 
 Obj = dict[str, Any]
 

@@ -1,6 +1,6 @@
 """Custom resources on their way in: pruned, checked for unknown fields, defaulted, validated.
 
-The schema work itself is ``agentpool.api.validation`` (shared with the CRD tests); this module
+The schema work itself is ``schema.validation`` (shared with the CRD tests); this module
 applies it the way the API server does for a write: unknown fields refused (``Strict``), warned
 about (``Warn``) or silently dropped (``Ignore``), defaults filled, and on an update the top-level
 fields that did not change left out of validation (ratcheting). ``writes`` calls ``custom_checks``.
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentpool.api import validation
-from agentpool.local.apiserver.core import WriteOptions
 from agentpool.local.apiserver.errors import Cause, bad_request, invalid
+from agentpool.local.apiserver.registry.core import WriteOptions
 from agentpool.local.apiserver.resources import ResourceType
-from agentpool.local.apiserver.store import Obj
+from agentpool.local.apiserver.schema import validation
+from agentpool.local.apiserver.storage.store import Obj
 
 META_FIELDS = {
     "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",

@@ -16,7 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from agentpool.api.celrules import evaluate_message, evaluate_rule, is_transition_rule
+from agentpool.local.apiserver.schema.celrules import (
+    evaluate_message,
+    evaluate_rule,
+    is_transition_rule,
+)
 
 PRESERVE = "x-kubernetes-preserve-unknown-fields"
 _ROOT_KEPT = ("apiVersion", "kind", "metadata")

@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentpool.local.apiserver import names
 from agentpool.local.apiserver.errors import ApiError, Cause
+from agentpool.local.apiserver.registry import names
 from agentpool.local.apiserver.resources import ResourceType
 
 Obj = dict[str, Any]

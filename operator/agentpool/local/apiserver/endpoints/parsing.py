@@ -13,13 +13,13 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from agentpool.local.apiserver import protobuf
-from agentpool.local.apiserver.core import Core, WriteOptions
+from agentpool.local.apiserver.endpoints import protobuf
+from agentpool.local.apiserver.endpoints.table import check_include
+from agentpool.local.apiserver.endpoints.watch import DEFAULT_TIMEOUT, WatchRequest
 from agentpool.local.apiserver.errors import ApiError, bad_request, method_not_allowed
-from agentpool.local.apiserver.metadata import body_too_large
+from agentpool.local.apiserver.registry.core import Core, WriteOptions
+from agentpool.local.apiserver.registry.metadata import body_too_large
 from agentpool.local.apiserver.resources import ResourceType
-from agentpool.local.apiserver.table import check_include
-from agentpool.local.apiserver.watch import DEFAULT_TIMEOUT, WatchRequest
 
 NOT_FOUND = ApiError(404, "NotFound", "the server could not find the requested resource")
 

@@ -1,7 +1,7 @@
 """Evaluate ``x-kubernetes-validations`` CEL rules the way the Kubernetes API server does.
 
 The local API server validates custom resources with their CRD's rules, and the tests prove the
-committed CRDs reject what they should; both call ``agentpool.api.validation``, which calls this.
+committed CRDs reject what they should; both call ``validation``, which calls this.
 Compiled programs are cached by rule text: a CRD has a handful of rules and every write runs them.
 """
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import aiohttp
 
-from agentpool.local import processes
+from agentpool.local.kubelet import processes
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import Any
 
 import aiohttp
 
-from agentpool.local.podapi import PodApi
+from agentpool.local.kubelet.podapi import PodApi
 
 logger = logging.getLogger(__name__)
 

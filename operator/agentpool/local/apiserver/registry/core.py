@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from agentpool.local.apiserver import names
-from agentpool.local.apiserver.builtins import BUILTINS
 from agentpool.local.apiserver.errors import ApiError, bad_request, forbidden
+from agentpool.local.apiserver.registry import names
+from agentpool.local.apiserver.registry.builtins import BUILTINS
 from agentpool.local.apiserver.resources import Registry, ResourceType
-from agentpool.local.apiserver.store import DEFAULT_HISTORY, HistoryLimits, Key, Store
+from agentpool.local.apiserver.storage.store import DEFAULT_HISTORY, HistoryLimits, Key, Store
 
 NAMESPACES: Key = ("", "namespaces")
 _SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"

@@ -1,9 +1,10 @@
 """One pod's life on the local kubelet: bind, start, probe, restart, terminate, remove.
 
 A :class:`PodWorker` runs as one asyncio task per pod. It owns the pod's process group, its
-loopback address and its log file, keeps a :class:`~agentpool.local.podstatus.PodObservation`, and
-a reporter task patches the rendered status whenever the observation changes, so a pod that turns
-Ready is reported at once. Created and stopped by :class:`agentpool.local.kubelet.Kubelet`.
+loopback address and its log file, keeps a
+:class:`~agentpool.local.kubelet.podstatus.PodObservation`, and a reporter task patches the
+rendered status whenever the observation changes, so a pod that turns Ready is reported at once.
+Created and stopped by :class:`agentpool.local.kubelet.Kubelet`.
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ from typing import Any, Protocol
 
 import aiohttp
 
-from agentpool.local import podenv, podstatus, probes, processes
-from agentpool.local.addresses import AddressPool
 from agentpool.local.kubeconfig import ApiAccess, write_kubeconfig
-from agentpool.local.podapi import PodApi
-from agentpool.local.podstatus import PodObservation, Running, Terminated, Waiting
+from agentpool.local.kubelet import podenv, podstatus, probes, processes
+from agentpool.local.kubelet.addresses import AddressPool
+from agentpool.local.kubelet.podapi import PodApi
+from agentpool.local.kubelet.podstatus import PodObservation, Running, Terminated, Waiting
 
 LOG_PATH_ANNOTATION = "local.agentpool.dev/log-path"
 # Holds a deleted pod in the API (with its deletionTimestamp) until its processes have ended, as a

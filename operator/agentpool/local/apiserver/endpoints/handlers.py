@@ -17,11 +17,9 @@ from typing import Any
 
 from aiohttp import web
 
-from agentpool.local.apiserver import deletion, discovery, openapi, patch, writes
-from agentpool.local.apiserver.core import Core
-from agentpool.local.apiserver.errors import ApiError, method_not_allowed, not_found
-from agentpool.local.apiserver.logs import serve_log
-from agentpool.local.apiserver.parsing import (
+from agentpool.local.apiserver.endpoints import discovery, openapi
+from agentpool.local.apiserver.endpoints.logs import serve_log
+from agentpool.local.apiserver.endpoints.parsing import (
     NOT_FOUND,
     Target,
     delete_query,
@@ -32,11 +30,14 @@ from agentpool.local.apiserver.parsing import (
     watch_request,
     write_options,
 )
+from agentpool.local.apiserver.endpoints.table import build_table
+from agentpool.local.apiserver.endpoints.watch import serve_watch
+from agentpool.local.apiserver.errors import ApiError, method_not_allowed, not_found
+from agentpool.local.apiserver.registry import deletion, patch, writes
+from agentpool.local.apiserver.registry.core import Core
+from agentpool.local.apiserver.registry.scale import scale_of
 from agentpool.local.apiserver.resources import ResourceType
-from agentpool.local.apiserver.scale import scale_of
-from agentpool.local.apiserver.selectors import combine, field_selector, label_selector
-from agentpool.local.apiserver.table import build_table
-from agentpool.local.apiserver.watch import serve_watch
+from agentpool.local.apiserver.storage.selectors import combine, field_selector, label_selector
 
 JSON = "application/json"
 log = logging.getLogger(__name__)

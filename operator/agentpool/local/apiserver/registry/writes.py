@@ -1,7 +1,7 @@
 """Create, update and patch: every write path of the local API server.
 
 Each write builds a fresh object from the request and the stored one, applies the kind's rules
-(``kinds``), prunes, defaults and validates custom resources (``agentpool.api.validation``, with
+(``kinds``), prunes, defaults and validates custom resources (``schema.validation``, with
 top-level ratcheting), keeps ``status`` apart from the main resource, bumps ``generation`` only on
 spec changes, honours ``dryRun``, then stores it, which logs the watch event whose resource
 version the response carries. A write that changes nothing stores nothing, as on a real server.
@@ -13,10 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentpool.local.apiserver import kinds, metadata, patch
-from agentpool.local.apiserver.core import Core, GcTask, WriteOptions, require_dict
-from agentpool.local.apiserver.crds import resource_types
-from agentpool.local.apiserver.customs import custom_checks
 from agentpool.local.apiserver.errors import (
     Cause,
     already_exists,
@@ -25,9 +21,13 @@ from agentpool.local.apiserver.errors import (
     invalid,
     not_found,
 )
+from agentpool.local.apiserver.registry import kinds, metadata, patch
+from agentpool.local.apiserver.registry.core import Core, GcTask, WriteOptions, require_dict
+from agentpool.local.apiserver.registry.crds import resource_types
+from agentpool.local.apiserver.registry.customs import custom_checks
+from agentpool.local.apiserver.registry.scale import apply_scale, scale_of
 from agentpool.local.apiserver.resources import ResourceType
-from agentpool.local.apiserver.scale import apply_scale, scale_of
-from agentpool.local.apiserver.store import Obj
+from agentpool.local.apiserver.storage.store import Obj
 
 CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
 

@@ -1,0 +1,56 @@
+"""A PoolRun's HTTP source as the run engine pulls from it.
+
+The engine does no I/O and the I/O modules know nothing of the engine, so this is where the two
+meet, as ``dispatch`` is for the brokers: :class:`HttpSource` asks the source service through
+:class:`agentpool.io.sources.SourceClient` and reads each answer with
+:func:`agentpool.runs.sources.read_answer`. ``runs.open_source`` opens one for a run whose source
+is ``http``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agentpool.io.sources import SourceClient, SourceUnavailable
+from agentpool.runs.contracts import Clock, SystemClock
+from agentpool.runs.sources import Pulled, Signal, SourceError, read_answer
+
+
+class HttpSource:
+    """A source service: ``POST {url}`` with ``{"active": [ids]}``.
+
+    It answers ``{"item": ...}``, ``{"item": null}`` (nothing ready yet) or ``{"done": true}``.
+    Connection failures and 5xx answers are retried with back-off; after ``attempts`` the source
+    fails with a message naming the URL and the last error.
+    """
+
+    replayable = False
+    total = None
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        attempts: int = 5,
+        retry_delay: float = 0.2,
+        request_timeout: float = 30.0,
+        clock: Clock | None = None,
+    ) -> None:
+        self.url = url
+        self._client = SourceClient(
+            url,
+            attempts=attempts,
+            retry_delay=retry_delay,
+            request_timeout=request_timeout,
+            sleep=(clock or SystemClock()).sleep,
+        )
+
+    async def next(self, active: Sequence[str]) -> Pulled | Signal:
+        try:
+            text = await self._client.post(active)
+        except SourceUnavailable as error:
+            raise SourceError(str(error)) from None
+        return read_answer(self.url, text)
+
+    async def close(self) -> None:
+        await self._client.close()
