@@ -1,7 +1,7 @@
-"""A one-line progress bar for a PoolRun, computed from its status alone.
+"""A one-line progress bar for a PoolRun, computed from its status.
 
-Pure formatting: ``agentpool watch`` and the demo read the run's status, pass it here with the
-time, and print the line.
+Pure formatting: ``agentpool watch`` and the demo read the run's status, hand each look to a
+:class:`ProgressWatch` with the time, and print the line it gives.
 """
 
 from __future__ import annotations
@@ -80,3 +80,10 @@ def render(progress: Progress) -> str:
         parts.append(f"ETA {progress.eta_seconds:.0f}s")
     parts.append(progress.result or progress.phase)
     return ", ".join(parts)
+
+
+class ProgressWatch:
+    """The line to print for each look at one run's status."""
+
+    def line(self, status: dict[str, Any], now: datetime) -> str:
+        return render(progress_of(status, now))
