@@ -32,15 +32,14 @@ from agentpool.runs.contracts import (
     StatusSink,
     SystemClock,
 )
+from agentpool.runs.intake import Intake
 from agentpool.runs.items import ItemKeys, Rejection, route_item
-from agentpool.runs.outcome import Outcome, decide_outcome
+from agentpool.runs.outcome import Outcome, outcome_now
 from agentpool.runs.reporting import Reporter
 from agentpool.runs.results import CHUNK_BYTES, encode, output_line
-from agentpool.runs.sources import DONE, NOT_READY, ItemSource, ListSource, Signal, SourceError
+from agentpool.runs.sources import ItemSource, ListSource, SourceError
 from agentpool.runs.status import RunLedger
 
-POLL_FIRST = 0.1
-POLL_MAX = 5.0
 #: The longest an item waits for another agent after one refused the operator's token.
 REFUSED_MAX = 5.0
 
@@ -79,6 +78,7 @@ class RunEngine:
     ) -> None:
         self.config = config
         self._source = source
+        self._intake = Intake(source)
         self._dispatcher = dispatcher
         self._invoker = invoker
         self._clock = clock or SystemClock()
@@ -117,14 +117,9 @@ class RunEngine:
         # A replayable source gives its items from the first again; another goes on where it was.
         self._next_index = 0 if source.replayable else self.ledger.seen
         self._holding = 0
-        # A slot is asking the source for an item: no other asks at the same time.
-        self._pulling = False
-        self._source_done = False
         self._source_error: str | None = None
         self._source_reason: str = Reason.SOURCE_FAILED
         self._deadlock: str | None = None
-        self._next_poll = 0.0
-        self._poll_delay = POLL_FIRST
         self._suspend_reported = False
         self._wake = asyncio.Event()
         self._timer: asyncio.Task[None] | None = None
@@ -277,34 +272,18 @@ class RunEngine:
             self._wake.set()
 
     async def _pull(self, now: float) -> bool:
-        """Bring the next runnable item into ``_pending``; False if there is none now."""
-        if self._pulling:
-            # Another slot is asking the source (which may take a request): one at a time.
-            return bool(self._pending)
-        self._pulling = True
-        try:
-            return await self._pull_one(now)
-        finally:
-            self._pulling = False
-
-    async def _pull_one(self, now: float) -> bool:
-        while not self._source_done and now >= self._next_poll:
+        """Bring one more runnable item into ``_pending``; False if none came now."""
+        count = len(self._pending)
+        while len(self._pending) == count:
             active = [*self.ledger.in_flight, *(work.key for work in self._pending)]
             try:
-                pulled = await self._source.next(active)
+                pulled = await self._intake.take(active, now)
             except SourceError as error:
                 self._source_error = str(error)
                 self._mark_dirty()
                 return False
-            if pulled is DONE:
-                self._source_done = True
+            if pulled is None:
                 return False
-            if pulled is NOT_READY:
-                self._next_poll = now + self._poll_delay
-                self._poll_delay = min(POLL_MAX, self._poll_delay * 2)
-                return False
-            self._poll_delay = POLL_FIRST
-            assert not isinstance(pulled, Signal)
             index = self._next_index
             self._next_index += 1
             self.ledger.seen = max(self.ledger.seen, self._next_index)
@@ -322,9 +301,7 @@ class RunEngine:
                 continue
             attempt = self._again.pop(named.key, 1)
             self._enqueue(named.key, index, named.value, attempt=attempt)
-            if self._pending:
-                return True
-        return bool(self._pending)
+        return True
 
     def _enqueue(self, key: str, index: int, value: Any, *, attempt: int) -> None:
         pool = route_item(value, self.config)
@@ -391,9 +368,7 @@ class RunEngine:
         finally:
             self._holding -= 1
             self._mark_dirty()
-            # The active ids changed: a source with nothing ready may have something now.
-            self._next_poll = 0.0
-            self._poll_delay = POLL_FIRST
+            self._intake.poke()
         return True
 
     def _unstart(self, work: Work) -> None:
@@ -519,9 +494,9 @@ class RunEngine:
         write_at = self._report.next_write_at(held=self._held_on_write())
         if write_at is not None:
             deadlines.append(write_at)
-        if self._may_dispatch() and self._next_poll > self._clock.now():
+        if self._may_dispatch() and self._intake.next_poll > self._clock.now():
             # The source said nothing is ready yet: ask again after the back-off.
-            deadlines.append(self._next_poll)
+            deadlines.append(self._intake.next_poll)
         return min(deadlines) if deadlines else None
 
     async def _wait(self, deadline: float | None) -> None:
@@ -555,37 +530,21 @@ class RunEngine:
             await self._report.resumed()
 
     def _outcome(self) -> Outcome | None:
-        ledger = self.ledger
-        total = self._total()
-        left = total - ledger.succeeded - ledger.failed
-        policy, failed = self.config.failures, ledger.failed
-        if self._source_error is not None:
-            return decide_outcome(
-                result=None,
-                policy=policy,
-                total=total,
-                failed=failed,
-                source_error=self._source_error,
-                source_reason=self._source_reason,
-            )
-        cause = self._deadlock
-        if cause is None and self._parked and self._drained():
-            cause = "; ".join(sorted(set(self._missing_pools.values())))
-        if cause is not None:
-            return decide_outcome(
-                result="Deadlocked",
-                policy=policy,
-                total=total,
-                failed=failed,
-                not_started=left,
-                cause=cause,
-            )
-        if self._suspended or not self._drained():
-            return None
-        return decide_outcome(result="Drained", policy=policy, total=total, failed=failed)
+        return outcome_now(
+            policy=self.config.failures,
+            total=self._total(),
+            done=self.ledger.succeeded + self.ledger.failed,
+            failed=self.ledger.failed,
+            drained=self._drained(),
+            suspended=self._suspended,
+            source_error=self._source_error,
+            source_reason=self._source_reason,
+            deadlock=self._deadlock,
+            missing=self._missing_pools.values() if self._parked else (),
+        )
 
     def _drained(self) -> bool:
-        return self._source_done and not self._pending and not self._retries
+        return self._intake.done and not self._pending and not self._retries
 
     def _total(self) -> int:
         known = self._source.total
