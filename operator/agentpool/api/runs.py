@@ -227,7 +227,11 @@ class PoolRunStatus(ApiModel):
     total: int = Field(default=0, ge=0)
     """Items seen so far."""
     active: int = Field(default=0, ge=0)
-    """Items in flight."""
+    """Items in flight (checking out an agent, or on one): at most spec.cap. Items waiting for
+    a retry are counted in retrying instead."""
+    retrying: int = Field(default=0, ge=0)
+    """Items whose last attempt failed and that wait for their next: its back-off
+    (backoffSeconds), or a free agent. They are not in flight."""
     succeeded: int = Field(default=0, ge=0)
     """Items with an output."""
     failed: int = Field(default=0, ge=0)
@@ -243,8 +247,11 @@ class PoolRunStatus(ApiModel):
     failures: dict[str, ItemFailure] = Field(default_factory=dict)
     """Failed items by item id (those not moved to a ConfigMap in resultRefs)."""
     in_flight: dict[str, int] = Field(default_factory=dict)
-    """Items dispatched and not yet recorded, by item id, with their attempt; after an operator
+    """Items in flight and not yet recorded, by item id, with their attempt; after an operator
     restart they run again with the attempt raised."""
+    awaiting_retry: dict[str, int] = Field(default_factory=dict)
+    """Items waiting for a retry, by item id, with the attempts they have made; after an
+    operator restart each runs again with the next attempt."""
     result_refs: list[ResultRef] = Field(default_factory=list)
     """ConfigMaps owned by the run holding further outputs and failures; `agentpool results`
     reads them back."""

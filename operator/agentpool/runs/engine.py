@@ -104,9 +104,6 @@ class RunEngine:
         self._held = False
         self._pending: deque[Work] = deque()
         self._retries: list[tuple[float, Work]] = []
-        # Items in flight at the last write run again, with the attempt raised, when the source
-        # gives them: a replayable one always does; an HTTP source does if it hands them out again.
-        self._again = {key: attempt + 1 for key, attempt in self.ledger.resumed.items()}
         self._parked: dict[str, list[Work]] = {}
         self._missing_pools: dict[str, str] = {}
         # Made-up keys avoid every real id: all of a list's, and those an HTTP source gave.
@@ -275,7 +272,8 @@ class RunEngine:
         """Bring one more runnable item into ``_pending``; False if none came now."""
         count = len(self._pending)
         while len(self._pending) == count:
-            active = [*self.ledger.in_flight, *(work.key for work in self._pending)]
+            attempts = self.ledger.attempts
+            active = [*attempts.in_flight, *attempts.retrying, *(w.key for w in self._pending)]
             try:
                 pulled = await self._intake.take(active, now)
             except SourceError as error:
@@ -299,7 +297,9 @@ class RunEngine:
             if named.rejection is not None:
                 self._fail_now(named.key, named.rejection, index)
                 continue
-            attempt = self._again.pop(named.key, 1)
+            # An item that may have reached an agent before a restart runs with its attempt
+            # raised, when the source gives it again (an HTTP source may not).
+            attempt = self.ledger.attempts.next_attempt(named.key)
             self._enqueue(named.key, index, named.value, attempt=attempt)
         return True
 
@@ -372,7 +372,7 @@ class RunEngine:
         return True
 
     def _unstart(self, work: Work) -> None:
-        self.ledger.in_flight.pop(work.key, None)
+        self.ledger.attempts.unstart(work.key)
         self._mark_dirty()
         if self._journal is not None:
             self._journal.append({"id": work.key, "unstarted": True})
@@ -449,6 +449,7 @@ class RunEngine:
         """The agent refused the operator's own token (it holds another): that is for the
         operator to mend, not a failure of the item. The agent is retired (the pool replaces
         it) and the item waits for another, with its attempt unchanged."""
+        self._unstart(work)
         work.refused += 1
         work.last_agent = agent
         delay = min(REFUSED_MAX, 0.1 * 2 ** (work.refused - 1))
@@ -458,7 +459,7 @@ class RunEngine:
 
     def _after_failure(self, work: Work, agent: str, reason: str, message: str) -> None:
         if work.attempt < self.config.max_attempts:
-            self.ledger.retries += 1
+            self.ledger.attempts.await_retry(work.key)
             work.attempt += 1
             work.last_agent = agent
             # The first retry waits backoffSeconds, each further one twice as long.
