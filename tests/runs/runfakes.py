@@ -1,4 +1,5 @@
-"""Fakes for the run engine's injected parts: a virtual clock, a broker, an agent client, a sink.
+"""Fakes for the run engine's injected parts: a virtual clock, a broker, an agent client, a sink,
+and a journal whose operator can be killed.
 
 The clock is virtual: time moves only when every task is waiting, and then straight to the next
 sleeper's deadline, so call durations, back-offs and status intervals cost no real time and the
@@ -16,8 +17,10 @@ import json
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from agentpool.io.journal import FileJournal
 from agentpool.runs.contracts import PoolExhausted, PoolNotFound
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.outcome import Outcome
@@ -245,3 +248,70 @@ class FakeSink:
 
     def result_configmaps(self) -> list[dict[str, str]]:
         return [self.configmaps[ref["name"]] for ref in self.status.get("resultRefs", [])]
+
+
+class KilledJournal:
+    """A journal whose process dies at ``kill()``: what it held unflushed is lost, and nothing
+    it is asked afterwards happens. ``safe`` names the items whose result reached the file."""
+
+    def __init__(self, path: Path) -> None:
+        self.inner = FileJournal(path)
+        self.dead = False
+        self.pending: list[dict[str, Any]] = []
+        self.safe: set[str] = set()
+
+    def kill(self) -> None:
+        self.dead = True
+
+    def load(self) -> list[dict[str, Any]]:
+        return self.inner.load()
+
+    def append(self, entry: dict[str, Any] | str) -> None:
+        if not self.dead:
+            self.pending.append(json.loads(entry) if isinstance(entry, str) else entry)
+
+    def flush(self) -> None:
+        if self.dead:
+            return
+        for entry in self.pending:
+            self.inner.append(entry)
+            if "attempt" not in entry:
+                self.safe.add(entry["id"])
+        self.pending = []
+        self.inner.flush()
+
+    def seal(self) -> int:
+        self.flush()
+        return -1 if self.dead else self.inner.seal()
+
+    def release(self, mark: int) -> None:
+        if not self.dead:
+            self.inner.release(mark)
+
+    def discard(self) -> None:
+        if not self.dead:
+            self.inner.discard()
+
+    def close(self) -> None:
+        pass
+
+
+def crash_after(
+    calls: int,
+    sink: FakeSink,
+    journal: KilledJournal | None,
+    invoker: FakeInvoker,
+    crashed: asyncio.Event,
+) -> Callable[[int], None]:
+    """An ``on_call`` that kills the operator as the ``calls``-th call returns: that item finished
+    on its agent but reached neither status nor the journal, and no further call is made."""
+
+    def crash_at(made: int) -> None:
+        if made >= calls and not crashed.is_set():
+            sink.frozen = True
+            if journal is not None:
+                journal.kill()
+            invoker.halted = True
+            crashed.set()
+
+    return crash_at

@@ -3,7 +3,9 @@ retries that agree, and conditions that name what the run waits for."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -13,14 +15,18 @@ from runfakes import (
     FakeDispatcher,
     FakeInvoker,
     FakeSink,
+    KilledJournal,
     Result,
+    crash_after,
     run_engine,
+    run_until_crash,
 )
 
 from agentpool.io.journal import FileJournal
 from agentpool.runs.config import RunConfig
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.sources import inline_source
+from agentpool.runs.status import RunLedger
 
 
 class RecordingSink(FakeSink):
@@ -73,3 +79,144 @@ async def test_items_waiting_for_a_retry_are_not_active(tmp_path: Path, journale
         0,
         0,
     )
+
+
+def flaky(envelope: dict[str, Any], agent: str) -> tuple[float, Result]:
+    """Calls of 0.2 to 0.9 s; every fifth item fails its first two attempts."""
+    n = envelope["item"]["n"]
+    if n % 5 == 0 and envelope["attempt"] <= 2:
+        return 0.3, Result(ok=False, reason="HandlerError", message="not yet")
+    return 0.2 + (n * 7 % 8) / 10, Result(ok=True, output={"n": n})
+
+
+@pytest.mark.parametrize("journaled", [False, True], ids=["no-state-dir", "journal"])
+async def test_attempts_and_retries_agree_across_a_crash(tmp_path: Path, journaled: bool) -> None:
+    """An operator killed in the middle of a run that retries failed items, then started again:
+    an item that reached an agent before the kill and runs again gets a higher attempt than any
+    it had, with a state directory or without, and `retries` counts every attempt past an
+    item's first, as the agents were given them, in both lives."""
+    items = [{"id": f"i{n}", "n": n} for n in range(120)]
+    config = RunConfig(
+        name="run", pool="workers", item_id="id", cap=6, max_attempts=3, backoff_seconds=0.5
+    )
+    clock = FakeClock()
+    sink = FakeSink()
+    crashed = asyncio.Event()
+    invoker = FakeInvoker(clock, flaky)
+    journal = KilledJournal(tmp_path / "run") if journaled else None
+    invoker.on_call = crash_after(70, sink, journal, invoker, crashed)
+    first = RunEngine(
+        config,
+        source=inline_source(items),
+        dispatcher=FakeDispatcher(clock, {"workers": 6}),
+        invoker=invoker,
+        sink=sink,
+        clock=clock,
+        journal=journal,
+    )
+    await run_until_crash(first, clock, crashed)
+    before = defaultdict(list)
+    for key, attempt, _ in invoker.calls:
+        before[key].append(attempt)
+
+    sink.frozen = False
+    invoker.on_call, invoker.halted = None, False
+    second_calls = len(invoker.calls)
+    second = RunEngine(
+        config,
+        source=inline_source(items),
+        dispatcher=FakeDispatcher(clock, {"workers": 6}),
+        invoker=invoker,
+        sink=sink,
+        clock=clock,
+        status=copy.deepcopy(sink.status),
+        configmaps=copy.deepcopy(sink.configmaps),
+        journal=FileJournal(tmp_path / "run") if journaled else None,
+    )
+    outcome = await run_engine(second, clock)
+
+    assert (outcome.phase, outcome.result) == ("Succeeded", "Drained")
+    assert sink.status["succeeded"] == 120
+    after = defaultdict(list)
+    for key, attempt, _ in invoker.calls[second_calls:]:
+        after[key].append(attempt)
+    again = set(before) & set(after)
+    assert again, "items that had reached an agent ran again after the restart"
+    for key in again:
+        assert min(after[key]) > max(before[key]), (key, before[key], after[key])
+    highest: dict[str, int] = {}
+    for key, attempt, _ in invoker.calls:
+        highest[key] = max(highest.get(key, 0), attempt)
+    assert sink.status["retries"] == sum(attempt - 1 for attempt in highest.values())
+
+
+async def test_a_retry_named_in_status_before_a_crash_counts_once_it_runs_again() -> None:
+    """Without a state directory an attempt is written in flight before it starts. Killed just
+    after that write, before the retry reached its agent, the run goes on with the next attempt
+    after the restart: `retries` then counts both attempts past the first, as the attempt the
+    agent was given says."""
+    clock = FakeClock()
+    crashed = asyncio.Event()
+    invoker = FakeInvoker(clock, fail_first_attempt)
+
+    class CrashingSink(FakeSink):
+        async def write(self, patch: dict[str, Any]) -> None:
+            await super().write(patch)
+            if (patch.get("inFlight") or {}).get("0") == 2 and not crashed.is_set():
+                self.frozen, invoker.halted = True, True
+                crashed.set()
+
+    sink = CrashingSink()
+    config = RunConfig(name="run", pool="workers", max_attempts=3, backoff_seconds=1.0)
+    first = RunEngine(
+        config,
+        source=inline_source(["only"]),
+        dispatcher=FakeDispatcher(clock, {"workers": 1}),
+        invoker=invoker,
+        sink=sink,
+        clock=clock,
+    )
+    await run_until_crash(first, clock, crashed)
+    sink.frozen, invoker.halted = False, False
+    second = RunEngine(
+        config,
+        source=inline_source(["only"]),
+        dispatcher=FakeDispatcher(clock, {"workers": 1}),
+        invoker=invoker,
+        sink=sink,
+        clock=clock,
+        status=copy.deepcopy(sink.status),
+    )
+    outcome = await run_engine(second, clock)
+    assert outcome.result == "Drained"
+    assert [attempt for _, attempt, _ in invoker.calls] == [1, 3]
+    assert (sink.status["items"], sink.status["retries"]) == ({"0": 3}, 2)
+
+
+def test_a_journal_read_back_after_a_restart_counts_each_retry_once() -> None:
+    """The journal may still hold entries the last status write already counted (the operator
+    died between the write and releasing them): each attempt past an item's first counts once,
+    an attempt that found no agent not at all, and each item resumes after the last attempt it
+    may have made."""
+    status = {
+        "retries": 3,
+        "inFlight": {"a": 2},
+        "awaitingRetry": {"b": 1},
+        "items": {"done": 1},
+    }
+    ledger = RunLedger.restore("run", replayable=True, status=status)
+    ledger.replay(
+        [
+            {"id": "a", "attempt": 2},  # before the write, which counted it
+            {"id": "b", "attempt": 2},  # after it
+            {"id": "b", "unstarted": True},  # ... and it found no agent
+            {"id": "c", "attempt": 1},
+            {"id": "c", "unstarted": True},
+            {"id": "d", "attempt": 1},
+            {"id": "e", "attempt": 1},
+            {"id": "e", "output": "e"},
+        ]
+    )
+    assert ledger.retries == 3
+    assert ledger.resumed == {"a": 2, "b": 1, "d": 1}
+    assert [ledger.attempts.next_attempt(key) for key in "abcd"] == [3, 2, 1, 2]

@@ -237,7 +237,9 @@ class PoolRunStatus(ApiModel):
     failed: int = Field(default=0, ge=0)
     """Items that failed after their last attempt."""
     retries: int = Field(default=0, ge=0)
-    """Attempts beyond each item's first."""
+    """Attempts beyond each item's first, as the agents were given them: an item on attempt n
+    counts n - 1, whether it was retried after a failure or resumed after an operator
+    restart."""
     start_time: datetime | None = None
     """When the first item was dispatched."""
     completion_time: datetime | None = None
@@ -247,8 +249,9 @@ class PoolRunStatus(ApiModel):
     failures: dict[str, ItemFailure] = Field(default_factory=dict)
     """Failed items by item id (those not moved to a ConfigMap in resultRefs)."""
     in_flight: dict[str, int] = Field(default_factory=dict)
-    """Items in flight and not yet recorded, by item id, with their attempt; after an operator
-    restart they run again with the attempt raised."""
+    """Items in flight and not yet recorded, by item id, with their attempt (without a state
+    directory, also those about to start); after an operator restart they run again with the
+    attempt raised."""
     awaiting_retry: dict[str, int] = Field(default_factory=dict)
     """Items waiting for a retry, by item id, with the attempts they have made; after an
     operator restart each runs again with the next attempt."""

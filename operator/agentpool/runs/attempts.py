@@ -3,14 +3,17 @@
 An item without a result is in flight (it holds one of the run's ``cap`` slots: its checkout or
 its call), waiting for a retry (an attempt failed and the next waits for its back-off or a free
 agent), or not started. :class:`Attempts` keeps the first two apart, so ``status.active`` never
-counts more than ``cap``, and writes both to status, so that after an operator restart each
-runs again with its attempt raised. The run ledger owns one and puts what changed into each
-status patch.
+counts more than ``cap``; it counts ``retries`` when an attempt past an item's first starts, and
+takes the count back when the attempt found no agent after all, so ``retries`` always agrees
+with the ``attempt`` the agents were given. It also restores both from status and the journal
+after an operator restart: an item that may have reached an agent runs again with its attempt
+raised, and that attempt is a retry like any other. The run ledger owns one and puts what
+changed into each status patch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,12 +59,23 @@ class Attempts:
         return attempts
 
     def replay_start(self, key: str, attempt: int) -> None:
-        """The journal says ``key`` started ``attempt``."""
+        """The journal says ``key`` started ``attempt``, maybe before the last status write."""
+        written = max(self.in_flight_written.get(key, 0), self.retrying_written.get(key, 0))
+        if attempt > 1 and attempt > written:
+            # Started after the last write: its retry is not in status.retries yet.
+            self.retries += 1
         self.resumed[key] = attempt
 
     def replay_unstart(self, key: str) -> None:
-        """The journal says the attempt ``key`` started found no agent."""
-        self.resumed.pop(key, None)
+        """The journal says the attempt ``key`` started found no agent: it never happened."""
+        attempt = self.resumed.pop(key, None)
+        if attempt is None:
+            attempt = self.in_flight_written.get(key)
+        if attempt is None:
+            return
+        if attempt > 1:
+            self.retries -= 1
+            self.resumed[key] = attempt - 1
 
     def replay_finish(self, key: str) -> None:
         self.resumed.pop(key, None)
@@ -79,12 +93,17 @@ class Attempts:
     def start(self, key: str, attempt: int) -> None:
         self.retrying.pop(key, None)
         self.in_flight[key] = attempt
+        if attempt > 1:
+            self.retries += 1
 
     def unstart(self, key: str) -> None:
-        """The attempt ``key`` started found no agent (or one that refused the operator): the
-        item waits for it again."""
+        """The attempt ``key`` started found no agent (or one that refused the operator): it
+        does not count, and the item waits for it again."""
         attempt = self.in_flight.pop(key, None)
-        if attempt is not None and attempt > 1:
+        if attempt is None:
+            return
+        if attempt > 1:
+            self.retries -= 1
             self.retrying[key] = attempt - 1
 
     def await_retry(self, key: str) -> None:
@@ -92,21 +111,33 @@ class Attempts:
         attempt = self.in_flight.pop(key, None)
         if attempt is not None:
             self.retrying[key] = attempt
-            self.retries += 1
 
     def finish(self, key: str) -> None:
         """``key`` has its result (an output or a failure)."""
         self.in_flight.pop(key, None)
         self.retrying.pop(key, None)
 
-    def take_patch(self) -> dict[str, Any]:
-        """Counts, and the changes to ``inFlight`` and ``awaitingRetry`` since the last write."""
+    def declared(self, key: str, attempt: int) -> bool:
+        """Whether the last status write named ``key`` in flight on ``attempt``."""
+        return self.in_flight_written.get(key) == attempt
+
+    def take_patch(self, declare: Iterable[tuple[str, int]] = ()) -> dict[str, Any]:
+        """Counts, and the changes to ``inFlight`` and ``awaitingRetry`` since the last write.
+
+        ``declare``: items about to start, written in flight before they do (see
+        :meth:`declared`), so that a crash after this write runs them again with their attempt
+        raised, whether they reached an agent or not.
+        """
+        declared = {key: attempt for key, attempt in declare if key not in self.in_flight}
+        # A retry written in flight counts from then on: a crash may leave it unknown whether
+        # it reached its agent, and the attempt after it is the one the agent is given.
+        upcoming = sum(1 for attempt in declared.values() if attempt > 1)
         patch: dict[str, Any] = {
-            "retries": self.retries,
+            "retries": self.retries + upcoming,
             "active": self.active,
             "retrying": len(self.retrying),
         }
-        in_flight = dict(self.in_flight)
+        in_flight = {**self.in_flight, **declared}
         changes = _map_changes(self.in_flight_written, in_flight)
         if changes:
             patch["inFlight"] = changes

@@ -205,7 +205,7 @@ class RunEngine:
                         self._journal.discard()
                     return outcome
             if self._report.due(held=self._held_on_write()):
-                await self._report.write(total=self._total())
+                await self._report.write(total=self._total(), declare=await self._upcoming(now))
                 # The write may have opened the gate on items waiting to start.
                 continue
             await self._wait(self._next_deadline())
@@ -240,10 +240,26 @@ class RunEngine:
                 # call: a crash re-runs at most cap items, each with its attempt raised.
                 self._journal.flush()
 
-    async def _take_next(self, now: float) -> Work | None:
-        limit = self.config.effective_rerun_limit(
+    def _rerun_limit(self) -> int | None:
+        return self.config.effective_rerun_limit(
             replayable=self._source.replayable, journaled=self._journal is not None
         )
+
+    async def _upcoming(self, now: float) -> list[tuple[str, int]]:
+        """The items to write in flight before they start, with their attempts, when no journal
+        notes starts: a crash after the write runs each again with its attempt raised. At most
+        the re-run limit, with those running, so a crash re-runs no more than that."""
+        limit = self._rerun_limit()
+        if limit is None or not self._may_dispatch():
+            return []
+        room = limit - self.ledger.active
+        while len(self._pending) < room and await self._pull(now):
+            pass
+        upcoming = [work for work in self._pending if work.pool not in self._missing_pools]
+        return [(work.key, work.attempt) for work in upcoming[: max(0, room)]]
+
+    async def _take_next(self, now: float) -> Work | None:
+        limit = self._rerun_limit()
         while True:
             if not self._pending and not await self._pull(now):
                 return None
@@ -251,9 +267,10 @@ class RunEngine:
             if work.pool in self._missing_pools:
                 self._parked.setdefault(work.pool, []).append(self._pending.popleft())
                 continue
-            unrecorded = self.ledger.unrecorded
-            if limit is not None and work.key not in unrecorded and len(unrecorded) >= limit:
+            if limit is not None and not self.ledger.attempts.declared(work.key, work.attempt):
+                # Not written in flight yet: the next write names it, then it may start.
                 self._held = True
+                self._mark_dirty()
                 return None
             self._pending.popleft()
             self.ledger.start(work.key, attempt=work.attempt)

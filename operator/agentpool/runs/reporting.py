@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from agentpool.api.reasons import EventReason
@@ -78,8 +78,17 @@ class Reporter:
             return self._last_write + gap
         return None
 
-    async def write(self, *, total: int, extra: Mapping[str, Any] | None = None) -> None:
-        """Write what changed: result ConfigMaps first, then the status patch naming them."""
+    async def write(
+        self,
+        *,
+        total: int,
+        extra: Mapping[str, Any] | None = None,
+        declare: Iterable[tuple[str, int]] = (),
+    ) -> None:
+        """Write what changed: result ConfigMaps first, then the status patch naming them.
+
+        ``declare``: items about to start, written in flight (see :meth:`RunLedger.take_flush`).
+        """
         now = self._clock.now()
         fields: dict[str, Any] = {"phase": self.phase, "total": total}
         if self.start_time is not None:
@@ -91,7 +100,7 @@ class Reporter:
             fields["conditions"] = self._conditions
             self._conditions_dirty = False
         fields.update(extra or {})
-        flush = self._ledger.take_flush(fields)
+        flush = self._ledger.take_flush(fields, declare=declare)
         # The journal's entries so far are all in this snapshot; later ones go to a new segment.
         mark = self._journal.seal() if self._journal is not None else None
         # Clean as of the snapshot just taken: what changes while the writes below are awaited

@@ -69,8 +69,6 @@ class RunLedger:
     seen: int = 0
     """Items the source gave, over the run's whole life: an unreplayable source's next index."""
     attempts: Attempts = field(default_factory=Attempts)
-    unrecorded: set[str] = field(default_factory=set)
-    """Items started since the last write, or in flight at it: what a crash now would re-run."""
     made_up: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Failures of items recorded under a made-up key (no usable id, or a duplicate one)."""
     status_used: int = 0
@@ -173,7 +171,6 @@ class RunLedger:
 
     def start(self, key: str, *, attempt: int) -> None:
         self.attempts.start(key, attempt)
-        self.unrecorded.add(key)
 
     def record_output(self, key: str, output: Any, *, encoded: str | None = None) -> None:
         """Record an item's output; ``encoded``: it in :func:`encode`'s JSON, when the caller
@@ -229,15 +226,18 @@ class RunLedger:
             assert self.chunks is not None
             self.chunks.add(record_line(key, failure=failure), is_output=False)
 
-    def take_flush(self, extra: Mapping[str, Any]) -> Flush:
+    def take_flush(
+        self, extra: Mapping[str, Any], *, declare: Iterable[tuple[str, int]] = ()
+    ) -> Flush:
         """The next write: changed ConfigMaps, and a status patch of counts and new records.
 
-        After it is written, only what is in flight now can be lost to a crash.
+        After it is written, only what is in flight now (and ``declare``: items about to start,
+        with their attempt) can be lost to a crash.
         """
         assert self.chunks is not None
         configmaps = self.chunks.take_changed()
         patch: dict[str, Any] = {"succeeded": self.succeeded, "failed": self.failed}
-        patch.update(self.attempts.take_patch())
+        patch.update(self.attempts.take_patch(declare))
         if self._new_items:
             patch["items"] = self._new_items
             self._new_items = {}
@@ -248,5 +248,4 @@ class RunLedger:
             patch["resultRefs"] = [dict(ref) for ref in self.chunks.refs]
             self._refs_written = [dict(ref) for ref in self.chunks.refs]
         patch.update(extra)
-        self.unrecorded = set(self.in_flight)
         return Flush(configmaps=configmaps, patch=patch)
