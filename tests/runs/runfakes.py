@@ -97,22 +97,50 @@ class FakeCheckout:
 
 
 class FakeDispatcher:
-    """A broker over fixed pools of agents: ``pools`` maps a pool to its number of Ready agents."""
+    """A broker over pools of agents: ``pools`` maps a pool to its number of Ready agents.
+
+    As the operator's does, a checkout from a pool that does not exist says so through its
+    ``waiting`` at once, then waits up to its timeout for the pool (:meth:`add_pool`)."""
 
     def __init__(self, clock: FakeClock, pools: dict[str, int]) -> None:
         self._clock = clock
-        self.pools = pools
-        self.idle = {pool: [f"{pool}-{n}" for n in range(size)] for pool, size in pools.items()}
-        self.waiters: dict[str, deque[asyncio.Future[str]]] = {pool: deque() for pool in pools}
+        self.pools: dict[str, int] = {}
+        self.idle: dict[str, list[str]] = {}
+        self.waiters: dict[str, deque[asyncio.Future[str]]] = {}
+        self._added: dict[str, asyncio.Event] = {}
+        for pool, size in pools.items():
+            self.add_pool(pool, size)
         self.held: set[str] = set()
         self.most_held = 0
         self.checkins: list[tuple[str, str]] = []
 
+    def add_pool(self, pool: str, size: int) -> None:
+        self.pools[pool] = size
+        self.idle[pool] = [f"{pool}-{n}" for n in range(size)]
+        self.waiters[pool] = deque()
+        self._added.setdefault(pool, asyncio.Event()).set()
+
     async def checkout(
-        self, pool: str, *, timeout: float, priority: int, holder: str
+        self,
+        pool: str,
+        *,
+        timeout: float,
+        priority: int,
+        holder: str,
+        waiting: Any = None,
     ) -> FakeCheckout:
         if pool not in self.pools:
-            raise PoolNotFound(f'pool "{pool}" not found')
+            if waiting is not None:
+                waiting.begin(f"pool/{pool}", "PoolNotFound", f'pool "{pool}" not found')
+            added = asyncio.ensure_future(self._added.setdefault(pool, asyncio.Event()).wait())
+            timer = asyncio.ensure_future(self._clock.sleep(timeout))
+            await asyncio.wait({added, timer}, return_when=asyncio.FIRST_COMPLETED)
+            added.cancel()
+            timer.cancel()
+            if pool not in self.pools:
+                raise PoolNotFound(f'pool "{pool}" not found')
+            if waiting is not None:
+                waiting.end(f"pool/{pool}")
         if self.idle[pool]:
             return self._hand(pool, self.idle[pool].pop())
         if timeout <= 0:

@@ -184,6 +184,7 @@ class Feed:
 
     replayable = False
     total = None
+    name = "a feed"
 
     def __init__(self, count: int) -> None:
         self._values = iter([{"n": n} for n in range(count)])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -18,15 +19,18 @@ from runfakes import (
     KilledJournal,
     Result,
     crash_after,
+    echo,
     run_engine,
     run_until_crash,
+    running,
 )
 
 from agentpool.io.journal import FileJournal
 from agentpool.runs.config import RunConfig
 from agentpool.runs.engine import RunEngine
-from agentpool.runs.sources import inline_source
+from agentpool.runs.sources import DONE, Pulled, Signal, inline_source
 from agentpool.runs.status import RunLedger
+from agentpool.runs.waits import Waits, next_step
 
 
 class RecordingSink(FakeSink):
@@ -220,3 +224,164 @@ def test_a_journal_read_back_after_a_restart_counts_each_retry_once() -> None:
     assert ledger.retries == 3
     assert ledger.resumed == {"a": 2, "b": 1, "d": 1}
     assert [ledger.attempts.next_attempt(key) for key in "abcd"] == [3, 2, 1, 2]
+
+
+class TimedSink(FakeSink):
+    """A sink that keeps, for every write, the time and the status as it stood after it."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.history: list[tuple[float, dict[str, Any]]] = []
+
+    async def write(self, patch: dict[str, Any]) -> None:
+        await super().write(patch)
+        if not self.frozen:
+            self.history.append((self.clock.now(), copy.deepcopy(self.status)))
+
+
+def waiting_of(status: dict[str, Any]) -> dict[str, Any] | None:
+    return next((c for c in status.get("conditions", []) if c["type"] == "Waiting"), None)
+
+
+async def test_a_missing_pool_is_named_at_once_and_the_wait_ends_when_it_comes() -> None:
+    """A run whose pool does not exist says so within a status interval, as condition Waiting
+    (reason PoolNotFound) and in its message, naming the pool and how long it has waited; once
+    the pool is created the condition turns False, the message goes, and the run drains."""
+    clock = FakeClock()
+    sink = TimedSink(clock)
+    dispatcher = FakeDispatcher(clock, {})
+    engine = RunEngine(
+        RunConfig(name="run", pool="workers", cap=2, checkout_timeout_seconds=60.0),
+        source=inline_source(list(range(4))),
+        dispatcher=dispatcher,
+        invoker=FakeInvoker(clock, echo()),
+        sink=sink,
+        clock=clock,
+    )
+    start = clock.now()
+
+    async def create_pool_later() -> None:
+        await clock.sleep(20.0)
+        dispatcher.add_pool("workers", 2)
+
+    async with running(clock):
+        creator = asyncio.ensure_future(create_pool_later())
+        outcome = await engine.run()
+        await creator
+    assert (outcome.phase, outcome.result) == ("Succeeded", "Drained")
+    waits = [
+        (at, status)
+        for at, status in sink.history
+        if (waiting_of(status) or {}).get("status") == "True"
+    ]
+    assert waits, "status said the run waits for its pool"
+    first_at, first = waits[0]
+    assert first_at - start <= 1.0 + 1e-6
+    assert first["phase"] == "Running"
+    condition = waiting_of(first)
+    assert condition is not None
+    assert condition["reason"] == "PoolNotFound"
+    assert 'pool "workers" not found' in condition["message"]
+    assert re.search(r"\(waited \ds so far\)$", condition["message"]), condition["message"]
+    assert first["message"] == condition["message"]
+    later = waits[-1][1]
+    assert "waited 16s so far" in later["message"]
+    assert len(waits) <= 8, [status["message"] for _, status in waits]
+    after = [status for at, status in sink.history if at >= start + 20.0]
+    running_again = next(status for status in after if waiting_of(status)["status"] == "False")
+    assert "message" not in running_again
+    final = sink.history[-1][1]
+    assert waiting_of(final)["status"] == "False"
+    assert final["message"] == "4 of 4 items succeeded"
+
+
+class HangingSource:
+    """A source service that takes ``hang`` seconds to answer its first request, then hands out
+    ``count`` items and says it is done."""
+
+    replayable = False
+    total = None
+    name = "http source http://source.test/next"
+
+    def __init__(self, clock: FakeClock, *, hang: float, count: int) -> None:
+        self._clock = clock
+        self._hang = hang
+        self._left = count
+        self.requests = 0
+
+    async def next(self, active: Any) -> Pulled | Signal:
+        self.requests += 1
+        if self.requests == 1:
+            await self._clock.sleep(self._hang)
+        if self._left == 0:
+            return DONE
+        self._left -= 1
+        return Pulled({"n": self._left})
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_a_source_that_does_not_answer_is_named_while_the_run_waits() -> None:
+    """A source service that takes 40 s to answer: within a status interval the run is Running
+    with condition Waiting (reason SourcePending) and a message naming the source's URL and how
+    long it has waited, written again as the wait grows; once items come the wait is over."""
+    clock = FakeClock()
+    sink = TimedSink(clock)
+    engine = RunEngine(
+        RunConfig(name="run", pool="workers", cap=2),
+        source=HangingSource(clock, hang=40.0, count=3),
+        dispatcher=FakeDispatcher(clock, {"workers": 2}),
+        invoker=FakeInvoker(clock, echo()),
+        sink=sink,
+        clock=clock,
+    )
+    start = clock.now()
+    outcome = await run_engine(engine, clock)
+    assert (outcome.phase, outcome.result) == ("Succeeded", "Drained")
+    waits = [(at, s) for at, s in sink.history if (waiting_of(s) or {}).get("status") == "True"]
+    assert waits, "status said the run waits for its source"
+    first_at, first = waits[0]
+    assert first_at - start <= 2.0 + 1e-6
+    assert first["phase"] == "Running"
+    condition = waiting_of(first)
+    assert condition is not None
+    assert condition["reason"] == "SourcePending"
+    assert "http source http://source.test/next has not answered yet" in condition["message"]
+    assert "waited 32s so far" in waits[-1][1]["message"]
+    assert len(waits) <= 8, [status["message"] for _, status in waits]
+    final = sink.history[-1][1]
+    assert final["succeeded"] == 3
+    assert waiting_of(final)["status"] == "False"
+
+
+def test_a_wait_says_how_long_and_is_written_again_as_it_grows() -> None:
+    """The Waiting condition names the longest wait first, says for how long, comes into view
+    only after its `after`, and reads differently at 1, 2, 4 ... 32 s, then every minute."""
+    waits = Waits()
+    waits.begin("source", "SourcePending", "source has no item ready yet", now=100.0, after=1.0)
+    assert waits.condition(100.5) is None
+    assert waits.next_change(100.5) == 101.0
+    waits.begin("pool/p", "PoolNotFound", 'pool "p" not found', now=100.5)
+    assert waits.condition(100.5) == (
+        "PoolNotFound",
+        'pool "p" not found (waited 0s so far)',
+        100.5,
+    )
+    reason, message, since = waits.condition(250.0) or ("", "", 0.0)
+    assert (reason, since) == ("SourcePending", 100.0)
+    assert message == (
+        "source has no item ready yet (waited 2m30s so far); "
+        'pool "p" not found (waited 2m29s so far)'
+    )
+    assert [next_step(waited) for waited in (0.0, 1.0, 3.9, 31.0, 32.0, 61.0, 150.0)] == [
+        1.0, 2.0, 4.0, 32.0, 60.0, 120.0, 180.0,
+    ]  # fmt: skip
+    assert waits.end("source")
+    assert not waits.end("source")
+    assert waits.condition(250.0) == (
+        "PoolNotFound",
+        'pool "p" not found (waited 2m29s so far)',
+        100.5,
+    )

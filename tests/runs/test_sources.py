@@ -169,6 +169,7 @@ async def test_source_failure_keeps_what_was_recorded() -> None:
     class Breaking:
         replayable = False
         total = None
+        name = "a breaking source"
 
         def __init__(self) -> None:
             self.given = 0

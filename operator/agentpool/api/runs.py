@@ -223,7 +223,8 @@ class PoolRunStatus(ApiModel):
     """How dispatch ended: Drained (no item left) or Deadlocked (items remain but none can
     start)."""
     message: str | None = None
-    """The outcome as a sentence, for example "5 of 50 items failed" or the deadlock's cause."""
+    """The outcome as a sentence, for example "5 of 50 items failed" or the deadlock's cause;
+    while the run waits (condition Waiting), what it waits for."""
     total: int = Field(default=0, ge=0)
     """Items seen so far."""
     active: int = Field(default=0, ge=0)
@@ -264,4 +265,7 @@ class PoolRunStatus(ApiModel):
     """A digest of spec.source and, for a ConfigMap source, of the items it held when the run
     started; a run whose source no longer matches it fails with reason SourceChanged."""
     conditions: list[Condition] = Field(default_factory=list, json_schema_extra=CONDITION_LIST)
-    """Complete, Failed and Suspended."""
+    """Complete, Failed, Suspended, and Waiting: True while items cannot start for something
+    the run waits for, named by its reason (PoolNotFound: the pool does not exist yet;
+    SourcePending: the source has not answered or has no item ready) and its message, which
+    says for how long."""

@@ -39,6 +39,7 @@ from agentpool.runs.reporting import Reporter
 from agentpool.runs.results import CHUNK_BYTES, encode, output_line
 from agentpool.runs.sources import ItemSource, ListSource, SourceError
 from agentpool.runs.status import RunLedger
+from agentpool.runs.waits import WaitNotes, Waits
 
 #: The longest an item waits for another agent after one refused the operator's token.
 REFUSED_MAX = 5.0
@@ -78,10 +79,11 @@ class RunEngine:
     ) -> None:
         self.config = config
         self._source = source
-        self._intake = Intake(source)
         self._dispatcher = dispatcher
         self._invoker = invoker
         self._clock = clock or SystemClock()
+        self._waits = Waits()
+        self._notes = WaitNotes(self._waits, self._clock, self._mark_dirty)
         self._suspended = suspended
         status = status or {}
         self.ledger = RunLedger.restore(
@@ -99,6 +101,7 @@ class RunEngine:
             failure_event_interval=failure_event_interval,
             held_gap=config.held_write_gap_seconds,
             journal=journal,
+            waits=self._waits,
         )
         # The re-run limit stopped the last fill: only a status write lets more items start.
         self._held = False
@@ -119,6 +122,13 @@ class RunEngine:
         self._deadlock: str | None = None
         self._suspend_reported = False
         self._wake = asyncio.Event()
+        self._intake = Intake(
+            source,
+            clock=self._clock,
+            waiting=self._notes,
+            patience=config.status_interval_seconds,
+            ready=self._wake.set,
+        )
         self._timer: asyncio.Task[None] | None = None
         self._timer_at: float | None = None
         if not source.replayable:
@@ -180,7 +190,7 @@ class RunEngine:
             self._disarm()
             await self._stop_items()
             await self._report.close()
-            await self._source.close()
+            await self._intake.close()
 
     async def _stop_items(self) -> None:
         for task in self._tasks:
@@ -365,6 +375,8 @@ class RunEngine:
             checkout = await self._checkout(work)
         except PoolNotFound as error:
             self._missing_pools[work.pool] = str(error)
+            cause = f"{error}: its items cannot start"
+            self._notes.begin(f"pool/{work.pool}", Reason.POOL_NOT_FOUND, cause, timed=False)
             self._unstart(work)
             self._parked.setdefault(work.pool, []).append(work)
             return False
@@ -402,6 +414,7 @@ class RunEngine:
             timeout=config.checkout_timeout(work.pool),
             priority=config.priority,
             holder=holder,
+            waiting=self._notes,
         )
         if work.last_agent is None or checkout.agent != work.last_agent:
             return checkout

@@ -153,22 +153,33 @@ def set_condition(
 
 
 def running_conditions(
-    conditions: Sequence[Mapping[str, Any]], *, suspended: bool, now: float
+    conditions: Sequence[Mapping[str, Any]],
+    *,
+    suspended: bool,
+    now: float,
+    waiting: tuple[str, str, float] | None = None,
 ) -> list[dict[str, Any]]:
-    """Conditions while a run goes on: neither Complete nor Failed; Suspended as it is."""
+    """Conditions while a run goes on: neither Complete nor Failed; Suspended as it is;
+    Waiting with ``waiting``'s reason and message while items cannot start for that, since the
+    time it gives."""
     result = set_condition(
         conditions, ConditionType.COMPLETE, False, reason="Running", message="items remain", now=now
     )
     result = set_condition(
         result, ConditionType.FAILED, False, reason="Running", message="no failure yet", now=now
     )
-    return set_condition(
+    result = set_condition(
         result,
         ConditionType.SUSPENDED,
         suspended,
         reason=Reason.SUSPENDED if suspended else "Running",
         message="spec.suspend is true: nothing new is dispatched" if suspended else "dispatching",
         now=now,
+    )
+    reason, message, since = waiting or (Reason.RUNNING, "nothing to wait for", now)
+    waits = waiting is not None
+    return set_condition(
+        result, ConditionType.WAITING, waits, reason=reason, message=message, now=since
     )
 
 
@@ -193,6 +204,9 @@ def final_conditions(
         message=outcome.message,
         now=now,
     )
-    return set_condition(
+    result = set_condition(
         result, ConditionType.SUSPENDED, False, reason=outcome.reason, message="finished", now=now
+    )
+    return set_condition(
+        result, ConditionType.WAITING, False, reason=outcome.reason, message="finished", now=now
     )
