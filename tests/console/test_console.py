@@ -126,3 +126,17 @@ def test_table_prints_like_kubectl_get() -> None:
         "quickstart   Succeeded   37",
         "b            <none>      0",
     ]
+
+
+def test_a_run_fed_by_a_source_service_shows_no_eta_until_its_total_is_known() -> None:
+    """A source service's run counts in `total` the items seen so far, not the items to come:
+    the watch shows neither a bar nor an ETA from it while the run goes on."""
+    watch = ProgressWatch(total_known=False)
+    status = {"phase": "Running", "total": 12, "active": 4, "startTime": "2026-01-01T00:00:00Z"}
+    lines = [
+        watch.line({**status, "succeeded": done}, NOW + timedelta(seconds=at))
+        for at, done in [(0, 0), (1, 4), (2, 8)]
+    ]
+    assert lines[-1].startswith("[" + "?" * 30 + "] 8/?")
+    assert "4.0/s" in lines[-1]
+    assert "ETA" not in lines[-1]

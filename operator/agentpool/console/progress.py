@@ -68,19 +68,26 @@ class RateMeter:
         return (last - first) / (last_at - first_at) if last_at > first_at else None
 
 
-def progress_of(status: dict[str, Any], now: datetime, *, rate: float | None = None) -> Progress:
+def progress_of(
+    status: dict[str, Any],
+    now: datetime,
+    *,
+    rate: float | None = None,
+    total_known: bool = True,
+) -> Progress:
     """Counts, rate and ETA from a run's status.
 
     ``rate``: items a second as measured while the run goes on (see :class:`RateMeter`); with
     none, a running run shows no rate and no ETA. A finished run's rate is its average from
-    ``startTime`` to ``completionTime``.
+    ``startTime`` to ``completionTime``. ``total_known``: False for a run fed by a source
+    service, whose ``total`` counts the items seen so far until it ends.
     """
     done = int(status.get("succeeded") or 0)
     failed = int(status.get("failed") or 0)
     active = int(status.get("active") or 0)
-    total = status.get("total")
     started = parse_time(status.get("startTime"))
     finished = parse_time(status.get("completionTime"))
+    total = status.get("total") if total_known or finished is not None else None
     eta = None
     if finished is not None:
         rate = None
@@ -126,12 +133,17 @@ def render(progress: Progress) -> str:
 
 
 class ProgressWatch:
-    """The line to print for each look at one run's status, measuring its rate as it goes."""
+    """The line to print for each look at one run's status, measuring its rate as it goes.
 
-    def __init__(self) -> None:
+    ``total_known``: False for a run fed by a source service (``spec.source.http``), whose
+    total is not known until it ends.
+    """
+
+    def __init__(self, *, total_known: bool = True) -> None:
         self._meter = RateMeter()
+        self._total_known = total_known
 
     def line(self, status: dict[str, Any], now: datetime) -> str:
         finished = int(status.get("succeeded") or 0) + int(status.get("failed") or 0)
         rate = self._meter.observe(now.timestamp(), finished)
-        return render(progress_of(status, now, rate=rate))
+        return render(progress_of(status, now, rate=rate, total_known=self._total_known))

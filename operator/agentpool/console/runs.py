@@ -46,7 +46,7 @@ async def watch_run(
     deadline = None if timeout is None else loop.time() + timeout
     last = ""
     interactive = out.isatty()
-    progress = ProgressWatch()
+    progress: ProgressWatch | None = None
     while True:
         try:
             run = await kube.get_custom("poolruns", namespace, name)
@@ -54,6 +54,9 @@ async def watch_run(
             print(f'poolrun "{name}" not found in namespace "{namespace}"', file=sys.stderr)
             return 2
         status = run.get("status") or {}
+        if progress is None:
+            source = (run.get("spec") or {}).get("source") or {}
+            progress = ProgressWatch(total_known="http" not in source)
         line = progress.line(status, datetime.now(UTC))
         if line != last:
             if interactive:
