@@ -84,14 +84,21 @@ def agentpool_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProce
 class SourceService:
     """A source service on 127.0.0.1, in a thread of its own: ``POST /`` hands out ``count``
     items made by ``make_item(n)``, one per request, then ``{"done": true}``; after
-    ``fail_after`` items it answers HTTP 500 instead, as a source that broke would."""
+    ``fail_after`` items it answers HTTP 500 instead, as a source that broke would. With
+    ``hold``, it answers no request until that event is set, as a source that hangs."""
 
     def __init__(
-        self, count: int, make_item: Callable[[int], Any], *, fail_after: int | None = None
+        self,
+        count: int,
+        make_item: Callable[[int], Any],
+        *,
+        fail_after: int | None = None,
+        hold: threading.Event | None = None,
     ) -> None:
         self.count = count
         self.make_item = make_item
         self.fail_after = fail_after
+        self.hold = hold
         self.handed = 0
         self.requests = 0
         self.url = ""
@@ -102,6 +109,8 @@ class SourceService:
     async def _answer(self, request: web.Request) -> web.Response:
         self.requests += 1
         await request.json()
+        if self.hold is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.hold.wait)
         if self.fail_after is not None and self.handed >= self.fail_after:
             return web.json_response({"error": "the source broke"}, status=500)
         if self.handed >= self.count:

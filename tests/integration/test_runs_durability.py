@@ -159,7 +159,8 @@ def test_items_in_flight_at_a_kill_run_again_with_their_attempt_raised(
     api: Api, namespace: str, operator_cluster: Any, scratch: Path
 ) -> None:
     """Items longer than the status interval are written as in flight; after a SIGKILL of the
-    operator each runs again with its attempt raised, and every item is recorded once."""
+    operator each runs again with its attempt raised, `retries` counts those attempts, and every
+    item is recorded once."""
     record = scratch / "invocations.jsonl"
     env = {"SLOW_START_SECONDS": "0", "WORK_SECONDS": "2", "INVOCATIONS_FILE": str(record)}
     api.create("agentpools", namespace, "long", pool_spec("slow_start", env=env, minSize=3))
@@ -181,6 +182,7 @@ def test_items_in_flight_at_a_kill_run_again_with_their_attempt_raised(
     for key, attempt in written.items():
         assert [call["attempt"] for call in calls[key]] == [attempt, attempt + 1]
     assert all(len(calls[item["id"]]) == 1 for item in items if item["id"] not in written)
+    assert status["retries"] == sum(max(c["attempt"] for c in made) - 1 for made in calls.values())
 
 
 def test_deleting_a_running_run_removes_its_journal(

@@ -1,4 +1,5 @@
-"""Fakes for the run engine's injected parts: a virtual clock, a broker, an agent client, a sink.
+"""Fakes for the run engine's injected parts: a virtual clock, a broker, an agent client, a sink,
+and a journal whose operator can be killed.
 
 The clock is virtual: time moves only when every task is waiting, and then straight to the next
 sleeper's deadline, so call durations, back-offs and status intervals cost no real time and the
@@ -16,8 +17,10 @@ import json
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from agentpool.io.journal import FileJournal
 from agentpool.runs.contracts import PoolExhausted, PoolNotFound
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.outcome import Outcome
@@ -94,22 +97,50 @@ class FakeCheckout:
 
 
 class FakeDispatcher:
-    """A broker over fixed pools of agents: ``pools`` maps a pool to its number of Ready agents."""
+    """A broker over pools of agents: ``pools`` maps a pool to its number of Ready agents.
+
+    As the operator's does, a checkout from a pool that does not exist says so through its
+    ``waiting`` at once, then waits up to its timeout for the pool (:meth:`add_pool`)."""
 
     def __init__(self, clock: FakeClock, pools: dict[str, int]) -> None:
         self._clock = clock
-        self.pools = pools
-        self.idle = {pool: [f"{pool}-{n}" for n in range(size)] for pool, size in pools.items()}
-        self.waiters: dict[str, deque[asyncio.Future[str]]] = {pool: deque() for pool in pools}
+        self.pools: dict[str, int] = {}
+        self.idle: dict[str, list[str]] = {}
+        self.waiters: dict[str, deque[asyncio.Future[str]]] = {}
+        self._added: dict[str, asyncio.Event] = {}
+        for pool, size in pools.items():
+            self.add_pool(pool, size)
         self.held: set[str] = set()
         self.most_held = 0
         self.checkins: list[tuple[str, str]] = []
 
+    def add_pool(self, pool: str, size: int) -> None:
+        self.pools[pool] = size
+        self.idle[pool] = [f"{pool}-{n}" for n in range(size)]
+        self.waiters[pool] = deque()
+        self._added.setdefault(pool, asyncio.Event()).set()
+
     async def checkout(
-        self, pool: str, *, timeout: float, priority: int, holder: str
+        self,
+        pool: str,
+        *,
+        timeout: float,
+        priority: int,
+        holder: str,
+        waiting: Any = None,
     ) -> FakeCheckout:
         if pool not in self.pools:
-            raise PoolNotFound(f'pool "{pool}" not found')
+            if waiting is not None:
+                waiting.begin(f"pool/{pool}", "PoolNotFound", f'pool "{pool}" not found')
+            added = asyncio.ensure_future(self._added.setdefault(pool, asyncio.Event()).wait())
+            timer = asyncio.ensure_future(self._clock.sleep(timeout))
+            await asyncio.wait({added, timer}, return_when=asyncio.FIRST_COMPLETED)
+            added.cancel()
+            timer.cancel()
+            if pool not in self.pools:
+                raise PoolNotFound(f'pool "{pool}" not found')
+            if waiting is not None:
+                waiting.end(f"pool/{pool}")
         if self.idle[pool]:
             return self._hand(pool, self.idle[pool].pop())
         if timeout <= 0:
@@ -245,3 +276,70 @@ class FakeSink:
 
     def result_configmaps(self) -> list[dict[str, str]]:
         return [self.configmaps[ref["name"]] for ref in self.status.get("resultRefs", [])]
+
+
+class KilledJournal:
+    """A journal whose process dies at ``kill()``: what it held unflushed is lost, and nothing
+    it is asked afterwards happens. ``safe`` names the items whose result reached the file."""
+
+    def __init__(self, path: Path) -> None:
+        self.inner = FileJournal(path)
+        self.dead = False
+        self.pending: list[dict[str, Any]] = []
+        self.safe: set[str] = set()
+
+    def kill(self) -> None:
+        self.dead = True
+
+    def load(self) -> list[dict[str, Any]]:
+        return self.inner.load()
+
+    def append(self, entry: dict[str, Any] | str) -> None:
+        if not self.dead:
+            self.pending.append(json.loads(entry) if isinstance(entry, str) else entry)
+
+    def flush(self) -> None:
+        if self.dead:
+            return
+        for entry in self.pending:
+            self.inner.append(entry)
+            if "attempt" not in entry:
+                self.safe.add(entry["id"])
+        self.pending = []
+        self.inner.flush()
+
+    def seal(self) -> int:
+        self.flush()
+        return -1 if self.dead else self.inner.seal()
+
+    def release(self, mark: int) -> None:
+        if not self.dead:
+            self.inner.release(mark)
+
+    def discard(self) -> None:
+        if not self.dead:
+            self.inner.discard()
+
+    def close(self) -> None:
+        pass
+
+
+def crash_after(
+    calls: int,
+    sink: FakeSink,
+    journal: KilledJournal | None,
+    invoker: FakeInvoker,
+    crashed: asyncio.Event,
+) -> Callable[[int], None]:
+    """An ``on_call`` that kills the operator as the ``calls``-th call returns: that item finished
+    on its agent but reached neither status nor the journal, and no further call is made."""
+
+    def crash_at(made: int) -> None:
+        if made >= calls and not crashed.is_set():
+            sink.frozen = True
+            if journal is not None:
+                journal.kill()
+            invoker.halted = True
+            crashed.set()
+
+    return crash_at

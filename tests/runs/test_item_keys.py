@@ -38,6 +38,7 @@ class Feed:
 
     replayable = False
     total = None
+    name = "a feed of ids"
 
     def __init__(self, values: list[Any]) -> None:
         self._values = iter(values)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +13,9 @@ from runfakes import (
     FakeDispatcher,
     FakeInvoker,
     FakeSink,
+    KilledJournal,
     Result,
+    crash_after,
     run_engine,
     run_until_crash,
 )
@@ -62,72 +62,6 @@ def test_an_unwritable_state_directory_means_no_journal(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
     assert Journals(blocker).open("uid") is None
-
-
-class KilledJournal:
-    """A journal whose process dies at ``kill()``: what it held unflushed is lost, and nothing
-    it is asked afterwards happens. ``safe`` names the items whose result reached the file."""
-
-    def __init__(self, path: Path) -> None:
-        self.inner = FileJournal(path)
-        self.dead = False
-        self.pending: list[dict[str, Any]] = []
-        self.safe: set[str] = set()
-
-    def kill(self) -> None:
-        self.dead = True
-
-    def load(self) -> list[dict[str, Any]]:
-        return self.inner.load()
-
-    def append(self, entry: dict[str, Any] | str) -> None:
-        if not self.dead:
-            self.pending.append(json.loads(entry) if isinstance(entry, str) else entry)
-
-    def flush(self) -> None:
-        if self.dead:
-            return
-        for entry in self.pending:
-            self.inner.append(entry)
-            if "attempt" not in entry:
-                self.safe.add(entry["id"])
-        self.pending = []
-        self.inner.flush()
-
-    def seal(self) -> int:
-        self.flush()
-        return -1 if self.dead else self.inner.seal()
-
-    def release(self, mark: int) -> None:
-        if not self.dead:
-            self.inner.release(mark)
-
-    def discard(self) -> None:
-        if not self.dead:
-            self.inner.discard()
-
-    def close(self) -> None:
-        pass
-
-
-def crash_after(
-    calls: int,
-    sink: FakeSink,
-    journal: KilledJournal,
-    invoker: FakeInvoker,
-    crashed: asyncio.Event,
-) -> Callable[[int], None]:
-    """An ``on_call`` that kills the operator as the ``calls``-th call returns: that item finished
-    on its agent but reached neither status nor the journal, and no further call is made."""
-
-    def crash_at(made: int) -> None:
-        if made >= calls and not crashed.is_set():
-            sink.frozen = True
-            journal.kill()
-            invoker.halted = True
-            crashed.set()
-
-    return crash_at
 
 
 def quick(envelope: dict[str, Any], agent: str) -> tuple[float, Result]:
@@ -250,6 +184,7 @@ class Feed:
 
     replayable = False
     total = None
+    name = "a feed"
 
     def __init__(self, count: int) -> None:
         self._values = iter([{"n": n} for n in range(count)])

@@ -163,11 +163,13 @@ async def test_an_unreachable_http_source_fails_the_run_after_retries() -> None:
 
 
 async def test_source_failure_keeps_what_was_recorded() -> None:
-    """A source that fails midway fails the run, but every item already done stays recorded."""
+    """A source that fails midway (as a source service can) fails the run, but every item
+    already done stays recorded."""
 
     class Breaking:
-        replayable = True
+        replayable = False
         total = None
+        name = "a breaking source"
 
         def __init__(self) -> None:
             self.given = 0

@@ -104,7 +104,7 @@ class Condition(ApiModel):
 
     type: str = Field(min_length=1, max_length=316, pattern=REASON_PATTERN)
     """The aspect observed, one CamelCase word: Ready, Degraded, Complete, Failed, Suspended,
-    Bound, Expired."""
+    Bound, Expired, Waiting."""
     status: ConditionStatus
     """Whether the condition holds: True, False, or Unknown while it cannot yet be told."""
     reason: str | None = Field(default=None, max_length=1024, pattern=REASON_PATTERN)

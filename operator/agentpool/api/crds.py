@@ -119,6 +119,7 @@ KINDS: tuple[KindInfo, ...] = (
             PrinterColumn("FAILED", "integer", ".status.failed", "Items that failed"),
             PrinterColumn("ACTIVE", "integer", ".status.active", "Items in flight"),
             PrinterColumn("TOTAL", "integer", ".status.total", "Items seen"),
+            PrinterColumn("RETRYING", "integer", ".status.retrying", "Items awaiting a retry", 1),
             PrinterColumn("RETRIES", "integer", ".status.retries", "Retried attempts", 1),
             PrinterColumn("MESSAGE", "string", ".status.message", "The outcome", 1),
             AGE,

@@ -23,6 +23,8 @@ class ConditionType(StrEnum):
     """PoolRun or AgentLease: it ended without success."""
     SUSPENDED = "Suspended"
     """PoolRun: dispatch is paused by spec.suspend."""
+    WAITING = "Waiting"
+    """PoolRun: items cannot start for now; the reason says what the run waits for."""
     BOUND = "Bound"
     """AgentLease: an agent is held for the client."""
     EXPIRED = "Expired"
@@ -59,6 +61,7 @@ class Reason(StrEnum):
     SOURCE_INVALID = "SourceInvalid"
     SOURCE_UNREACHABLE = "SourceUnreachable"
     SOURCE_CHANGED = "SourceChanged"
+    SOURCE_PENDING = "SourcePending"
 
     # Item failures
     HANDLER_ERROR = "HandlerError"

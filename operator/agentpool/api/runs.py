@@ -223,17 +223,24 @@ class PoolRunStatus(ApiModel):
     """How dispatch ended: Drained (no item left) or Deadlocked (items remain but none can
     start)."""
     message: str | None = None
-    """The outcome as a sentence, for example "5 of 50 items failed" or the deadlock's cause."""
+    """The outcome as a sentence, for example "5 of 50 items failed" or the deadlock's cause;
+    while the run waits (condition Waiting), what it waits for."""
     total: int = Field(default=0, ge=0)
     """Items seen so far."""
     active: int = Field(default=0, ge=0)
-    """Items in flight."""
+    """Items in flight (checking out an agent, or on one): at most spec.cap. Items waiting for
+    a retry are counted in retrying instead."""
+    retrying: int = Field(default=0, ge=0)
+    """Items whose last attempt failed and that wait for their next: its back-off
+    (backoffSeconds), or a free agent. They are not in flight."""
     succeeded: int = Field(default=0, ge=0)
     """Items with an output."""
     failed: int = Field(default=0, ge=0)
     """Items that failed after their last attempt."""
     retries: int = Field(default=0, ge=0)
-    """Attempts beyond each item's first."""
+    """Attempts beyond each item's first, as the agents were given them: an item on attempt n
+    counts n - 1, whether it was retried after a failure or resumed after an operator
+    restart."""
     start_time: datetime | None = None
     """When the first item was dispatched."""
     completion_time: datetime | None = None
@@ -243,8 +250,12 @@ class PoolRunStatus(ApiModel):
     failures: dict[str, ItemFailure] = Field(default_factory=dict)
     """Failed items by item id (those not moved to a ConfigMap in resultRefs)."""
     in_flight: dict[str, int] = Field(default_factory=dict)
-    """Items dispatched and not yet recorded, by item id, with their attempt; after an operator
-    restart they run again with the attempt raised."""
+    """Items in flight and not yet recorded, by item id, with their attempt (without a state
+    directory, also those about to start); after an operator restart they run again with the
+    attempt raised."""
+    awaiting_retry: dict[str, int] = Field(default_factory=dict)
+    """Items waiting for a retry, by item id, with the attempts they have made; after an
+    operator restart each runs again with the next attempt."""
     result_refs: list[ResultRef] = Field(default_factory=list)
     """ConfigMaps owned by the run holding further outputs and failures; `agentpool results`
     reads them back."""
@@ -254,4 +265,7 @@ class PoolRunStatus(ApiModel):
     """A digest of spec.source and, for a ConfigMap source, of the items it held when the run
     started; a run whose source no longer matches it fails with reason SourceChanged."""
     conditions: list[Condition] = Field(default_factory=list, json_schema_extra=CONDITION_LIST)
-    """Complete, Failed and Suspended."""
+    """Complete, Failed, Suspended, and Waiting: True while items cannot start for something
+    the run waits for, named by its reason (PoolNotFound: the pool does not exist yet;
+    SourcePending: the source has not answered or has no item ready) and its message, which
+    says for how long."""

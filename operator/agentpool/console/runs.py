@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from agentpool.console.progress import progress_of, render
+from agentpool.console.progress import ProgressWatch
 from agentpool.io.kube import Kube, NotFound
 from agentpool.runs.results import iter_results
 
@@ -46,6 +46,7 @@ async def watch_run(
     deadline = None if timeout is None else loop.time() + timeout
     last = ""
     interactive = out.isatty()
+    progress: ProgressWatch | None = None
     while True:
         try:
             run = await kube.get_custom("poolruns", namespace, name)
@@ -53,7 +54,10 @@ async def watch_run(
             print(f'poolrun "{name}" not found in namespace "{namespace}"', file=sys.stderr)
             return 2
         status = run.get("status") or {}
-        line = render(progress_of(status, datetime.now(UTC)))
+        if progress is None:
+            source = (run.get("spec") or {}).get("source") or {}
+            progress = ProgressWatch(total_known="http" not in source)
+        line = progress.line(status, datetime.now(UTC))
         if line != last:
             if interactive:
                 out.write("\r\x1b[2K" + line)

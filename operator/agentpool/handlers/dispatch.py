@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentpool import metrics
+from agentpool.api.reasons import Reason
 from agentpool.broker import Checkout, Outcome, PoolClosed
 from agentpool.broker import PoolExhausted as BrokerExhausted
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import InvokeResult
 from agentpool.io.kube import NotFound
-from agentpool.runs.contracts import CheckinOutcome, PoolExhausted, PoolNotFound
+from agentpool.runs.contracts import CheckinOutcome, PoolExhausted, PoolNotFound, Waiting
 from agentpool.runs.contracts import Checkout as RunCheckout
 
 AGENT_LOST = "AgentLost"
@@ -61,23 +62,37 @@ class BrokerDispatcher:
         self._series: dict[tuple[str, ...], Any] = {}
 
     async def checkout(
-        self, pool: str, *, timeout: float, priority: int, holder: str
+        self,
+        pool: str,
+        *,
+        timeout: float,
+        priority: int,
+        holder: str,
+        waiting: Waiting | None = None,
     ) -> AgentCheckout:
         key = (self._namespace, pool)
         handle = self._runtime.pools.get(key)
         if handle is None:
             # A pool applied together with its run may be created a moment after it, and a
             # restarted operator serves its pools a moment after its runs: wait the checkout
-            # timeout for the pool before calling it missing.
+            # timeout for the pool before calling it missing, and say at once that it is.
+            subject = f"pool/{pool}"
+            if waiting is not None and not await self._pool_exists(pool):
+                waiting.begin(
+                    subject,
+                    Reason.POOL_NOT_FOUND,
+                    f'AgentPool "{pool}" not found in namespace "{self._namespace}": its items '
+                    f"wait up to {timeout:g}s for it to be created",
+                )
             handle = await self._runtime.wait_pool(key, timeout)
+            if handle is not None and waiting is not None:
+                waiting.end(subject)
         if handle is None:
-            try:
-                await self._runtime.kube.get_custom("agentpools", self._namespace, pool)
-            except NotFound:
+            if not await self._pool_exists(pool):
                 raise PoolNotFound(
                     f'AgentPool "{pool}" not found in namespace "{self._namespace}" '
                     f"(waited {timeout:g}s for it)"
-                ) from None
+                )
             raise PoolExhausted(f'AgentPool "{pool}" is not served yet after {timeout:g}s')
         started = time.monotonic()
         try:
@@ -91,6 +106,13 @@ class BrokerDispatcher:
         kind = "scaleup" if inner.waited else "warm"
         metrics.CHECKOUT_SECONDS.labels(self._namespace, pool, kind).observe(elapsed)
         return AgentCheckout(handle=handle, inner=inner, run=holder.split("/", 1)[0])
+
+    async def _pool_exists(self, pool: str) -> bool:
+        try:
+            await self._runtime.kube.get_custom("agentpools", self._namespace, pool)
+        except NotFound:
+            return False
+        return True
 
     async def invoke(
         self, checkout: RunCheckout, envelope: dict[str, Any], *, timeout: float, cast: bool

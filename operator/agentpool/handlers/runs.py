@@ -51,6 +51,11 @@ class KubeSink:
         generation = self._body["metadata"].get("generation")
         if generation is not None:
             patch = {**patch, "observedGeneration": generation}
+            if "conditions" in patch:
+                patch["conditions"] = [
+                    {**condition, "observedGeneration": generation}
+                    for condition in patch["conditions"]
+                ]
         with contextlib.suppress(NotFound):
             await self._runtime.kube.patch_status("poolruns", self._namespace, self._name, patch)
 

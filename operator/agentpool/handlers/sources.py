@@ -37,6 +37,7 @@ class HttpSource:
         clock: Clock | None = None,
     ) -> None:
         self.url = url
+        self.name = f"http source {url}"
         self._client = SourceClient(
             url,
             attempts=attempts,

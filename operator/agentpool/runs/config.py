@@ -53,8 +53,9 @@ class RunConfig:
     status_interval_seconds: float = 1.0
     rerun_limit: int | None = None
     """Most items that may have started without their result being written, for a replayable
-    source (inline items, a ConfigMap) and no journal: an operator crash re-runs at most this
-    many. ``None`` means ``cap``. A status write then goes out at least once per this many items
+    source (inline items, a ConfigMap) and no journal: each is written in flight before it
+    starts, so an operator crash re-runs at most this many, each with its attempt raised.
+    ``None`` means ``cap``. A status write then goes out at least once per this many items
     started: the price of the guarantee without a journal. ``0`` lifts the limit."""
     held_write_gap_seconds: float = 0.1
     """When the re-run limit holds dispatch and nothing is running, the next status write goes

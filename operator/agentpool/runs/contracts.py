@@ -40,11 +40,34 @@ class Checkout(Protocol):
         ...
 
 
+class Waiting(Protocol):
+    """Where a checkout notes what it waits for, while it waits (:mod:`agentpool.runs.waits`):
+    ``subject`` names the thing waited for (``pool/<name>``), ``reason`` is one CamelCase word
+    and ``message`` a sentence for the run's Waiting condition."""
+
+    def begin(
+        self, subject: str, reason: str, message: str, *, after: float = 0.0, timed: bool = True
+    ) -> None: ...
+
+    def end(self, subject: str) -> None: ...
+
+
 class Dispatcher(Protocol):
     """The broker as a run sees it: checkout an agent of a pool, and give it back."""
 
-    async def checkout(self, pool: str, *, timeout: float, priority: int, holder: str) -> Checkout:
-        """An agent of ``pool``; raises :class:`PoolNotFound` or another :class:`CheckoutFailed`."""
+    async def checkout(
+        self,
+        pool: str,
+        *,
+        timeout: float,
+        priority: int,
+        holder: str,
+        waiting: Waiting | None = None,
+    ) -> Checkout:
+        """An agent of ``pool``; raises :class:`PoolNotFound` or another :class:`CheckoutFailed`.
+
+        While the pool is not there, the checkout says so through ``waiting``, at once.
+        """
         ...
 
     async def checkin(self, checkout: Checkout, outcome: CheckinOutcome) -> None:

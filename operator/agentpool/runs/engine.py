@@ -32,15 +32,15 @@ from agentpool.runs.contracts import (
     StatusSink,
     SystemClock,
 )
+from agentpool.runs.intake import Intake
 from agentpool.runs.items import ItemKeys, Rejection, route_item
-from agentpool.runs.outcome import Outcome, decide_outcome
+from agentpool.runs.outcome import Outcome, outcome_now
 from agentpool.runs.reporting import Reporter
 from agentpool.runs.results import CHUNK_BYTES, encode, output_line
-from agentpool.runs.sources import DONE, NOT_READY, ItemSource, ListSource, Signal, SourceError
+from agentpool.runs.sources import ItemSource, ListSource, SourceError
 from agentpool.runs.status import RunLedger
+from agentpool.runs.waits import WaitNotes, Waits
 
-POLL_FIRST = 0.1
-POLL_MAX = 5.0
 #: The longest an item waits for another agent after one refused the operator's token.
 REFUSED_MAX = 5.0
 
@@ -82,6 +82,8 @@ class RunEngine:
         self._dispatcher = dispatcher
         self._invoker = invoker
         self._clock = clock or SystemClock()
+        self._waits = Waits()
+        self._notes = WaitNotes(self._waits, self._clock, self._mark_dirty)
         self._suspended = suspended
         status = status or {}
         self.ledger = RunLedger.restore(
@@ -99,14 +101,12 @@ class RunEngine:
             failure_event_interval=failure_event_interval,
             held_gap=config.held_write_gap_seconds,
             journal=journal,
+            waits=self._waits,
         )
         # The re-run limit stopped the last fill: only a status write lets more items start.
         self._held = False
         self._pending: deque[Work] = deque()
         self._retries: list[tuple[float, Work]] = []
-        # Items in flight at the last write run again, with the attempt raised, when the source
-        # gives them: a replayable one always does; an HTTP source does if it hands them out again.
-        self._again = {key: attempt + 1 for key, attempt in self.ledger.resumed.items()}
         self._parked: dict[str, list[Work]] = {}
         self._missing_pools: dict[str, str] = {}
         # Made-up keys avoid every real id: all of a list's, and those an HTTP source gave.
@@ -117,16 +117,18 @@ class RunEngine:
         # A replayable source gives its items from the first again; another goes on where it was.
         self._next_index = 0 if source.replayable else self.ledger.seen
         self._holding = 0
-        # A slot is asking the source for an item: no other asks at the same time.
-        self._pulling = False
-        self._source_done = False
         self._source_error: str | None = None
         self._source_reason: str = Reason.SOURCE_FAILED
         self._deadlock: str | None = None
-        self._next_poll = 0.0
-        self._poll_delay = POLL_FIRST
         self._suspend_reported = False
         self._wake = asyncio.Event()
+        self._intake = Intake(
+            source,
+            clock=self._clock,
+            waiting=self._notes,
+            patience=config.status_interval_seconds,
+            ready=self._wake.set,
+        )
         self._timer: asyncio.Task[None] | None = None
         self._timer_at: float | None = None
         if not source.replayable:
@@ -188,7 +190,7 @@ class RunEngine:
             self._disarm()
             await self._stop_items()
             await self._report.close()
-            await self._source.close()
+            await self._intake.close()
 
     async def _stop_items(self) -> None:
         for task in self._tasks:
@@ -213,7 +215,7 @@ class RunEngine:
                         self._journal.discard()
                     return outcome
             if self._report.due(held=self._held_on_write()):
-                await self._report.write(total=self._total())
+                await self._report.write(total=self._total(), declare=await self._upcoming(now))
                 # The write may have opened the gate on items waiting to start.
                 continue
             await self._wait(self._next_deadline())
@@ -248,10 +250,26 @@ class RunEngine:
                 # call: a crash re-runs at most cap items, each with its attempt raised.
                 self._journal.flush()
 
-    async def _take_next(self, now: float) -> Work | None:
-        limit = self.config.effective_rerun_limit(
+    def _rerun_limit(self) -> int | None:
+        return self.config.effective_rerun_limit(
             replayable=self._source.replayable, journaled=self._journal is not None
         )
+
+    async def _upcoming(self, now: float) -> list[tuple[str, int]]:
+        """The items to write in flight before they start, with their attempts, when no journal
+        notes starts: a crash after the write runs each again with its attempt raised. At most
+        the re-run limit, with those running, so a crash re-runs no more than that."""
+        limit = self._rerun_limit()
+        if limit is None or not self._may_dispatch():
+            return []
+        room = limit - self.ledger.active
+        while len(self._pending) < room and await self._pull(now):
+            pass
+        upcoming = [work for work in self._pending if work.pool not in self._missing_pools]
+        return [(work.key, work.attempt) for work in upcoming[: max(0, room)]]
+
+    async def _take_next(self, now: float) -> Work | None:
+        limit = self._rerun_limit()
         while True:
             if not self._pending and not await self._pull(now):
                 return None
@@ -259,9 +277,10 @@ class RunEngine:
             if work.pool in self._missing_pools:
                 self._parked.setdefault(work.pool, []).append(self._pending.popleft())
                 continue
-            unrecorded = self.ledger.unrecorded
-            if limit is not None and work.key not in unrecorded and len(unrecorded) >= limit:
+            if limit is not None and not self.ledger.attempts.declared(work.key, work.attempt):
+                # Not written in flight yet: the next write names it, then it may start.
                 self._held = True
+                self._mark_dirty()
                 return None
             self._pending.popleft()
             self.ledger.start(work.key, attempt=work.attempt)
@@ -277,34 +296,19 @@ class RunEngine:
             self._wake.set()
 
     async def _pull(self, now: float) -> bool:
-        """Bring the next runnable item into ``_pending``; False if there is none now."""
-        if self._pulling:
-            # Another slot is asking the source (which may take a request): one at a time.
-            return bool(self._pending)
-        self._pulling = True
-        try:
-            return await self._pull_one(now)
-        finally:
-            self._pulling = False
-
-    async def _pull_one(self, now: float) -> bool:
-        while not self._source_done and now >= self._next_poll:
-            active = [*self.ledger.in_flight, *(work.key for work in self._pending)]
+        """Bring one more runnable item into ``_pending``; False if none came now."""
+        count = len(self._pending)
+        while len(self._pending) == count:
+            attempts = self.ledger.attempts
+            active = [*attempts.in_flight, *attempts.retrying, *(w.key for w in self._pending)]
             try:
-                pulled = await self._source.next(active)
+                pulled = await self._intake.take(active, now)
             except SourceError as error:
                 self._source_error = str(error)
                 self._mark_dirty()
                 return False
-            if pulled is DONE:
-                self._source_done = True
+            if pulled is None:
                 return False
-            if pulled is NOT_READY:
-                self._next_poll = now + self._poll_delay
-                self._poll_delay = min(POLL_MAX, self._poll_delay * 2)
-                return False
-            self._poll_delay = POLL_FIRST
-            assert not isinstance(pulled, Signal)
             index = self._next_index
             self._next_index += 1
             self.ledger.seen = max(self.ledger.seen, self._next_index)
@@ -320,11 +324,11 @@ class RunEngine:
             if named.rejection is not None:
                 self._fail_now(named.key, named.rejection, index)
                 continue
-            attempt = self._again.pop(named.key, 1)
+            # An item that may have reached an agent before a restart runs with its attempt
+            # raised, when the source gives it again (an HTTP source may not).
+            attempt = self.ledger.attempts.next_attempt(named.key)
             self._enqueue(named.key, index, named.value, attempt=attempt)
-            if self._pending:
-                return True
-        return bool(self._pending)
+        return True
 
     def _enqueue(self, key: str, index: int, value: Any, *, attempt: int) -> None:
         pool = route_item(value, self.config)
@@ -371,6 +375,8 @@ class RunEngine:
             checkout = await self._checkout(work)
         except PoolNotFound as error:
             self._missing_pools[work.pool] = str(error)
+            cause = f"{error}: its items cannot start"
+            self._notes.begin(f"pool/{work.pool}", Reason.POOL_NOT_FOUND, cause, timed=False)
             self._unstart(work)
             self._parked.setdefault(work.pool, []).append(work)
             return False
@@ -391,13 +397,11 @@ class RunEngine:
         finally:
             self._holding -= 1
             self._mark_dirty()
-            # The active ids changed: a source with nothing ready may have something now.
-            self._next_poll = 0.0
-            self._poll_delay = POLL_FIRST
+            self._intake.poke()
         return True
 
     def _unstart(self, work: Work) -> None:
-        self.ledger.in_flight.pop(work.key, None)
+        self.ledger.attempts.unstart(work.key)
         self._mark_dirty()
         if self._journal is not None:
             self._journal.append({"id": work.key, "unstarted": True})
@@ -410,6 +414,7 @@ class RunEngine:
             timeout=config.checkout_timeout(work.pool),
             priority=config.priority,
             holder=holder,
+            waiting=self._notes,
         )
         if work.last_agent is None or checkout.agent != work.last_agent:
             return checkout
@@ -474,6 +479,7 @@ class RunEngine:
         """The agent refused the operator's own token (it holds another): that is for the
         operator to mend, not a failure of the item. The agent is retired (the pool replaces
         it) and the item waits for another, with its attempt unchanged."""
+        self._unstart(work)
         work.refused += 1
         work.last_agent = agent
         delay = min(REFUSED_MAX, 0.1 * 2 ** (work.refused - 1))
@@ -483,7 +489,7 @@ class RunEngine:
 
     def _after_failure(self, work: Work, agent: str, reason: str, message: str) -> None:
         if work.attempt < self.config.max_attempts:
-            self.ledger.retries += 1
+            self.ledger.attempts.await_retry(work.key)
             work.attempt += 1
             work.last_agent = agent
             # The first retry waits backoffSeconds, each further one twice as long.
@@ -519,9 +525,9 @@ class RunEngine:
         write_at = self._report.next_write_at(held=self._held_on_write())
         if write_at is not None:
             deadlines.append(write_at)
-        if self._may_dispatch() and self._next_poll > self._clock.now():
+        if self._may_dispatch() and self._intake.next_poll > self._clock.now():
             # The source said nothing is ready yet: ask again after the back-off.
-            deadlines.append(self._next_poll)
+            deadlines.append(self._intake.next_poll)
         return min(deadlines) if deadlines else None
 
     async def _wait(self, deadline: float | None) -> None:
@@ -555,37 +561,21 @@ class RunEngine:
             await self._report.resumed()
 
     def _outcome(self) -> Outcome | None:
-        ledger = self.ledger
-        total = self._total()
-        left = total - ledger.succeeded - ledger.failed
-        policy, failed = self.config.failures, ledger.failed
-        if self._source_error is not None:
-            return decide_outcome(
-                result=None,
-                policy=policy,
-                total=total,
-                failed=failed,
-                source_error=self._source_error,
-                source_reason=self._source_reason,
-            )
-        cause = self._deadlock
-        if cause is None and self._parked and self._drained():
-            cause = "; ".join(sorted(set(self._missing_pools.values())))
-        if cause is not None:
-            return decide_outcome(
-                result="Deadlocked",
-                policy=policy,
-                total=total,
-                failed=failed,
-                not_started=left,
-                cause=cause,
-            )
-        if self._suspended or not self._drained():
-            return None
-        return decide_outcome(result="Drained", policy=policy, total=total, failed=failed)
+        return outcome_now(
+            policy=self.config.failures,
+            total=self._total(),
+            done=self.ledger.succeeded + self.ledger.failed,
+            failed=self.ledger.failed,
+            drained=self._drained(),
+            suspended=self._suspended,
+            source_error=self._source_error,
+            source_reason=self._source_reason,
+            deadlock=self._deadlock,
+            missing=self._missing_pools.values() if self._parked else (),
+        )
 
     def _drained(self) -> bool:
-        return self._source_done and not self._pending and not self._retries
+        return self._intake.done and not self._pending and not self._retries
 
     def _total(self) -> int:
         known = self._source.total

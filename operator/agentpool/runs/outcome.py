@@ -3,13 +3,13 @@
 Pure functions of what the engine counted. A drained run succeeds unless items failed under the
 ``Fail`` policy; a deadlocked run (items remain, none can start) fails whatever the policy, since
 work was left undone, with a message that names the cause; a source that cannot give items fails
-the run. The engine calls :func:`decide_outcome` at the end and :func:`set_condition` whenever a
-condition may change.
+the run. The engine calls :func:`outcome_now` whenever nothing is in flight, and
+:func:`set_condition` whenever a condition may change.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -56,6 +56,52 @@ def decide_outcome(
     if failed:
         message += f"; {failed_text}"
     return Outcome("Succeeded", result, Reason.DRAINED, message)
+
+
+def outcome_now(
+    *,
+    policy: FailurePolicy,
+    total: int,
+    done: int,
+    failed: int,
+    drained: bool,
+    suspended: bool,
+    source_error: str | None = None,
+    source_reason: str = Reason.SOURCE_FAILED,
+    deadlock: str | None = None,
+    missing: Iterable[str] = (),
+) -> Outcome | None:
+    """How a run with nothing in flight ends, or None while it goes on.
+
+    ``done`` items of ``total`` are recorded; ``drained``: no item is left to start; ``deadlock``:
+    why a checkout found no agent with nothing running; ``missing``: why the items parked for
+    missing pools cannot start, which deadlocks the run once the rest has drained.
+    """
+    if source_error is not None:
+        return decide_outcome(
+            result=None,
+            policy=policy,
+            total=total,
+            failed=failed,
+            source_error=source_error,
+            source_reason=source_reason,
+        )
+    cause = deadlock
+    causes = sorted(set(missing))
+    if cause is None and causes and drained:
+        cause = "; ".join(causes)
+    if cause is not None:
+        return decide_outcome(
+            result="Deadlocked",
+            policy=policy,
+            total=total,
+            failed=failed,
+            not_started=total - done,
+            cause=cause,
+        )
+    if suspended or not drained:
+        return None
+    return decide_outcome(result="Drained", policy=policy, total=total, failed=failed)
 
 
 def format_time(seconds: float) -> str:
@@ -107,22 +153,33 @@ def set_condition(
 
 
 def running_conditions(
-    conditions: Sequence[Mapping[str, Any]], *, suspended: bool, now: float
+    conditions: Sequence[Mapping[str, Any]],
+    *,
+    suspended: bool,
+    now: float,
+    waiting: tuple[str, str, float] | None = None,
 ) -> list[dict[str, Any]]:
-    """Conditions while a run goes on: neither Complete nor Failed; Suspended as it is."""
+    """Conditions while a run goes on: neither Complete nor Failed; Suspended as it is;
+    Waiting with ``waiting``'s reason and message while items cannot start for that, since the
+    time it gives."""
     result = set_condition(
         conditions, ConditionType.COMPLETE, False, reason="Running", message="items remain", now=now
     )
     result = set_condition(
         result, ConditionType.FAILED, False, reason="Running", message="no failure yet", now=now
     )
-    return set_condition(
+    result = set_condition(
         result,
         ConditionType.SUSPENDED,
         suspended,
         reason=Reason.SUSPENDED if suspended else "Running",
         message="spec.suspend is true: nothing new is dispatched" if suspended else "dispatching",
         now=now,
+    )
+    reason, message, since = waiting or (Reason.RUNNING, "nothing to wait for", now)
+    waits = waiting is not None
+    return set_condition(
+        result, ConditionType.WAITING, waits, reason=reason, message=message, now=since
     )
 
 
@@ -147,6 +204,9 @@ def final_conditions(
         message=outcome.message,
         now=now,
     )
-    return set_condition(
+    result = set_condition(
         result, ConditionType.SUSPENDED, False, reason=outcome.reason, message="finished", now=now
+    )
+    return set_condition(
+        result, ConditionType.WAITING, False, reason=outcome.reason, message="finished", now=now
     )

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from agentpool.api.reasons import EventReason
 from agentpool.runs.contracts import Clock, Journal, StatusSink
 from agentpool.runs.outcome import Outcome, final_conditions, format_time, running_conditions
 from agentpool.runs.status import RunLedger, flush_due
+from agentpool.runs.waits import Waits
 
 WRITE_RETRY_DELAYS = (0.5, 1.0, 2.0)
 
@@ -37,8 +38,16 @@ class Reporter:
         failure_event_interval: float,
         held_gap: float = 0.0,
         journal: Journal | None = None,
+        waits: Waits | None = None,
     ) -> None:
         self._sink = sink
+        self._waits = waits or Waits()
+        # The Waiting condition's reason and message as last written, and when it next reads
+        # differently without news (the time waited reaches its next step).
+        self._waiting: tuple[str, str, float] | None = None
+        self._waiting_at: float | None = None
+        # status.message as last written: a running run's is what it waits for, if anything.
+        self._message: str | None = status.get("message")
         self._journal = journal
         self._clock = clock
         self._ledger = ledger
@@ -64,8 +73,10 @@ class Reporter:
 
     def due(self, *, held: bool = False) -> bool:
         """Whether to write now; ``held``: dispatch waits on this write (see :func:`flush_due`)."""
-        return self.dirty and flush_due(
-            now=self._clock.now(),
+        now = self._clock.now()
+        stale = self._waiting_at is not None and now >= self._waiting_at
+        return (self.dirty or stale) and flush_due(
+            now=now,
             last_write=self._last_write,
             interval=self._interval,
             held=held,
@@ -73,25 +84,49 @@ class Reporter:
         )
 
     def next_write_at(self, *, held: bool = False) -> float | None:
-        if self.dirty and self._last_write is not None:
+        if self._last_write is None:
+            return None
+        if self.dirty:
             gap = min(self._held_gap, self._interval) if held else self._interval
             return self._last_write + gap
+        if self._waiting_at is not None:
+            return max(self._waiting_at, self._last_write + self._interval)
         return None
 
-    async def write(self, *, total: int, extra: Mapping[str, Any] | None = None) -> None:
-        """Write what changed: result ConfigMaps first, then the status patch naming them."""
+    async def write(
+        self,
+        *,
+        total: int,
+        extra: Mapping[str, Any] | None = None,
+        declare: Iterable[tuple[str, int]] = (),
+    ) -> None:
+        """Write what changed: result ConfigMaps first, then the status patch naming them.
+
+        ``declare``: items about to start, written in flight (see :meth:`RunLedger.take_flush`).
+        """
         now = self._clock.now()
         fields: dict[str, Any] = {"phase": self.phase, "total": total}
         if self.start_time is not None:
             fields["startTime"] = self.start_time
+        waiting = self._waits.condition(now)
+        self._waiting_at = self._waits.next_change(now)
+        if "conditions" not in (extra or {}):
+            # While the run waits, its message says what for (a finished run's says how it
+            # ended); null removes it once the wait is over.
+            message = waiting[1] if waiting is not None else None
+            if message != self._message:
+                fields["message"] = self._message = message
+            if waiting != self._waiting:
+                self._waiting = waiting
+                self._conditions_dirty = True
         if self._conditions_dirty:
             self._conditions = running_conditions(
-                self._conditions, suspended=self.phase == "Suspended", now=now
+                self._conditions, suspended=self.phase == "Suspended", waiting=waiting, now=now
             )
             fields["conditions"] = self._conditions
             self._conditions_dirty = False
         fields.update(extra or {})
-        flush = self._ledger.take_flush(fields)
+        flush = self._ledger.take_flush(fields, declare=declare)
         # The journal's entries so far are all in this snapshot; later ones go to a new segment.
         mark = self._journal.seal() if self._journal is not None else None
         # Clean as of the snapshot just taken: what changes while the writes below are awaited

@@ -43,6 +43,11 @@ class ItemSource(Protocol):
     """What the engine pulls items from."""
 
     @property
+    def name(self) -> str:
+        """The source in a user's words, for messages: ``http source <url>``."""
+        ...
+
+    @property
     def replayable(self) -> bool:
         """The same items in the same order on every pull from the start."""
         ...
@@ -64,7 +69,14 @@ class ListSource:
 
     replayable = True
 
-    def __init__(self, items: Sequence[Any], *, error: SourceError | None = None) -> None:
+    def __init__(
+        self,
+        items: Sequence[Any],
+        *,
+        error: SourceError | None = None,
+        name: str = "the inline items",
+    ) -> None:
+        self.name = name
         self._items = list(items)
         self._next = 0
         self._error = error
@@ -124,17 +136,17 @@ def configmap_source(name: str, key: str, data: dict[str, str] | None) -> ListSo
     A missing ConfigMap or key, or text that does not parse, gives a source that fails on its
     first pull, so the engine reports it the same way as any other source failure.
     """
+    called = f"configmap {name} key {key}"
     if data is None:
-        return ListSource([], error=SourceError(f"configmap {name} not found"))
+        return ListSource([], error=SourceError(f"configmap {name} not found"), name=called)
     if key not in data:
         keys = ", ".join(sorted(data)) or "none"
-        return ListSource(
-            [], error=SourceError(f"configmap {name} has no key {key} (keys: {keys})")
-        )
+        error = SourceError(f"configmap {name} has no key {key} (keys: {keys})")
+        return ListSource([], error=error, name=called)
     try:
-        return ListSource(parse_items_text(data[key], name=name, key=key))
+        return ListSource(parse_items_text(data[key], name=name, key=key), name=called)
     except SourceError as error:
-        return ListSource([], error=error)
+        return ListSource([], error=error, name=called)
 
 
 def source_digest(source: Any, text: str | None = None) -> str:

@@ -4,8 +4,9 @@ The engine tells the :class:`RunLedger` what happens (an item started, succeeded
 retried); the ledger counts, places each result in status or a result ConfigMap, and builds the
 next status patch with only what changed. It also restores itself from a status written before an
 operator restart, so recorded items are never run again and items that were in flight run again
-with ``attempt`` raised. :func:`flush_due` decides when to write: at most once per interval,
-unless dispatch waits on the write.
+with ``attempt`` raised (:class:`~agentpool.runs.attempts.Attempts` keeps each item's attempts).
+:func:`flush_due` decides when to write: at most once per interval, unless dispatch waits on the
+write.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentpool.runs.attempts import Attempts
 from agentpool.runs.items import MADE_UP
 from agentpool.runs.results import (
     ResultChunks,
@@ -48,14 +50,6 @@ def flush_due(
 
 
 @dataclass
-class InFlight:
-    """An item that started and has no recorded result: running, or waiting to retry."""
-
-    key: str
-    attempt: int
-
-
-@dataclass
 class Flush:
     """One batch to write: ConfigMaps first (status names them), then the status patch."""
 
@@ -72,14 +66,9 @@ class RunLedger:
     recorded: set[str] = field(default_factory=set)
     succeeded: int = 0
     failed: int = 0
-    retries: int = 0
     seen: int = 0
     """Items the source gave, over the run's whole life: an unreplayable source's next index."""
-    in_flight: dict[str, InFlight] = field(default_factory=dict)
-    unrecorded: set[str] = field(default_factory=set)
-    """Items started since the last write, or in flight at it: what a crash now would re-run."""
-    resumed: dict[str, int] = field(default_factory=dict)
-    """Items in flight when status was last written, with the attempt they were on."""
+    attempts: Attempts = field(default_factory=Attempts)
     made_up: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Failures of items recorded under a made-up key (no usable id, or a duplicate one)."""
     status_used: int = 0
@@ -87,7 +76,6 @@ class RunLedger:
     _new_items: dict[str, Any] = field(default_factory=dict)
     _new_failures: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     _refs_written: list[dict[str, Any]] = field(default_factory=list)
-    _in_flight_written: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.chunks is None:
@@ -123,20 +111,12 @@ class RunLedger:
                     ledger.made_up[record["id"]] = dict(record["failure"])
             else:
                 ledger.succeeded += 1
-        ledger.retries = int(status.get("retries") or 0)
+        ledger.attempts = Attempts.restore(status, recorded=ledger.recorded)
         ledger.seen = int(status.get("total") or 0)
         for key, output in (status.get("items") or {}).items():
             ledger.status_used += record_size(key, output)
         for key, failure in (status.get("failures") or {}).items():
             ledger.status_used += record_size(key, failure)
-        ledger._in_flight_written = {
-            str(key): int(attempt) for key, attempt in (status.get("inFlight") or {}).items()
-        }
-        ledger.resumed = {
-            key: attempt
-            for key, attempt in ledger._in_flight_written.items()
-            if key not in ledger.recorded
-        }
         return ledger
 
     def replay(self, entries: Iterable[Mapping[str, Any]]) -> None:
@@ -154,11 +134,11 @@ class RunLedger:
                 continue
             if "attempt" in entry:
                 # Started: it runs again with the attempt raised, unless it finished below.
-                self.resumed[key] = int(entry["attempt"])
+                self.attempts.replay_start(key, int(entry["attempt"]))
                 continue
             if entry.get("unstarted"):
-                # No agent was found for it: it never reached one.
-                self.resumed.pop(key, None)
+                # No agent was found for it: that attempt never reached one.
+                self.attempts.replay_unstart(key)
                 continue
             failure = entry.get("failure")
             if isinstance(failure, dict):
@@ -171,20 +151,31 @@ class RunLedger:
                 )
             else:
                 self.record_output(key, entry.get("output"))
-            self.resumed.pop(key, None)
+            self.attempts.replay_finish(key)
+
+    @property
+    def in_flight(self) -> dict[str, int]:
+        return self.attempts.in_flight
+
+    @property
+    def retries(self) -> int:
+        return self.attempts.retries
+
+    @property
+    def resumed(self) -> dict[str, int]:
+        return self.attempts.resumed
 
     @property
     def active(self) -> int:
-        return len(self.in_flight)
+        return self.attempts.active
 
     def start(self, key: str, *, attempt: int) -> None:
-        self.in_flight[key] = InFlight(key=key, attempt=attempt)
-        self.unrecorded.add(key)
+        self.attempts.start(key, attempt)
 
     def record_output(self, key: str, output: Any, *, encoded: str | None = None) -> None:
         """Record an item's output; ``encoded``: it in :func:`encode`'s JSON, when the caller
         has that already."""
-        self.in_flight.pop(key, None)
+        self.attempts.finish(key)
         self.recorded.add(key)
         self.succeeded += 1
         encoded = encode(output) if encoded is None else encoded
@@ -199,7 +190,7 @@ class RunLedger:
     def record_failure(
         self, key: str, *, reason: str, message: str, attempts: int, agent: str | None
     ) -> None:
-        self.in_flight.pop(key, None)
+        self.attempts.finish(key)
         self.recorded.add(key)
         self.failed += 1
         failure: dict[str, Any] = {"reason": reason, "message": message, "attempts": attempts}
@@ -235,32 +226,18 @@ class RunLedger:
             assert self.chunks is not None
             self.chunks.add(record_line(key, failure=failure), is_output=False)
 
-    def take_flush(self, extra: Mapping[str, Any]) -> Flush:
+    def take_flush(
+        self, extra: Mapping[str, Any], *, declare: Iterable[tuple[str, int]] = ()
+    ) -> Flush:
         """The next write: changed ConfigMaps, and a status patch of counts and new records.
 
-        After it is written, only what is in flight now can be lost to a crash.
+        After it is written, only what is in flight now (and ``declare``: items about to start,
+        with their attempt) can be lost to a crash.
         """
         assert self.chunks is not None
         configmaps = self.chunks.take_changed()
-        in_flight = {key: entry.attempt for key, entry in self.in_flight.items()}
-        patch: dict[str, Any] = {
-            "succeeded": self.succeeded,
-            "failed": self.failed,
-            "retries": self.retries,
-            "active": self.active,
-        }
-        # A merge patch removes a map key by setting it to null.
-        changes: dict[str, int | None] = {
-            key: None for key in self._in_flight_written if key not in in_flight
-        }
-        changes.update(
-            (key, attempt)
-            for key, attempt in in_flight.items()
-            if self._in_flight_written.get(key) != attempt
-        )
-        if changes:
-            patch["inFlight"] = changes
-            self._in_flight_written = in_flight
+        patch: dict[str, Any] = {"succeeded": self.succeeded, "failed": self.failed}
+        patch.update(self.attempts.take_patch(declare))
         if self._new_items:
             patch["items"] = self._new_items
             self._new_items = {}
@@ -271,5 +248,4 @@ class RunLedger:
             patch["resultRefs"] = [dict(ref) for ref in self.chunks.refs]
             self._refs_written = [dict(ref) for ref in self.chunks.refs]
         patch.update(extra)
-        self.unrecorded = set(self.in_flight)
         return Flush(configmaps=configmaps, patch=patch)

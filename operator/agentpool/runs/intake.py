@@ -1,0 +1,137 @@
+"""How a run asks its source for items: one request at a time, backing off while none is ready.
+
+The engine's slots all take items through one :class:`Intake`: a slot asking while another
+request is on its way gets nothing (it does not wait in line), a source that answers "nothing
+ready yet" is asked again after a back-off that doubles from ``POLL_FIRST`` to ``POLL_MAX``, and
+the back-off starts over when the run's active items change (the source may have something for
+it then). The engine names and routes what comes.
+
+A source that may be slow (any but a list known up front: a source service over HTTP) is asked
+in a task of its own, which the asker waits on for ``patience`` at most. One that takes longer
+is noted as a wait (reason SourcePending, naming the source) and left running, so the engine
+writes status meanwhile and a hanging source shows at once; ``ready`` is called when it answers.
+A source with no item ready for ``patience`` is noted the same way. The wait ends with an item.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+
+from agentpool.api.reasons import Reason
+from agentpool.runs.contracts import Clock, SystemClock, Waiting
+from agentpool.runs.sources import DONE, NOT_READY, ItemSource, ListSource, Pulled, Signal
+
+POLL_FIRST = 0.1
+POLL_MAX = 5.0
+SOURCE = "source"
+"""The subject of the source's waits."""
+
+
+class Intake:
+    """The run's side of its source."""
+
+    def __init__(
+        self,
+        source: ItemSource,
+        *,
+        clock: Clock | None = None,
+        waiting: Waiting | None = None,
+        patience: float = 1.0,
+        ready: Callable[[], None] | None = None,
+    ) -> None:
+        self._source = source
+        self._clock = clock or SystemClock()
+        self._waiting = waiting
+        self._patience = patience
+        self._ready = ready
+        # A list known up front answers at once: no task, no wait.
+        self._slow = not isinstance(source, ListSource)
+        self.done = False
+        """The source said it has no more items."""
+        self.next_poll = 0.0
+        """When the source, having had nothing ready, may be asked again."""
+        self._delay = POLL_FIRST
+        self._asking = False
+        self._request: asyncio.Task[Pulled | Signal] | None = None
+        # The run has been waiting for the source since the first request without an item.
+        self._waiting_since_noted = False
+
+    async def take(self, active: Sequence[str], now: float) -> Pulled | None:
+        """The source's next item; None when there is none now: the source is done, has
+        nothing ready, is still answering, or another slot is asking it. Raises the source's
+        SourceError."""
+        if self.done or self._asking or (self._request is None and now < self.next_poll):
+            return None
+        self._asking = True
+        try:
+            pulled = await self._answer(active)
+        finally:
+            self._asking = False
+        if pulled is None:
+            return None
+        if pulled is DONE:
+            self.done = True
+            self._end_wait()
+            return None
+        if pulled is NOT_READY:
+            self.next_poll = now + self._delay
+            self._delay = min(POLL_MAX, self._delay * 2)
+            self._note(f"{self._source.name} has no item ready yet", after=self._patience)
+            return None
+        self._delay = POLL_FIRST
+        self._end_wait()
+        assert isinstance(pulled, Pulled)
+        return pulled
+
+    async def _answer(self, active: Sequence[str]) -> Pulled | Signal | None:
+        """The source's answer, or None while a slow one is still on its way."""
+        if not self._slow:
+            return await self._source.next(active)
+        request = self._request
+        if request is None:
+            if not self._waiting_since_noted:
+                # From now on, shown once it has lasted the patience: a quick answer ends it.
+                self._note(f"{self._source.name} has not answered yet", after=self._patience)
+            request = self._request = asyncio.ensure_future(self._source.next(active))
+            request.add_done_callback(self._answered)
+            timer = asyncio.ensure_future(self._clock.sleep(self._patience))
+            try:
+                await asyncio.wait({request, timer}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                timer.cancel()
+            if not request.done():
+                self._note(f"{self._source.name} has not answered yet")
+        if not request.done():
+            return None
+        self._request = None
+        return request.result()
+
+    def _answered(self, _: asyncio.Task[Pulled | Signal]) -> None:
+        if self._ready is not None:
+            self._ready()
+
+    def _note(self, message: str, *, after: float = 0.0) -> None:
+        self._waiting_since_noted = True
+        if self._waiting is not None:
+            self._waiting.begin(SOURCE, Reason.SOURCE_PENDING, message, after=after)
+
+    def _end_wait(self) -> None:
+        self._waiting_since_noted = False
+        if self._waiting is not None:
+            self._waiting.end(SOURCE)
+
+    def poke(self) -> None:
+        """The run's active items changed: a source with nothing ready may have something now."""
+        self.next_poll = 0.0
+        self._delay = POLL_FIRST
+
+    async def close(self) -> None:
+        """Stop a request on its way, and close the source."""
+        if self._request is not None:
+            self._request.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._request
+            self._request = None
+        await self._source.close()

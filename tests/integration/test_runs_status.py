@@ -1,0 +1,152 @@
+"""What a PoolRun's status says while it runs, on the local cluster and a real one: counts that
+mean what they say, and conditions that name what the run waits for.
+
+Each test drives the real operator (its own process) and the example agents, and reads the run
+through the API as a user's program or kubectl would.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from operator_support import Api, pool_spec
+from run_support import (
+    SourceService,
+    condition,
+    finished_run,
+    ready_pool,
+    run_status,
+    start_run,
+)
+
+from cluster import wait_for
+
+
+def test_items_waiting_for_a_retry_are_counted_apart_from_those_in_flight(
+    api: Api, namespace: str, kubectl_op: Any
+) -> None:
+    """Six items at cap 2 each fail their first attempt and wait 10 s for the next: status
+    counts the six in `retrying` and names them in `awaitingRetry`, never more than cap as
+    `active` or in `inFlight`, and `kubectl get -o wide` shows the RETRYING column."""
+    api.create("agentpools", namespace, "flaky", pool_spec("flaky", minSize=2))
+    ready_pool(api, namespace, "flaky", 2)
+    items = [{"id": f"r{n}", "failTimes": 1} for n in range(6)]
+    start_run(
+        api,
+        namespace,
+        "patient",
+        items,
+        poolRef={"name": "flaky"},
+        itemId="id",
+        cap=2,
+        maxAttempts=2,
+        backoffSeconds=10,
+    )
+    seen: list[dict[str, Any]] = []
+
+    def all_waiting() -> dict[str, Any] | None:
+        status = run_status(api, namespace, "patient")
+        seen.append(status)
+        return status if status.get("retrying") == 6 else None
+
+    waiting = wait_for(all_waiting, 60, interval=0.1, message="six items waiting for a retry")
+    assert waiting["awaitingRetry"] == {item["id"]: 1 for item in items}
+    assert waiting["active"] == 0
+    table = kubectl_op("get", "poolrun", "patient", "-n", namespace, "-o", "wide").stdout
+    header, row = table.splitlines()[:2]
+    # Columns are aligned, and empty cells print as nothing: read the cell under its title.
+    column = header.index("RETRYING")
+    assert row[column:].split()[0] == "6", table
+    status = finished_run(api, namespace, "patient", 90)
+    assert (status["phase"], status["succeeded"], status["retries"]) == ("Succeeded", 6, 6)
+    assert (status["retrying"], status["active"]) == (0, 0)
+    assert status.get("awaitingRetry", {}) == {}
+    for observed in seen:
+        assert observed.get("active", 0) <= 2, observed
+        assert len(observed.get("inFlight", {})) <= 2, observed
+
+
+def waiting(status: dict[str, Any]) -> dict[str, Any]:
+    return next((c for c in status.get("conditions", []) if c["type"] == "Waiting"), {})
+
+
+def test_a_run_whose_pool_does_not_exist_says_so_until_it_is_created(
+    api: Api, namespace: str
+) -> None:
+    """A run created before its pool says at once, long before its checkout timeout, that it
+    waits for the pool: condition Waiting, reason PoolNotFound, a message naming the pool and
+    its namespace, set from the run's generation. Once the pool is created the condition turns
+    False and the run drains."""
+    start_run(
+        api,
+        namespace,
+        "early",
+        [{"id": f"e{n}"} for n in range(4)],
+        poolRef={"name": "later"},
+        itemId="id",
+        cap=2,
+        checkoutTimeoutSeconds=300,
+    )
+    status = wait_for(
+        lambda: (
+            (s := run_status(api, namespace, "early")) and waiting(s).get("status") == "True" and s
+        ),
+        60,
+        interval=0.2,
+        message="the run says it waits for its pool",
+    )
+    found = waiting(status)
+    assert status["phase"] == "Running"
+    assert found["reason"] == "PoolNotFound"
+    assert f'AgentPool "later" not found in namespace "{namespace}"' in found["message"]
+    assert "so far" in found["message"]
+    assert status["message"] == found["message"]
+    generation = api.get("poolruns", namespace, "early")["metadata"]["generation"]
+    assert found["observedGeneration"] == generation
+    assert found["lastTransitionTime"]
+    api.create("agentpools", namespace, "later", pool_spec("echo", minSize=2))
+    status = finished_run(api, namespace, "early", 120)
+    assert (status["phase"], status["result"], status["succeeded"]) == ("Succeeded", "Drained", 4)
+    assert waiting(status)["status"] == "False"
+    assert condition(status, "Complete")["observedGeneration"] == generation
+
+
+def test_a_source_that_does_not_answer_is_named_while_the_run_waits(
+    api: Api, namespace: str
+) -> None:
+    """A source service that does not answer: the run is Running at once with condition
+    Waiting, reason SourcePending, and a message naming the source's URL, rather than showing
+    nothing until the source's requests time out; once it answers, the run drains."""
+    api.create("agentpools", namespace, "steady", pool_spec("echo", minSize=2))
+    ready_pool(api, namespace, "steady", 2)
+    hold = threading.Event()
+    with SourceService(3, lambda n: {"id": f"s{n}"}, hold=hold) as source:
+        try:
+            start_run(
+                api,
+                namespace,
+                "patient",
+                poolRef={"name": "steady"},
+                source={"http": {"url": source.url}},
+                itemId="id",
+            )
+            status = wait_for(
+                lambda: (
+                    (s := run_status(api, namespace, "patient"))
+                    and waiting(s).get("status") == "True"
+                    and s
+                ),
+                25,
+                interval=0.2,
+                message="the run says it waits for its source",
+            )
+        finally:
+            hold.set()
+        found = waiting(status)
+        assert status["phase"] == "Running"
+        assert found["reason"] == "SourcePending"
+        assert f"http source {source.url} has not answered yet" in found["message"]
+        status = finished_run(api, namespace, "patient", 60)
+    assert (status["phase"], status["succeeded"]) == ("Succeeded", 3)
+    assert waiting(status)["status"] == "False"
