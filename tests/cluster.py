@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from agentpool.local import eventloop
 from agentpool.local.kubeconfig import ApiAccess
 
 T = TypeVar("T")
@@ -174,7 +175,9 @@ class ClusterThread:
 
     def _main(self) -> None:
         try:
-            asyncio.run(self._serve())
+            # The kubelet leaves its pod watch mid-stream as it stops: that TLS close ends before
+            # the loop does.
+            eventloop.run(self._serve())
         except BaseException as error:
             if not self._started.done():
                 self._started.set_exception(error)

@@ -4,7 +4,6 @@ recovers when its watch falls past the server's history (an in-stream 410)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ import kopf
 import pytest
 from kubernetes import client as k8s
 
+from agentpool.local import eventloop
 from agentpool.local.apiserver import ServerThread
 from agentpool.local.kubeconfig import ApiAccess
 from conftest import GROUP, PLURAL, VERSION, Cluster, eventually
@@ -93,17 +93,6 @@ def _registry(access: ApiAccess, namespace: str, seen: Seen) -> kopf.OperatorReg
     return registry
 
 
-async def _closed_connections(loop: asyncio.AbstractEventLoop, timeout: float = 5) -> None:
-    """Wait until the TLS connections kopf closed on its way out are closed for good: a TLS
-    close waits for the server's close_notify, which needs the loop to run a little longer."""
-    deadline = loop.time() + timeout
-    transports: Any = getattr(loop, "_transports", {})
-    while loop.time() < deadline:
-        if all(getattr(t, "_sock", None) is None for t in list(transports.values())):
-            return
-        await asyncio.sleep(0.01)
-
-
 @dataclass
 class Operator:
     """The test operator, running in its own thread and event loop."""
@@ -131,9 +120,10 @@ def operator(cluster: Cluster, namespace: str, widgets: str) -> Iterator[Operato
     failure: list[BaseException] = []
 
     def run() -> None:
-        loop = asyncio.new_event_loop()
+        # The TLS connections kopf closes on its way out are closed for good before the loop
+        # ends: each waits for the server's close_notify.
         try:
-            loop.run_until_complete(
+            eventloop.run(
                 kopf.operator(
                     registry=_registry(cluster.access, namespace, seen),
                     settings=settings,
@@ -144,9 +134,6 @@ def operator(cluster: Cluster, namespace: str, widgets: str) -> Iterator[Operato
             )
         except BaseException as error:
             failure.append(error)
-        finally:
-            loop.run_until_complete(_closed_connections(loop))
-            loop.close()
 
     thread = threading.Thread(target=run, name="kopf-test-operator", daemon=True)
     thread.start()

@@ -292,18 +292,27 @@ def test_suspend_finishes_in_flight_items_and_resume_goes_on(
     """Suspending a run lets its in-flight items finish and dispatches nothing more, while
     another run on the same pool goes on; resuming completes it, each item run exactly once, with
     the Suspended and Resumed Events."""
-    record = scratch / "invocations.jsonl"
-    env = {"SLOW_START_SECONDS": "0", "WORK_SECONDS": "0.2", "INVOCATIONS_FILE": str(record)}
-    api.create("agentpools", namespace, "p", pool_spec("slow_start", env=env, minSize=2))
-    items = [{"id": f"i{n:02}"} for n in range(20)]
+    record, gates = scratch / "invocations.jsonl", scratch / "gates"
+    gates.mkdir()
+    env = {"INVOCATIONS_FILE": str(record)}
+    api.create("agentpools", namespace, "p", pool_spec("flaky", env=env, minSize=2))
+    # Past the first four, each item waits for a gate file of its own, which the test creates
+    # once the item has started: the run cannot drain before the suspend reaches the operator,
+    # however late that is.
+    items: list[dict[str, Any]] = [{"id": f"i{n:02}"} for n in range(20)]
+    for item in items[4:]:
+        item["waitFor"] = str(gates / item["id"])
     start_run(api, namespace, "paused", items, poolRef={"name": "p"}, itemId="id", cap=2)
     wait_for(lambda: run_status(api, namespace, "paused").get("succeeded", 0) >= 4, 60)
     api.patch_spec("poolruns", namespace, "paused", {"suspend": True})
-    status = wait_for(
-        lambda: (s := run_status(api, namespace, "paused")).get("phase") == "Suspended" and s,
-        30,
-        message="run suspended",
-    )
+
+    def suspended() -> dict[str, Any] | None:
+        for started in invocations(record):  # what is in flight may finish
+            (gates / started).touch()
+        status = run_status(api, namespace, "paused")
+        return status if status.get("phase") == "Suspended" else None
+
+    status = wait_for(suspended, 30, message="run suspended")
     assert status["active"] == 0
     assert condition(status, "Suspended")["status"] == "True"
     done = status["succeeded"]
@@ -320,6 +329,8 @@ def test_suspend_finishes_in_flight_items_and_resume_goes_on(
         api.patch_spec("poolruns", namespace, "paused", {"cap": 8})
     assert refused.value.status == 422
     assert "spec.cap cannot change once the run exists" in str(refused.value.body)
+    for item in items:
+        (gates / item["id"]).touch()
     api.patch_spec("poolruns", namespace, "paused", {"suspend": False})
     status = finished_run(api, namespace, "paused")
     assert (status["phase"], status["result"], status["succeeded"]) == ("Succeeded", "Drained", 20)

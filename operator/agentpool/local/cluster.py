@@ -30,7 +30,7 @@ import aiohttp
 import yaml
 
 from agentpool.api.crds import render_crds
-from agentpool.local import pki
+from agentpool.local import eventloop, pki
 from agentpool.local.apiserver import ApiServer
 from agentpool.local.apiserver.storage.store import DEFAULT_HISTORY, HistoryLimits
 from agentpool.local.kubeconfig import ApiAccess, write_kubeconfig
@@ -91,7 +91,8 @@ async def _serves(session: aiohttp.ClientSession, url: str, plural: str) -> bool
 
 
 class OperatorThread:
-    """Runs an :data:`OperatorRunner` in a daemon thread with its own loop; ``stop()`` ends it."""
+    """Runs an :data:`OperatorRunner` in a daemon thread with its own loop; ``stop()`` ends it,
+    and the thread ends once the operator's connections have closed too."""
 
     def __init__(self, runner: OperatorRunner, kubeconfig: Path) -> None:
         self._runner = runner
@@ -107,7 +108,9 @@ class OperatorThread:
 
     def _main(self) -> None:
         try:
-            asyncio.run(self._serve())
+            # kopf leaves each watch mid-stream as it stops; those TLS closes finish before the
+            # loop ends, so no socket of the operator outlives it.
+            eventloop.run(self._serve())
         except Exception:
             logger.exception("the operator stopped with an error")
         finally:
