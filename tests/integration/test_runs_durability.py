@@ -167,11 +167,16 @@ def test_items_in_flight_at_a_kill_run_again_with_their_attempt_raised(
     ready_pool(api, namespace, "long", 3)
     items = [{"id": f"i{n}"} for n in range(6)]
     start_run(api, namespace, "lengthy", items, poolRef={"name": "long"}, itemId="id", cap=3)
-    at_kill = wait_for(
-        lambda: len((s := run_status(api, namespace, "lengthy")).get("inFlight") or {}) == 3 and s,
-        30,
-        message="three items written as in flight",
-    )
+
+    def written_and_called() -> dict[str, Any] | None:
+        # In flight covers an item's checkout and its request on the way too: kill only once
+        # the agents have the three, or one may never have seen its first attempt.
+        status = run_status(api, namespace, "lengthy")
+        in_flight = status.get("inFlight") or {}
+        called = invocations(record)
+        return status if len(in_flight) == 3 and all(key in called for key in in_flight) else None
+
+    at_kill = wait_for(written_and_called, 30, message="three items written in flight and called")
     operator_cluster.operator.kill()
     written = at_kill["inFlight"]
     operator_cluster.operator.start()

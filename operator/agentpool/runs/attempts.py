@@ -7,8 +7,9 @@ counts more than ``cap``; it counts ``retries`` when an attempt past an item's f
 takes the count back when the attempt found no agent after all, so ``retries`` always agrees
 with the ``attempt`` the agents were given. It also restores both from status and the journal
 after an operator restart: an item that may have reached an agent runs again with its attempt
-raised, and that attempt is a retry like any other. The run ledger owns one and puts what
-changed into each status patch.
+raised, and that attempt is a retry like any other. Without a journal to note starts, the engine
+names each item in flight in a status write before it starts (:meth:`Attempts.declared`). The
+run ledger owns one and puts what changed into each status patch.
 """
 
 from __future__ import annotations
