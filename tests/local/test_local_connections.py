@@ -3,18 +3,23 @@
 An operator stops its watches mid-stream; over TLS each such connection is still closing
 (close_notify to the API server and back) when the operator's own work has ended. The thread that
 runs it must let those closes finish before its event loop goes, or the sockets stay open until
-the garbage collector reports them, far from the code that owned them.
+the garbage collector reports them, far from the code that owned them; and a peer that never
+answers must not hold the thread for good.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import socket
 import threading
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
+from agentpool.local import eventloop
 from agentpool.local.kubeconfig import ApiAccess
 from cluster import ClusterThread, wait_for
 
@@ -55,3 +60,25 @@ def test_an_embedded_operator_that_stops_mid_watch_leaves_no_socket_open(scratch
         cluster.stop()
     assert not cluster.thread.is_alive()
     assert [sock.fileno() for sock in sockets] == [-1], "the watch's socket is still open"
+
+
+def test_a_connection_that_never_closes_holds_the_loop_only_until_the_deadline(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A peer that never answers the close does not keep the thread for good: the loop ends at
+    its deadline and says which file descriptor was still open."""
+    ours, theirs = socket.socketpair()
+    fd = ours.fileno()
+
+    async def leave_a_socket_watched() -> str:
+        asyncio.get_running_loop().add_reader(ours, lambda: None)
+        return "done"
+
+    try:
+        with caplog.at_level(logging.WARNING, logger=eventloop.__name__):
+            assert eventloop.run(leave_a_socket_watched(), close_timeout=0.1) == "done"
+    finally:
+        ours.close()
+        theirs.close()
+    assert "still open 0.1s after the loop's work ended" in caplog.text
+    assert f"file descriptors [{fd}]" in caplog.text
