@@ -52,7 +52,7 @@ def test_an_embedded_operator_that_stops_mid_watch_leaves_no_socket_open(scratch
                 cluster.loop.call_soon_threadsafe(hold_the_server, held, threading.current_thread())
                 await held
 
-    cluster = ClusterThread(scratch / "cluster", start_operator=watch_pods_until_stopped)
+    cluster = ClusterThread(scratch / "cluster", operator=watch_pods_until_stopped)
     cluster.start()
     try:
         wait_for(lambda: sockets, 30, message="the operator watching pods")
