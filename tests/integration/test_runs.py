@@ -113,7 +113,8 @@ def test_failed_items_fail_the_run_under_fail_and_are_reported_under_report(
             assert "5 of 50 items failed" in status["message"]
     pods = {pod["metadata"]["name"] for pod in api.pods(namespace, "flaky")}
     assert agents <= pods
-    assert "ItemFailed" in api.event_reasons(namespace)
+    # Events are posted in the background: the last may follow the status that ends the run.
+    wait_for(lambda: "ItemFailed" in api.event_reasons(namespace), 10, message="ItemFailed")
 
 
 def test_an_item_that_fails_once_succeeds_on_its_second_attempt(
@@ -177,7 +178,8 @@ def test_runs_that_can_never_start_end_deadlocked_naming_the_cause(
     assert time.monotonic() - started >= 3
     message = run_status(api, namespace, "never")["message"]
     assert "ready 0" in message, message
-    assert "Deadlocked" in api.event_reasons(namespace)
+    # Events are posted in the background: the last may follow the status that ends the run.
+    wait_for(lambda: "Deadlocked" in api.event_reasons(namespace), 10, message="Deadlocked")
 
 
 def test_bad_items_and_sources_fail_clearly_and_lose_nothing_else(api: Api, namespace: str) -> None:
@@ -339,9 +341,12 @@ def test_suspend_finishes_in_flight_items_and_resume_goes_on(
     assert status["observedGeneration"] == generation >= 3  # created, suspended, resumed
     calls = invocations(record)
     assert all(len(calls[item["id"]]) == 1 for item in items)
-    reasons = api.event_reasons(namespace)
-    assert "Suspended" in reasons
-    assert "Resumed" in reasons
+    # Events are posted in the background: the last may follow the status that ends the run.
+    wait_for(
+        lambda: {"Suspended", "Resumed"} <= set(api.event_reasons(namespace)),
+        10,
+        message="the Suspended and Resumed Events",
+    )
 
 
 def test_routes_send_each_item_to_the_pool_its_field_names(api: Api, namespace: str) -> None:
