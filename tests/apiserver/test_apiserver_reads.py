@@ -127,7 +127,11 @@ def test_pod_table_columns(core: k8s.CoreV1Api, namespace: str) -> None:
         ("IP", 1),
         ("Node", 1),
     ]
-    assert reply.body["rows"][0]["cells"][:4] == ["p", "0/1", "Pending", "0"]
+    name, ready, phase, restarts = reply.body["rows"][0]["cells"][:4]
+    # STATUS is the phase until a node takes the pod, then its container's waiting reason (the
+    # local kubelet has no command to run for image "i"), as kubectl prints it.
+    assert (name, ready, restarts) == ("p", "0/1", "0")
+    assert phase in {"Pending", "NoLocalCommand"}, phase
 
 
 def _stream(api: k8s.ApiClient, path: str, query: list[tuple[str, str]], limit: int) -> list[Any]:
