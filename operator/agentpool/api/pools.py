@@ -163,6 +163,12 @@ class AgentPoolSpec(ApiModel):
         return probe
 
 
+POOL_DEFAULTS = AgentPoolSpec()
+"""A pool spec that sets nothing: each field at its default. Values resolved from a spec outside
+the model (the pool policy, a run's timeouts) read their defaults from here rather than restating
+them."""
+
+
 class Recommendation(ApiModel):
     """Pool sizes suggested by the demand the pool has observed."""
 
