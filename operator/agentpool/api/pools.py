@@ -154,12 +154,21 @@ class AgentPoolSpec(ApiModel):
         return self.min_size if self.max_size is None else self.max_size
 
     def effective_readiness_probe(self) -> Probe:
-        """The readiness probe agent pods get: the spec's, or HTTP GET /healthz on port."""
-        if self.readiness_probe is None:
-            return Probe(http_get=HttpGetAction(port=self.port))
-        probe = self.readiness_probe
+        """The readiness probe agent pods get: the spec's, with GET /healthz when it names no
+        handler, and the path and the pool's port filled in where its handler names none."""
+        probe = self.readiness_probe or Probe()
         if probe.http_get is None and probe.tcp_socket is None and probe.exec is None:
-            return probe.model_copy(update={"http_get": HttpGetAction(port=self.port)})
+            probe = probe.model_copy(update={"http_get": HttpGetAction()})
+        if probe.http_get is not None:
+            http_get = probe.http_get.model_copy(
+                update={"path": probe.http_get.path, "port": probe.http_get.port or self.port}
+            )
+            probe = probe.model_copy(update={"http_get": http_get})
+        if probe.tcp_socket is not None:
+            tcp_socket = probe.tcp_socket.model_copy(
+                update={"port": probe.tcp_socket.port or self.port}
+            )
+            probe = probe.model_copy(update={"tcp_socket": tcp_socket})
         return probe
 
 
