@@ -80,13 +80,24 @@ class Probe(ApiModel):
     initial_delay_seconds: int | None = Field(default=None, ge=0)
     """Seconds after the container starts before the first probe."""
     period_seconds: int | None = Field(default=None, ge=1)
-    """Seconds between probes (Kubernetes default 10)."""
+    """Seconds between probes; 1 when unset, so a new agent joins the pool as soon as it answers
+    (Kubernetes' own default is 10)."""
     timeout_seconds: int | None = Field(default=None, ge=1)
     """Seconds after which one probe counts as failed (Kubernetes default 1)."""
     success_threshold: int | None = Field(default=None, ge=1)
     """Consecutive successes that make the agent Ready (Kubernetes default 1)."""
     failure_threshold: int | None = Field(default=None, ge=1)
     """Consecutive failures that make the agent unready (Kubernetes default 3)."""
+
+
+PROBE_TIMINGS = {
+    "periodSeconds": 1,
+    "timeoutSeconds": 1,
+    "failureThreshold": 3,
+    "successThreshold": 1,
+}
+"""The timings an agent pod's readiness probe gets where the spec's probe sets none, as the
+Probe fields describe them."""
 
 
 class AgentPoolSpec(ApiModel):

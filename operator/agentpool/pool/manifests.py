@@ -15,6 +15,7 @@ from typing import Any
 
 from agentpool import API_VERSION
 from agentpool.api import AgentPoolSpec, Probe
+from agentpool.api.pools import PROBE_TIMINGS
 
 POOL_LABEL = "agentpool.dev/pool"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -25,14 +26,6 @@ TEMPLATE_HASH_ANNOTATION = "agentpool.dev/template-hash"
 TOKEN_HASH_ANNOTATION = "agentpool.dev/token-hash"
 TOKEN_KEY = "token"
 TOKEN_ENV = "AGENTPOOL_TOKEN"
-#: How often and how patiently an agent pod is probed, where the spec's probe does not say. Once a
-#: second rather than Kubernetes' every ten: a new agent joins the pool as soon as it answers.
-PROBE_TIMINGS = {
-    "periodSeconds": 1,
-    "timeoutSeconds": 1,
-    "failureThreshold": 3,
-    "successThreshold": 1,
-}
 
 
 def pool_labels(pool_name: str) -> dict[str, str]:
