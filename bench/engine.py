@@ -31,6 +31,7 @@ from typing import Any, cast
 
 import aiohttp
 
+from agentpool.api import PoolRunSpec
 from agentpool.broker import Broker
 from agentpool.handlers.dispatch import BrokerDispatcher
 from agentpool.handlers.runtime import PoolHandle, Runtime
@@ -130,7 +131,7 @@ async def engine(
     dispatcher = BrokerDispatcher(runtime, "bench")
     journal = journals.open(name)
     run = RunEngine(
-        config_from_spec(name, spec),
+        config_from_spec(name, PoolRunSpec.model_validate(spec), pools={}),
         source=inline_source(work),
         dispatcher=dispatcher,
         invoker=dispatcher,

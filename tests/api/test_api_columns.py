@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from columnpaths import first, resolve
 
 from agentpool.api import (
     AgentLease,
@@ -26,7 +27,6 @@ from agentpool.api import (
     PoolRunStatus,
     Source,
 )
-from agentpool.api.jsonpath import first, resolve
 
 CREATED = datetime(2025, 1, 1, 10, 0, tzinfo=UTC)
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from agentpool.api import AgentPoolSpec
 from agentpool.api.base import NAME_PATTERN
 from agentpool.api.runs import MAX_INLINE_ITEMS
 from agentpool.local.apiserver.schema.validation import (
@@ -79,7 +80,7 @@ def test_names_derived_from_a_63_character_pool_or_run_are_valid() -> None:
     accepted names are valid label values and object names."""
     pool = "p" * 63
     obj = {"kind": "AgentPool", "metadata": {"name": pool, "namespace": "ns", "uid": "u"}}
-    pod = manifests.agent_pod({**obj, "spec": POOL_SPEC})
+    pod = manifests.agent_pod(obj, spec=AgentPoolSpec.model_validate(POOL_SPEC))
     secret = manifests.token_secret(obj, "token")
     for labels in (pod["metadata"]["labels"], secret["metadata"]["labels"]):
         assert all(len(value) <= 63 for value in labels.values())

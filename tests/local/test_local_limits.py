@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from agentpool.api import AgentPoolSpec
 from agentpool.api.runs import MAX_INLINE_ITEMS
 from agentpool.pool import manifests
 from cluster import ClusterHandle, Kubectl, wait_for
@@ -107,7 +108,8 @@ def test_a_pool_name_of_63_characters_makes_valid_pods(
     checked = _create(kubectl, _pool(name, namespace), "--dry-run=server", "-o", "json")
     assert checked.returncode == 0, checked.stderr
     pool = json.loads(checked.stdout)
-    for manifest in (manifests.agent_pod(pool), manifests.token_secret(pool, "token")):
+    spec = AgentPoolSpec.model_validate(pool["spec"])
+    for manifest in (manifests.agent_pod(pool, spec=spec), manifests.token_secret(pool, "token")):
         result = _create(kubectl, manifest, "--dry-run=server")
         assert result.returncode == 0, result.stderr
     if not local_cluster.local:

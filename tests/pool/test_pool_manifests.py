@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from agentpool.api import AgentPoolSpec
 from agentpool.pool.manifests import agent_pod, read_token, template_hash, token_secret
 from agentpool.pool.pods import PodFailure, failure_of, observe_pod
 
@@ -35,10 +36,15 @@ POOL: dict[str, Any] = {
 }
 
 
+def pod_of(pool: dict[str, Any]) -> dict[str, Any]:
+    """The agent pod of ``pool``, its spec validated as the pool handler does."""
+    return agent_pod(pool, spec=AgentPoolSpec.model_validate(pool["spec"]))
+
+
 def test_agent_pod_carries_labels_owner_token_and_port() -> None:
     """The pod is labelled for the pool's selector, owned by the pool, given the port and the
     token by reference (never by value), and keeps the template's own settings."""
-    pod = agent_pod(POOL)
+    pod = pod_of(POOL)
     meta = pod["metadata"]
     assert meta["generateName"] == "p-"
     assert meta["labels"] == {
@@ -73,13 +79,13 @@ def test_agent_pod_carries_labels_owner_token_and_port() -> None:
 def test_an_agent_that_crashes_reports_the_end_of_its_output() -> None:
     """The agent container falls back to its last output as the termination message when it
     exits with an error, so a crash at start-up says why; a template's own policy stands."""
-    container = agent_pod(POOL)["spec"]["containers"][0]
+    container = pod_of(POOL)["spec"]["containers"][0]
     assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
     spec = POOL["spec"]
     [given] = spec["template"]["spec"]["containers"]
     own = {**given, "terminationMessagePolicy": "File"}
     pool = {**POOL, "spec": {**spec, "template": {"spec": {"containers": [own]}}}}
-    assert agent_pod(pool)["spec"]["containers"][0]["terminationMessagePolicy"] == "File"
+    assert pod_of(pool)["spec"]["containers"][0]["terminationMessagePolicy"] == "File"
 
 
 @pytest.mark.parametrize(
@@ -96,7 +102,7 @@ def test_a_partial_readiness_probe_is_completed(
 ) -> None:
     """A probe without a handler gets GET /healthz, and a handler without a port the pool's."""
     pool = {**POOL, "spec": {**POOL["spec"], "readinessProbe": given}}
-    probe = agent_pod(pool)["spec"]["containers"][0]["readinessProbe"]
+    probe = pod_of(pool)["spec"]["containers"][0]["readinessProbe"]
     assert probe[handler] == expected
     assert [k for k in ("httpGet", "tcpSocket", "exec") if k in probe] == [handler]
 
@@ -104,8 +110,12 @@ def test_a_partial_readiness_probe_is_completed(
 def test_template_hash_follows_what_shapes_the_pod() -> None:
     """Changing the image or template changes the hash (agents are replaced); sizes do not."""
     spec = POOL["spec"]
-    assert template_hash(spec) == template_hash({**spec, "minSize": 5, "maxSize": 9})
-    assert template_hash(spec) != template_hash({**spec, "image": "agent:2"})
+
+    def digest(raw: dict[str, Any]) -> str:
+        return template_hash(AgentPoolSpec.model_validate(raw))
+
+    assert digest(spec) == digest({**spec, "minSize": 5, "maxSize": 9})
+    assert digest(spec) != digest({**spec, "image": "agent:2"})
 
 
 def test_token_secret_round_trips() -> None:

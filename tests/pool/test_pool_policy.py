@@ -1,10 +1,8 @@
-"""PoolPolicy reads an AgentPool spec by its snake_case names and refuses impossible sizes."""
+"""PoolPolicy reads a validated AgentPool spec and refuses impossible sizes."""
 
 from __future__ import annotations
 
-import enum
 import re
-from types import SimpleNamespace
 
 import pytest
 
@@ -12,13 +10,9 @@ from agentpool.api import AgentPoolSpec
 from agentpool.pool import PoolPolicy
 
 
-class _Strategy(enum.Enum):
-    FIFO = "FIFO"
-
-
 def test_from_spec_reads_every_field() -> None:
     """Each spec attribute lands in the policy under the same name."""
-    spec = SimpleNamespace(
+    spec = AgentPoolSpec(
         min_size=2,
         max_size=5,
         strategy="FIFO",
@@ -46,20 +40,15 @@ def test_from_spec_reads_every_field() -> None:
 
 def test_from_spec_max_size_none_means_min_size() -> None:
     """A spec without maxSize gets maxSize = minSize, so it has no overflow."""
-    policy = PoolPolicy.from_spec(SimpleNamespace(min_size=3, max_size=None))
+    policy = PoolPolicy.from_spec(AgentPoolSpec(min_size=3, max_size=None))
     assert (policy.min_size, policy.max_size, policy.max_overflow) == (3, 3, 0)
 
 
 def test_from_spec_missing_fields_take_defaults() -> None:
     """An empty spec gives the documented defaults."""
-    policy = PoolPolicy.from_spec(SimpleNamespace())
+    policy = PoolPolicy.from_spec(AgentPoolSpec())
     assert policy == PoolPolicy()
     assert (policy.min_size, policy.strategy, policy.idle_timeout_seconds) == (1, "LIFO", 60.0)
-
-
-def test_from_spec_accepts_enum_strategy() -> None:
-    """A strategy given as an enum member is read by its value."""
-    assert PoolPolicy.from_spec(SimpleNamespace(strategy=_Strategy.FIFO)).strategy == "FIFO"
 
 
 @pytest.mark.parametrize(

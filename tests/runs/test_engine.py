@@ -20,7 +20,8 @@ from runfakes import (
     running,
 )
 
-from agentpool.runs.config import Routes, RunConfig
+from agentpool.api import Routes
+from agentpool.runs.config import RunConfig
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.results import iter_results
 from agentpool.runs.sources import inline_source

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from agentpool.runs.config import PoolTimeouts, Routes, RunConfig, config_from_spec
+from agentpool.api import AgentPoolSpec, PoolRunSpec, Routes
+from agentpool.runs.config import RunConfig, config_from_spec
 from agentpool.runs.items import ItemKeys, Rejection, route_item
 from agentpool.runs.outcome import decide_outcome, set_condition
 from agentpool.runs.results import (
@@ -181,34 +182,46 @@ def test_flush_patches_send_only_changes_and_remove_finished_in_flight_items() -
     assert "inFlight" not in third
 
 
+def run_spec(raw: dict[str, Any]) -> PoolRunSpec:
+    """A PoolRun spec as the daemon validates it, with a source added: the tests here are about
+    everything else."""
+    return PoolRunSpec.model_validate({"source": {"items": []}, **raw})
+
+
+def pool_spec(checkout: int, call: int) -> AgentPoolSpec:
+    return AgentPoolSpec(checkout_timeout_seconds=checkout, call_timeout_seconds=call)
+
+
 def test_config_from_spec_resolves_defaults_and_overrides() -> None:
     """The run's own timeouts override the pool's; the rest take the API's defaults."""
     config = config_from_spec(
         "r",
-        {"poolRef": {"name": "p"}, "callTimeoutSeconds": 5, "cap": 3},
-        pools={"p": PoolTimeouts(checkout=12, call=99)},
+        run_spec({"poolRef": {"name": "p"}, "callTimeoutSeconds": 5, "cap": 3}),
+        pools={"p": pool_spec(checkout=12, call=99)},
     )
     assert (config.pool, config.cap, config.mode, config.failures) == ("p", 3, "Call", "Fail")
     assert (config.checkout_timeout("p"), config.call_timeout("p")) == (12, 5)
     assert config.backoff_seconds == 1.0
     assert config.effective_rerun_limit(replayable=True) == 3
     assert config.effective_rerun_limit(replayable=False) is None
-    routed = config_from_spec("r", {"routes": {"field": "f", "pools": {"x": "px"}}})
+    routed = config_from_spec(
+        "r", run_spec({"routes": {"field": "f", "pools": {"x": "px"}}}), pools={}
+    )
     assert routed.routes == Routes(field="f", pools={"x": "px"})
     assert (routed.checkout_timeout("px"), routed.call_timeout("px")) == (30, 300)
     with pytest.raises(ValueError, match="needs poolRef or routes"):
-        config_from_spec("r", {})
+        config_from_spec("r", run_spec({}), pools={})
 
 
 def test_a_routed_run_follows_each_pools_timeouts_unless_it_sets_its_own() -> None:
     """Items routed to two pools wait and run as long as their own pool allows; a run-wide
     timeout overrides both."""
     spec = {"routes": {"field": "role", "pools": {"a": "fast", "b": "slow"}}}
-    pools = {"fast": PoolTimeouts(checkout=2, call=10), "slow": PoolTimeouts(checkout=60, call=900)}
-    routed = config_from_spec("r", spec, pools=pools)
+    pools = {"fast": pool_spec(checkout=2, call=10), "slow": pool_spec(checkout=60, call=900)}
+    routed = config_from_spec("r", run_spec(spec), pools=pools)
     assert [routed.checkout_timeout(p) for p in ("fast", "slow")] == [2, 60]
     assert [routed.call_timeout(p) for p in ("fast", "slow")] == [10, 900]
-    capped = config_from_spec("r", {**spec, "callTimeoutSeconds": 5}, pools=pools)
+    capped = config_from_spec("r", run_spec({**spec, "callTimeoutSeconds": 5}), pools=pools)
     assert [capped.call_timeout(p) for p in ("fast", "slow")] == [5, 5]
     assert [capped.checkout_timeout(p) for p in ("fast", "slow")] == [2, 60]
 

@@ -19,6 +19,7 @@ from agentpool.api.base import (
 )
 from agentpool.api.leases import AgentLeaseSpec, AgentLeaseStatus, LeasePhase
 from agentpool.api.pools import (
+    POOL_DEFAULTS,
     AgentPoolSpec,
     AgentPoolStatus,
     HttpGetAction,
@@ -29,6 +30,7 @@ from agentpool.api.pools import (
 )
 from agentpool.api.resources import AgentLease, AgentPool, ObjectMeta, PoolRun
 from agentpool.api.runs import (
+    RUN_DEFAULTS,
     FailurePolicy,
     HttpSource,
     ItemFailure,
@@ -43,6 +45,8 @@ from agentpool.api.runs import (
 )
 
 __all__ = [
+    "POOL_DEFAULTS",
+    "RUN_DEFAULTS",
     "AgentLease",
     "AgentLeaseSpec",
     "AgentLeaseStatus",

@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import Field
 
 from agentpool.api.base import CONDITION_LIST, ApiModel, Condition, KeyRef, NameRef
+from agentpool.api.pools import AgentPoolSpec
 
 LeasePhase = Literal["Pending", "Bound", "Released", "Expired", "Failed"]
 
@@ -32,6 +33,13 @@ class AgentLeaseSpec(ApiModel):
     """Checkouts of higher priority are served first, first come first served within one."""
     checkout_timeout_seconds: int | None = Field(default=None, ge=1)
     """How long to wait for an agent; overrides the pool's."""
+
+    def effective_checkout_timeout(self, pool: AgentPoolSpec) -> int:
+        """How long the lease's checkout waits for an agent of ``pool``: its own timeout, else
+        the pool's."""
+        if self.checkout_timeout_seconds is not None:
+            return self.checkout_timeout_seconds
+        return pool.checkout_timeout_seconds
 
 
 class AgentLeaseStatus(ApiModel):

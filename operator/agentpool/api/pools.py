@@ -80,13 +80,24 @@ class Probe(ApiModel):
     initial_delay_seconds: int | None = Field(default=None, ge=0)
     """Seconds after the container starts before the first probe."""
     period_seconds: int | None = Field(default=None, ge=1)
-    """Seconds between probes (Kubernetes default 10)."""
+    """Seconds between probes; 1 when unset, so a new agent joins the pool as soon as it answers
+    (Kubernetes' own default is 10)."""
     timeout_seconds: int | None = Field(default=None, ge=1)
     """Seconds after which one probe counts as failed (Kubernetes default 1)."""
     success_threshold: int | None = Field(default=None, ge=1)
     """Consecutive successes that make the agent Ready (Kubernetes default 1)."""
     failure_threshold: int | None = Field(default=None, ge=1)
     """Consecutive failures that make the agent unready (Kubernetes default 3)."""
+
+
+PROBE_TIMINGS = {
+    "periodSeconds": 1,
+    "timeoutSeconds": 1,
+    "failureThreshold": 3,
+    "successThreshold": 1,
+}
+"""The timings an agent pod's readiness probe gets where the spec's probe sets none, as the
+Probe fields describe them."""
 
 
 class AgentPoolSpec(ApiModel):
@@ -154,13 +165,28 @@ class AgentPoolSpec(ApiModel):
         return self.min_size if self.max_size is None else self.max_size
 
     def effective_readiness_probe(self) -> Probe:
-        """The readiness probe agent pods get: the spec's, or HTTP GET /healthz on port."""
-        if self.readiness_probe is None:
-            return Probe(http_get=HttpGetAction(port=self.port))
-        probe = self.readiness_probe
+        """The readiness probe agent pods get: the spec's, with GET /healthz when it names no
+        handler, and the path and the pool's port filled in where its handler names none."""
+        probe = self.readiness_probe or Probe()
         if probe.http_get is None and probe.tcp_socket is None and probe.exec is None:
-            return probe.model_copy(update={"http_get": HttpGetAction(port=self.port)})
+            probe = probe.model_copy(update={"http_get": HttpGetAction()})
+        if probe.http_get is not None:
+            http_get = probe.http_get.model_copy(
+                update={"path": probe.http_get.path, "port": probe.http_get.port or self.port}
+            )
+            probe = probe.model_copy(update={"http_get": http_get})
+        if probe.tcp_socket is not None:
+            tcp_socket = probe.tcp_socket.model_copy(
+                update={"port": probe.tcp_socket.port or self.port}
+            )
+            probe = probe.model_copy(update={"tcp_socket": tcp_socket})
         return probe
+
+
+POOL_DEFAULTS = AgentPoolSpec()
+"""A pool spec that sets nothing: each field at its default. Values resolved from a spec outside
+the model (the pool policy, a run's timeouts) read their defaults from here rather than restating
+them."""
 
 
 class Recommendation(ApiModel):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentpool import metrics
+from agentpool.api import POOL_DEFAULTS
 from agentpool.api.reasons import Reason
 from agentpool.broker import Checkout, Outcome, PoolClosed
 from agentpool.broker import PoolExhausted as BrokerExhausted
@@ -43,7 +44,7 @@ class AgentCheckout:
     run: str = ""
     cast: bool = False
     abandoned: bool = False
-    call_timeout: float = 300.0
+    call_timeout: float = POOL_DEFAULTS.call_timeout_seconds
 
     @property
     def agent(self) -> str:

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import kopf
 
 from agentpool import GROUP, VERSION
-from agentpool.api import AgentLeaseSpec
+from agentpool.api import AgentLeaseSpec, AgentPoolSpec
 from agentpool.api.reasons import EventReason, Reason
 from agentpool.broker import Checkout, Outcome, PoolClosed, PoolExhausted
 from agentpool.handlers.conditions import merge_conditions, now_iso
@@ -33,7 +33,6 @@ from agentpool.pool.manifests import TOKEN_KEY, token_secret_name
 from agentpool.pool.pods import epoch
 
 TERMINAL = frozenset({"Released", "Expired", "Failed"})
-DEFAULT_CHECKOUT_TIMEOUT = 30.0
 #: How long kopf lets a stopped lease daemon end by itself before it cancels it. The daemon needs
 #: a few turns of the event loop, or, should the lease expire as it is deleted, the end of the
 #: agent's reset it has begun (which the agent client bounds at 30 s).
@@ -244,11 +243,7 @@ async def bind(
         message = f'AgentPool "{pool}" not found in namespace "{namespace}"'
         await report(_failed(str(Reason.POOL_NOT_FOUND), message))
         return None
-    timeout = float(
-        spec.checkout_timeout_seconds
-        or (pool_spec or {}).get("checkoutTimeoutSeconds")
-        or DEFAULT_CHECKOUT_TIMEOUT
-    )
+    timeout = float(spec.effective_checkout_timeout(AgentPoolSpec.model_validate(pool_spec or {})))
     handle = await runtime.wait_pool((namespace, pool), timeout)
     if handle is None:
         message = f'AgentPool "{pool}" is not served by the operator after {timeout:g}s'

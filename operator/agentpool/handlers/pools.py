@@ -53,10 +53,9 @@ RESTORED_SILENCE_SECONDS = 30.0
 RESTORED_POLL_SECONDS = 0.5
 
 
-def policy_of(spec: dict[str, Any], *, token: str = "") -> PoolPolicy:
-    model = AgentPoolSpec.model_validate(spec)
+def policy_of(spec: AgentPoolSpec, *, token: str = "") -> PoolPolicy:
     return PoolPolicy.from_spec(
-        model, template_hash=template_hash(spec), token_hash=token_hash(token) if token else ""
+        spec, template_hash=template_hash(spec), token_hash=token_hash(token) if token else ""
     )
 
 
@@ -116,8 +115,7 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
         namespace = namespace or ""
         pods_by_pool: kopf.Index[tuple[str, str], dict[str, Any]] = kwargs["pods_by_pool"]
         key = (namespace, name)
-        spec = dict(body.get("spec") or {})
-        policy = policy_of(spec)
+        policy = policy_of(AgentPoolSpec.model_validate(body.get("spec") or {}))
         wake = asyncio.Event()
         handle = PoolHandle(
             namespace=namespace,
@@ -277,11 +275,11 @@ async def release_when_idle(runtime: Runtime, handle: PoolHandle, checkout: Chec
 async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> float:
     """One pass: plan from what is observed, apply, report. Returns when to look again."""
     pool = dict(body)
-    spec = pool.get("spec") or {}
+    spec = AgentPoolSpec.model_validate(pool.get("spec") or {})
     await tokens.keep_token_secret(runtime, handle, body)
     policy = policy_of(spec, token=handle.token)
     handle.port = policy.port
-    handle.reset_between_items = bool(spec.get("resetBetweenItems", False))
+    handle.reset_between_items = spec.reset_between_items
     handle.broker.update_policy(policy)
     sync_broker(handle)
     now = time.time()
@@ -312,7 +310,7 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
     for _ in range(wanted):
         try:
             pod = await runtime.kube.create_pod(
-                handle.namespace, agent_pod(pool, token=handle.token)
+                handle.namespace, agent_pod(pool, spec=spec, token=handle.token)
             )
         except Exception as error:  # reported, and retried on the next pass
             message = f"Creating an agent pod failed: {error}"

@@ -18,7 +18,7 @@ import kopf
 import pydantic
 
 from agentpool import GROUP, VERSION, metrics
-from agentpool.api import PoolRunSpec
+from agentpool.api import AgentPoolSpec, PoolRunSpec
 from agentpool.api.reasons import Reason
 from agentpool.handlers.conditions import now_iso
 from agentpool.handlers.dispatch import BrokerDispatcher
@@ -27,7 +27,7 @@ from agentpool.handlers.sources import HttpSource
 from agentpool.io.kube import NotFound
 from agentpool.pool.manifests import owner_reference
 from agentpool.pool.pods import epoch
-from agentpool.runs.config import PoolTimeouts, config_from_spec
+from agentpool.runs.config import config_from_spec
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.sources import ItemSource, configmap_source, inline_source, source_digest
 
@@ -115,19 +115,16 @@ def source_changed(source: Any) -> str:
 
 async def pool_timeouts(
     runtime: Runtime, namespace: str, *, pools: Iterable[str]
-) -> dict[str, PoolTimeouts]:
-    """The checkout and call timeouts of each pool a run names, which it follows unless it sets
-    its own; a pool not found yet is left out (the API's defaults apply)."""
+) -> dict[str, AgentPoolSpec]:
+    """The spec of each pool a run names, whose timeouts it follows unless it sets its own; a
+    pool not found yet is left out (the API's defaults apply)."""
     found = {}
     for pool in sorted(set(pools)):
         try:
             spec = (await runtime.kube.get_custom("agentpools", namespace, pool)).get("spec") or {}
         except NotFound:
             continue
-        found[pool] = PoolTimeouts(
-            checkout=float(spec.get("checkoutTimeoutSeconds", 30)),
-            call=float(spec.get("callTimeoutSeconds", 300)),
-        )
+        found[pool] = AgentPoolSpec.model_validate(spec)
     return found
 
 
@@ -221,7 +218,7 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
             if spec.routes is not None:
                 named += spec.routes.pools.values()
             config = config_from_spec(
-                name, raw_spec, pools=await pool_timeouts(runtime, namespace, pools=named)
+                name, spec, pools=await pool_timeouts(runtime, namespace, pools=named)
             )
             configmaps = {}
             for ref in status.get("resultRefs") or []:

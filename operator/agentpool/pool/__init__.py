@@ -8,7 +8,7 @@ fake clock.
 from agentpool.pool.checkout import available_agents, choose_agent, order_waiters
 from agentpool.pool.observed import ObservedAgent, Waiter
 from agentpool.pool.plan import Plan, Retirement, desired_size, plan
-from agentpool.pool.policy import PoolPolicy, Strategy
+from agentpool.pool.policy import PoolPolicy
 from agentpool.pool.recycling import RETIREMENT_REASONS, retirement_reason
 from agentpool.pool.sizing import DemandSample, Recommendation, recommend
 from agentpool.pool.status import ConditionView, PoolStatusView, compute_status, state_name
@@ -23,7 +23,6 @@ __all__ = [
     "PoolStatusView",
     "Recommendation",
     "Retirement",
-    "Strategy",
     "Waiter",
     "available_agents",
     "choose_agent",

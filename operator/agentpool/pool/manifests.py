@@ -1,7 +1,8 @@
 """The manifests the operator creates for a pool: agent pods and the per-pool token Secret.
 
-Pure functions from an AgentPool object (in wire form) to the objects that should exist. The pool
-handler calls them and hands the result to the Kubernetes API module; tests call them directly.
+Pure functions from an AgentPool (its validated spec, and its object for the name and owner) to the
+objects that should exist. The pool handler calls them and hands the result to the Kubernetes API
+module; tests call them directly.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import json
 from typing import Any
 
 from agentpool import API_VERSION
+from agentpool.api import AgentPoolSpec, Probe
+from agentpool.api.pools import PROBE_TIMINGS
 
 POOL_LABEL = "agentpool.dev/pool"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -23,7 +26,6 @@ TEMPLATE_HASH_ANNOTATION = "agentpool.dev/template-hash"
 TOKEN_HASH_ANNOTATION = "agentpool.dev/token-hash"
 TOKEN_KEY = "token"
 TOKEN_ENV = "AGENTPOOL_TOKEN"
-DEFAULT_PORT = 8080
 
 
 def pool_labels(pool_name: str) -> dict[str, str]:
@@ -68,16 +70,19 @@ def owned_by(obj: dict[str, Any], uid: str) -> bool:
     return not uid or not owners or any(ref.get("uid") == uid for ref in owners)
 
 
-def template_hash(spec: dict[str, Any]) -> str:
+def template_hash(spec: AgentPoolSpec) -> str:
     """A short digest of everything in the spec that shapes an agent pod.
 
-    Agents whose pod carries another digest are outdated and are replaced as they fall idle.
+    Agents whose pod carries another digest are outdated and are replaced as they fall idle. The
+    probe is digested as the spec gives it, so that a default the operator fills in later does
+    not replace every agent.
     """
+    probe = spec.readiness_probe
     shaping = {
-        "image": spec.get("image"),
-        "template": spec.get("template"),
-        "port": spec.get("port", DEFAULT_PORT),
-        "readinessProbe": spec.get("readinessProbe"),
+        "image": spec.image,
+        "template": spec.template,
+        "port": spec.port,
+        "readinessProbe": _given(probe) if probe is not None else None,
     }
     canonical = json.dumps(shaping, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
@@ -110,45 +115,29 @@ def read_token(secret: dict[str, Any]) -> str:
     return base64.b64decode(secret["data"][TOKEN_KEY]).decode()
 
 
-def default_readiness_probe(port: int) -> dict[str, Any]:
-    return {
-        "httpGet": {"path": "/healthz", "port": port},
-        "periodSeconds": 1,
-        "timeoutSeconds": 1,
-        "failureThreshold": 3,
-        "successThreshold": 1,
-    }
+def _given(probe: Probe) -> dict[str, Any]:
+    """A probe in wire form with only the fields that were given (or filled in), as a pod's."""
+    return probe.model_dump(by_alias=True, mode="json", exclude_unset=True)
 
 
-def readiness_probe(given: dict[str, Any], port: int) -> dict[str, Any]:
-    """The spec's probe with its defaults filled in: GET /healthz when it names no handler, and
-    the pool's port when its handler names none (a pod with either missing is invalid)."""
-    probe = {**default_readiness_probe(port), **copy.deepcopy(given)}
-    handlers = [key for key in ("httpGet", "tcpSocket", "exec", "grpc") if key in given]
-    if not handlers:
-        return probe
-    for key in ("httpGet", "tcpSocket"):
-        if key not in handlers:
-            probe.pop(key, None)
-        elif "port" not in probe[key]:
-            probe[key]["port"] = port
-    if "httpGet" in probe:
-        probe["httpGet"].setdefault("path", "/healthz")
-    return probe
+def readiness_probe(spec: AgentPoolSpec) -> dict[str, Any]:
+    """The readiness probe of the pool's agent pods: the spec's effective probe (see
+    :meth:`AgentPoolSpec.effective_readiness_probe`) with the operator's timings where it sets
+    none."""
+    return {**PROBE_TIMINGS, **_given(spec.effective_readiness_probe())}
 
 
-def agent_pod(pool: dict[str, Any], *, token: str = "") -> dict[str, Any]:
-    """The manifest of one new agent pod for ``pool``.
+def agent_pod(pool: dict[str, Any], *, spec: AgentPoolSpec, token: str = "") -> dict[str, Any]:
+    """The manifest of one new agent pod for ``pool``, whose validated spec is ``spec``.
 
     ``template`` gives everything; ``image`` fills the first container. The operator adds the
     labels, an ownerReference, the port, the token from the pool's Secret and, unless the spec
     or template names them, the readiness probe on ``/healthz`` that admits the agent to the pool
     and the termination message policy FallbackToLogsOnError.
     """
-    spec: dict[str, Any] = pool.get("spec") or {}
     name = pool["metadata"]["name"]
-    port = int(spec.get("port", DEFAULT_PORT))
-    template = copy.deepcopy(spec.get("template") or {})
+    port = spec.port
+    template = copy.deepcopy(spec.template or {})
     template_meta = template.get("metadata") or {}
     pod_spec: dict[str, Any] = template.get("spec") or {}
 
@@ -157,8 +146,8 @@ def agent_pod(pool: dict[str, Any], *, token: str = "") -> dict[str, Any]:
         containers.append({"name": "agent"})
     agent = containers[0]
     agent.setdefault("name", "agent")
-    if spec.get("image"):
-        agent["image"] = spec["image"]
+    if spec.image:
+        agent["image"] = spec.image
 
     env = [e for e in agent.get("env", []) if e.get("name") not in _OPERATOR_ENV]
     env += [
@@ -174,10 +163,11 @@ def agent_pod(pool: dict[str, Any], *, token: str = "") -> dict[str, Any]:
     agent["env"] = env
     ports = [p for p in agent.get("ports", []) if p.get("containerPort") != port]
     agent["ports"] = [{"name": "agent", "containerPort": port, "protocol": "TCP"}, *ports]
-    if spec.get("readinessProbe"):
-        agent["readinessProbe"] = readiness_probe(spec["readinessProbe"], port)
+    # A probe the spec gives replaces the template's; without one, the template's stands.
+    if spec.readiness_probe is not None and _given(spec.readiness_probe):
+        agent["readinessProbe"] = readiness_probe(spec)
     else:
-        agent.setdefault("readinessProbe", default_readiness_probe(port))
+        agent.setdefault("readinessProbe", readiness_probe(spec))
     # An agent that crashes while it starts has rarely written a termination message: the end of
     # its output (a traceback's last line, say) becomes it, so the pod and the pool say why.
     agent.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
+from agentpool.api import ConditionStatus, PoolState
 from agentpool.api.reasons import ConditionType, Reason
 from agentpool.pool.checkout import available_agents
 from agentpool.pool.observed import (
@@ -29,9 +29,6 @@ from agentpool.pool.plan import desired_size
 from agentpool.pool.pods import PodFailure
 from agentpool.pool.policy import PoolPolicy
 from agentpool.pool.sizing import DemandSample, Recommendation, recommend
-
-State = Literal["Ready", "Overflow", "Full", "Starting", "ScaledToZero"]
-ConditionStatus = Literal["True", "False", "Unknown"]
 
 READY = str(ConditionType.READY)
 DEGRADED = str(ConditionType.DEGRADED)
@@ -64,7 +61,7 @@ class PoolStatusView:
     busy: int
     overflow: int
     waiting: int
-    state: State
+    state: PoolState
     conditions: list[ConditionView] = field(default_factory=list)
     recommendation: Recommendation | None = None
     cold_start_seconds: float | None = None
@@ -72,7 +69,7 @@ class PoolStatusView:
 
 def state_name(
     *, available: int, busy: int, replicas: int, waiting: int, min_size: int, max_size: int
-) -> State:
+) -> PoolState:
     """What a checkout finds in the pool now, in poolboy's words where poolboy has them.
 
     Ready while an agent is idle. With none idle and none busy, no agent serves yet: Starting

@@ -1,33 +1,26 @@
-"""The settings one PoolRun is driven by, resolved from its spec and its pool's defaults.
+"""The settings one PoolRun is driven by, resolved from its spec and its pools' specs.
 
-The daemon builds a :class:`RunConfig` with :func:`config_from_spec` (or directly) and hands it to
-the engine, so the engine never reads a raw spec and the defaults live in one place.
+The daemon validates the run's spec into :class:`agentpool.api.PoolRunSpec`, then builds a
+:class:`RunConfig` with :func:`config_from_spec` and hands it to the engine, so the engine never
+reads a spec. Every default is the API model's: a field a spec leaves out, and a field a test
+leaves out when it builds a :class:`RunConfig` directly, take the value the CRD documents.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-Mode = Literal["Call", "Cast"]
-FailurePolicy = Literal["Fail", "Report"]
-
-
-@dataclass(frozen=True)
-class Routes:
-    """Send each item to the pool named by the value of one of its fields."""
-
-    field: str
-    pools: Mapping[str, str]
-
-
-@dataclass(frozen=True)
-class PoolTimeouts:
-    """A pool's own checkout and call timeouts, which its runs follow unless they set theirs."""
-
-    checkout: float = 30.0
-    call: float = 300.0
+from agentpool.api import (
+    POOL_DEFAULTS,
+    RUN_DEFAULTS,
+    AgentPoolSpec,
+    FailurePolicy,
+    PoolRunSpec,
+    Routes,
+    RunMode,
+)
 
 
 @dataclass(frozen=True)
@@ -37,16 +30,17 @@ class RunConfig:
     name: str
     pool: str | None = None
     routes: Routes | None = None
-    item_id: str | None = None
-    priority: int = 0
-    input: Any = None
-    cap: int = 1
-    mode: Mode = "Call"
-    failures: FailurePolicy = "Fail"
-    max_attempts: int = 1
-    backoff_seconds: float = 0.0
-    checkout_timeout_seconds: float = 30.0
-    call_timeout_seconds: float = 300.0
+    item_id: str | None = RUN_DEFAULTS.item_id
+    priority: int = RUN_DEFAULTS.priority
+    input: Any = RUN_DEFAULTS.input
+    cap: int = RUN_DEFAULTS.cap
+    mode: RunMode = RUN_DEFAULTS.mode
+    failures: FailurePolicy = RUN_DEFAULTS.failures
+    max_attempts: int = RUN_DEFAULTS.max_attempts
+    backoff_seconds: float = RUN_DEFAULTS.backoff_seconds
+    checkout_timeout_seconds: float = POOL_DEFAULTS.checkout_timeout_seconds
+    """The run's checkout timeout, or, where it sets none, that of a pool not found yet."""
+    call_timeout_seconds: float = POOL_DEFAULTS.call_timeout_seconds
     pool_checkout_timeouts: Mapping[str, float] = field(default_factory=dict)
     """Each pool's own checkout timeout, where the run sets none: a routed run follows each."""
     pool_call_timeouts: Mapping[str, float] = field(default_factory=dict)
@@ -91,42 +85,39 @@ class RunConfig:
 
 
 def config_from_spec(
-    name: str,
-    spec: Mapping[str, Any],
-    *,
-    pools: Mapping[str, PoolTimeouts] | None = None,
-    status_interval_seconds: float = 1.0,
+    name: str, spec: PoolRunSpec, *, pools: Mapping[str, AgentPoolSpec]
 ) -> RunConfig:
-    """Resolve a PoolRun ``spec`` (camelCase, as stored) into a :class:`RunConfig`.
+    """Resolve the validated spec of run ``name`` into a :class:`RunConfig`.
 
-    ``pools`` holds the timeouts of the pools the run names; the run's own override them.
+    ``pools`` holds the specs of the pools the run names (those found): where the run sets no
+    timeout of its own, each item follows its pool's, and a pool not found yet the pool default.
     """
-    pool_ref = spec.get("poolRef") or {}
-    routes_spec = spec.get("routes")
-    routes = None
-    if routes_spec:
-        pools_of_routes = routes_spec.get("pools", routes_spec.get("map", {}))
-        routes = Routes(field=str(routes_spec["field"]), pools=dict(pools_of_routes))
-    checkout = spec.get("checkoutTimeoutSeconds")
-    call = spec.get("callTimeoutSeconds")
-    pools = pools or {}
+    checkout = spec.checkout_timeout_seconds
+    call = spec.call_timeout_seconds
     return RunConfig(
         name=name,
-        pool=pool_ref.get("name"),
-        routes=routes,
-        item_id=spec.get("itemId"),
-        priority=int(spec.get("priority", 0)),
-        input=spec.get("input"),
-        cap=int(spec.get("cap", 1)),
-        mode=spec.get("mode", "Call"),
-        failures=spec.get("failures", "Fail"),
-        max_attempts=int(spec.get("maxAttempts", 1)),
-        backoff_seconds=float(spec.get("backoffSeconds", 1.0)),
-        checkout_timeout_seconds=float(checkout if checkout is not None else 30.0),
-        call_timeout_seconds=float(call if call is not None else 300.0),
-        pool_checkout_timeouts=(
-            {} if checkout is not None else {k: v.checkout for k, v in pools.items()}
+        pool=spec.pool_ref.name if spec.pool_ref is not None else None,
+        routes=spec.routes,
+        item_id=spec.item_id,
+        priority=spec.priority,
+        input=spec.input,
+        cap=spec.cap,
+        mode=spec.mode,
+        failures=spec.failures,
+        max_attempts=spec.max_attempts,
+        backoff_seconds=float(spec.backoff_seconds),
+        checkout_timeout_seconds=float(
+            checkout if checkout is not None else POOL_DEFAULTS.checkout_timeout_seconds
         ),
-        pool_call_timeouts={} if call is not None else {k: v.call for k, v in pools.items()},
-        status_interval_seconds=status_interval_seconds,
+        call_timeout_seconds=float(
+            call if call is not None else POOL_DEFAULTS.call_timeout_seconds
+        ),
+        pool_checkout_timeouts=(
+            {}
+            if checkout is not None
+            else {k: float(p.checkout_timeout_seconds) for k, p in pools.items()}
+        ),
+        pool_call_timeouts=(
+            {} if call is not None else {k: float(p.call_timeout_seconds) for k, p in pools.items()}
+        ),
     )

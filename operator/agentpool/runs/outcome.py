@@ -14,10 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from agentpool.api import FailurePolicy, RunResult
 from agentpool.api.reasons import ConditionType, Reason
-from agentpool.runs.config import FailurePolicy
-
-Result = Literal["Drained", "Deadlocked"]
 
 
 @dataclass(frozen=True)
@@ -25,14 +23,14 @@ class Outcome:
     """The end of a run, as status and Events report it."""
 
     phase: Literal["Succeeded", "Failed"]
-    result: Result | None
+    result: RunResult | None
     reason: str
     message: str
 
 
 def decide_outcome(
     *,
-    result: Result | None,
+    result: RunResult | None,
     policy: FailurePolicy,
     total: int,
     failed: int,

@@ -1,9 +1,11 @@
-"""Resolve the simple JSONPath of a CRD printer column against an object.
+"""Resolve the simple JSONPath of a CRD printer column against an object, for the column tests.
 
 A printer column says where its cell comes from (``.status.readyReplicas``,
-``.status.conditions[?(@.type=="Ready")].status``). The local API server fills Table rows with
-this, and the tests use it to prove every column of the generated CRDs finds its value. Supported:
-``.name``, ``['name']``, ``[n]``, ``[*]`` and equality filters ``[?(@.key=="value")]``.
+``.status.conditions[?(@.type=="Ready")].status``). The column tests resolve each column of the
+generated CRDs with this against objects built from the models, to prove every column finds its
+value. Supported: ``.name``, ``['name']``, ``[n]``, ``[*]`` and equality filters
+``[?(@.key=="value")]``. (The local API server fills its Table rows with a reader of its own, in
+``agentpool.local.apiserver.endpoints.table``.)
 """
 
 from __future__ import annotations
