@@ -14,7 +14,8 @@ from pydantic import Field
 from agentpool import cli
 from agentpool.api import AgentPoolSpec, crds
 from agentpool.api.crds import render_crds
-from agentpool.local.apiserver.schema.validation import apply_defaults, validate
+from agentpool.local.apiserver.schema.structural import apply_defaults
+from agentpool.local.apiserver.schema.validation import validate
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from agentpool.handlers.conditions import merge_conditions
-from agentpool.local.apiserver.schema.validation import apply_defaults, prune, validate
+from agentpool.api.conditions import merge_conditions
+from agentpool.local.apiserver.schema.structural import apply_defaults, prune
+from agentpool.local.apiserver.schema.validation import validate
 from agentpool.pool import leases
 
 BOUND = leases.bound_status(

@@ -16,11 +16,8 @@ import pytest
 from agentpool.api import AgentPoolSpec
 from agentpool.api.base import NAME_PATTERN
 from agentpool.api.runs import MAX_INLINE_ITEMS
-from agentpool.local.apiserver.schema.validation import (
-    apply_defaults,
-    reads_only_metadata,
-    validate,
-)
+from agentpool.local.apiserver.schema.structural import apply_defaults
+from agentpool.local.apiserver.schema.validation import reads_only_metadata, validate
 from agentpool.pool import manifests
 from agentpool.runs import results
 

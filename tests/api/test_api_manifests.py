@@ -22,12 +22,8 @@ from agentpool.api import (
     PoolRunSpec,
     PoolRunStatus,
 )
-from agentpool.local.apiserver.schema.validation import (
-    RULES_NOT_CHECKED,
-    apply_defaults,
-    prune,
-    validate,
-)
+from agentpool.local.apiserver.schema.structural import apply_defaults, prune
+from agentpool.local.apiserver.schema.validation import RULES_NOT_CHECKED, validate
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"

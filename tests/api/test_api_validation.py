@@ -11,12 +11,11 @@ from typing import Any
 import pytest
 
 from agentpool.local.apiserver.schema.celrules import evaluate_rule
+from agentpool.local.apiserver.schema.structural import apply_defaults, prune
 from agentpool.local.apiserver.schema.validation import (
     RULES_NOT_CHECKED,
     FieldError,
-    apply_defaults,
     crd_schema,
-    prune,
     validate,
 )
 

@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 
 from agentpool.api import AgentPoolSpec, PoolRunSpec, Routes
+from agentpool.api.conditions import set_condition
 from agentpool.runs.config import RunConfig, config_from_spec
 from agentpool.runs.items import ItemKeys, Rejection, route_item
-from agentpool.runs.outcome import decide_outcome, set_condition
+from agentpool.runs.outcome import decide_outcome
 from agentpool.runs.results import (
     CHUNK_KEY,
     SMALL_OUTPUT_BYTES,

@@ -18,6 +18,7 @@ from typing import Any
 import helm_python as helm
 import pytest
 
+from agentpool.local.apiserver import LOG_PATH_ANNOTATION
 from chart.rendering import CHART_DIR
 from cluster import ClusterHandle, Kubectl, wait_for
 from ship.scenario import free_port
@@ -27,7 +28,6 @@ pytestmark = [pytest.mark.kubectl, pytest.mark.cluster, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 RELEASE = "agentpool"
 RELEASE_NAMESPACE = "agentpool-system"
-LOG_PATH_ANNOTATION = "local.agentpool.dev/log-path"
 
 
 def _operator_pods(kubectl: Kubectl) -> list[dict[str, Any]]:

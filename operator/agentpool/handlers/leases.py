@@ -22,9 +22,9 @@ import kopf
 
 from agentpool import GROUP, VERSION
 from agentpool.api import AgentLeaseSpec, AgentPoolSpec
+from agentpool.api.conditions import merge_conditions, now_time
 from agentpool.api.reasons import EventReason, Reason
 from agentpool.broker import Checkout, Outcome, PoolClosed, PoolExhausted
-from agentpool.handlers.conditions import merge_conditions, now_iso
 from agentpool.handlers.dispatch import return_agent
 from agentpool.handlers.runtime import Runtime
 from agentpool.io.kube import NotFound
@@ -67,7 +67,7 @@ class StatusWriter:
     async def __call__(self, patch: dict[str, Any]) -> None:
         current = leases.lease_conditions(patch["phase"], patch["reason"], patch["message"])
         conditions = merge_conditions(
-            self.conditions, current, generation=self.generation, now=now_iso()
+            self.conditions, current, generation=self.generation, now=now_time()
         )
         patch = {**patch, "conditions": conditions, "observedGeneration": self.generation}
         with contextlib.suppress(NotFound):

@@ -12,8 +12,8 @@ from typing import Any
 
 from agentpool import metrics
 from agentpool.api import AgentPoolStatus
+from agentpool.api.conditions import merge_conditions, now_time
 from agentpool.api.reasons import ConditionType, Reason
-from agentpool.handlers.conditions import merge_conditions, now_iso
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.kube import NotFound
 from agentpool.pool import ConditionView, DemandSample, PoolPolicy, compute_status
@@ -89,7 +89,7 @@ async def write_status(
             for cond in conditions
         ]
     status["conditions"] = merge_conditions(
-        previous.get("conditions"), conditions, generation=generation, now=now_iso()
+        previous.get("conditions"), conditions, generation=generation, now=now_time()
     )
     if status == handle.last_status:
         return

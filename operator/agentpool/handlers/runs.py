@@ -19,8 +19,8 @@ import pydantic
 
 from agentpool import GROUP, VERSION, metrics
 from agentpool.api import AgentPoolSpec, PoolRunSpec
+from agentpool.api.conditions import now_time
 from agentpool.api.reasons import Reason
-from agentpool.handlers.conditions import now_iso
 from agentpool.handlers.dispatch import BrokerDispatcher
 from agentpool.handlers.runtime import Runtime
 from agentpool.handlers.sources import HttpSource
@@ -195,7 +195,7 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
                 # The CRD's schema admits nearly nothing invalid; what slips through (an older
                 # CRD, say) ends the run with a condition that says what to fix.
                 message = f"the spec is invalid: {error}"
-                finished = now_iso()
+                finished = now_time()
                 await KubeSink(runtime, body).write(
                     {
                         "phase": "Failed",

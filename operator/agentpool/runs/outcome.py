@@ -3,18 +3,18 @@
 Pure functions of what the engine counted. A drained run succeeds unless items failed under the
 ``Fail`` policy; a deadlocked run (items remain, none can start) fails whatever the policy, since
 work was left undone, with a message that names the cause; a source that cannot give items fails
-the run. The engine calls :func:`outcome_now` whenever nothing is in flight, and
-:func:`set_condition` whenever a condition may change.
+the run. The engine calls :func:`outcome_now` whenever nothing is in flight; conditions are
+stamped by :func:`agentpool.api.conditions.set_condition`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 from agentpool.api import FailurePolicy, RunResult
+from agentpool.api.conditions import set_condition
 from agentpool.api.reasons import ConditionType, Reason
 
 
@@ -100,54 +100,6 @@ def outcome_now(
     if suspended or not drained:
         return None
     return decide_outcome(result="Drained", policy=policy, total=total, failed=failed)
-
-
-def format_time(seconds: float) -> str:
-    """RFC 3339 in UTC with second precision, as Kubernetes writes times."""
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def set_condition(
-    conditions: Sequence[Mapping[str, Any]],
-    type: str,
-    status: bool,
-    *,
-    reason: str,
-    message: str,
-    now: float,
-) -> list[dict[str, Any]]:
-    """``conditions`` with ``type`` set; its transition time changes only when its status does."""
-    value = "True" if status else "False"
-    updated: list[dict[str, Any]] = []
-    found = False
-    for condition in conditions:
-        if condition.get("type") != type:
-            updated.append(dict(condition))
-            continue
-        found = True
-        moved = condition.get("status") != value
-        updated.append(
-            {
-                "type": type,
-                "status": value,
-                "reason": reason,
-                "message": message,
-                "lastTransitionTime": format_time(now)
-                if moved
-                else condition.get("lastTransitionTime", format_time(now)),
-            }
-        )
-    if not found:
-        updated.append(
-            {
-                "type": type,
-                "status": value,
-                "reason": reason,
-                "message": message,
-                "lastTransitionTime": format_time(now),
-            }
-        )
-    return updated
 
 
 def running_conditions(

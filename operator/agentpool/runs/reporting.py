@@ -15,9 +15,10 @@ import functools
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
+from agentpool.api.conditions import format_time
 from agentpool.api.reasons import EventReason
 from agentpool.runs.contracts import Clock, Journal, StatusSink
-from agentpool.runs.outcome import Outcome, final_conditions, format_time, running_conditions
+from agentpool.runs.outcome import Outcome, final_conditions, running_conditions
 from agentpool.runs.status import RunLedger, flush_due
 from agentpool.runs.waits import Waits
 

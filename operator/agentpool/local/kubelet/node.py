@@ -18,6 +18,7 @@ from typing import Any
 
 import aiohttp
 
+from agentpool.api.conditions import format_micro_time, format_time
 from agentpool.local.kubelet.podapi import PodApi
 
 logger = logging.getLogger(__name__)
@@ -30,17 +31,9 @@ STATUS_SECONDS = 60.0
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 
 
-def _stamp(now: datetime) -> str:
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _micro(now: datetime) -> str:
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def node_status(now: datetime, *, kubelet_port: int, version: str) -> dict[str, Any]:
     """The node's status: Ready, its loopback address, where its kubelet serves, what it is."""
-    stamp = _stamp(now)
+    stamp = format_time(now)
     ready = {
         "type": "Ready",
         "status": "True",
@@ -99,7 +92,7 @@ def lease_manifest(name: str, now: datetime) -> dict[str, Any]:
         "spec": {
             "holderIdentity": name,
             "leaseDurationSeconds": LEASE_SECONDS,
-            "renewTime": _micro(now),
+            "renewTime": format_micro_time(now),
         },
     }
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from agentpool.api.conditions import format_time
+
 HOST_IP = "127.0.0.1"
 NODE_NAME = "local"
 NO_LOCAL_COMMAND = "NoLocalCommand"
@@ -70,10 +72,6 @@ class PodObservation:
     resources: Mapping[str, Any] | None = None
     reason: str | None = None
     message: str | None = None
-
-
-def timestamp(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def terminated_reason(exit_code: int) -> str:
@@ -150,14 +148,14 @@ def render_state(state: ContainerState | None) -> dict[str, Any]:
             waiting["message"] = state.message
         return {"waiting": waiting}
     if isinstance(state, Running):
-        return {"running": {"startedAt": timestamp(state.started_at)}}
+        return {"running": {"startedAt": format_time(state.started_at)}}
     terminated: dict[str, Any] = {
         "exitCode": state.exit_code,
         "reason": state.reason,
-        "finishedAt": timestamp(state.finished_at),
+        "finishedAt": format_time(state.finished_at),
     }
     if state.started_at is not None:
-        terminated["startedAt"] = timestamp(state.started_at)
+        terminated["startedAt"] = format_time(state.started_at)
     if state.message:
         terminated["message"] = state.message
     if state.signal is not None:
@@ -181,7 +179,7 @@ def _condition(
         "type": kind,
         "status": value,
         "lastProbeTime": None,
-        "lastTransitionTime": since or timestamp(now),
+        "lastTransitionTime": since or format_time(now),
     }
     if reason and not status:
         condition["reason"] = reason
@@ -242,7 +240,7 @@ def render_status(
         status["podIP"] = observed.pod_ip
         status["podIPs"] = [{"ip": observed.pod_ip}]
     if observed.start_time is not None:
-        status["startTime"] = timestamp(observed.start_time)
+        status["startTime"] = format_time(observed.start_time)
     # Present keys are always sent so that a merge patch clears a reason that no longer applies.
     status["reason"] = observed.reason
     status["message"] = observed.message

@@ -22,13 +22,13 @@ from typing import Any, Protocol
 
 import aiohttp
 
+from agentpool.local.apiserver.endpoints.logs import LOG_PATH_ANNOTATION
 from agentpool.local.kubeconfig import ApiAccess, write_kubeconfig
 from agentpool.local.kubelet import podenv, podstatus, probes, processes
 from agentpool.local.kubelet.addresses import AddressPool
 from agentpool.local.kubelet.podapi import PodApi
 from agentpool.local.kubelet.podstatus import PodObservation, Running, Terminated, Waiting
 
-LOG_PATH_ANNOTATION = "local.agentpool.dev/log-path"
 # Holds a deleted pod in the API (with its deletionTimestamp) until its processes have ended, as a
 # real API server holds a bound pod for its kubelet; removed once the process group is gone.
 FINALIZER = "local.agentpool.dev/kubelet"

@@ -10,9 +10,9 @@ dropped, as JSON's ``omitempty`` drops them. ``handlers`` calls ``decode`` for s
 from __future__ import annotations
 
 import base64
-from datetime import UTC, datetime
 from typing import Any
 
+from agentpool.api.conditions import format_time
 from agentpool.local.apiserver.errors import ApiError
 
 CONTENT_TYPE = "application/vnd.kubernetes.protobuf"
@@ -114,8 +114,7 @@ def _scalar(kind: str, value: int | bytes) -> Any:
     if kind == "time":
         if not message.get("seconds"):
             return None
-        moment = datetime.fromtimestamp(message["seconds"], UTC)
-        return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return format_time(message["seconds"])
     if kind == "intorstring":
         return message.get("strVal", "") if message.get("type") == 1 else message.get("intVal", 0)
     return message

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from agentpool.api.conditions import format_time
 from agentpool.local.apiserver.errors import ApiError, bad_request, forbidden
 from agentpool.local.apiserver.registry import names
 from agentpool.local.apiserver.registry.builtins import BUILTINS
@@ -45,10 +46,6 @@ class GcTask:
     uid: str = ""
 
 
-def timestamp(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 class Core:
     """Registry, store, clock and the garbage collector's queue."""
 
@@ -67,7 +64,7 @@ class Core:
         self.ensure_namespace("default")
 
     def now(self) -> str:
-        return timestamp(self.clock())
+        return format_time(self.clock())
 
     def resolve(self, group: str, version: str, plural: str) -> ResourceType:
         rt = self.registry.get(group, version, plural)

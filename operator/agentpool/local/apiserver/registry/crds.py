@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from agentpool.api.conditions import format_time
 from agentpool.local.apiserver.errors import Cause
 from agentpool.local.apiserver.resources import PrinterColumn, ResourceType, ScaleSpec
 from agentpool.local.apiserver.schema.celrules import undeclared_fields
@@ -153,7 +154,7 @@ def resource_types(crd: Obj) -> list[ResourceType]:
 
 def crd_status(crd: Obj, now: datetime) -> Obj:
     """What the apiextensions controllers report once a CRD is served."""
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = format_time(now)
     names = dict(crd["spec"]["names"])
     names.setdefault("singular", names["kind"].lower())
     names.setdefault("listKind", f"{names['kind']}List")

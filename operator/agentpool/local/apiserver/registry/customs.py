@@ -13,7 +13,7 @@ from typing import Any
 from agentpool.local.apiserver.errors import Cause, bad_request, invalid
 from agentpool.local.apiserver.registry.core import WriteOptions
 from agentpool.local.apiserver.resources import ResourceType
-from agentpool.local.apiserver.schema import validation
+from agentpool.local.apiserver.schema import structural, validation
 from agentpool.local.apiserver.storage.store import Obj
 
 META_FIELDS = {
@@ -30,7 +30,7 @@ def custom_checks(
     if not rt.custom or rt.schema is None:
         return obj, []
     schema, changed, unchanged = _ratchet(rt.schema, obj, old)
-    pruned, unknown = validation.prune(schema, changed)
+    pruned, unknown = structural.prune(schema, changed)
     meta = pruned.get("metadata")
     if isinstance(meta, dict):
         unknown += [f"metadata.{k}" for k in meta if k not in META_FIELDS]
@@ -44,7 +44,7 @@ def custom_checks(
         )
     if unknown and options.field_validation == "Warn":
         warnings = [f'unknown field "{u}"' for u in unknown]
-    defaulted = validation.apply_defaults(schema, pruned)
+    defaulted = structural.apply_defaults(schema, pruned)
     errors = validation.validate(schema, defaulted, old=old)
     if errors:
         raise invalid(rt, name, [Cause(e.field, e.message, e.reason) for e in errors])

@@ -1,15 +1,15 @@
-"""Validate, default and prune JSON against a CRD's structural schema, as the API server does.
+"""Validate JSON against a CRD's structural schema, as the API server does.
 
 One implementation serves two callers: the local API server (``agentpool.local``) checks every
 custom resource written to it, and the tests prove the generated CRDs accept the valid examples
 and reject the invalid ones with messages that name the field. Errors read as a Kubernetes 1.32
 API server words them (``spec.cap: Invalid value: 0: spec.cap in body should be greater than or
-equal to 1``), CEL rules included. Pure: data in, data out.
+equal to 1``), CEL rules included. Defaulting and pruning, the steps before, are in
+``structural``. Pure: data in, data out.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from dataclasses import dataclass
@@ -22,8 +22,6 @@ from agentpool.local.apiserver.schema.celrules import (
     is_transition_rule,
 )
 
-PRESERVE = "x-kubernetes-preserve-unknown-fields"
-_ROOT_KEPT = ("apiVersion", "kind", "metadata")
 _SELF_FIELD = re.compile(r"\bself\b(\.[A-Za-z_]\w*)?")
 
 
@@ -102,7 +100,8 @@ RULES_NOT_CHECKED = FieldError(
 )
 
 
-def _join(path: str, key: str) -> str:
+def join_path(path: str, key: str) -> str:
+    """The path of ``key`` under ``path``, as API errors name a field (``spec.template``)."""
     return f"{path}.{key}" if path else key
 
 
@@ -244,7 +243,7 @@ def _check_object(
 ) -> None:
     for key in node.get("required", ()):
         if key not in value:
-            errors.append(FieldError(_join(path, key), "FieldValueRequired", "Required value"))
+            errors.append(FieldError(join_path(path, key), "FieldValueRequired", "Required value"))
     if "minProperties" in node and len(value) < node["minProperties"]:
         detail = f"{path} in body should have at least {node['minProperties']} properties"
         errors.append(_invalid(path, len(value), detail))
@@ -255,7 +254,7 @@ def _check_object(
         if key in value:
             has_old = old is not None and key in old
             child_old = old.get(key) if old else None
-            _validate(child, value[key], _join(path, key), child_old, has_old, errors)
+            _validate(child, value[key], join_path(path, key), child_old, has_old, errors)
     additional = node.get("additionalProperties")
     if isinstance(additional, dict):
         for key, item in value.items():
@@ -352,75 +351,3 @@ def _rule_error(field: str, reason: str | None, value: Any, message: str) -> Fie
     if isinstance(value, dict | list):
         return FieldError(field, "FieldValueInvalid", f"Invalid value: {message}")
     return FieldError(field, "FieldValueInvalid", f"Invalid value: {_show(value)}: {message}")
-
-
-def apply_defaults(schema: dict[str, Any], obj: Any) -> Any:
-    """A copy of ``obj`` with the schema's defaults filled in, as the API server stores it.
-
-    As on a real API server, a null in a field that is not nullable is dropped first, so the
-    field takes its default (or stays absent).
-    """
-    return _default(schema, copy.deepcopy(obj))
-
-
-def _default(node: dict[str, Any], value: Any) -> Any:
-    if isinstance(value, dict):
-        properties: dict[str, Any] = node.get("properties", {})
-        for key, child in properties.items():
-            if (
-                key in value
-                and value[key] is None
-                and "type" in child
-                and not child.get("nullable")
-            ):
-                del value[key]
-            if key not in value and "default" in child:
-                value[key] = copy.deepcopy(child["default"])
-            if key in value:
-                value[key] = _default(child, value[key])
-        additional = node.get("additionalProperties")
-        if isinstance(additional, dict):
-            for key in value:
-                if key not in properties:
-                    value[key] = _default(additional, value[key])
-    elif isinstance(value, list) and isinstance(node.get("items"), dict):
-        return [_default(node["items"], item) for item in value]
-    return value
-
-
-def prune(schema: dict[str, Any], obj: Any) -> tuple[Any, list[str]]:
-    """A copy of ``obj`` without fields the schema does not know, and the paths of those fields.
-
-    ``x-kubernetes-preserve-unknown-fields`` keeps a subtree whole; ``apiVersion``, ``kind`` and
-    ``metadata`` at the root are the API server's own. The paths (``spec.foo``) are what a
-    strict field validation reports as ``unknown field "spec.foo"``.
-    """
-    unknown: list[str] = []
-    return _prune(schema, copy.deepcopy(obj), "", unknown), unknown
-
-
-def _prune(node: dict[str, Any], value: Any, path: str, unknown: list[str]) -> Any:
-    if node.get(PRESERVE) and "properties" not in node and "additionalProperties" not in node:
-        return value
-    if isinstance(value, dict):
-        properties: dict[str, Any] = node.get("properties", {})
-        additional = node.get("additionalProperties")
-        kept: dict[str, Any] = {}
-        for key, item in value.items():
-            if not path and key in _ROOT_KEPT:
-                kept[key] = item
-            elif key in properties:
-                kept[key] = _prune(properties[key], item, _join(path, key), unknown)
-            elif isinstance(additional, dict):
-                kept[key] = _prune(additional, item, f"{path}[{key}]", unknown)
-            elif node.get(PRESERVE) or additional is True:
-                kept[key] = item
-            else:
-                unknown.append(_join(path, key))
-        return kept
-    if isinstance(value, list) and isinstance(node.get("items"), dict):
-        items = node["items"]
-        return [
-            _prune(items, item, f"{path}[{index}]", unknown) for index, item in enumerate(value)
-        ]
-    return value
