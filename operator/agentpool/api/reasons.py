@@ -87,6 +87,7 @@ class Reason(StrEnum):
 class RetireReason(StrEnum):
     """Why the pool retires an agent (the AgentRetired Event and the pool core's plans)."""
 
+    FAILED = "Failed"  # the pod failed or crash-loops
     IDLE_TIMEOUT = "IdleTimeout"
     MAX_USES = "MaxUses"
     MAX_LIFETIME = "MaxLifetime"
