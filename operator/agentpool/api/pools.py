@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field
 
+from agentpool.agent import protocol
 from agentpool.api.base import (
     CONDITION_LIST,
     ApiModel,
@@ -125,7 +126,7 @@ class AgentPoolSpec(ApiModel):
     template: JsonObject | None = None
     """A full PodTemplateSpec for everything else: env, resources, volumes, nodeSelector,
     securityContext, command. The first container runs the agent."""
-    port: int = Field(default=8080, ge=1, le=65535)
+    port: int = Field(default=protocol.DEFAULT_PORT, ge=1, le=65535)
     """The port each agent serves the agent protocol on, passed to it as AGENT_PORT."""
     min_size: int = Field(default=1, ge=0)
     """Agents kept warm at all times. The scale subresource sets this field."""

@@ -3,11 +3,15 @@
 Condition types and reasons are API: users match on them (``kubectl wait --for=condition=...``,
 alerts, scripts), so each is one CamelCase word defined once here and used by the pool core, the
 run engine, the operator and the tests alike. Members are ``str`` so they go on the wire as is.
+The words both sides of the agent protocol say are the protocol's, taken from
+:mod:`agentpool.agent.protocol`.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
+
+from agentpool.agent import protocol
 
 
 class ConditionType(StrEnum):
@@ -64,13 +68,13 @@ class Reason(StrEnum):
     SOURCE_PENDING = "SourcePending"
 
     # Item failures
-    HANDLER_ERROR = "HandlerError"
+    HANDLER_ERROR = protocol.HANDLER_ERROR
     CALL_FAILED = "CallFailed"
     OUTPUT_TOO_LARGE = "OutputTooLarge"
-    CALL_TIMEOUT = "CallTimeout"
-    AGENT_LOST = "AgentLost"
+    CALL_TIMEOUT = protocol.CALL_TIMEOUT
+    AGENT_LOST = protocol.AGENT_LOST
     AGENT_BUSY = "AgentBusy"
-    UNAUTHORIZED = "Unauthorized"
+    UNAUTHORIZED = protocol.UNAUTHORIZED
     INVALID_RESPONSE = "InvalidResponse"
     NO_ROUTE = "NoRoute"
     DUPLICATE_ID = "DuplicateId"
@@ -87,6 +91,7 @@ class Reason(StrEnum):
 class RetireReason(StrEnum):
     """Why the pool retires an agent (the AgentRetired Event and the pool core's plans)."""
 
+    FAILED = "Failed"  # the pod failed or crash-loops
     IDLE_TIMEOUT = "IdleTimeout"
     MAX_USES = "MaxUses"
     MAX_LIFETIME = "MaxLifetime"

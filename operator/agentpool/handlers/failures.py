@@ -9,10 +9,10 @@ deletion once it expires; every other retired pod is deleted at once.
 
 from __future__ import annotations
 
+from agentpool.api.reasons import RetireReason
 from agentpool.handlers.runtime import PoolHandle
 from agentpool.pool.pods import failed_at, failure_of, is_failed, is_terminal
 from agentpool.pool.postmortem import expired
-from agentpool.pool.recycling import FAILED
 from agentpool.pool.status import NAMED_PODS
 
 #: The longest a pool waits before replacing agents that keep failing at start-up.
@@ -26,7 +26,7 @@ def set_aside(handle: PoolHandle, name: str, reason: str, now: float) -> None:
     post-mortem (it failed and ended) or queue it for deletion."""
     note_failure(handle, name, now)
     pod = handle.pods.get(name)
-    if reason == FAILED and pod is not None and is_terminal(pod):
+    if reason == RetireReason.FAILED and pod is not None and is_terminal(pod):
         handle.kept[name] = failed_at(pod) or now
     else:
         handle.undeleted.add(name)

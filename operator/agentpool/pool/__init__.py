@@ -9,12 +9,11 @@ from agentpool.pool.checkout import available_agents, choose_agent, order_waiter
 from agentpool.pool.observed import ObservedAgent, Waiter
 from agentpool.pool.plan import Plan, Retirement, desired_size, plan
 from agentpool.pool.policy import PoolPolicy
-from agentpool.pool.recycling import RETIREMENT_REASONS, retirement_reason
+from agentpool.pool.recycling import retirement_reason
 from agentpool.pool.sizing import DemandSample, Recommendation, recommend
 from agentpool.pool.status import ConditionView, PoolStatusView, compute_status, state_name
 
 __all__ = [
-    "RETIREMENT_REASONS",
     "ConditionView",
     "DemandSample",
     "ObservedAgent",

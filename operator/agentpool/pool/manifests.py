@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from agentpool import API_VERSION
+from agentpool.agent import protocol
 from agentpool.api import AgentPoolSpec, Probe
 from agentpool.api.pools import PROBE_TIMINGS
 
@@ -25,7 +26,6 @@ TEMPLATE_HASH_ANNOTATION = "agentpool.dev/template-hash"
 #: the pool's token now marks an agent that would answer the operator 401.
 TOKEN_HASH_ANNOTATION = "agentpool.dev/token-hash"
 TOKEN_KEY = "token"
-TOKEN_ENV = "AGENTPOOL_TOKEN"
 
 
 def pool_labels(pool_name: str) -> dict[str, str]:
@@ -151,10 +151,10 @@ def agent_pod(pool: dict[str, Any], *, spec: AgentPoolSpec, token: str = "") -> 
 
     env = [e for e in agent.get("env", []) if e.get("name") not in _OPERATOR_ENV]
     env += [
-        {"name": "AGENT_PORT", "value": str(port)},
+        {"name": protocol.PORT_ENV, "value": str(port)},
         {"name": "AGENTPOOL_POOL", "value": name},
         {
-            "name": TOKEN_ENV,
+            "name": protocol.TOKEN_ENV,
             "valueFrom": {
                 "secretKeyRef": {"name": token_secret_name(name), "key": TOKEN_KEY},
             },
@@ -196,4 +196,4 @@ def agent_pod(pool: dict[str, Any], *, spec: AgentPoolSpec, token: str = "") -> 
     }
 
 
-_OPERATOR_ENV = frozenset({"AGENT_PORT", "AGENTPOOL_POOL", TOKEN_ENV})
+_OPERATOR_ENV = frozenset({protocol.PORT_ENV, "AGENTPOOL_POOL", protocol.TOKEN_ENV})

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from agentpool.api.reasons import RetireReason
 from agentpool.pool.observed import (
     CRASH_LOOP_BACK_OFF,
     ERR_IMAGE_PULL,
@@ -20,7 +21,7 @@ from agentpool.pool.observed import (
     Waiter,
 )
 from agentpool.pool.policy import PoolPolicy
-from agentpool.pool.recycling import IDLE_TIMEOUT, SCALED_DOWN, retirement_reason
+from agentpool.pool.recycling import retirement_reason
 
 HELD_REASONS = frozenset({IMAGE_PULL_BACK_OFF, ERR_IMAGE_PULL, CRASH_LOOP_BACK_OFF})
 
@@ -30,7 +31,7 @@ class Retirement:
     """An agent to remove from the pool, with the reason (one CamelCase word) to report."""
 
     name: str
-    reason: str
+    reason: RetireReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +94,7 @@ def plan(
     over_max = len(keep) - policy.max_size
     if over_max > 0:
         for agent in _scale_down_order(keep, now)[:over_max]:
-            retire.append(Retirement(agent.name, SCALED_DOWN))
+            retire.append(Retirement(agent.name, RetireReason.SCALED_DOWN))
             keep.remove(agent)
 
     # Idle overflow past its timeout goes, longest idle first, but never below what is wanted.
@@ -106,7 +107,7 @@ def plan(
         ]
         timed_out.sort(key=lambda agent: (-agent.idle_for(now), agent.name))
         for agent in timed_out[:surplus]:
-            retire.append(Retirement(agent.name, IDLE_TIMEOUT))
+            retire.append(Retirement(agent.name, RetireReason.IDLE_TIMEOUT))
             keep.remove(agent)
 
     held = tuple(

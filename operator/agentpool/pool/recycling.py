@@ -13,39 +13,12 @@ from agentpool.api.reasons import RetireReason
 from agentpool.pool.observed import ObservedAgent
 from agentpool.pool.policy import PoolPolicy
 
-# The words of agentpool.api.reasons, as plain strings for plans and Events.
-FAILED = "Failed"  # the pod failed or crash-loops
-LOST = str(RetireReason.CALL_TIMED_OUT)  # its call timed out: the agent's state is unknown
-RESET_FAILED = str(RetireReason.RESET_FAILED)
-QUARANTINED = str(RetireReason.QUARANTINED)
-MAX_USES = str(RetireReason.MAX_USES)
-MAX_LIFETIME = str(RetireReason.MAX_LIFETIME)
-OUTDATED = str(RetireReason.OUTDATED)
-TOKEN_CHANGED = str(RetireReason.TOKEN_CHANGED)
-UNREADY = str(RetireReason.UNREADY)
-IDLE_TIMEOUT = str(RetireReason.IDLE_TIMEOUT)
-SCALED_DOWN = str(RetireReason.SCALED_DOWN)
-
-RETIREMENT_REASONS = (
-    FAILED,
-    LOST,
-    RESET_FAILED,
-    QUARANTINED,
-    MAX_USES,
-    MAX_LIFETIME,
-    OUTDATED,
-    TOKEN_CHANGED,
-    UNREADY,
-    IDLE_TIMEOUT,
-    SCALED_DOWN,
-)
-
 
 def retirement_reason(
     policy: PoolPolicy,
     agent: ObservedAgent,
     now: float | None,
-) -> str | None:
+) -> RetireReason | None:
     """The reason this agent must go, or None if it may stay; None always for a busy agent.
 
     Rules are checked in order of urgency, so the reason given is the most telling one. With
@@ -54,25 +27,25 @@ def retirement_reason(
     if agent.busy or agent.deleting:
         return None
     if agent.failed:
-        return FAILED
+        return RetireReason.FAILED
     if agent.lost:
-        return LOST
+        return RetireReason.CALL_TIMED_OUT
     if agent.reset_failed:
-        return RESET_FAILED
+        return RetireReason.RESET_FAILED
     if agent.quarantined and policy.quarantine_after_failures:
-        return QUARANTINED
+        return RetireReason.QUARANTINED
     if policy.max_uses and agent.uses >= policy.max_uses:
-        return MAX_USES
+        return RetireReason.MAX_USES
     lifetime = policy.max_lifetime_seconds
     if now is not None and lifetime and agent.age(now) >= lifetime:
-        return MAX_LIFETIME
+        return RetireReason.MAX_LIFETIME
     if policy.template_hash and agent.template_hash != policy.template_hash:
-        return OUTDATED
+        return RetireReason.OUTDATED
     if policy.token_hash and agent.token_hash and agent.token_hash != policy.token_hash:
         # Started with a token the operator no longer has: it would refuse every call.
-        return TOKEN_CHANGED
+        return RetireReason.TOKEN_CHANGED
     if agent.turned_unready:
-        return UNREADY
+        return RetireReason.UNREADY
     return None
 
 

@@ -12,19 +12,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentpool.api.columns import PrinterColumn
+
 VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
-
-
-@dataclass(frozen=True)
-class PrinterColumn:
-    """One column of ``kubectl get`` output, as in a CRD's ``additionalPrinterColumns``."""
-
-    name: str
-    type: str
-    json_path: str
-    format: str = ""
-    description: str = ""
-    priority: int = 0
 
 
 @dataclass(frozen=True)

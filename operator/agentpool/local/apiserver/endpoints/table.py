@@ -14,8 +14,9 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from agentpool.api.columns import PrinterColumn
 from agentpool.local.apiserver.errors import bad_request
-from agentpool.local.apiserver.resources import PrinterColumn, ResourceType
+from agentpool.local.apiserver.resources import ResourceType
 
 Obj = dict[str, Any]
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from agentpool.api.columns import PrinterColumn
 from agentpool.api.conditions import format_time
 from agentpool.local.apiserver.errors import Cause
-from agentpool.local.apiserver.resources import PrinterColumn, ResourceType, ScaleSpec
+from agentpool.local.apiserver.resources import ResourceType, ScaleSpec
 from agentpool.local.apiserver.schema.celrules import undeclared_fields
 
 Obj = dict[str, Any]
