@@ -45,6 +45,36 @@ def wait_for(
     return last
 
 
+def wait_while_progressing(
+    predicate: Callable[[], T],
+    progress: Callable[[], object],
+    stall: float,
+    *,
+    limit: float,
+    interval: float = 0.1,
+    message: str = "",
+) -> T:
+    """:func:`wait_for` for long work: fail once ``progress()`` has not changed for ``stall``
+    seconds (or at ``limit`` whatever happens), so a loaded machine slows the work without
+    failing it, while work that has stopped still fails soon."""
+    started = moved = time.monotonic()
+    seen = progress()
+    last: T = predicate()
+    while not last:
+        now = time.monotonic()
+        if now - moved >= stall or now - started >= limit:
+            raise AssertionError(
+                f"no progress for {now - moved:.0f}s ({now - started:.0f}s in all): "
+                f"{message or predicate}; last progress={seen!r}"
+            )
+        time.sleep(interval)
+        current = progress()
+        if current != seen:
+            seen, moved = current, time.monotonic()
+        last = predicate()
+    return last
+
+
 async def wait_for_async(
     predicate: Callable[[], Awaitable[T]],
     timeout: float = 30,

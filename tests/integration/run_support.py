@@ -20,7 +20,7 @@ from typing import Any
 from aiohttp import web
 from operator_support import REPO, Api
 
-from cluster import wait_for
+from cluster import wait_for, wait_while_progressing
 
 FINISHED = ("Succeeded", "Failed")
 
@@ -37,11 +37,25 @@ def start_run(api: Api, namespace: str, name: str, items: Any = None, **spec: An
 
 
 def finished_run(api: Api, namespace: str, name: str, timeout: float = 90) -> dict[str, Any]:
-    """The run's status once it has ended."""
-    status = wait_for(
-        lambda: (s := run_status(api, namespace, name)).get("phase") in FINISHED and s,
+    """The run's status once it has ended; fails once its progress has stood still ``timeout``
+    seconds (a run that keeps recording items on a loaded machine is waited for, up to ten
+    times as long)."""
+
+    seen: dict[str, Any] = {}
+
+    def finished() -> dict[str, Any] | None:
+        seen.clear()
+        seen.update(run_status(api, namespace, name))
+        return dict(seen) if seen.get("phase") in FINISHED else None
+
+    def progress() -> tuple[Any, ...]:
+        return tuple(seen.get(key) for key in ("phase", "succeeded", "failed", "total", "active"))
+
+    status = wait_while_progressing(
+        finished,
+        progress,
         timeout,
-        interval=0.1,
+        limit=10 * timeout,
         message=f"run {name} finished",
     )
     return dict(status)
