@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from agentpool.api import Strategy
 from agentpool.pool import ObservedAgent, PoolPolicy, Waiter, choose_agent, order_waiters
-from agentpool.pool.checkout import available_agents
+from agentpool.pool.checkout import available_agents, first_available, handout_order, waiter_key
 
 
 def _idle(name: str, idle_since: float, **fields: object) -> ObservedAgent:
@@ -101,3 +102,49 @@ def test_never_returned_agent_ranks_by_ready_time() -> None:
 def test_waiters_by_priority_then_arrival(waiters: list[Waiter], order: list[int]) -> None:
     """Higher priority first; within a priority, first come first served."""
     assert [waiter.seq for waiter in order_waiters(waiters)] == order
+
+
+@pytest.mark.parametrize(
+    ("strategy", "order"),
+    [("LIFO", ["c", "b", "a"]), ("FIFO", ["a", "b", "c"])],
+)
+def test_handout_order_reads_the_idle_order_from_the_strategy_end(
+    strategy: Strategy, order: list[str]
+) -> None:
+    """The broker keeps agents oldest idle first; the strategy says which end goes out first."""
+    assert list(handout_order(strategy, ["a", "b", "c"])) == order
+
+
+@pytest.mark.parametrize(
+    ("candidates", "chosen"),
+    [
+        ([], None),
+        ([ObservedAgent("busy", ready=True, busy=True)], None),
+        ([ObservedAgent("busy", ready=True, busy=True), ObservedAgent("b", ready=True)], "b"),
+        ([ObservedAgent("a", ready=True), ObservedAgent("b", ready=True)], "a"),
+        ([ObservedAgent("worn", ready=True, uses=3), ObservedAgent("b", ready=True)], "b"),
+    ],
+)
+def test_first_available_skips_what_a_checkout_may_not_take(
+    candidates: list[ObservedAgent], chosen: str | None
+) -> None:
+    """The first agent in hand-out order that is idle and not due for retirement is taken."""
+    policy = PoolPolicy(min_size=1, max_size=3, max_uses=3)
+    found = first_available(policy, candidates)
+    assert (found.name if found is not None else None) == chosen
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "first_goes_first"),
+    [
+        (Waiter(priority=1, seq=2), Waiter(priority=0, seq=1), True),
+        (Waiter(priority=0, seq=1), Waiter(priority=0, seq=2), True),
+        (Waiter(priority=0, seq=2), Waiter(priority=0, seq=1), False),
+        (Waiter(priority=-1, seq=1), Waiter(priority=0, seq=9), False),
+    ],
+)
+def test_waiter_key_orders_by_priority_then_arrival(
+    first: Waiter, second: Waiter, first_goes_first: bool
+) -> None:
+    """The broker's waiter heap and order_waiters share this key."""
+    assert (waiter_key(first) < waiter_key(second)) is first_goes_first

@@ -23,7 +23,7 @@ from agentpool.broker.errors import PoolClosed, PoolExhausted
 from agentpool.broker.handles import Checkout, Outcome
 from agentpool.broker.records import AgentRecord, WaiterRecord
 from agentpool.pool import ObservedAgent, PoolPolicy, Waiter, order_waiters, quarantine
-from agentpool.pool.checkout import idle_key, is_available
+from agentpool.pool.checkout import first_available, handout_order, idle_key, is_available
 
 
 class Broker:
@@ -310,12 +310,9 @@ class Broker:
 
     def _pick(self) -> AgentRecord | None:
         """The agent the strategy hands out next, if any is available."""
-        now = self._clock()
-        candidates = reversed(self._free) if self.policy.strategy == "LIFO" else iter(self._free)
-        for agent in candidates:
-            if is_available(self.policy, self._view(agent), now=now):
-                return agent
-        return None
+        views = map(self._view, handout_order(self.policy.strategy, self._free))
+        chosen = first_available(self.policy, views, now=self._clock())
+        return None if chosen is None else self._agents[chosen.name]
 
     def _hand_out(self, agent: AgentRecord, *, holder: str, count_use: bool = True) -> Checkout:
         checkout = Checkout(

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from agentpool.broker.handles import Checkout
 from agentpool.pool import ObservedAgent
+from agentpool.pool.checkout import waiter_key
 
 
 @dataclass(eq=False)
@@ -32,6 +33,8 @@ class AgentRecord:
 
 @dataclass(eq=False)
 class WaiterRecord:
+    """One waiting checkout; the broker's heap keeps them in the pool core's waiter order."""
+
     priority: int
     seq: int
     holder: str
@@ -40,4 +43,4 @@ class WaiterRecord:
     gone: bool = False
 
     def __lt__(self, other: WaiterRecord) -> bool:
-        return (-self.priority, self.seq) < (-other.priority, other.seq)
+        return waiter_key(self) < waiter_key(other)

@@ -18,9 +18,12 @@ from agentpool.api import POOL_DEFAULTS
 from agentpool.api.reasons import Reason
 from agentpool.broker import Checkout, Outcome, PoolClosed
 from agentpool.broker import PoolExhausted as BrokerExhausted
+from agentpool.handlers.checkins import return_agent
+from agentpool.handlers.recovery import wait_until_idle
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import InvokeResult
 from agentpool.io.kube import NotFound
+from agentpool.pool.restoring import IdleWatch
 from agentpool.runs.contracts import CheckinOutcome, PoolExhausted, PoolNotFound, Waiting
 from agentpool.runs.contracts import Checkout as RunCheckout
 
@@ -85,7 +88,7 @@ class BrokerDispatcher:
                     f'AgentPool "{pool}" not found in namespace "{self._namespace}": its items '
                     f"wait up to {timeout:g}s for it to be created",
                 )
-            handle = await self._runtime.wait_pool(key, timeout)
+            handle = await self._runtime.pools.wait(key, timeout)
             if handle is not None and waiting is not None:
                 waiting.end(subject)
         if handle is None:
@@ -194,27 +197,12 @@ class BrokerDispatcher:
 
     async def _return_when_idle(self, checkout: AgentCheckout) -> None:
         handle, inner = checkout.handle, checkout.inner
-        deadline = time.monotonic() + checkout.call_timeout
-        while not inner.is_lost and time.monotonic() < deadline:
-            status = await self._runtime.agents.status(inner.endpoint, handle.token)
-            if status is not None and not status.busy:
-                await return_agent(self._runtime, handle, inner, Outcome.SUCCESS)
-                return
-            await asyncio.sleep(CAST_POLL_SECONDS)
+        watch = IdleWatch(deadline=time.monotonic() + checkout.call_timeout)
+        agents = self._runtime.agents
+        if await wait_until_idle(
+            agents, inner, handle.token, watch=watch, poll_seconds=CAST_POLL_SECONDS
+        ):
+            await return_agent(self._runtime, handle, inner, Outcome.SUCCESS)
+            return
         # Still busy past the call timeout, or gone: its state is unknown, so it is retired.
         handle.broker.checkin(inner, Outcome.LOST)
-
-
-async def return_agent(
-    runtime: Runtime, handle: PoolHandle, checkout: Checkout, verdict: Outcome
-) -> None:
-    """Give an agent back to its pool, resetting it first when the pool asks for that; an agent
-    whose reset fails is retired."""
-    if (
-        verdict in (Outcome.SUCCESS, Outcome.FAILURE)
-        and handle.reset_between_items
-        and not checkout.is_lost
-        and not await runtime.agents.reset(checkout.endpoint, handle.token)
-    ):
-        verdict = Outcome.RESET_FAILED
-    handle.broker.checkin(checkout, verdict)

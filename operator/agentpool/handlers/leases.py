@@ -6,13 +6,16 @@ with PoolFull when ``wait`` is false), writes where to reach it and which Secret
 its ttl passes; a deleted lease's agent goes back in its deletion handler, so the daemon ends as
 soon as kopf stops it. The agent goes back through the same path as a run's (reset between
 holders when the pool asks for it). A restarted operator's pool loop takes a
-Bound lease's agent back before serving anyone, and the lease daemon picks it up.
+Bound lease's agent back before serving anyone, and the lease daemon picks it up. What to
+wait for and until when is :mod:`agentpool.pool.binding`'s to decide; :func:`register` binds
+the module-level handlers to kopf.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -25,12 +28,11 @@ from agentpool.api import AgentLeaseSpec, AgentPoolSpec
 from agentpool.api.conditions import merge_conditions, now_time
 from agentpool.api.reasons import EventReason, Reason
 from agentpool.broker import Checkout, Outcome, PoolClosed, PoolExhausted
-from agentpool.handlers.dispatch import return_agent
-from agentpool.handlers.runtime import Runtime
+from agentpool.handlers.checkins import return_agent
+from agentpool.handlers.runtime import PoolKey, Runtime
 from agentpool.io.kube import NotFound
-from agentpool.pool import leases
+from agentpool.pool import binding, leases
 from agentpool.pool.manifests import TOKEN_KEY, token_secret_name
-from agentpool.pool.pods import epoch
 
 TERMINAL = frozenset({"Released", "Expired", "Failed"})
 #: How long kopf lets a stopped lease daemon end by itself before it cancels it. The daemon needs
@@ -76,7 +78,8 @@ class StatusWriter:
 
 
 def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
-    @kopf.daemon(
+    """Bind the AgentLease handlers to ``registry``, each given ``runtime``."""
+    kopf.daemon(
         GROUP,
         VERSION,
         "agentleases",
@@ -87,118 +90,171 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
         # in lease_release), so kopf never needs to cancel it.
         cancellation_backoff=STOP_SECONDS,
         cancellation_timeout=10,
+    )(functools.partial(lease_loop, runtime))
+    kopf.on.delete(GROUP, VERSION, "agentleases", id="lease_release", registry=registry)(
+        functools.partial(lease_release, runtime)
     )
-    async def lease_loop(
-        body: kopf.Body, name: str, namespace: str | None, stopped: kopf.DaemonStopped, **_: Any
-    ) -> None:
-        namespace = namespace or ""
-        status = dict(body.get("status") or {})
-        if status.get("phase") in TERMINAL:
-            return
-        spec = AgentLeaseSpec.model_validate(body.get("spec") or {})
-        pool = spec.pool_ref.name
-        key = (namespace, name)
-        report = StatusWriter(runtime, body)
-        checkout = await until_stopped(stopped, bind(runtime, dict(body), spec, status, report))
-        if checkout is None:
-            return
-        # From here the lease's agent is returned by whichever comes first: this daemon (expiry,
-        # a lost agent) or the lease's deletion (lease_release).
-        runtime.held_leases[key] = checkout
+
+
+async def lease_loop(
+    runtime: Runtime,
+    /,
+    body: kopf.Body,
+    name: str,
+    namespace: str | None,
+    stopped: kopf.DaemonStopped,
+    **_: Any,
+) -> None:
+    """The lease's daemon: bind an agent, hold it until the ttl passes or it is lost, then
+    return it; a stopped daemon leaves it to the deletion handler or the next daemon."""
+    namespace = namespace or ""
+    status = dict(body.get("status") or {})
+    if status.get("phase") in TERMINAL:
+        return
+    spec = AgentLeaseSpec.model_validate(body.get("spec") or {})
+    key = (namespace, name)
+    report = StatusWriter(runtime, body)
+    checkout = await until_stopped(stopped, bind(runtime, dict(body), spec, status, report))
+    if checkout is None:
+        return
+    # From here the lease's agent is returned by whichever comes first: this daemon (expiry,
+    # a lost agent) or the lease's deletion (lease_release).
+    runtime.leases.held[key] = checkout
+    if stopped:
+        _stop(runtime, key, stopped)
+        return
+    now = time.time()
+    hold = binding.hold_of(status, checkout.agent, ttl_seconds=spec.ttl_seconds, now=now)
+    await announce(body, spec, status, report, checkout=checkout, hold=hold, now=now)
+    if not await held_until_end(runtime, key, stopped, checkout=checkout, expires=hold.expires):
+        return
+    await end_lease(runtime, body, spec, report, checkout=checkout)
+
+
+async def announce(
+    body: kopf.Body,
+    spec: AgentLeaseSpec,
+    status: dict[str, Any],
+    report: Report,
+    *,
+    checkout: Checkout,
+    hold: binding.Hold,
+    now: float,
+) -> None:
+    """Write the Bound status when it is not written yet, and post an Event for a new binding."""
+    pool = spec.pool_ref.name
+    if hold.needs_report(status):
+        # Bound now, or before a restart by an operator that wrote no conditions.
+        await report(
+            leases.bound_status(
+                pool=pool,
+                agent=checkout.agent,
+                endpoint=checkout.endpoint,
+                token_secret_ref={"name": token_secret_name(pool), "key": TOKEN_KEY},
+                bound_time=hold.bound_time or _iso(now),
+                expire_time=_iso(hold.expires),
+            )
+        )
+    if not hold.resumed:
+        kopf.event(
+            body,
+            type="Normal",
+            reason=str(EventReason.LEASE_BOUND),
+            message=f"Bound agent {checkout.agent} until {_iso(hold.expires)}",
+        )
+
+
+async def held_until_end(
+    runtime: Runtime,
+    key: PoolKey,
+    stopped: kopf.DaemonStopped,
+    *,
+    checkout: Checkout,
+    expires: float,
+) -> bool:
+    """Hold the agent until the lease expires or the agent is lost; True when this daemon is
+    the one to return it (not stopped, and the deletion handler did not take it)."""
+    lost = asyncio.ensure_future(checkout.wait_lost())
+    stop = asyncio.ensure_future(stopped.wait(max(0.0, expires - time.time())))
+    try:
+        await asyncio.wait({lost, stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        lost.cancel()
+        stop.cancel()
         if stopped:
             _stop(runtime, key, stopped)
+    return not stopped and runtime.leases.held.pop(key, None) is checkout
+
+
+async def end_lease(
+    runtime: Runtime,
+    body: kopf.Body,
+    spec: AgentLeaseSpec,
+    report: Report,
+    *,
+    checkout: Checkout,
+) -> None:
+    """The lease expired or lost its agent: say so, then give the agent back."""
+    namespace, pool = str(body["metadata"].get("namespace") or ""), spec.pool_ref.name
+    try:
+        # The status first, so the client stops calling the agent before it goes back.
+        if checkout.is_lost:
+            message = checkout.lost_reason or "the agent was lost"
+            await report(_failed(str(Reason.AGENT_LOST), message))
             return
-        now = time.time()
-        expires = epoch(status.get("expireTime"))
-        bound = status.get("phase") == "Bound" and status.get("agent") == checkout.agent
-        if not bound or expires is None:
-            bound, expires = False, now + spec.ttl_seconds
-        if not bound or not status.get("conditions"):
-            # Bound now, or before a restart by an operator that wrote no conditions.
-            await report(
-                leases.bound_status(
-                    pool=pool,
-                    agent=checkout.agent,
-                    endpoint=checkout.endpoint,
-                    token_secret_ref={"name": token_secret_name(pool), "key": TOKEN_KEY},
-                    bound_time=(bound and status.get("boundTime")) or _iso(now),
-                    expire_time=_iso(expires),
-                )
-            )
-        if not bound:
-            kopf.event(
-                body,
-                type="Normal",
-                reason=str(EventReason.LEASE_BOUND),
-                message=f"Bound agent {checkout.agent} until {_iso(expires)}",
-            )
-        lost = asyncio.ensure_future(checkout.wait_lost())
-        stop = asyncio.ensure_future(stopped.wait(max(0.0, expires - time.time())))
-        try:
-            await asyncio.wait({lost, stop}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            lost.cancel()
-            stop.cancel()
-            if stopped:
-                _stop(runtime, key, stopped)
-        if stopped or runtime.held_leases.pop(key, None) is not checkout:
-            return
-        try:
-            # The status first, so the client stops calling the agent before it goes back.
-            if checkout.is_lost:
-                message = checkout.lost_reason or "the agent was lost"
-                await report(_failed(str(Reason.AGENT_LOST), message))
-                return
-            message = (
-                f"The lease passed its ttl of {spec.ttl_seconds}s; agent {checkout.agent} goes"
-                f" back to pool {pool}"
-            )
-            await report(leases.ended_status("Expired", str(Reason.EXPIRED), message))
-        finally:
-            await release(runtime, pool=(namespace, pool), checkout=checkout)
-        kopf.event(
-            body,
-            type="Normal",
-            reason=str(EventReason.LEASE_EXPIRED),
-            message=f"Returned agent {checkout.agent} to pool {pool}",
+        message = (
+            f"The lease passed its ttl of {spec.ttl_seconds}s; agent {checkout.agent} goes"
+            f" back to pool {pool}"
         )
+        await report(leases.ended_status("Expired", str(Reason.EXPIRED), message))
+    finally:
+        await release(runtime, pool=(namespace, pool), checkout=checkout)
+    kopf.event(
+        body,
+        type="Normal",
+        reason=str(EventReason.LEASE_EXPIRED),
+        message=f"Returned agent {checkout.agent} to pool {pool}",
+    )
 
-    @kopf.on.delete(GROUP, VERSION, "agentleases", id="lease_release", registry=registry)
-    async def lease_release(body: kopf.Body, name: str, namespace: str | None, **_: Any) -> None:
-        # Here rather than in the daemon, so the daemon stops at once when the lease is deleted
-        # and the agent's return (a reset, when the pool asks for one) is an ordinary handler
-        # that kopf waits for, as pool_drain is for a pool.
-        key = (namespace or "", name)
-        checkout = runtime.held_leases.pop(key, None) or runtime.restored_leases.pop(key, None)
-        if checkout is None:
-            return
-        pool = AgentLeaseSpec.model_validate(body.get("spec") or {}).pool_ref.name
-        message = f"The lease was deleted; agent {checkout.agent} goes back to pool {pool}"
-        try:
-            # First, so a client watching the lease stops calling the agent at once.
-            await StatusWriter(runtime, body)(
-                leases.ended_status("Released", str(Reason.RELEASED), message)
-            )
-        finally:
-            await release(runtime, pool=(key[0], pool), checkout=checkout)
-        kopf.event(
-            body,
-            type="Normal",
-            reason=str(EventReason.LEASE_RELEASED),
-            message=f"Lease deleted: returned agent {checkout.agent} to pool {pool}",
+
+async def lease_release(
+    runtime: Runtime, /, body: kopf.Body, name: str, namespace: str | None, **_: Any
+) -> None:
+    """The lease is deleted: mark it Released, then give its agent back.
+
+    Here rather than in the daemon, so the daemon stops at once when the lease is deleted and
+    the agent's return (a reset, when the pool asks for one) is an ordinary handler that kopf
+    waits for, as pool_drain is for a pool.
+    """
+    key = (namespace or "", name)
+    checkout = runtime.leases.take(key)
+    if checkout is None:
+        return
+    pool = AgentLeaseSpec.model_validate(body.get("spec") or {}).pool_ref.name
+    message = f"The lease was deleted; agent {checkout.agent} goes back to pool {pool}"
+    try:
+        # First, so a client watching the lease stops calling the agent at once.
+        await StatusWriter(runtime, body)(
+            leases.ended_status("Released", str(Reason.RELEASED), message)
         )
+    finally:
+        await release(runtime, pool=(key[0], pool), checkout=checkout)
+    kopf.event(
+        body,
+        type="Normal",
+        reason=str(EventReason.LEASE_RELEASED),
+        message=f"Lease deleted: returned agent {checkout.agent} to pool {pool}",
+    )
 
 
-def _stop(runtime: Runtime, key: tuple[str, str], stopped: kopf.DaemonStopped) -> None:
+def _stop(runtime: Runtime, key: PoolKey, stopped: kopf.DaemonStopped) -> None:
     """The daemon is stopped while the lease holds an agent. A deleted lease leaves the agent to
     its deletion handler; otherwise (the operator stops) the lease stays Bound and the next
     daemon, in this operator or the next, takes the same agent up again."""
     reason = stopped.reason
     if reason is not None and reason & kopf.DaemonStoppingReason.RESOURCE_DELETED:
         return
-    checkout = runtime.held_leases.pop(key, None)
-    if checkout is not None:
-        runtime.restored_leases[key] = checkout
+    runtime.leases.park(key)
 
 
 async def until_stopped(stopped: kopf.DaemonStopped, work: Awaitable[T]) -> T | None:
@@ -244,12 +300,12 @@ async def bind(
         await report(_failed(str(Reason.POOL_NOT_FOUND), message))
         return None
     timeout = float(spec.effective_checkout_timeout(AgentPoolSpec.model_validate(pool_spec or {})))
-    handle = await runtime.wait_pool((namespace, pool), timeout)
+    handle = await runtime.pools.wait((namespace, pool), timeout)
     if handle is None:
         message = f'AgentPool "{pool}" is not served by the operator after {timeout:g}s'
         await report(_failed(str(Reason.POOL_NOT_FOUND), message))
         return None
-    restored = runtime.restored_leases.pop((namespace, name), None)
+    restored = runtime.leases.restored.pop((namespace, name), None)
     if restored is not None:
         return restored
     if status.get("agent"):
@@ -257,7 +313,7 @@ async def bind(
         message = f"agent {status['agent']} of this lease is gone; create a new lease"
         await report(_failed(str(Reason.AGENT_LOST), message))
         return None
-    if status.get("phase") != "Pending" or not status.get("conditions"):
+    if binding.needs_pending_report(status):
         await report(leases.pending_status(pool))
     holder = f"lease:{namespace}/{name}"
     try:
@@ -265,8 +321,7 @@ async def bind(
             timeout=timeout if spec.wait else 0.0, priority=spec.priority, holder=holder
         )
     except PoolExhausted as error:
-        reason = Reason.CHECKOUT_TIMEOUT if spec.wait else Reason.POOL_FULL
-        await report(_failed(str(reason), str(error)))
+        await report(_failed(binding.failure_reason(waited=spec.wait), str(error)))
     except PoolClosed as error:
         await report(_failed(str(Reason.POOL_NOT_FOUND), str(error)))
     return None

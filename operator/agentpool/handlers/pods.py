@@ -8,6 +8,7 @@ coroutine: kopf runs plain functions in worker threads, and the broker lives on 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,24 +20,34 @@ from agentpool.pool.manifests import POOL_LABEL, owned_by
 
 
 def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
-    @kopf.on.event(
+    """Bind the pod watch to ``registry``, given ``runtime``."""
+    kopf.on.event(
         "v1", "pods", id="pod_event", labels={POOL_LABEL: kopf.PRESENT}, registry=registry
-    )
-    async def pod_event(
-        event: kopf.RawEvent, namespace: str | None, labels: Mapping[str, str], **_: Any
-    ) -> None:
-        pod: dict[str, Any] = dict(event["object"])
-        key = (namespace or "", labels[POOL_LABEL])
-        handle = runtime.pools.get(key) or runtime.starting.get(key)
-        seen = handle.pods if handle is not None else runtime.orphan_pods.setdefault(key, {})
-        name = pod["metadata"]["name"]
-        if handle is not None and not owned_by(pod, handle.uid):
-            # A pod of an earlier pool of this name, deleted with it: not this pool's agent.
-            return
-        if event.get("type") == "DELETED":
-            seen.pop(name, None)
-        else:
-            seen[name] = pod
-        if handle is not None:
-            pools.sync_broker(handle)
-            handle.poke()
+    )(functools.partial(pod_event, runtime))
+
+
+async def pod_event(
+    runtime: Runtime,
+    /,
+    event: kopf.RawEvent,
+    namespace: str | None,
+    labels: Mapping[str, str],
+    **_: Any,
+) -> None:
+    """An agent pod was added, changed or deleted: tell its pool, or keep it for a pool whose
+    loop has not started yet."""
+    pod: dict[str, Any] = dict(event["object"])
+    key = (namespace or "", labels[POOL_LABEL])
+    handle = runtime.pools.watched(key)
+    seen = handle.pods if handle is not None else runtime.pools.orphan_pods.setdefault(key, {})
+    name = pod["metadata"]["name"]
+    if handle is not None and not owned_by(pod, handle.uid):
+        # A pod of an earlier pool of this name, deleted with it: not this pool's agent.
+        return
+    if event.get("type") == "DELETED":
+        seen.pop(name, None)
+    else:
+        seen[name] = pod
+    if handle is not None:
+        pools.sync_broker(handle)
+        handle.poke()

@@ -4,12 +4,15 @@ The daemon resolves the run's settings (the pool's timeouts as defaults), opens 
 restores its progress from status (and the result ConfigMaps) after a restart, and awaits
 :class:`agentpool.runs.engine.RunEngine`. ``spec.suspend`` changes reach the engine as they are
 watched. A finished run with ``ttlSecondsAfterFinished`` is deleted that long after it ended.
+What the daemon decides around the engine is :mod:`agentpool.runs.lifecycle`'s; :func:`register`
+binds the module-level handlers to kopf.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -22,16 +25,17 @@ from agentpool.api import AgentPoolSpec, PoolRunSpec
 from agentpool.api.conditions import now_time
 from agentpool.api.reasons import Reason
 from agentpool.handlers.dispatch import BrokerDispatcher
-from agentpool.handlers.runtime import Runtime
+from agentpool.handlers.runtime import PoolKey, Runtime
 from agentpool.handlers.sources import HttpSource
+from agentpool.io.journal import FileJournal
 from agentpool.io.kube import NotFound
 from agentpool.pool.manifests import owner_reference
 from agentpool.pool.pods import epoch
+from agentpool.runs import lifecycle
 from agentpool.runs.config import config_from_spec
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.sources import ItemSource, configmap_source, inline_source, source_digest
 
-FINISHED = frozenset({"Succeeded", "Failed"})
 RUN_LABEL = "agentpool.dev/run"
 
 
@@ -101,18 +105,6 @@ async def open_source(
     return HttpSource(source.http.url), source_digest(raw_source)
 
 
-def source_changed(source: Any) -> str:
-    """What a run whose source (``spec.source``) no longer matches its digest says."""
-    ref = source.get("configMapRef") if isinstance(source, dict) else None
-    what = "spec.source"
-    if isinstance(ref, dict):
-        what += f" or configmap {ref.get('name')} key {ref.get('key')}"
-    return (
-        f"the source changed since the run started ({what}): its items are no longer those the "
-        "run began with, so nothing more is started from it; create a new PoolRun instead"
-    )
-
-
 async def pool_timeouts(
     runtime: Runtime, namespace: str, *, pools: Iterable[str]
 ) -> dict[str, AgentPoolSpec]:
@@ -128,52 +120,12 @@ async def pool_timeouts(
     return found
 
 
-def run_uid(body: kopf.Body) -> str:
-    """What names the run's journal: its uid, so a run made again under the same name never
-    reads its predecessor's."""
-    metadata = body["metadata"]
-    return str(metadata.get("uid") or f"{metadata.get('namespace')}.{metadata.get('name')}")
-
-
 def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
-    engines: dict[tuple[str, str], RunEngine] = {}
-    # The generation and spec.source digest each running run started on.
-    pinned: dict[tuple[str, str], tuple[int, str]] = {}
-
-    @kopf.on.event(GROUP, VERSION, "poolruns", id="run_event", registry=registry)
-    async def run_event(
-        type: str | None, body: kopf.Body, name: str, namespace: str | None, **_: Any
-    ) -> None:
-        key = (namespace or "", name)
-        if type != "DELETED":
-            # Every event carries the current spec.suspend: no last-handled state is kept on
-            # the run for it (kopf's would hold the inline items, and cost a patch of the whole
-            # object), and following it is idempotent.
-            engine = engines.get(key)
-            if engine is not None:
-                spec = body.get("spec") or {}
-                engine.set_suspended(bool(spec.get("suspend")))
-                generation, digest = pinned.get(key, (0, ""))
-                # Only a spec change moves the generation: status writes cost no digest.
-                if body["metadata"].get("generation") != generation:
-                    pinned[key] = (body["metadata"].get("generation") or 0, digest)
-                    if source_digest(spec.get("source")) != digest:
-                        engine.stop_source(
-                            Reason.SOURCE_CHANGED, source_changed(spec.get("source"))
-                        )
-            return
-        # Whenever a run goes, finished long ago or not, its journal goes, and its series a
-        # while later (a scrape still sees their last values), unless it is back by then.
-        if runtime.journals is not None:
-            runtime.journals.discard(run_uid(body))
-
-        def forget() -> None:
-            if key not in engines:
-                metrics.forget_run(*key)
-
-        asyncio.get_running_loop().call_later(metrics.FORGET_AFTER_SECONDS, forget)
-
-    @kopf.daemon(
+    """Bind the PoolRun handlers to ``registry``, each given ``runtime``."""
+    kopf.on.event(GROUP, VERSION, "poolruns", id="run_event", registry=registry)(
+        functools.partial(run_event, runtime)
+    )
+    kopf.daemon(
         GROUP,
         VERSION,
         "poolruns",
@@ -181,101 +133,166 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
         registry=registry,
         backoff=2,
         cancellation_timeout=10,
+    )(functools.partial(run_loop, runtime))
+
+
+async def run_event(
+    runtime: Runtime,
+    /,
+    type: str | None,
+    body: kopf.Body,
+    name: str,
+    namespace: str | None,
+    **_: Any,
+) -> None:
+    """A run changed: its engine follows the spec; a deleted run's journal and series go."""
+    key = (namespace or "", name)
+    if type != "DELETED":
+        follow_spec(runtime, key, body)
+        return
+    # Whenever a run goes, finished long ago or not, its journal goes, and its series a
+    # while later (a scrape still sees their last values), unless it is back by then.
+    if runtime.journals is not None:
+        runtime.journals.discard(lifecycle.run_uid(body["metadata"]))
+
+    def forget() -> None:
+        if key not in runtime.runs.engines:
+            metrics.forget_run(*key)
+
+    asyncio.get_running_loop().call_later(metrics.FORGET_AFTER_SECONDS, forget)
+
+
+def follow_spec(runtime: Runtime, key: PoolKey, body: kopf.Body) -> None:
+    """Hand a running engine the run's spec.suspend, and stop its source if spec.source changed.
+
+    Every event carries the current spec.suspend: no last-handled state is kept on the run for
+    it (kopf's would hold the inline items, and cost a patch of the whole object), and following
+    it is idempotent.
+    """
+    engine = runtime.runs.engines.get(key)
+    if engine is None:
+        return
+    spec = body.get("spec") or {}
+    engine.set_suspended(bool(spec.get("suspend")))
+    before = runtime.runs.pinned.get(key, (0, ""))
+    pinned, changed = lifecycle.repin(
+        before, body["metadata"].get("generation"), spec.get("source")
     )
-    async def run_loop(
-        body: kopf.Body, name: str, namespace: str | None, stopped: kopf.DaemonStopped, **_: Any
-    ) -> None:
-        namespace = namespace or ""
-        status = dict(body.get("status") or {})
-        uid = run_uid(body)
-        if status.get("phase") not in FINISHED:
-            try:
-                spec = PoolRunSpec.model_validate(dict(body.get("spec") or {}))
-            except pydantic.ValidationError as error:
-                # The CRD's schema admits nearly nothing invalid; what slips through (an older
-                # CRD, say) ends the run with a condition that says what to fix.
-                message = f"the spec is invalid: {error}"
-                finished = now_time()
-                await KubeSink(runtime, body).write(
-                    {
-                        "phase": "Failed",
-                        "message": message,
-                        "completionTime": finished,
-                        "conditions": [
-                            {
-                                "type": "Failed",
-                                "status": "True",
-                                "reason": "InvalidSpec",
-                                "message": message,
-                                "lastTransitionTime": finished,
-                            }
-                        ],
-                    }
-                )
-                return
-            raw_spec = dict(body.get("spec") or {})
-            named = [spec.pool_ref.name] if spec.pool_ref is not None else []
-            if spec.routes is not None:
-                named += spec.routes.pools.values()
-            config = config_from_spec(
-                name, spec, pools=await pool_timeouts(runtime, namespace, pools=named)
-            )
-            configmaps = {}
-            for ref in status.get("resultRefs") or []:
-                with contextlib.suppress(NotFound):
-                    data = (await runtime.kube.read_configmap(namespace, ref["name"])).get("data")
-                    configmaps[ref["name"]] = dict(data or {})
-            dispatcher = BrokerDispatcher(runtime, namespace)
-            journal = runtime.journals.open(uid) if runtime.journals is not None else None
-            source, digest = await open_source(runtime, namespace, spec, raw_spec.get("source"))
-            if status.get("sourceDigest") is None:
-                await KubeSink(runtime, body).write({"sourceDigest": digest})
-                status["sourceDigest"] = digest
-            engine = RunEngine(
-                config,
-                source=source,
-                dispatcher=dispatcher,
-                invoker=dispatcher,
-                sink=KubeSink(runtime, body),
-                status=status,
-                configmaps=configmaps,
-                suspended=spec.suspend,
-                journal=journal,
-            )
-            if status["sourceDigest"] != digest:
-                engine.stop_source(Reason.SOURCE_CHANGED, source_changed(raw_spec.get("source")))
-            engines[(namespace, name)] = engine
-            generation = int(body["metadata"].get("generation") or 0)
-            pinned[(namespace, name)] = (generation, source_digest(raw_spec.get("source")))
-            task = asyncio.ensure_future(engine.run())
-            stop = asyncio.ensure_future(stopped.wait())
-            try:
-                await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                stop.cancel()
-                # Unless a run made again under this name has its own engine here by now.
-                if engines.get((namespace, name)) is engine:
-                    del engines[(namespace, name)]
-                    pinned.pop((namespace, name), None)
-                if not task.done():
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
-                if journal is not None:
-                    journal.close()
-            if not task.done() or task.cancelled():
-                return
-            task.result()
-            completion = time.time()
-        else:
-            completion = epoch(status.get("completionTime")) or time.time()
-            if runtime.journals is not None:
-                # Left by an operator that stopped between the last write and removing it.
-                runtime.journals.discard(uid)
-        ttl = (body.get("spec") or {}).get("ttlSecondsAfterFinished")
-        if ttl is None:
+    if pinned != before:
+        runtime.runs.pinned[key] = pinned
+    if changed:
+        engine.stop_source(Reason.SOURCE_CHANGED, lifecycle.source_changed(spec.get("source")))
+
+
+async def run_loop(
+    runtime: Runtime,
+    /,
+    body: kopf.Body,
+    name: str,
+    namespace: str | None,
+    stopped: kopf.DaemonStopped,
+    **_: Any,
+) -> None:
+    """The run's daemon: drive the engine to the end, then delete the run after its ttl."""
+    key = (namespace or "", name)
+    status = dict(body.get("status") or {})
+    if status.get("phase") not in lifecycle.FINISHED:
+        completion = await drive(runtime, body, key, status, stopped)
+        if completion is None:
             return
-        remaining = completion + float(ttl) - time.time()
-        if remaining > 0 and await stopped.wait(remaining):
-            return
-        await runtime.kube.delete_custom("poolruns", namespace, name)
+    else:
+        completion = epoch(status.get("completionTime")) or time.time()
+        if runtime.journals is not None:
+            # Left by an operator that stopped between the last write and removing it.
+            runtime.journals.discard(lifecycle.run_uid(body["metadata"]))
+    ttl = (body.get("spec") or {}).get("ttlSecondsAfterFinished")
+    remaining = lifecycle.ttl_remaining(completion, ttl, time.time())
+    if remaining is None:
+        return
+    if remaining > 0 and await stopped.wait(remaining):
+        return
+    await runtime.kube.delete_custom("poolruns", key[0], name)
+
+
+async def drive(
+    runtime: Runtime,
+    body: kopf.Body,
+    key: PoolKey,
+    status: dict[str, Any],
+    stopped: kopf.DaemonStopped,
+) -> float | None:
+    """Run the engine until the run ends; when it ended, or None if it did not (stopped first,
+    or its spec is invalid)."""
+    raw_spec = dict(body.get("spec") or {})
+    try:
+        spec = PoolRunSpec.model_validate(raw_spec)
+    except pydantic.ValidationError as error:
+        # The CRD's schema admits nearly nothing invalid; what slips through (an older CRD,
+        # say) ends the run with a condition that says what to fix.
+        patch = lifecycle.invalid_spec_status(f"the spec is invalid: {error}", finished=now_time())
+        await KubeSink(runtime, body).write(patch)
+        return None
+    engine, journal = await build_engine(runtime, body, key, spec, raw_spec=raw_spec, status=status)
+    generation = int(body["metadata"].get("generation") or 0)
+    digest = source_digest(raw_spec.get("source"))
+    runtime.runs.start(key, engine, generation=generation, digest=digest)
+    task = asyncio.ensure_future(engine.run())
+    stop = asyncio.ensure_future(stopped.wait())
+    try:
+        await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.cancel()
+        runtime.runs.end(key, engine)
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if journal is not None:
+            journal.close()
+    if not task.done() or task.cancelled():
+        return None
+    task.result()
+    return time.time()
+
+
+async def build_engine(
+    runtime: Runtime,
+    body: kopf.Body,
+    key: PoolKey,
+    spec: PoolRunSpec,
+    *,
+    raw_spec: dict[str, Any],
+    status: dict[str, Any],
+) -> tuple[RunEngine, FileJournal | None]:
+    """The run's engine and journal, with its progress restored from status and its result
+    ConfigMaps, and its source stopped at once when it no longer matches the digest the run
+    started on."""
+    namespace, name = key
+    pools = await pool_timeouts(runtime, namespace, pools=lifecycle.named_pools(spec))
+    config = config_from_spec(name, spec, pools=pools)
+    configmaps = {}
+    for ref in status.get("resultRefs") or []:
+        with contextlib.suppress(NotFound):
+            data = (await runtime.kube.read_configmap(namespace, ref["name"])).get("data")
+            configmaps[ref["name"]] = dict(data or {})
+    dispatcher = BrokerDispatcher(runtime, namespace)
+    uid = lifecycle.run_uid(body["metadata"])
+    journal = runtime.journals.open(uid) if runtime.journals is not None else None
+    source, digest = await open_source(runtime, namespace, spec, raw_spec.get("source"))
+    if status.get("sourceDigest") is None:
+        await KubeSink(runtime, body).write({"sourceDigest": digest})
+        status["sourceDigest"] = digest
+    engine = RunEngine(
+        config,
+        source=source,
+        dispatcher=dispatcher,
+        invoker=dispatcher,
+        sink=KubeSink(runtime, body),
+        status=status,
+        configmaps=configmaps,
+        suspended=spec.suspend,
+        journal=journal,
+    )
+    if status["sourceDigest"] != digest:
+        engine.stop_source(Reason.SOURCE_CHANGED, lifecycle.source_changed(raw_spec.get("source")))
+    return engine, journal

@@ -1,8 +1,13 @@
 """The operator's in-memory state, shared by its handlers.
 
-One :class:`Runtime` per running operator holds the API and agent clients and, per AgentPool, a
-:class:`PoolHandle`: the pool's broker, the pods last seen by the watch, and the event that wakes
-the pool's reconcile loop. Handlers receive it by closure when they are registered.
+One :class:`Runtime` per running operator holds the API and agent clients and, apart by concern,
+what the handlers remember between events: the pools (:class:`Pools`, a :class:`PoolHandle` each:
+the pool's broker, the pods last seen by the watch, the event that wakes its reconcile loop), the
+agents Bound leases hold (:class:`LeaseAgents`), the running runs' engines (:class:`RunEngines`)
+and the tasks that hold agents found busy after a restart. Handlers are module-level coroutines
+that take it as their first argument, positional-only since kopf passes a ``runtime`` keyword
+of its own (how long the handler has run); each module's ``register`` binds it with
+:func:`functools.partial` when :mod:`agentpool.handlers.operator` builds the registry.
 """
 
 from __future__ import annotations
@@ -17,8 +22,8 @@ from agentpool.io.agents import AgentClient
 from agentpool.io.journal import Journals
 from agentpool.io.kube import Kube
 from agentpool.pool import DemandSample
-from agentpool.pool.backoff import Backoff
-from agentpool.pool.pods import PodFailure
+from agentpool.pool.health import PoolHealth
+from agentpool.runs.engine import RunEngine
 
 PoolKey = tuple[str, str]
 
@@ -50,17 +55,10 @@ class PoolHandle:
     started_at: float = field(default_factory=time.time)
     last_status: dict[str, Any] | None = None
     last_status_at: float = 0.0
-    # Agents that failed before ever turning Ready, in a row: replacements back off.
-    crash_failures: int = 0
-    crash_backoff_until: float = 0.0
-    # The latest of them (the Degraded condition names their pods), oldest first.
-    start_failures: list[PodFailure] = field(default_factory=list)
-    # Agents quarantined, in a row: their replacements back off as CrashLoopBackOff does.
-    quarantine_backoff: Backoff = field(default_factory=Backoff)
+    # Start-up failures, quarantines and readiness lost: back-off and the Degraded condition.
+    health: PoolHealth = field(default_factory=PoolHealth)
     # The pool was deleted and its agents drained and deleted.
     drained: bool = False
-    # The last agent retired for turning unready, and when.
-    last_unready: tuple[str, float] | None = None
 
     def poke(self) -> None:
         """Ask the pool's reconcile loop to look again."""
@@ -72,42 +70,121 @@ class PoolHandle:
 
 
 @dataclass
-class Runtime:
-    kube: Kube
-    agents: AgentClient
-    # Where runs keep their journals; without it a crash may re-run up to a cap of finished items.
-    journals: Journals | None = None
-    brokers: Brokers = field(default_factory=Brokers)
-    pools: dict[PoolKey, PoolHandle] = field(default_factory=dict)
+class Pools:
+    """Every pool's handle through its life, by (namespace, name): starting, served, draining."""
+
+    # Pools whose loop runs: checkouts find them here.
+    served: dict[PoolKey, PoolHandle] = field(default_factory=dict)
     # Pools whose loop is rebuilding who is busy: pod events reach them, checkouts do not yet.
     starting: dict[PoolKey, PoolHandle] = field(default_factory=dict)
     # Deleted pools whose loop has ended, until their deletion handler has drained them.
     draining: dict[PoolKey, PoolHandle] = field(default_factory=dict)
-    # Agents of Bound leases, taken back by their pool's loop for the lease daemons to pick up.
-    restored_leases: dict[PoolKey, Checkout] = field(default_factory=dict)
-    # Agents held by Bound leases, by lease: the lease's daemon (expiry, a lost agent) or its
-    # deletion handler takes one out to return it, whichever comes first.
-    held_leases: dict[PoolKey, Checkout] = field(default_factory=dict)
-    # Agents found busy after a restart, released when they report idle; they outlive a
-    # restarted pool loop so that such an agent is never held forever.
-    restorers: set[asyncio.Task[None]] = field(default_factory=set)
     # Pods seen before their pool's loop started; the loop adopts them when it starts.
     orphan_pods: dict[PoolKey, dict[str, dict[str, Any]]] = field(default_factory=dict)
-    pool_started: dict[PoolKey, asyncio.Event] = field(default_factory=dict)
+    started: dict[PoolKey, asyncio.Event] = field(default_factory=dict)
+
+    def get(self, key: PoolKey) -> PoolHandle | None:
+        """The served pool's handle, or None when its loop does not run (yet)."""
+        return self.served.get(key)
+
+    def __setitem__(self, key: PoolKey, handle: PoolHandle) -> None:
+        self.served[key] = handle
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.served
+
+    def __len__(self) -> int:
+        return len(self.served)
+
+    def watched(self, key: PoolKey) -> PoolHandle | None:
+        """The handle pod events go to: the served pool's, or that of one starting."""
+        return self.served.get(key) or self.starting.get(key)
+
+    def serve(self, handle: PoolHandle) -> None:
+        """The pool's loop runs: checkouts find it from now on, and those waiting are woken."""
+        key = (handle.namespace, handle.name)
+        self.served[key] = handle
+        self.started_event(key).set()
+
+    def forget(self, handle: PoolHandle) -> None:
+        """Drop this pool's handle, but never that of a new pool created since under its name."""
+        key = (handle.namespace, handle.name)
+        if self.served.get(key) is handle:
+            del self.served[key]
+            self.started.pop(key, None)
 
     def started_event(self, key: PoolKey) -> asyncio.Event:
-        event = self.pool_started.get(key)
+        """The event set once the pool's loop runs."""
+        event = self.started.get(key)
         if event is None:
-            event = self.pool_started[key] = asyncio.Event()
+            event = self.started[key] = asyncio.Event()
         return event
 
-    async def wait_pool(self, key: PoolKey, timeout: float) -> PoolHandle | None:
+    async def wait(self, key: PoolKey, timeout: float) -> PoolHandle | None:
         """The pool's handle once its loop runs, or None if it does not start in time."""
-        handle = self.pools.get(key)
+        handle = self.served.get(key)
         if handle is not None:
             return handle
         try:
             await asyncio.wait_for(self.started_event(key).wait(), timeout)
         except TimeoutError:
             return None
-        return self.pools.get(key)
+        return self.served.get(key)
+
+
+@dataclass
+class LeaseAgents:
+    """The agents of Bound leases, by lease (namespace, name)."""
+
+    # Taken back by their pool's loop after a restart, for the lease daemons to pick up.
+    restored: dict[PoolKey, Checkout] = field(default_factory=dict)
+    # Held by a running lease daemon: the daemon (expiry, a lost agent) or the lease's deletion
+    # handler takes one out to return it, whichever comes first.
+    held: dict[PoolKey, Checkout] = field(default_factory=dict)
+
+    def take(self, key: PoolKey) -> Checkout | None:
+        """The lease's agent, held or restored, now the caller's to return; None if neither."""
+        return self.held.pop(key, None) or self.restored.pop(key, None)
+
+    def park(self, key: PoolKey) -> None:
+        """The lease's daemon stops but the lease stays Bound: its agent waits for the next."""
+        checkout = self.held.pop(key, None)
+        if checkout is not None:
+            self.restored[key] = checkout
+
+
+@dataclass
+class RunEngines:
+    """The engines of the runs this operator drives, by run (namespace, name)."""
+
+    engines: dict[PoolKey, RunEngine] = field(default_factory=dict)
+    # The generation and spec.source digest each running run started on.
+    pinned: dict[PoolKey, tuple[int, str]] = field(default_factory=dict)
+
+    def start(self, key: PoolKey, engine: RunEngine, *, generation: int, digest: str) -> None:
+        """The run's engine is about to run on this generation and source digest."""
+        self.engines[key] = engine
+        self.pinned[key] = (generation, digest)
+
+    def end(self, key: PoolKey, engine: RunEngine) -> None:
+        """The engine ended; unless a run made again under its name has its own by now."""
+        if self.engines.get(key) is engine:
+            del self.engines[key]
+            self.pinned.pop(key, None)
+
+
+@dataclass
+class Runtime:
+    """Everything one running operator's handlers share."""
+
+    kube: Kube
+    agents: AgentClient
+    # Where runs keep their journals; without it a crash may re-run up to a cap of finished items.
+    journals: Journals | None = None
+    brokers: Brokers = field(default_factory=Brokers)
+    pools: Pools = field(default_factory=Pools)
+    leases: LeaseAgents = field(default_factory=LeaseAgents)
+    runs: RunEngines = field(default_factory=RunEngines)
+    # Agents found busy after a restart, released when they report idle; they outlive a
+    # restarted pool loop so that such an agent is never held forever.
+    restorers: set[asyncio.Task[None]] = field(default_factory=set)

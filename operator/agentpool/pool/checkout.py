@@ -8,11 +8,24 @@ these on every checkout and checkin; the planner and the tests call them too.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Protocol, TypeVar
 
+from agentpool.api import Strategy
 from agentpool.pool.observed import ObservedAgent, Waiter
 from agentpool.pool.policy import PoolPolicy
 from agentpool.pool.recycling import retirement_reason
+
+T = TypeVar("T")
+
+
+class Queued(Protocol):
+    """Anything served in waiter order: a :class:`Waiter`, or the broker's own record of one."""
+
+    @property
+    def priority(self) -> int: ...
+    @property
+    def seq(self) -> int: ...
 
 
 def available_agents(
@@ -28,9 +41,7 @@ def available_agents(
     """
     idle = [agent for agent in agents if is_available(policy, agent, now=now)]
     idle.sort(key=idle_key)
-    if policy.strategy == "LIFO":
-        idle.reverse()
-    return idle
+    return list(handout_order(policy.strategy, idle))
 
 
 def is_available(policy: PoolPolicy, agent: ObservedAgent, *, now: float | None = None) -> bool:
@@ -47,6 +58,22 @@ def idle_key(agent: ObservedAgent) -> tuple[float, int, str]:
     return (_idle_stamp(agent), agent.idle_seq, agent.name)
 
 
+def handout_order(strategy: Strategy, idle: Sequence[T]) -> Iterator[T]:
+    """Agents kept in idle order (by :func:`idle_key`, oldest first) in the order the strategy
+    hands them out: LIFO from the newest end, FIFO from the oldest."""
+    return reversed(idle) if strategy == "LIFO" else iter(idle)
+
+
+def first_available(
+    policy: PoolPolicy, candidates: Iterable[ObservedAgent], *, now: float | None = None
+) -> ObservedAgent | None:
+    """The first of ``candidates`` (in hand-out order) a checkout may take, if any."""
+    for agent in candidates:
+        if is_available(policy, agent, now=now):
+            return agent
+    return None
+
+
 def choose_agent(
     policy: PoolPolicy,
     agents: Iterable[ObservedAgent],
@@ -54,13 +81,19 @@ def choose_agent(
     now: float | None = None,
 ) -> str | None:
     """The name of the agent the next checkout gets, or None when none is available."""
-    ordered = available_agents(policy, agents, now=now)
-    return ordered[0].name if ordered else None
+    ordered = sorted(agents, key=idle_key)
+    chosen = first_available(policy, handout_order(policy.strategy, ordered), now=now)
+    return chosen.name if chosen is not None else None
+
+
+def waiter_key(waiter: Queued) -> tuple[int, int]:
+    """Sort key of the waiter order: priority descending, then arrival."""
+    return (-waiter.priority, waiter.seq)
 
 
 def order_waiters(waiters: Iterable[Waiter]) -> list[Waiter]:
     """Waiters in the order they are served: priority descending, then arrival."""
-    return sorted(waiters, key=lambda waiter: (-waiter.priority, waiter.seq))
+    return sorted(waiters, key=waiter_key)
 
 
 def _idle_stamp(agent: ObservedAgent) -> float:

@@ -1,0 +1,105 @@
+"""Restart recovery: a restarted pool loop takes back the agents that were held before it.
+
+The operator keeps who holds which agent in memory only. When a pool's loop starts it calls
+:func:`restore_held_agents` before serving any checkout: agents of Bound leases go back to their
+leases (see :mod:`agentpool.handlers.leases`), and agents that report work in progress stay busy
+until they report idle. :func:`wait_until_idle` is that wait, and also the one
+:mod:`agentpool.handlers.dispatch` holds an agent with while it finishes a cast item or one whose
+run stopped mid-call; :class:`agentpool.pool.restoring.IdleWatch` decides when it gives up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from agentpool.broker import Checkout, Outcome
+from agentpool.handlers.runtime import PoolHandle, Runtime
+from agentpool.io.agents import AgentClient
+from agentpool.pool.restoring import IdleWatch, bound_lease_agents
+
+#: A restored agent that answers nothing for this long is lost.
+RESTORED_SILENCE_SECONDS = 30.0
+#: How often an agent found busy after a restart is asked whether it is done.
+RESTORED_POLL_SECONDS = 0.5
+#: How long a restarted loop waits for each agent's ``GET /status``.
+STATUS_TIMEOUT_SECONDS = 2.0
+
+
+async def restore_held_agents(runtime: Runtime, handle: PoolHandle) -> None:
+    """After a restart, take back what was held before it, before any checkout is served.
+
+    Agents of Bound leases go back to their leases (their clients talk to them directly, so they
+    may look idle between requests); agents that report work in progress on ``GET /status`` stay
+    busy until they report idle. Either way, no agent is handed out twice.
+    """
+    leased: set[str] = set()
+    listed = await runtime.kube.list_custom("agentleases", handle.namespace)
+    for lease, held in bound_lease_agents(listed, handle.name):
+        checkout = handle.broker.restore_busy(held, None)
+        if checkout is not None:
+            leased.add(held)
+            runtime.leases.restored[(handle.namespace, lease)] = checkout
+    agents = [a for a in handle.broker.agents() if a.ready and a.ip and a.name not in leased]
+    statuses = await asyncio.gather(
+        *(
+            runtime.agents.status(
+                f"http://{a.ip}:{handle.port}", handle.token, timeout=STATUS_TIMEOUT_SECONDS
+            )
+            for a in agents
+        )
+    )
+    for agent, found in zip(agents, statuses, strict=True):
+        if found is None:
+            continue
+        # The agent's own count, so maxUses holds across the restart.
+        handle.broker.restore_uses(agent.name, found.uses)
+        if not found.busy:
+            continue
+        checkout = handle.broker.restore_busy(agent.name, _item_id(found.current))
+        if checkout is not None:
+            task = asyncio.create_task(release_when_idle(runtime, handle, checkout))
+            runtime.restorers.add(task)
+            task.add_done_callback(runtime.restorers.discard)
+
+
+def _item_id(current: Any) -> str | None:
+    return None if current is None else str(current)
+
+
+async def release_when_idle(runtime: Runtime, handle: PoolHandle, checkout: Checkout) -> None:
+    """Hold a restored agent until it reports idle; one that stops answering is lost."""
+    watch = IdleWatch(silence_seconds=RESTORED_SILENCE_SECONDS)
+    idle = await wait_until_idle(
+        runtime.agents,
+        checkout,
+        handle.token,
+        watch=watch,
+        poll_seconds=RESTORED_POLL_SECONDS,
+        status_timeout=STATUS_TIMEOUT_SECONDS,
+    )
+    handle.broker.checkin(checkout, Outcome.SUCCESS if idle else Outcome.LOST)
+
+
+async def wait_until_idle(
+    agents: AgentClient,
+    checkout: Checkout,
+    token: str,
+    *,
+    watch: IdleWatch,
+    poll_seconds: float,
+    status_timeout: float | None = None,
+) -> bool:
+    """Ask the checked-out agent ``GET /status`` every ``poll_seconds`` until it reports idle
+    (True); False once it is lost or ``watch`` gives up."""
+    timeout = {} if status_timeout is None else {"timeout": status_timeout}
+    current: IdleWatch | None = watch
+    while current is not None and not checkout.is_lost and current.open(time.monotonic()):
+        status = await agents.status(checkout.endpoint, token, **timeout)
+        if status is not None and not status.busy:
+            return True
+        current = current.heard(answered=status is not None, now=time.monotonic())
+        if current is not None:
+            await asyncio.sleep(poll_seconds)
+    return False

@@ -1,0 +1,128 @@
+"""What a pool remembers of its agents' troubles: start-up failures, quarantines, readiness lost.
+
+Three memories outlive the agents they are about. Agents that fail before they ever turn Ready,
+in a row, make replacements back off (as CrashLoopBackOff does) and name their pods in the
+Degraded condition; agents quarantined in a row make replacements back off too; an agent that
+turned unready, retired in the same pass, keeps the pool Degraded for a while so that someone can
+see it. The AgentPool reconciler keeps one :class:`PoolHealth` per pool and replaces it with what
+these functions return; it also asks :func:`kept_since` whether a retired agent's pod stays for a
+post-mortem. Pure: every function takes ``now``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentpool.api.reasons import ConditionType, Reason, RetireReason
+from agentpool.pool.backoff import Backoff, retry_delay
+from agentpool.pool.pods import PodFailure, failed_at, failure_of, is_failed, is_terminal
+from agentpool.pool.status import NAMED_PODS, ConditionView, start_failure_condition
+
+#: The longest a pool waits before replacing agents that keep failing at start-up.
+CRASH_BACKOFF_MAX_SECONDS = 60.0
+#: Pod timestamps have whole seconds: a failure this close before the loop began may be new.
+TIMESTAMP_SECONDS = 1.0
+#: How long an agent that turned unready keeps the pool Degraded after it was replaced.
+UNREADY_MEMORY_SECONDS = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class PoolHealth:
+    """A pool's memory of its agents' troubles, replaced whole on every change."""
+
+    #: Agents that failed before ever turning Ready, in a row.
+    crash_failures: int = 0
+    #: The latest of them (the Degraded condition names their pods), oldest first.
+    start_failures: tuple[PodFailure, ...] = ()
+    #: Until when replacements of agents failing at start-up wait.
+    crash_backoff_until: float = 0.0
+    #: Agents quarantined, in a row: their replacements back off as CrashLoopBackOff does.
+    quarantine_backoff: Backoff = dataclasses.field(default_factory=Backoff)
+    #: The last agent retired for turning unready, and when.
+    last_unready: tuple[str, float] | None = None
+
+    def agent_ready(self) -> PoolHealth:
+        """An agent turned Ready: the run of start-up failures is over (its back-off runs out)."""
+        if not self.crash_failures and not self.start_failures:
+            return self
+        return dataclasses.replace(self, crash_failures=0, start_failures=())
+
+    def creation_hold(self, now: float) -> float:
+        """Seconds new agents still wait at ``now``; 0 when they may be created."""
+        return max(self.crash_backoff_until - now, self.quarantine_backoff.hold(now))
+
+
+def note_start_failure(
+    health: PoolHealth,
+    pod: dict[str, Any] | None,
+    *,
+    ever_ready: bool,
+    loop_started_at: float,
+    now: float,
+) -> PoolHealth:
+    """Count a retired agent's pod that failed before it ever turned Ready, for back-off and
+    Degraded; one that was Ready once ends the run instead."""
+    if pod is None or not is_failed(pod):
+        return health
+    if ever_ready:
+        return dataclasses.replace(health, crash_failures=0, start_failures=())
+    failed = failed_at(pod)
+    if failed is not None and failed < loop_started_at - TIMESTAMP_SECONDS:
+        # A pod kept from before this loop began (an operator restart): counted back then.
+        return health
+    count = health.crash_failures + 1
+    return dataclasses.replace(
+        health,
+        crash_failures=count,
+        start_failures=(*health.start_failures[-(NAMED_PODS - 1) :], failure_of(pod)),
+        crash_backoff_until=now + retry_delay(count, base=1.0, cap=CRASH_BACKOFF_MAX_SECONDS),
+    )
+
+
+def note_retirement(health: PoolHealth, name: str, reason: str, now: float) -> PoolHealth:
+    """Remember an agent retired for turning unready, and back off after a quarantine."""
+    if reason == str(RetireReason.UNREADY):
+        health = dataclasses.replace(health, last_unready=(name, now))
+    if reason == str(RetireReason.QUARANTINED):
+        health = dataclasses.replace(
+            health, quarantine_backoff=health.quarantine_backoff.failed(now)
+        )
+    return health
+
+
+def kept_since(reason: str, pod: dict[str, Any] | None, now: float) -> float | None:
+    """When a retired agent's pod failed, if it is kept for a post-mortem (it failed and its
+    processes ended); None when it is deleted at once."""
+    if reason == RetireReason.FAILED and pod is not None and is_terminal(pod):
+        return failed_at(pod) or now
+    return None
+
+
+def degraded_trouble(health: PoolHealth, now: float) -> ConditionView | None:
+    """The Degraded condition the pool's memory calls for, if any: start-up failures first, then
+    an agent that turned unready within the last minute."""
+    if health.crash_failures and health.start_failures:
+        return start_failure_condition(health.start_failures, count=health.crash_failures)
+    if health.last_unready and now - health.last_unready[1] < UNREADY_MEMORY_SECONDS:
+        # An agent that turns unready is retired in the same pass; remember it for a while so
+        # Degraded says so instead of flipping back before anyone can see it.
+        message = f"agent {health.last_unready[0]} stopped passing its readiness probe"
+        return ConditionView(
+            str(ConditionType.DEGRADED), "True", str(Reason.READINESS_FAILING), message
+        )
+    return None
+
+
+def with_trouble(
+    conditions: Iterable[ConditionView], trouble: ConditionView | None
+) -> Sequence[ConditionView]:
+    """The conditions with a Degraded that says False replaced by ``trouble``, if any."""
+    if trouble is None:
+        return list(conditions)
+    return [
+        trouble if cond.type == ConditionType.DEGRADED and cond.status != "True" else cond
+        for cond in conditions
+    ]

@@ -1,0 +1,107 @@
+"""What the AgentPool reconciler reports after a pass: the status body, its metrics, when to write.
+
+:func:`agentpool.pool.compute_status` decides what the pool's status says; this module puts that
+view in wire form (:func:`status_body`), samples demand for the sizing advice
+(:func:`sample_demand`), counts agents by state for the metrics (:func:`agent_states`) and
+decides whether a status is written now, later or not at all (:func:`write_delay`). Called by
+:mod:`agentpool.handlers.poolstatus`; pure, with ``now`` given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from typing import Any
+
+from agentpool.api import AgentPoolStatus
+from agentpool.pool.observed import ObservedAgent
+from agentpool.pool.policy import PoolPolicy
+from agentpool.pool.sizing import DemandSample
+from agentpool.pool.status import PoolStatusView
+
+#: The states agents are counted by in the ``agents`` gauge, every one reported even at 0.
+AGENT_STATES = ("idle", "busy", "starting", "unready", "retiring")
+
+
+def sample_demand(
+    history: Sequence[DemandSample],
+    *,
+    busy: int,
+    waiting: int,
+    now: float,
+    every: float,
+    window: float,
+) -> list[DemandSample]:
+    """The demand history with a sample taken at ``now`` when ``every`` seconds passed since the
+    last, and samples older than ``window`` dropped; unchanged otherwise."""
+    if history and now - history[-1].at < every:
+        return list(history)
+    sampled = [*history, DemandSample(at=now, busy=busy, waiting=waiting)]
+    return [sample for sample in sampled if now - sample.at <= window]
+
+
+def status_body(
+    view: PoolStatusView,
+    policy: PoolPolicy,
+    *,
+    selector: str,
+    generation: int | None,
+) -> dict[str, Any]:
+    """The pool's status in wire form, conditions aside (they are stamped by the handler)."""
+    return AgentPoolStatus.model_validate(
+        {
+            "replicas": view.replicas,
+            "readyReplicas": view.ready_replicas,
+            "available": view.available,
+            "busy": view.busy,
+            "overflow": view.overflow,
+            "maxSize": policy.max_size,
+            "waiting": view.waiting,
+            "state": view.state,
+            "selector": selector,
+            "observedGeneration": generation,
+            "recommendation": (
+                {"minSize": view.recommendation.min_size, "maxSize": view.recommendation.max_size}
+                if view.recommendation
+                else None
+            ),
+            "coldStartSeconds": (
+                round(view.cold_start_seconds, 3) if view.cold_start_seconds is not None else None
+            ),
+        }
+    ).model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def agent_states(agents: Iterable[ObservedAgent], *, kept: Collection[str]) -> dict[str, int]:
+    """How many agents are in each of :data:`AGENT_STATES`; a failed pod kept for a post-mortem
+    is no longer an agent and is left out."""
+    states = dict.fromkeys(AGENT_STATES, 0)
+    for agent in agents:
+        if agent.name in kept:
+            continue
+        if agent.deleting:
+            states["retiring"] += 1
+        elif agent.busy:
+            states["busy"] += 1
+        elif agent.idle:
+            states["idle"] += 1
+        elif agent.pending:
+            states["starting"] += 1
+        else:
+            states["unready"] += 1
+    return states
+
+
+def write_delay(
+    status: dict[str, Any],
+    *,
+    last: dict[str, Any] | None,
+    since_last: float,
+    interval: float,
+) -> float | None:
+    """Whether to write ``status``: None when it says what was last written, 0 to write it now,
+    else the seconds to wait so that writes come at most once per ``interval``."""
+    if status == last:
+        return None
+    if since_last < interval:
+        return interval - since_last
+    return 0.0

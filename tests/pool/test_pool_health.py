@@ -1,0 +1,151 @@
+"""What a pool remembers of its agents' troubles: start-up failures back off replacements and
+name their pods in Degraded, quarantines back off, an agent that turned unready stays visible."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agentpool.api.reasons import RetireReason
+from agentpool.pool.health import (
+    CRASH_BACKOFF_MAX_SECONDS,
+    UNREADY_MEMORY_SECONDS,
+    PoolHealth,
+    degraded_trouble,
+    kept_since,
+    note_retirement,
+    note_start_failure,
+    with_trouble,
+)
+from agentpool.pool.status import ConditionView
+
+NOW = 10_000.0
+
+
+def _pod(name: str, phase: str = "Failed", finished: str | None = None) -> dict[str, Any]:
+    terminated = {"exitCode": 1, "reason": "Error"}
+    if finished is not None:
+        terminated["finishedAt"] = finished
+    return {
+        "metadata": {"name": name},
+        "status": {
+            "phase": phase,
+            "containerStatuses": [{"name": "agent", "state": {"terminated": terminated}}],
+        },
+    }
+
+
+RUNNING = {"metadata": {"name": "ok"}, "status": {"phase": "Running"}}
+
+
+@pytest.mark.parametrize(
+    ("before", "pod", "ever_ready", "count", "until"),
+    [
+        # Not failed, or no pod: nothing to count.
+        (PoolHealth(), None, False, 0, 0.0),
+        (PoolHealth(), RUNNING, False, 0, 0.0),
+        # A first failure waits one second, then two, four... up to the cap.
+        (PoolHealth(), _pod("a"), False, 1, NOW + 1),
+        (PoolHealth(crash_failures=2), _pod("a"), False, 3, NOW + 4),
+        (PoolHealth(crash_failures=20), _pod("a"), False, 21, NOW + CRASH_BACKOFF_MAX_SECONDS),
+        # An agent that was Ready once ends the run; the back-off set runs out by itself.
+        (PoolHealth(crash_failures=3, crash_backoff_until=NOW + 4), _pod("a"), True, 0, NOW + 4),
+        # A failure from before the loop began (an operator restart) was counted back then.
+        (PoolHealth(), _pod("a", finished="1970-01-01T02:00:00Z"), False, 0, 0.0),
+    ],
+)
+def test_start_failures_count_and_back_off(
+    before: PoolHealth, pod: dict[str, Any] | None, ever_ready: bool, count: int, until: float
+) -> None:
+    """Agents failing before they ever turn Ready back replacements off as CrashLoopBackOff."""
+    after = note_start_failure(before, pod, ever_ready=ever_ready, loop_started_at=NOW, now=NOW)
+    assert (after.crash_failures, after.crash_backoff_until) == (count, until)
+
+
+def test_start_failures_keep_the_latest_five_pods() -> None:
+    """Degraded names the latest few failed pods, oldest first."""
+    health = PoolHealth()
+    for n in range(7):
+        health = note_start_failure(
+            health, _pod(f"p{n}"), ever_ready=False, loop_started_at=NOW, now=NOW
+        )
+    assert [failure.pod for failure in health.start_failures] == [f"p{n}" for n in range(2, 7)]
+    assert health.agent_ready().start_failures == ()
+    assert health.agent_ready().crash_backoff_until == health.crash_backoff_until
+
+
+@pytest.mark.parametrize(
+    ("reason", "unready", "quarantines"),
+    [
+        (str(RetireReason.UNREADY), ("a", NOW), 0),
+        (str(RetireReason.QUARANTINED), None, 1),
+        (str(RetireReason.IDLE_TIMEOUT), None, 0),
+    ],
+)
+def test_retirements_remember_unready_and_quarantine(
+    reason: str, unready: tuple[str, float] | None, quarantines: int
+) -> None:
+    """Readiness lost is remembered for Degraded; a quarantine backs replacements off."""
+    after = note_retirement(PoolHealth(), "a", reason, NOW)
+    assert after.last_unready == unready
+    assert after.quarantine_backoff.failures == quarantines
+    assert (after.creation_hold(NOW) > 0) is bool(quarantines)
+
+
+@pytest.mark.parametrize(
+    ("reason", "pod", "kept"),
+    [
+        (str(RetireReason.FAILED), _pod("a", finished="1970-01-01T02:46:40Z"), NOW),
+        (str(RetireReason.FAILED), _pod("a"), NOW + 5),  # no time on the pod: now
+        (
+            str(RetireReason.FAILED),
+            _pod("a", phase="Running"),
+            None,
+        ),  # crash-looping, still running: deleted
+        (str(RetireReason.FAILED), None, None),
+        (str(RetireReason.IDLE_TIMEOUT), _pod("a"), None),
+    ],
+)
+def test_only_failed_ended_pods_are_kept(
+    reason: str, pod: dict[str, Any] | None, kept: float | None
+) -> None:
+    """A failed pod whose processes ended stays for a post-mortem; every other goes at once."""
+    assert kept_since(reason, pod, NOW + 5) == kept
+
+
+HEALTHY = ConditionView("Degraded", "False", "AgentsHealthy", "fine")
+READY = ConditionView("Ready", "True", "Ready", "ready")
+
+
+@pytest.mark.parametrize(
+    ("health", "at", "reason"),
+    [
+        (PoolHealth(), NOW, None),
+        (PoolHealth(last_unready=("a", NOW)), NOW + 1, "ReadinessFailing"),
+        (PoolHealth(last_unready=("a", NOW)), NOW + UNREADY_MEMORY_SECONDS, None),
+        (
+            note_start_failure(
+                PoolHealth(last_unready=("a", NOW)),
+                _pod("b"),
+                ever_ready=False,
+                loop_started_at=NOW,
+                now=NOW,
+            ),
+            NOW + 1,
+            "CrashLoopBackOff",
+        ),
+    ],
+)
+def test_degraded_says_what_the_pool_remembers(
+    health: PoolHealth, at: float, reason: str | None
+) -> None:
+    """Start-up failures come first, then readiness lost within the last minute; a Degraded
+    that already says True is left as it is."""
+    trouble = degraded_trouble(health, at)
+    assert (trouble.reason if trouble is not None else None) == reason
+    conditions = with_trouble([READY, HEALTHY], trouble)
+    assert conditions[0] == READY
+    assert conditions[1] == (trouble or HEALTHY)
+    degraded = ConditionView("Degraded", "True", "Other", "already")
+    assert with_trouble([degraded], trouble) == [degraded]
