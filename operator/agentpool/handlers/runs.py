@@ -24,8 +24,9 @@ from agentpool import GROUP, VERSION, metrics
 from agentpool.api import AgentPoolSpec, PoolRunSpec
 from agentpool.api.conditions import now_time
 from agentpool.api.reasons import Reason
+from agentpool.broker.registry import PoolKey
 from agentpool.handlers.dispatch import BrokerDispatcher
-from agentpool.handlers.runtime import PoolKey, Runtime
+from agentpool.handlers.runtime import Runtime
 from agentpool.handlers.sources import HttpSource
 from agentpool.io.journal import FileJournal
 from agentpool.io.kube import NotFound
