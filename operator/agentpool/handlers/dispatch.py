@@ -27,7 +27,6 @@ from agentpool.pool.restoring import IdleWatch
 from agentpool.runs.contracts import CheckinOutcome, PoolExhausted, PoolNotFound, Waiting
 from agentpool.runs.contracts import Checkout as RunCheckout
 
-AGENT_LOST = "AgentLost"
 CAST_POLL_SECONDS = 0.2
 
 _OUTCOMES = {
@@ -125,7 +124,10 @@ class BrokerDispatcher:
         inner = checkout.inner
         if inner.is_lost:
             return InvokeResult(
-                ok=False, reason=AGENT_LOST, message=inner.lost_reason or "agent lost", lost=True
+                ok=False,
+                reason=Reason.AGENT_LOST,
+                message=inner.lost_reason or "agent lost",
+                lost=True,
             )
         checkout.call_timeout = timeout
         # The agent's pod dying ends the call at once, not at its timeout: the broker's word
@@ -161,7 +163,10 @@ class BrokerDispatcher:
         if result is None:
             self._run_series("failed", run).inc()
             return InvokeResult(
-                ok=False, reason=AGENT_LOST, message=inner.lost_reason or "agent lost", lost=True
+                ok=False,
+                reason=Reason.AGENT_LOST,
+                message=inner.lost_reason or "agent lost",
+                lost=True,
             )
         self._run_series("succeeded" if result.ok else "failed", run).inc()
         checkout.cast = cast and result.ok

@@ -18,18 +18,18 @@ import contextlib
 import functools
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import kopf
 
 from agentpool import GROUP, VERSION
 from agentpool.api import AgentLeaseSpec, AgentPoolSpec
-from agentpool.api.conditions import merge_conditions, now_time
+from agentpool.api.conditions import format_time, merge_conditions, now_time
 from agentpool.api.reasons import EventReason, Reason
 from agentpool.broker import Checkout, Outcome, PoolClosed, PoolExhausted
+from agentpool.broker.registry import PoolKey
 from agentpool.handlers.checkins import return_agent
-from agentpool.handlers.runtime import PoolKey, Runtime
+from agentpool.handlers.runtime import Runtime
 from agentpool.io.kube import NotFound
 from agentpool.pool import binding, leases
 from agentpool.pool.manifests import TOKEN_KEY, token_secret_name
@@ -43,10 +43,6 @@ STOP_SECONDS = 35.0
 T = TypeVar("T")
 
 Report = Callable[[dict[str, Any]], Awaitable[None]]
-
-
-def _iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _failed(reason: str, message: str) -> dict[str, Any]:
@@ -151,8 +147,8 @@ async def announce(
                 agent=checkout.agent,
                 endpoint=checkout.endpoint,
                 token_secret_ref={"name": token_secret_name(pool), "key": TOKEN_KEY},
-                bound_time=hold.bound_time or _iso(now),
-                expire_time=_iso(hold.expires),
+                bound_time=hold.bound_time or format_time(now),
+                expire_time=format_time(hold.expires),
             )
         )
     if not hold.resumed:
@@ -160,7 +156,7 @@ async def announce(
             body,
             type="Normal",
             reason=str(EventReason.LEASE_BOUND),
-            message=f"Bound agent {checkout.agent} until {_iso(hold.expires)}",
+            message=f"Bound agent {checkout.agent} until {format_time(hold.expires)}",
         )
 
 

@@ -24,10 +24,11 @@ import kopf
 from agentpool import GROUP, VERSION, metrics
 from agentpool.api import AgentPoolSpec
 from agentpool.api.reasons import EventReason, RetireReason
+from agentpool.broker.registry import PoolKey
 from agentpool.handlers import failures, tokens
 from agentpool.handlers.poolstatus import write_status
 from agentpool.handlers.recovery import restore_held_agents
-from agentpool.handlers.runtime import PoolHandle, PoolKey, Runtime
+from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.pool import Plan, PoolPolicy, plan
 from agentpool.pool.manifests import (
     POOL_LABEL,

@@ -24,11 +24,13 @@ from agentpool import GROUP, VERSION, metrics
 from agentpool.api import AgentPoolSpec, PoolRunSpec
 from agentpool.api.conditions import now_time
 from agentpool.api.reasons import Reason
+from agentpool.broker.registry import PoolKey
 from agentpool.handlers.dispatch import BrokerDispatcher
-from agentpool.handlers.runtime import PoolKey, Runtime
+from agentpool.handlers.runtime import Runtime
 from agentpool.handlers.sources import HttpSource
 from agentpool.io.journal import FileJournal
 from agentpool.io.kube import NotFound
+from agentpool.io.sources import SourceClient
 from agentpool.pool.manifests import owner_reference
 from agentpool.pool.pods import epoch
 from agentpool.runs import lifecycle
@@ -102,7 +104,7 @@ async def open_source(
         digest = source_digest(raw_source, data.get(ref.key))
         return configmap_source(ref.name, ref.key, data), digest
     assert source.http is not None  # the CRD admits exactly one source
-    return HttpSource(source.http.url), source_digest(raw_source)
+    return HttpSource(SourceClient(source.http.url)), source_digest(raw_source)
 
 
 async def pool_timeouts(

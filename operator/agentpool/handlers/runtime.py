@@ -18,14 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentpool.broker import Broker, Brokers, Checkout
+from agentpool.broker.registry import PoolKey
 from agentpool.io.agents import AgentClient
 from agentpool.io.journal import Journals
 from agentpool.io.kube import Kube
 from agentpool.pool import DemandSample
 from agentpool.pool.health import PoolHealth
 from agentpool.runs.engine import RunEngine
-
-PoolKey = tuple[str, str]
 
 
 @dataclass

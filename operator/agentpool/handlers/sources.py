@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agentpool.io.sources import SourceClient, SourceUnavailable
-from agentpool.runs.contracts import Clock, SystemClock
 from agentpool.runs.sources import Pulled, Signal, SourceError, read_answer
 
 
@@ -20,31 +19,17 @@ class HttpSource:
     """A source service: ``POST {url}`` with ``{"active": [ids]}``.
 
     It answers ``{"item": ...}``, ``{"item": null}`` (nothing ready yet) or ``{"done": true}``.
-    Connection failures and 5xx answers are retried with back-off; after ``attempts`` the source
-    fails with a message naming the URL and the last error.
+    The client retries connection failures and 5xx answers with back-off; once it gives up the
+    source fails with a message naming the URL and the last error.
     """
 
     replayable = False
     total = None
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        attempts: int = 5,
-        retry_delay: float = 0.2,
-        request_timeout: float = 30.0,
-        clock: Clock | None = None,
-    ) -> None:
-        self.url = url
-        self.name = f"http source {url}"
-        self._client = SourceClient(
-            url,
-            attempts=attempts,
-            retry_delay=retry_delay,
-            request_timeout=request_timeout,
-            sleep=(clock or SystemClock()).sleep,
-        )
+    def __init__(self, client: SourceClient) -> None:
+        self._client = client
+        self.url = client.url
+        self.name = f"http source {client.url}"
 
     async def next(self, active: Sequence[str]) -> Pulled | Signal:
         try:
