@@ -9,8 +9,6 @@ import pytest
 
 from agentpool.api.reasons import RetireReason
 from agentpool.pool.health import (
-    CRASH_BACKOFF_MAX_SECONDS,
-    UNREADY_MEMORY_SECONDS,
     PoolHealth,
     degraded_trouble,
     kept_since,
@@ -19,7 +17,11 @@ from agentpool.pool.health import (
     with_trouble,
 )
 from agentpool.pool.status import ConditionView
+from agentpool.settings import PoolSettings
 
+SETTINGS = PoolSettings()
+CRASH_BACKOFF_MAX_SECONDS = SETTINGS.crash_backoff_max_seconds
+UNREADY_MEMORY_SECONDS = SETTINGS.unready_memory_seconds
 NOW = 10_000.0
 
 
@@ -59,7 +61,14 @@ def test_start_failures_count_and_back_off(
     before: PoolHealth, pod: dict[str, Any] | None, ever_ready: bool, count: int, until: float
 ) -> None:
     """Agents failing before they ever turn Ready back replacements off as CrashLoopBackOff."""
-    after = note_start_failure(before, pod, ever_ready=ever_ready, loop_started_at=NOW, now=NOW)
+    after = note_start_failure(
+        before,
+        pod,
+        ever_ready=ever_ready,
+        loop_started_at=NOW,
+        now=NOW,
+        backoff_cap=CRASH_BACKOFF_MAX_SECONDS,
+    )
     assert (after.crash_failures, after.crash_backoff_until) == (count, until)
 
 
@@ -68,7 +77,12 @@ def test_start_failures_keep_the_latest_five_pods() -> None:
     health = PoolHealth()
     for n in range(7):
         health = note_start_failure(
-            health, _pod(f"p{n}"), ever_ready=False, loop_started_at=NOW, now=NOW
+            health,
+            _pod(f"p{n}"),
+            ever_ready=False,
+            loop_started_at=NOW,
+            now=NOW,
+            backoff_cap=CRASH_BACKOFF_MAX_SECONDS,
         )
     assert [failure.pod for failure in health.start_failures] == [f"p{n}" for n in range(2, 7)]
     assert health.agent_ready().start_failures == ()
@@ -131,6 +145,7 @@ READY = ConditionView("Ready", "True", "Ready", "ready")
                 ever_ready=False,
                 loop_started_at=NOW,
                 now=NOW,
+                backoff_cap=CRASH_BACKOFF_MAX_SECONDS,
             ),
             NOW + 1,
             "CrashLoopBackOff",
@@ -142,7 +157,7 @@ def test_degraded_says_what_the_pool_remembers(
 ) -> None:
     """Start-up failures come first, then readiness lost within the last minute; a Degraded
     that already says True is left as it is."""
-    trouble = degraded_trouble(health, at)
+    trouble = degraded_trouble(health, at, memory_seconds=UNREADY_MEMORY_SECONDS)
     assert (trouble.reason if trouble is not None else None) == reason
     conditions = with_trouble([READY, HEALTHY], trouble)
     assert conditions[0] == READY

@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from agentpool.pool.pods import failed_at
-from agentpool.pool.postmortem import KEEP_FAILED_PODS, KEEP_FAILED_SECONDS, expired
+from agentpool.pool.postmortem import KEEP_FAILED_PODS, expired
+from agentpool.settings import PoolSettings
+
+KEEP_FAILED_SECONDS = PoolSettings().keep_failed_seconds
 
 NOW = 10_000.0
 
@@ -28,7 +31,7 @@ def test_failed_pods_are_kept_newest_first_for_a_while(
 ) -> None:
     """The newest five failed pods stay for ten minutes after they failed, then go."""
     assert KEEP_FAILED_PODS == 5
-    assert expired(failed, NOW) == gone
+    assert expired(failed, NOW, keep_seconds=KEEP_FAILED_SECONDS) == gone
 
 
 def test_failed_at_reads_when_the_container_ended() -> None:

@@ -27,8 +27,6 @@ from agentpool.pool.restoring import IdleWatch
 from agentpool.runs.contracts import CheckinOutcome, PoolExhausted, PoolNotFound, Waiting
 from agentpool.runs.contracts import Checkout as RunCheckout
 
-CAST_POLL_SECONDS = 0.2
-
 _OUTCOMES = {
     "success": Outcome.SUCCESS,
     "failure": Outcome.FAILURE,
@@ -205,7 +203,11 @@ class BrokerDispatcher:
         watch = IdleWatch(deadline=time.monotonic() + checkout.call_timeout)
         agents = self._runtime.agents
         if await wait_until_idle(
-            agents, inner, handle.token, watch=watch, poll_seconds=CAST_POLL_SECONDS
+            agents,
+            inner,
+            handle.token,
+            watch=watch,
+            poll_seconds=self._runtime.settings.runs.cast_poll_seconds,
         ):
             await return_agent(self._runtime, handle, inner, Outcome.SUCCESS)
             return

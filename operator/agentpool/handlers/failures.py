@@ -25,6 +25,7 @@ def set_aside(handle: PoolHandle, name: str, reason: str, now: float) -> None:
         ever_ready=name in handle.first_ready,
         loop_started_at=handle.started_at,
         now=now,
+        backoff_cap=handle.settings.crash_backoff_max_seconds,
     )
     handle.health = note_retirement(health, name, reason, now)
     since = kept_since(reason, pod, now)
@@ -38,6 +39,6 @@ def release_kept(handle: PoolHandle, now: float) -> None:
     """Queue for deletion the kept pods whose time is up; forget those already gone."""
     for name in [name for name in handle.kept if name not in handle.pods]:
         del handle.kept[name]
-    for name in expired(handle.kept, now):
+    for name in expired(handle.kept, now, keep_seconds=handle.settings.keep_failed_seconds):
         del handle.kept[name]
         handle.undeleted.add(name)

@@ -35,10 +35,6 @@ from agentpool.pool import binding, leases
 from agentpool.pool.manifests import TOKEN_KEY, token_secret_name
 
 TERMINAL = frozenset({"Released", "Expired", "Failed"})
-#: How long kopf lets a stopped lease daemon end by itself before it cancels it. The daemon needs
-#: a few turns of the event loop, or, should the lease expire as it is deleted, the end of the
-#: agent's reset it has begun (which the agent client bounds at 30 s).
-STOP_SECONDS = 35.0
 
 T = TypeVar("T")
 
@@ -84,7 +80,7 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
         backoff=2,
         # The daemon ends by itself as soon as it is stopped (a deleted lease's agent goes back
         # in lease_release), so kopf never needs to cancel it.
-        cancellation_backoff=STOP_SECONDS,
+        cancellation_backoff=runtime.settings.leases.stop_seconds,
         cancellation_timeout=10,
     )(functools.partial(lease_loop, runtime))
     kopf.on.delete(GROUP, VERSION, "agentleases", id="lease_release", registry=registry)(

@@ -46,12 +46,6 @@ __all__ = ["POOL_LABEL", "register", "sync_broker"]
 
 log = logging.getLogger(__name__)
 
-#: The longest a pass waits for a trigger before looking again.
-IDLE_PASS_SECONDS = 5.0
-#: While overflow or lifetimes are in play, look often enough to honour them to the second.
-TIMED_PASS_SECONDS = 1.0
-#: A deleted pool waits this long for busy agents before its pods go.
-DRAIN_SECONDS = 30.0
 
 PodIndex = kopf.Index[PoolKey, dict[str, Any]]
 
@@ -152,6 +146,7 @@ async def start_pool(
         port=policy.port,
         wake=wake,
         uid=str(body["metadata"].get("uid") or ""),
+        settings=runtime.settings.pools,
     )
     runtime.pools.starting[key] = handle
     try:
@@ -183,7 +178,7 @@ async def run_passes(
                 delay = await reconcile(runtime, handle, body)
             except ValueError as error:
                 log.warning("pool %s/%s: %s", handle.namespace, handle.name, error)
-                delay = IDLE_PASS_SECONDS
+                delay = handle.settings.idle_pass_seconds
             woken = asyncio.ensure_future(handle.wake.wait())
             await asyncio.wait({woken, stopping}, timeout=delay, return_when="FIRST_COMPLETED")
             woken.cancel()
@@ -273,7 +268,10 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
         _event(body, "Normal", event.reason, event.message)
     await write_status(runtime, handle, pool, policy, now)
     return pass_delay(
-        policy, waiting=len(waiters), idle=IDLE_PASS_SECONDS, timed=TIMED_PASS_SECONDS
+        policy,
+        waiting=len(waiters),
+        idle=handle.settings.idle_pass_seconds,
+        timed=handle.settings.timed_pass_seconds,
     )
 
 
@@ -350,7 +348,7 @@ async def drain(runtime: Runtime, handle: PoolHandle) -> None:
     # From here no checkout finds this pool: a pool re-created under its name gets its own.
     runtime.pools.forget(handle)
     runtime.brokers.close(handle.namespace, handle.name, broker=handle.broker)
-    deadline = time.monotonic() + DRAIN_SECONDS
+    deadline = time.monotonic() + handle.settings.drain_seconds
     while handle.broker.counts()["busy"] and time.monotonic() < deadline:
         handle.wake.clear()
         with contextlib.suppress(TimeoutError):

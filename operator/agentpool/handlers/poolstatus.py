@@ -19,14 +19,6 @@ from agentpool.pool.health import degraded_trouble, with_trouble
 from agentpool.pool.manifests import pool_selector
 from agentpool.pool.report import agent_states, sample_demand, status_body, write_delay
 
-#: Status writes of one pool are coalesced to at most one per this many seconds.
-STATUS_INTERVAL_SECONDS = 1.0
-#: Demand is sampled for the sizing recommendation this often, over this window.
-SAMPLE_SECONDS = 10.0
-SAMPLE_WINDOW_SECONDS = 3600.0
-#: A scheduled pod not Ready this long after creation counts as failing its readiness probe.
-READINESS_GRACE_SECONDS = 300.0
-
 
 async def write_status(
     runtime: Runtime, handle: PoolHandle, pool: dict[str, Any], policy: PoolPolicy, now: float
@@ -38,7 +30,7 @@ async def write_status(
         status,
         last=handle.last_status,
         since_last=now - handle.last_status_at,
-        interval=STATUS_INTERVAL_SECONDS,
+        interval=handle.settings.status_interval_seconds,
     )
     if delay is None:
         return
@@ -65,8 +57,8 @@ def current_status(
         busy=counts["busy"],
         waiting=counts["waiting"],
         now=now,
-        every=SAMPLE_SECONDS,
-        window=SAMPLE_WINDOW_SECONDS,
+        every=handle.settings.sample_seconds,
+        window=handle.settings.sample_window_seconds,
     )
     view = compute_status(
         policy,
@@ -74,13 +66,16 @@ def current_status(
         handle.broker.waiters(),
         now,
         history=handle.history,
-        window_seconds=SAMPLE_WINDOW_SECONDS,
-        readiness_grace_seconds=READINESS_GRACE_SECONDS,
+        window_seconds=handle.settings.sample_window_seconds,
+        readiness_grace_seconds=handle.settings.readiness_grace_seconds,
     )
     record_metrics(handle, view.waiting)
     generation = pool["metadata"].get("generation")
     status = status_body(view, policy, selector=pool_selector(handle.name), generation=generation)
-    conditions = with_trouble(view.conditions, degraded_trouble(handle.health, now))
+    conditions = with_trouble(
+        view.conditions,
+        degraded_trouble(handle.health, now, memory_seconds=handle.settings.unready_memory_seconds),
+    )
     status["conditions"] = merge_conditions(
         (pool.get("status") or {}).get("conditions"),
         conditions,

@@ -19,13 +19,6 @@ from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import AgentClient
 from agentpool.pool.restoring import IdleWatch, bound_lease_agents
 
-#: A restored agent that answers nothing for this long is lost.
-RESTORED_SILENCE_SECONDS = 30.0
-#: How often an agent found busy after a restart is asked whether it is done.
-RESTORED_POLL_SECONDS = 0.5
-#: How long a restarted loop waits for each agent's ``GET /status``.
-STATUS_TIMEOUT_SECONDS = 2.0
-
 
 async def restore_held_agents(runtime: Runtime, handle: PoolHandle) -> None:
     """After a restart, take back what was held before it, before any checkout is served.
@@ -45,7 +38,9 @@ async def restore_held_agents(runtime: Runtime, handle: PoolHandle) -> None:
     statuses = await asyncio.gather(
         *(
             runtime.agents.status(
-                f"http://{a.ip}:{handle.port}", handle.token, timeout=STATUS_TIMEOUT_SECONDS
+                f"http://{a.ip}:{handle.port}",
+                handle.token,
+                timeout=runtime.settings.recovery.status_timeout_seconds,
             )
             for a in agents
         )
@@ -70,14 +65,15 @@ def _item_id(current: Any) -> str | None:
 
 async def release_when_idle(runtime: Runtime, handle: PoolHandle, checkout: Checkout) -> None:
     """Hold a restored agent until it reports idle; one that stops answering is lost."""
-    watch = IdleWatch(silence_seconds=RESTORED_SILENCE_SECONDS)
+    settings = runtime.settings.recovery
+    watch = IdleWatch(silence_seconds=settings.silence_seconds)
     idle = await wait_until_idle(
         runtime.agents,
         checkout,
         handle.token,
         watch=watch,
-        poll_seconds=RESTORED_POLL_SECONDS,
-        status_timeout=STATUS_TIMEOUT_SECONDS,
+        poll_seconds=settings.poll_seconds,
+        status_timeout=settings.status_timeout_seconds,
     )
     handle.broker.checkin(checkout, Outcome.SUCCESS if idle else Outcome.LOST)
 

@@ -25,6 +25,7 @@ from agentpool.io.kube import Kube
 from agentpool.pool import DemandSample
 from agentpool.pool.health import PoolHealth
 from agentpool.runs.engine import RunEngine
+from agentpool.settings import OperatorSettings, PoolSettings
 
 
 @dataclass
@@ -58,6 +59,8 @@ class PoolHandle:
     health: PoolHealth = field(default_factory=PoolHealth)
     # The pool was deleted and its agents drained and deleted.
     drained: bool = False
+    # The operator's pool tunables, as this pool's loop goes by them.
+    settings: PoolSettings = field(default_factory=PoolSettings)
 
     def poke(self) -> None:
         """Ask the pool's reconcile loop to look again."""
@@ -184,6 +187,7 @@ class Runtime:
     pools: Pools = field(default_factory=Pools)
     leases: LeaseAgents = field(default_factory=LeaseAgents)
     runs: RunEngines = field(default_factory=RunEngines)
+    settings: OperatorSettings = field(default_factory=OperatorSettings)
     # Agents found busy after a restart, released when they report idle; they outlive a
     # restarted pool loop so that such an agent is never held forever.
     restorers: set[asyncio.Task[None]] = field(default_factory=set)

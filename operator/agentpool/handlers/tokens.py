@@ -20,9 +20,6 @@ from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.kube import Conflict, NotFound
 from agentpool.pool.manifests import read_token, token_secret, token_secret_name
 
-#: How often a pool looks for its token Secret, which a user may delete.
-SECRET_CHECK_SECONDS = 3.0
-
 
 async def ensure_token(runtime: Runtime, pool: dict[str, Any]) -> tuple[str, bool]:
     """The pool's agent token, from its Secret, creating the Secret on first sight; and whether
@@ -65,7 +62,7 @@ async def keep_token_secret(runtime: Runtime, handle: PoolHandle, body: kopf.Bod
     """Put back the token Secret if it went, with the token the agents already hold, so that
     agents started from now on get it too (instead of waiting in CreateContainerConfigError)."""
     now = time.monotonic()
-    if now - handle.secret_checked_at < SECRET_CHECK_SECONDS:
+    if now - handle.secret_checked_at < handle.settings.secret_check_seconds:
         return
     name = token_secret_name(handle.name)
     try:

@@ -21,12 +21,8 @@ from agentpool.pool.backoff import Backoff, retry_delay
 from agentpool.pool.pods import PodFailure, failed_at, failure_of, is_failed, is_terminal
 from agentpool.pool.status import NAMED_PODS, ConditionView, start_failure_condition
 
-#: The longest a pool waits before replacing agents that keep failing at start-up.
-CRASH_BACKOFF_MAX_SECONDS = 60.0
 #: Pod timestamps have whole seconds: a failure this close before the loop began may be new.
 TIMESTAMP_SECONDS = 1.0
-#: How long an agent that turned unready keeps the pool Degraded after it was replaced.
-UNREADY_MEMORY_SECONDS = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +58,7 @@ def note_start_failure(
     ever_ready: bool,
     loop_started_at: float,
     now: float,
+    backoff_cap: float,
 ) -> PoolHealth:
     """Count a retired agent's pod that failed before it ever turned Ready, for back-off and
     Degraded; one that was Ready once ends the run instead."""
@@ -78,7 +75,7 @@ def note_start_failure(
         health,
         crash_failures=count,
         start_failures=(*health.start_failures[-(NAMED_PODS - 1) :], failure_of(pod)),
-        crash_backoff_until=now + retry_delay(count, base=1.0, cap=CRASH_BACKOFF_MAX_SECONDS),
+        crash_backoff_until=now + retry_delay(count, base=1.0, cap=backoff_cap),
     )
 
 
@@ -101,12 +98,14 @@ def kept_since(reason: str, pod: dict[str, Any] | None, now: float) -> float | N
     return None
 
 
-def degraded_trouble(health: PoolHealth, now: float) -> ConditionView | None:
+def degraded_trouble(
+    health: PoolHealth, now: float, *, memory_seconds: float
+) -> ConditionView | None:
     """The Degraded condition the pool's memory calls for, if any: start-up failures first, then
-    an agent that turned unready within the last minute."""
+    an agent that turned unready within the last ``memory_seconds``."""
     if health.crash_failures and health.start_failures:
         return start_failure_condition(health.start_failures, count=health.crash_failures)
-    if health.last_unready and now - health.last_unready[1] < UNREADY_MEMORY_SECONDS:
+    if health.last_unready and now - health.last_unready[1] < memory_seconds:
         # An agent that turns unready is retired in the same pass; remember it for a while so
         # Degraded says so instead of flipping back before anyone can see it.
         message = f"agent {health.last_unready[0]} stopped passing its readiness probe"

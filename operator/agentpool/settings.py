@@ -1,0 +1,86 @@
+"""The operator's tunables in one object, each with its default and the reason for it.
+
+As kopf keeps its own in ``kopf.OperatorSettings``, agentpool keeps the timings its handlers and
+run engines go by in :class:`OperatorSettings`. The operator builds one at start-up and keeps it
+in its runtime; a handler reads what it needs from there and hands the values to the pure cores
+as arguments, so a test can run the operator with other values and no module constant is patched.
+What a user sets per resource is not here: it is in the resource's spec (``agentpool.api``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    """How an AgentPool's reconcile loop paces itself and what it remembers."""
+
+    idle_pass_seconds: float = 5.0
+    """The longest a pass waits for a trigger before looking again."""
+    timed_pass_seconds: float = 1.0
+    """While overflow, lifetimes or waiters are in play, a pass runs this often, to honour them
+    to the second."""
+    drain_seconds: float = 30.0
+    """A deleted pool waits this long for busy agents before its pods go (Kubernetes' default
+    termination grace period)."""
+    status_interval_seconds: float = 1.0
+    """Status writes of one pool are coalesced to at most one per this many seconds."""
+    sample_seconds: float = 10.0
+    """Demand is sampled for the sizing recommendation this often..."""
+    sample_window_seconds: float = 3600.0
+    """...over this window: an hour shows a day's peaks without keeping them for ever."""
+    readiness_grace_seconds: float = 300.0
+    """A scheduled pod not Ready this long after creation counts as failing its readiness probe,
+    as a slow image pull or a long model load may take minutes."""
+    secret_check_seconds: float = 3.0
+    """How often a pool looks for its token Secret, which a user may delete."""
+    crash_backoff_max_seconds: float = 60.0
+    """The longest a pool waits before replacing agents that keep failing at start-up (the
+    kubelet caps CrashLoopBackOff at five minutes; a pool's agents are cheaper to retry)."""
+    unready_memory_seconds: float = 60.0
+    """How long an agent that turned unready keeps the pool Degraded after it was replaced, so
+    the condition stays long enough for someone to see it."""
+    keep_failed_seconds: float = 600.0
+    """How long a failed agent pod is kept after it failed: time to notice and look, then it
+    goes."""
+
+
+@dataclass(frozen=True)
+class RecoverySettings:
+    """How a restarted operator takes back the agents that were busy before it stopped."""
+
+    silence_seconds: float = 30.0
+    """A restored agent that answers nothing for this long is lost."""
+    poll_seconds: float = 0.5
+    """How often an agent found busy after a restart is asked whether it is done."""
+    status_timeout_seconds: float = 2.0
+    """How long a restarted loop waits for each agent's ``GET /status``."""
+
+
+@dataclass(frozen=True)
+class LeaseSettings:
+    """How the AgentLease daemons end."""
+
+    stop_seconds: float = 35.0
+    """How long kopf lets a stopped lease daemon end by itself before it cancels it: a few turns
+    of the event loop, or, should the lease expire as it is deleted, the end of the agent's
+    reset it has begun (which the agent client bounds at 30 s)."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How a PoolRun's engine waits on its source and its agents."""
+
+    cast_poll_seconds: float = 0.2
+    """How often the agent of a cast item is asked whether it is done."""
+
+
+@dataclass(frozen=True)
+class OperatorSettings:
+    """Every tunable of the operator, grouped by the part that goes by it."""
+
+    pools: PoolSettings = field(default_factory=PoolSettings)
+    recovery: RecoverySettings = field(default_factory=RecoverySettings)
+    leases: LeaseSettings = field(default_factory=LeaseSettings)
+    runs: RunSettings = field(default_factory=RunSettings)
