@@ -34,11 +34,11 @@ from agentpool.runs.contracts import (
 )
 from agentpool.runs.intake import Intake
 from agentpool.runs.items import ItemKeys, Rejection, route_item
+from agentpool.runs.journaling import Recorder, decode_entry, replay
 from agentpool.runs.outcome import Outcome, outcome_now
 from agentpool.runs.reporting import Reporter
-from agentpool.runs.results import CHUNK_BYTES, encode, output_line
+from agentpool.runs.results import CHUNK_BYTES, encode
 from agentpool.runs.sources import ItemSource, ListSource, SourceError
-from agentpool.runs.status import RunLedger
 from agentpool.runs.waits import WaitNotes, Waits
 
 #: The longest an item waits for another agent after one refused the operator's token.
@@ -86,12 +86,16 @@ class RunEngine:
         self._notes = WaitNotes(self._waits, self._clock, self._mark_dirty)
         self._suspended = suspended
         status = status or {}
-        self.ledger = RunLedger.restore(
-            config.name, replayable=source.replayable, status=status, configmaps=configmaps
+        entries = [decode_entry(raw) for raw in journal.load()] if journal is not None else []
+        self.ledger = replay(
+            entries,
+            run=config.name,
+            replayable=source.replayable,
+            status=status,
+            configmaps=configmaps,
         )
         self._journal = journal
-        if journal is not None:
-            self.ledger.replay(journal.load())
+        self._records = Recorder(self.ledger, journal)
         self._report = Reporter(
             sink=sink,
             clock=self._clock,
@@ -134,33 +138,6 @@ class RunEngine:
         if not source.replayable:
             self._keys.made_up |= self.ledger.made_up.keys()
             self._keys.real |= self.ledger.recorded - self.ledger.made_up.keys()
-
-    def _record_output(self, key: str, output: Any, *, encoded: str | None = None) -> None:
-        encoded = encode(output) if encoded is None else encoded
-        self.ledger.record_output(key, output, encoded=encoded)
-        if self._journal is not None:
-            self._journal.append(output_line(key, encoded))
-
-    def _record_failure(
-        self,
-        key: str,
-        *,
-        reason: str,
-        message: str,
-        attempts: int,
-        agent: str | None,
-        index: int | None = None,
-    ) -> None:
-        self.ledger.record_failure(
-            key, reason=reason, message=message, attempts=attempts, agent=agent
-        )
-        if self._journal is not None:
-            failure: dict[str, Any] = {"reason": reason, "message": message}
-            failure |= {"attempts": attempts, "agent": agent}
-            entry: dict[str, Any] = {"id": key, "failure": failure}
-            if index is not None:
-                entry["index"] = index
-            self._journal.append(entry)
 
     def set_suspended(self, suspended: bool) -> None:
         """Follow ``spec.suspend``: finish what is in flight and dispatch nothing more, or go on."""
@@ -211,8 +188,7 @@ class RunEngine:
                 outcome = self._outcome()
                 if outcome is not None:
                     await self._report.finish(outcome, total=self._total())
-                    if self._journal is not None:
-                        self._journal.discard()
+                    self._records.discard()
                     return outcome
             if self._report.due(held=self._held_on_write()):
                 await self._report.write(total=self._total(), declare=await self._upcoming(now))
@@ -245,10 +221,9 @@ class RunEngine:
         try:
             return await self._take_next(now)
         finally:
-            if self._journal is not None:
-                # What finished, and the start of what starts, reach the kernel before its
-                # call: a crash re-runs at most cap items, each with its attempt raised.
-                self._journal.flush()
+            # What finished, and the start of what starts, reach the kernel before its call:
+            # a crash re-runs at most cap items, each with its attempt raised.
+            self._records.flush()
 
     def _rerun_limit(self) -> int | None:
         return self.config.effective_rerun_limit(
@@ -283,9 +258,7 @@ class RunEngine:
                 self._mark_dirty()
                 return None
             self._pending.popleft()
-            self.ledger.start(work.key, attempt=work.attempt)
-            if self._journal is not None:
-                self._journal.append({"id": work.key, "attempt": work.attempt, "index": work.index})
+            self._records.start(work.key, attempt=work.attempt, index=work.index)
             self._mark_dirty()
             return work
 
@@ -311,13 +284,11 @@ class RunEngine:
                 return False
             index = self._next_index
             self._next_index += 1
-            self.ledger.seen = max(self.ledger.seen, self._next_index)
+            self.ledger.note_seen(self._next_index)
             named = self._keys.name(pulled.value, index, id_field=self.config.item_id)
             if named.displaced is not None and named.moved_to is not None:
                 # A real id came that an earlier made-up key is: that record moves aside.
-                self.ledger.move_record(named.displaced, named.moved_to)
-                if self._journal is not None:
-                    self._journal.append({"id": named.moved_to, "moved": named.displaced})
+                self._records.move(named.displaced, named.moved_to)
                 self._mark_dirty()
             if named.key in self.ledger.recorded:
                 continue
@@ -338,7 +309,7 @@ class RunEngine:
         self._pending.append(Work(key=key, index=index, value=value, pool=pool, attempt=attempt))
 
     def _fail_now(self, key: str, rejection: Rejection, index: int) -> None:
-        self._record_failure(
+        self._records.failure(
             key,
             reason=rejection.reason,
             message=rejection.message,
@@ -401,10 +372,8 @@ class RunEngine:
         return True
 
     def _unstart(self, work: Work) -> None:
-        self.ledger.attempts.unstart(work.key)
+        self._records.unstart(work.key)
         self._mark_dirty()
-        if self._journal is not None:
-            self._journal.append({"id": work.key, "unstarted": True})
 
     async def _checkout(self, work: Work) -> Checkout:
         config = self.config
@@ -471,7 +440,7 @@ class RunEngine:
             checkout, "lost" if result.lost else ("success" if result.ok else "failure")
         )
         if ok:
-            self._record_output(work.key, output, encoded=encoded)
+            self._records.output(work.key, output, encoded=encoded)
             return
         self._after_failure(work, checkout.agent, reason or Reason.CALL_FAILED, message)
 
@@ -499,7 +468,7 @@ class RunEngine:
             # The loop arms its timer for the retry.
             self._wake.set()
             return
-        self._record_failure(
+        self._records.failure(
             work.key, reason=reason, message=message, attempts=work.attempt, agent=agent
         )
         self._report.item_failed(work.key, reason, message)
