@@ -124,7 +124,6 @@ class RunEngine:
         self._source_error: str | None = None
         self._source_reason: str = Reason.SOURCE_FAILED
         self._deadlock: str | None = None
-        self._suspend_reported = False
         self._wake = asyncio.Event()
         self._intake = Intake(
             source,
@@ -183,7 +182,9 @@ class RunEngine:
             self._promote_retries(now)
             if self._may_dispatch():
                 await self._fill(now)
-            await self._report_suspension()
+            await self._report.follow_suspension(
+                self._suspended, idle=not self._tasks, total=self._total()
+            )
             if not self._tasks:
                 outcome = self._outcome()
                 if outcome is not None:
@@ -264,8 +265,7 @@ class RunEngine:
 
     def _mark_dirty(self) -> None:
         """Status has news: the loop arms its write timer the first time after a write."""
-        if not self._report.dirty:
-            self._report.dirty = True
+        if self._report.mark_dirty():
             self._wake.set()
 
     async def _pull(self, now: float) -> bool:
@@ -520,14 +520,6 @@ class RunEngine:
         if self._timer is not None:
             self._timer.cancel()
         self._timer, self._timer_at = None, None
-
-    async def _report_suspension(self) -> None:
-        if self._suspended and not self._tasks and not self._suspend_reported:
-            self._suspend_reported = True
-            await self._report.suspended(total=self._total())
-        elif not self._suspended and self._suspend_reported:
-            self._suspend_reported = False
-            await self._report.resumed()
 
     def _outcome(self) -> Outcome | None:
         return outcome_now(
