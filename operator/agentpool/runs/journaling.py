@@ -187,6 +187,11 @@ class Recorder:
         self._ledger.attempts.unstart(key)
         self._note(Unstarted(key=key))
 
+    def await_retry(self, key: str) -> None:
+        """The attempt ``key`` is on failed and another follows after a back-off. The journal
+        needs no entry: after a crash the item resumes with its attempt raised either way."""
+        self._ledger.attempts.await_retry(key)
+
     def output(self, key: str, output: Any, *, encoded: str) -> None:
         """``key`` succeeded; ``encoded``: its output in :func:`encode`'s JSON."""
         self._ledger.record_output(key, output, encoded=encoded)
