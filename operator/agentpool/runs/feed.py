@@ -67,7 +67,9 @@ class Feed:
 
     def promote(self, now: float) -> None:
         """Retries due at ``now`` start before anything else."""
-        self._backlog.put_back_all(self._retries.take_due(now))
+        due = self._retries.take_due(now)
+        if due:
+            self._backlog.put_back_all(due)
 
     def put_back(self, work: Work) -> None:
         """``work`` found no agent: it starts first when one is free."""
@@ -130,8 +132,7 @@ class Feed:
 
     async def _pull(self, now: float) -> bool:
         """Bring one more runnable item into the backlog; False if none came now."""
-        count = len(self._backlog)
-        while len(self._backlog) == count:
+        while True:
             attempts = self._ledger.attempts
             active = [*attempts.in_flight, *attempts.retrying, *self._backlog.keys()]
             try:
@@ -142,29 +143,30 @@ class Feed:
                 return False
             if named is None:
                 return False
-            self._admit(named)
-        return True
+            if self._admit(named):
+                return True
 
-    def _admit(self, named: Named) -> None:
-        """Record, reject or enqueue an item the source just gave."""
+    def _admit(self, named: Named) -> bool:
+        """Record, reject or enqueue an item the source just gave; True when it was enqueued."""
         self._ledger.note_seen(named.index + 1)
         if named.displaced is not None and named.moved_to is not None:
             # A real id came that an earlier made-up key is: that record moves aside.
             self._records.move(named.displaced, named.moved_to)
             self._changed()
         if named.key in self._ledger.recorded:
-            return
+            return False
         if named.rejection is not None:
             self._reject(named, named.rejection)
-            return
+            return False
         # An item that may have reached an agent before a restart runs with its attempt
         # raised, when the source gives it again (an HTTP source may not).
         attempt = self._ledger.attempts.next_attempt(named.key)
         pool = route_item(named.value, self._config)
         if isinstance(pool, Rejection):
             self._reject(named, pool)
-            return
+            return False
         self._backlog.add(Work(named.key, named.index, named.value, pool, attempt=attempt))
+        return True
 
     def _reject(self, named: Named, rejection: Rejection) -> None:
         reason, message = rejection.reason, rejection.message

@@ -173,19 +173,17 @@ class Recorder:
         self._ledger = ledger
         self._journal = journal
 
-    def _note(self, entry: Entry) -> None:
-        if self._journal is not None:
-            self._journal.append(encode_entry(entry))
-
     def start(self, key: str, *, attempt: int, index: int) -> None:
         """``key`` takes a slot on ``attempt``."""
         self._ledger.start(key, attempt=attempt)
-        self._note(Started(key=key, attempt=attempt, index=index))
+        if self._journal is not None:
+            self._journal.append(encode_entry(Started(key=key, attempt=attempt, index=index)))
 
     def unstart(self, key: str) -> None:
         """The attempt ``key`` started found no agent that would take it: it does not count."""
         self._ledger.attempts.unstart(key)
-        self._note(Unstarted(key=key))
+        if self._journal is not None:
+            self._journal.append(encode_entry(Unstarted(key=key)))
 
     def await_retry(self, key: str) -> None:
         """The attempt ``key`` is on failed and another follows after a back-off. The journal
@@ -195,7 +193,8 @@ class Recorder:
     def output(self, key: str, output: Any, *, encoded: str) -> None:
         """``key`` succeeded; ``encoded``: its output in :func:`encode`'s JSON."""
         self._ledger.record_output(key, output, encoded=encoded)
-        self._note(Output(key=key, output=output, encoded=encoded))
+        if self._journal is not None:
+            self._journal.append(encode_entry(Output(key=key, output=output, encoded=encoded)))
 
     def failure(
         self,
@@ -211,16 +210,15 @@ class Recorder:
         self._ledger.record_failure(
             key, reason=reason, message=message, attempts=attempts, agent=agent
         )
-        self._note(
-            Failure(
-                key=key, reason=reason, message=message, attempts=attempts, agent=agent, index=index
-            )
-        )
+        if self._journal is not None:
+            entry = Failure(key, reason, message, attempts=attempts, agent=agent, index=index)
+            self._journal.append(encode_entry(entry))
 
     def move(self, displaced: str, to: str) -> None:
         """A real item's id is the made-up key ``displaced``: its record moves to ``to``."""
         self._ledger.move_record(displaced, to)
-        self._note(Moved(key=to, displaced=displaced))
+        if self._journal is not None:
+            self._journal.append(encode_entry(Moved(key=to, displaced=displaced)))
 
     def flush(self) -> None:
         """Hand what was noted to the kernel: from here it outlives the operator's process."""
