@@ -2,7 +2,7 @@
 
 ``agentpool.agent.server`` parses every ``POST /invoke`` body with ``parse_envelope``: the operator
 sends ``{"id", "item", "input", "attempt", "run"}`` (the agent protocol, v1), built by
-:meth:`Envelope.body`. A body that is not such an object is answered 400 with the sentence this
+:func:`envelope_body`. A body that is not such an object is answered 400 with the sentence this
 module returns.
 """
 
@@ -29,13 +29,16 @@ class Envelope:
     def body(self) -> dict[str, Any]:
         """The JSON object the operator sends, which :func:`parse_envelope` reads back as this
         envelope (a cast is asked for in the ``Prefer`` header, not in the body)."""
-        return {
-            "id": self.id,
-            "item": self.item,
-            "input": self.input,
-            "attempt": self.attempt,
-            "run": self.run,
-        }
+        return envelope_body(
+            id=self.id, item=self.item, input=self.input, attempt=self.attempt, run=self.run
+        )
+
+
+def envelope_body(
+    *, id: Any, item: Any, input: Any, attempt: int, run: str | None
+) -> dict[str, Any]:
+    """The body of :class:`Envelope`, built without one: the operator sends one per attempt."""
+    return {"id": id, "item": item, "input": input, "attempt": attempt, "run": run}
 
 
 def parse_envelope(raw: bytes, *, prefer: str = "") -> Envelope | str:

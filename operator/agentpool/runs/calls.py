@@ -2,7 +2,7 @@
 
 The engine's slots make every attempt through a :class:`Caller`. A retry goes to another agent
 than the one that failed it when one is free at once. The agent gets the envelope of the agent
-protocol (:class:`agentpool.agent.envelopes.Envelope`); what it answers becomes a
+protocol (:func:`agentpool.agent.envelopes.envelope_body`); what it answers becomes a
 :class:`Verdict` (:func:`judge`, pure): an output (encoded once, for the size cap, the result
 ConfigMap and the journal alike), a failure with its reason, or a refusal of the operator's own
 token, which is for the operator to mend and costs the item no attempt. The agent goes back
@@ -17,7 +17,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from agentpool.agent.envelopes import Envelope
+from agentpool.agent.envelopes import envelope_body
 from agentpool.api.reasons import Reason
 from agentpool.runs.backlog import Work
 from agentpool.runs.config import RunConfig
@@ -127,20 +127,12 @@ class Caller:
 
     async def _invoke(self, work: Work, checkout: Checkout) -> Verdict:
         config = self._config
-        envelope = Envelope(
-            id=work.key,
-            item=work.value,
-            input=config.input,
-            attempt=work.attempt,
-            run=config.name,
-            cast=config.mode == "Cast",
+        body = envelope_body(
+            id=work.key, item=work.value, input=config.input, attempt=work.attempt, run=config.name
         )
         try:
             result = await self._invoker.invoke(
-                checkout,
-                envelope.body(),
-                timeout=config.call_timeout(work.pool),
-                cast=envelope.cast,
+                checkout, body, timeout=config.call_timeout(work.pool), cast=config.mode == "Cast"
             )
         except Exception as error:  # the agent client's own bug must cost one attempt, not the run
             return Verdict(checkin="lost", reason=Reason.CALL_FAILED, message=repr(error))
