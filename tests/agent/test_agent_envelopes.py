@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from agentpool.agent.envelopes import Envelope, parse_envelope
@@ -46,3 +48,13 @@ def test_invalid_envelopes(raw: bytes, complaint: str) -> None:
     result = parse_envelope(raw)
     assert isinstance(result, str)
     assert complaint in result
+
+
+@pytest.mark.parametrize("cast", [False, True], ids=["call", "cast"])
+def test_the_body_the_operator_sends_reads_back_as_its_envelope(cast: bool) -> None:
+    """What the operator builds for an attempt is what the agent parses, a cast included when
+    the Prefer header asks for it."""
+    envelope = Envelope(id="a", item={"n": 1}, input={"k": 2}, attempt=2, run="run", cast=cast)
+    body = json.dumps(envelope.body()).encode()
+    assert list(envelope.body()) == ["id", "item", "input", "attempt", "run"]
+    assert parse_envelope(body, prefer="respond-async" if cast else "") == envelope

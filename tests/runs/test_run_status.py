@@ -28,8 +28,8 @@ from runfakes import (
 from agentpool.io.journal import FileJournal
 from agentpool.runs.config import RunConfig
 from agentpool.runs.engine import RunEngine
+from agentpool.runs.journaling import decode_entry, replay
 from agentpool.runs.sources import DONE, Pulled, Signal, inline_source
-from agentpool.runs.status import RunLedger
 from agentpool.runs.waits import Waits, next_step
 
 
@@ -208,18 +208,21 @@ def test_a_journal_read_back_after_a_restart_counts_each_retry_once() -> None:
         "awaitingRetry": {"b": 1},
         "items": {"done": 1},
     }
-    ledger = RunLedger.restore("run", replayable=True, status=status)
-    ledger.replay(
-        [
-            {"id": "a", "attempt": 2},  # before the write, which counted it
-            {"id": "b", "attempt": 2},  # after it
-            {"id": "b", "unstarted": True},  # ... and it found no agent
-            {"id": "c", "attempt": 1},
-            {"id": "c", "unstarted": True},
-            {"id": "d", "attempt": 1},
-            {"id": "e", "attempt": 1},
-            {"id": "e", "output": "e"},
-        ]
+    journal: list[dict[str, Any]] = [
+        {"id": "a", "attempt": 2},  # before the write, which counted it
+        {"id": "b", "attempt": 2},  # after it
+        {"id": "b", "unstarted": True},  # ... and it found no agent
+        {"id": "c", "attempt": 1},
+        {"id": "c", "unstarted": True},
+        {"id": "d", "attempt": 1},
+        {"id": "e", "attempt": 1},
+        {"id": "e", "output": "e"},
+    ]
+    ledger = replay(
+        [decode_entry(raw) for raw in journal],
+        run="run",
+        replayable=True,
+        status=status,
     )
     assert ledger.retries == 3
     assert ledger.resumed == {"a": 2, "b": 1, "d": 1}

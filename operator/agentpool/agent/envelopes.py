@@ -1,8 +1,9 @@
 """The envelope an agent is handed with each item, and its validation.
 
 ``agentpool.agent.server`` parses every ``POST /invoke`` body with ``parse_envelope``: the operator
-sends ``{"id", "item", "input", "attempt", "run"}`` (the agent protocol, v1). A body that is
-not such an object is answered 400 with the sentence this module returns.
+sends ``{"id", "item", "input", "attempt", "run"}`` (the agent protocol, v1), built by
+:func:`envelope_body`. A body that is not such an object is answered 400 with the sentence this
+module returns.
 """
 
 from __future__ import annotations
@@ -24,6 +25,20 @@ class Envelope:
     attempt: int
     run: str | None
     cast: bool
+
+    def body(self) -> dict[str, Any]:
+        """The JSON object the operator sends, which :func:`parse_envelope` reads back as this
+        envelope (a cast is asked for in the ``Prefer`` header, not in the body)."""
+        return envelope_body(
+            id=self.id, item=self.item, input=self.input, attempt=self.attempt, run=self.run
+        )
+
+
+def envelope_body(
+    *, id: Any, item: Any, input: Any, attempt: int, run: str | None
+) -> dict[str, Any]:
+    """The body of :class:`Envelope`, built without one: the operator sends one per attempt."""
+    return {"id": id, "item": item, "input": input, "attempt": attempt, "run": run}
 
 
 def parse_envelope(raw: bytes, *, prefer: str = "") -> Envelope | str:

@@ -2,11 +2,12 @@
 
 A PoolRun writes its status about once a second. A finished item whose result is not written yet
 would run again after an operator crash; the journal keeps it. The engine appends a line per
-item as it starts and as it is recorded, and hands what it appended to the kernel (one write)
-before it starts any more items, so a killed operator (SIGKILL, OOM, a crash) loses only results
-of items that were in flight a moment before, never more than ``cap``: the restarted operator
-reads the journal back and runs again only those. Lines are not synced to
-disk; what a lost node takes with it, the status written before it still has.
+item as it starts and as it is recorded (``agentpool.runs.journaling`` encodes them), and hands
+what it appended to the kernel (one write) before it starts any more items, so a killed operator
+(SIGKILL, OOM, a crash) loses only results of items that were in flight a moment before, never
+more than ``cap``: the restarted operator reads the journal back and runs again only those.
+Lines are not synced to disk; what a lost node takes with it, the status written before it
+still has.
 
 A journal is a directory of segment files, one per status write: when the engine takes a
 snapshot for a write it seals the current segment, and once the write succeeded it releases the

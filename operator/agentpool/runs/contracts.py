@@ -126,7 +126,9 @@ class Journal(Protocol):
     def load(self) -> list[dict[str, Any]]:
         """Entries still held, oldest first: ``{"id", "attempt", "index"}`` when an item starts,
         ``{"id", "unstarted"}`` when no agent could be had for it after all, and ``{"id",
-        "output"}`` or ``{"id", "failure"}`` when it is recorded."""
+        "output"}`` or ``{"id", "failure"}`` when it is recorded, ``{"id", "moved"}`` when a
+        made-up key's record moves aside (:mod:`agentpool.runs.journaling` writes and reads
+        them)."""
         ...
 
     def append(self, entry: dict[str, Any] | str) -> None:

@@ -1,10 +1,14 @@
-"""How a run asks its source for items: one request at a time, backing off while none is ready.
+"""How a run takes items from its source: one request at a time, backing off while none is
+ready, and each item named as it comes.
 
 The engine's slots all take items through one :class:`Intake`: a slot asking while another
 request is on its way gets nothing (it does not wait in line), a source that answers "nothing
 ready yet" is asked again after a back-off that doubles from ``POLL_FIRST`` to ``POLL_MAX``, and
 the back-off starts over when the run's active items change (the source may have something for
-it then). The engine names and routes what comes.
+it then). Each item comes with its index in the source and the key its result is recorded under
+(:class:`~agentpool.runs.items.ItemKeys` remembers the ids seen and the keys made up); after an
+operator restart a source that does not give its items again goes on from the run's ledger. The
+engine routes what comes.
 
 A source that may be slow (any but a list known up front: a source service over HTTP) is asked
 in a task of its own, which the asker waits on for ``patience`` at most. One that takes longer
@@ -21,7 +25,9 @@ from collections.abc import Callable, Sequence
 
 from agentpool.api.reasons import Reason
 from agentpool.runs.contracts import Clock, SystemClock, Waiting
+from agentpool.runs.items import ItemKeys, Named
 from agentpool.runs.sources import DONE, NOT_READY, ItemSource, ListSource, Pulled, Signal
+from agentpool.runs.status import RunLedger
 
 POLL_FIRST = 0.1
 POLL_MAX = 5.0
@@ -40,8 +46,21 @@ class Intake:
         waiting: Waiting | None = None,
         patience: float = 1.0,
         ready: Callable[[], None] | None = None,
+        id_field: str | None = None,
+        ledger: RunLedger | None = None,
     ) -> None:
         self._source = source
+        self._id_field = id_field
+        # Made-up keys avoid every real id: all of a list's, and those an HTTP source gave.
+        self._keys = ItemKeys.of(
+            source.items if isinstance(source, ListSource) else None, id_field=id_field
+        )
+        self._next_index = 0
+        if ledger is not None and not source.replayable:
+            # A source that does not give its items again goes on where it was, and what it
+            # gave before an operator restart keeps its keys.
+            self._keys.resume(recorded=ledger.recorded, made_up=ledger.made_up.keys())
+            self._next_index = ledger.seen
         self._clock = clock or SystemClock()
         self._waiting = waiting
         self._patience = patience
@@ -58,10 +77,18 @@ class Intake:
         # The run has been waiting for the source since the first request without an item.
         self._waiting_since_noted = False
 
-    async def take(self, active: Sequence[str], now: float) -> Pulled | None:
-        """The source's next item; None when there is none now: the source is done, has
+    async def take(self, active: Sequence[str], now: float) -> Named | None:
+        """The source's next item, named; None when there is none now: the source is done, has
         nothing ready, is still answering, or another slot is asking it. Raises the source's
         SourceError."""
+        pulled = await self._pull(active, now)
+        if pulled is None:
+            return None
+        index = self._next_index
+        self._next_index += 1
+        return self._keys.name(pulled.value, index, id_field=self._id_field)
+
+    async def _pull(self, active: Sequence[str], now: float) -> Pulled | None:
         if self.done or self._asking or (self._request is None and now < self.next_poll):
             return None
         self._asking = True

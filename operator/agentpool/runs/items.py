@@ -6,7 +6,7 @@ named or routed is rejected on its own, with a reason and a message; the rest of
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +71,12 @@ class ItemKeys:
             return cls()
         ids = (real_id(value, id_field) for value in values)
         return cls(reserved={key for key in ids if key is not None})
+
+    def resume(self, *, recorded: Iterable[str], made_up: Collection[str]) -> None:
+        """Carry on after an operator restart, for a source that does not give its items
+        again: the keys recorded before stay taken, the real ids among them stay seen."""
+        self.made_up.update(made_up)
+        self.real.update(set(recorded) - set(made_up))
 
     def _taken(self, key: str) -> bool:
         return key in self.reserved or key in self.real or key in self.made_up

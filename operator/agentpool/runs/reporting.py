@@ -1,11 +1,12 @@
 """How a run reports: batched status writes, conditions, and rate-limited Events.
 
-The engine marks the status dirty as things happen and asks :class:`Reporter` to write when
-:func:`flush_due` allows, at most once per interval (sooner when dispatch waits on the write)
-and once at the end; ConfigMaps go before the status that names them, and a write that fails on
-a passing API error is retried. Each write seals the run's journal as of its snapshot and
-releases those entries once it succeeded. Events are posted for the run's milestones; ItemFailed
-ones at most once per interval, each counting the failures held back since the last.
+The engine marks the status dirty (:meth:`Reporter.mark_dirty`) as things happen and asks
+:class:`Reporter` to write when :func:`flush_due` allows, at most once per interval (sooner when
+dispatch waits on the write) and once at the end; ConfigMaps go before the status that names
+them, and a write that fails on a passing API error is retried. Each write seals the run's
+journal as of its snapshot and releases those entries once it succeeded. Events are posted for
+the run's milestones (the Suspended phase once a suspended run is idle, :meth:`follow_suspension`);
+ItemFailed ones at most once per interval, each counting the failures held back since the last.
 """
 
 from __future__ import annotations
@@ -59,7 +60,9 @@ class Reporter:
         self._conditions: list[dict[str, Any]] = list(status.get("conditions") or [])
         self._conditions_dirty = True
         self.phase = "Running"
-        self.dirty = True
+        self._dirty = True
+        # The Suspended phase is written: a resume writes Running again.
+        self._suspend_written = False
         self._last_write: float | None = None
         self._last_failure_event: float | None = None
         self._failures_held = 0
@@ -72,11 +75,19 @@ class Reporter:
             self.start_time = format_time(self._clock.now())
             await self._sink.event("Normal", EventReason.STARTED, message)
 
+    def mark_dirty(self) -> bool:
+        """Status has news; True when it had none since the last write (the engine then arms
+        its write timer)."""
+        if self._dirty:
+            return False
+        self._dirty = True
+        return True
+
     def due(self, *, held: bool = False) -> bool:
         """Whether to write now; ``held``: dispatch waits on this write (see :func:`flush_due`)."""
         now = self._clock.now()
         stale = self._waiting_at is not None and now >= self._waiting_at
-        return (self.dirty or stale) and flush_due(
+        return (self._dirty or stale) and flush_due(
             now=now,
             last_write=self._last_write,
             interval=self._interval,
@@ -87,7 +98,7 @@ class Reporter:
     def next_write_at(self, *, held: bool = False) -> float | None:
         if self._last_write is None:
             return None
-        if self.dirty:
+        if self._dirty:
             gap = min(self._held_gap, self._interval) if held else self._interval
             return self._last_write + gap
         if self._waiting_at is not None:
@@ -133,7 +144,7 @@ class Reporter:
         # Clean as of the snapshot just taken: what changes while the writes below are awaited
         # (an item finishing) marks it dirty again, and must not be wiped out afterwards, or
         # nothing would ever write it.
-        self.dirty = False
+        self._dirty = False
         try:
             for name, data in flush.configmaps:
                 await self._retrying(
@@ -141,7 +152,7 @@ class Reporter:
                 )
             await self._retrying(functools.partial(self._sink.write, flush.patch))
         except BaseException:
-            self.dirty = True
+            self._dirty = True
             raise
         self._last_write = now
         if self._journal is not None and mark is not None:
@@ -157,7 +168,18 @@ class Reporter:
                 await self._clock.sleep(delay)
         await write()
 
+    async def follow_suspension(self, suspended: bool, *, idle: bool, total: int) -> None:
+        """Write the Suspended phase once a suspended run has nothing in flight (``idle``), and
+        Running again once it resumes."""
+        if suspended and idle and not self._suspend_written:
+            self._suspend_written = True
+            await self.suspended(total=total)
+        elif not suspended and self._suspend_written:
+            self._suspend_written = False
+            await self.resumed()
+
     async def suspended(self, *, total: int) -> None:
+        """Write the Suspended phase, and say so in an Event."""
         self.phase = "Suspended"
         self._conditions_dirty = True
         await self.write(total=total)
@@ -166,9 +188,10 @@ class Reporter:
         )
 
     async def resumed(self) -> None:
+        """Running again: the next write says so, and an Event at once."""
         self.phase = "Running"
         self._conditions_dirty = True
-        self.dirty = True
+        self._dirty = True
         await self._sink.event("Normal", EventReason.RESUMED, "resumed: dispatching again")
 
     def item_failed(self, key: str, reason: str, message: str) -> None:
@@ -222,4 +245,5 @@ class Reporter:
         await self._sink.event(kind, outcome.result or outcome.reason, outcome.message)
 
     async def close(self) -> None:
+        """Wait for the Events still on their way."""
         await asyncio.gather(*self._events, return_exceptions=True)

@@ -3,8 +3,9 @@
 The engine tells the :class:`RunLedger` what happens (an item started, succeeded, failed, was
 retried); the ledger counts, places each result in status or a result ConfigMap, and builds the
 next status patch with only what changed. It also restores itself from a status written before an
-operator restart, so recorded items are never run again and items that were in flight run again
-with ``attempt`` raised (:class:`~agentpool.runs.attempts.Attempts` keeps each item's attempts).
+operator restart (:func:`agentpool.runs.journaling.replay` adds what the journal holds since),
+so recorded items are never run again and items that were in flight run again with ``attempt``
+raised (:class:`~agentpool.runs.attempts.Attempts` keeps each item's attempts).
 :func:`flush_due` decides when to write: at most once per interval, unless dispatch waits on the
 write.
 """
@@ -119,39 +120,9 @@ class RunLedger:
             ledger.status_used += record_size(key, failure)
         return ledger
 
-    def replay(self, entries: Iterable[Mapping[str, Any]]) -> None:
-        """Record what the run's journal holds: what finished after the last status write,
-        before an operator crash, and what was in flight then."""
-        for entry in entries:
-            key = entry["id"]
-            if "moved" in entry:
-                self.move_record(str(entry["moved"]), key)
-                continue
-            if "index" in entry:
-                # Items an unreplayable source gave: a resumed run goes on after them.
-                self.seen = max(self.seen, int(entry["index"]) + 1)
-            if key in self.recorded:
-                continue
-            if "attempt" in entry:
-                # Started: it runs again with the attempt raised, unless it finished below.
-                self.attempts.replay_start(key, int(entry["attempt"]))
-                continue
-            if entry.get("unstarted"):
-                # No agent was found for it: that attempt never reached one.
-                self.attempts.replay_unstart(key)
-                continue
-            failure = entry.get("failure")
-            if isinstance(failure, dict):
-                self.record_failure(
-                    key,
-                    reason=str(failure.get("reason", "")),
-                    message=str(failure.get("message", "")),
-                    attempts=int(failure.get("attempts", 0)),
-                    agent=failure.get("agent"),
-                )
-            else:
-                self.record_output(key, entry.get("output"))
-            self.attempts.replay_finish(key)
+    def note_seen(self, count: int) -> None:
+        """The source has given at least ``count`` items over the run's life."""
+        self.seen = max(self.seen, count)
 
     @property
     def in_flight(self) -> dict[str, int]:

@@ -1,0 +1,139 @@
+"""One attempt at one item: check out an agent, hand it the item's envelope, check it back in.
+
+The engine's slots make every attempt through a :class:`Caller`. A retry goes to another agent
+than the one that failed it when one is free at once. The agent gets the envelope of the agent
+protocol (:func:`agentpool.agent.envelopes.envelope_body`); what it answers becomes a
+:class:`Verdict` (:func:`judge`, pure): an output (encoded once, for the size cap, the result
+ConfigMap and the journal alike), a failure with its reason, or a refusal of the operator's own
+token, which is for the operator to mend and costs the item no attempt. The agent goes back
+``lost`` when its state is unknown, and the engine records the verdict. Which attempt an item is
+on, and how many retries a run made, is :mod:`agentpool.runs.attempts`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+from agentpool.agent.envelopes import envelope_body
+from agentpool.api.reasons import Reason
+from agentpool.runs.backlog import Work
+from agentpool.runs.config import RunConfig
+from agentpool.runs.contracts import (
+    CheckinOutcome,
+    Checkout,
+    CheckoutFailed,
+    Dispatcher,
+    Invoker,
+    InvokeResult,
+    Waiting,
+)
+from agentpool.runs.results import CHUNK_BYTES, encode
+
+OUTPUT_MAX = CHUNK_BYTES - 1024
+"""The largest output an item may have, in bytes of JSON: it must fit one result ConfigMap."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What one attempt came to, and how its agent goes back."""
+
+    checkin: CheckinOutcome
+    ok: bool = False
+    output: Any = None
+    encoded: str = ""
+    """``output`` in :func:`~agentpool.runs.results.encode`'s JSON, when ``ok``."""
+    reason: str = ""
+    message: str = ""
+    refused: bool = False
+    """The agent refused the operator's token: the item waits for another, attempt unchanged."""
+
+
+def judge(result: InvokeResult) -> Verdict:
+    """The verdict on an agent's answer."""
+    if not result.ok and result.reason == Reason.UNAUTHORIZED:
+        return Verdict(checkin="lost", refused=True)
+    checkin: CheckinOutcome = "lost" if result.lost else ("success" if result.ok else "failure")
+    if not result.ok:
+        return Verdict(
+            checkin=checkin, reason=result.reason or Reason.CALL_FAILED, message=result.message
+        )
+    encoded = encode(result.output)
+    size = len(encoded.encode())
+    if size > OUTPUT_MAX:
+        message = f"output of {size} bytes exceeds {OUTPUT_MAX}"
+        return Verdict(checkin=checkin, reason=Reason.OUTPUT_TOO_LARGE, message=message)
+    return Verdict(checkin=checkin, ok=True, output=result.output, encoded=encoded)
+
+
+class Caller:
+    """The run's side of its agents: checkouts from the broker and calls through the client."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        *,
+        dispatcher: Dispatcher,
+        invoker: Invoker,
+        waiting: Waiting | None = None,
+    ) -> None:
+        self._config = config
+        self._dispatcher = dispatcher
+        self._invoker = invoker
+        self._waiting = waiting
+
+    async def checkout(self, work: Work) -> Checkout:
+        """An agent for ``work``: another than the last one to fail it, when one is free at
+        once. Raises the dispatcher's :class:`CheckoutFailed` (or ``PoolNotFound``)."""
+        config = self._config
+        holder = f"{config.name}/{work.key}"
+        checkout = await self._dispatcher.checkout(
+            work.pool,
+            timeout=config.checkout_timeout(work.pool),
+            priority=config.priority,
+            holder=holder,
+            waiting=self._waiting,
+        )
+        if work.last_agent is None or checkout.agent != work.last_agent:
+            return checkout
+        # A retry goes to another agent when one is free at once; else to the same one.
+        try:
+            other = await self._dispatcher.checkout(
+                work.pool, timeout=0.0, priority=config.priority, holder=holder
+            )
+        except CheckoutFailed:
+            return checkout
+        except BaseException:
+            await self._dispatcher.checkin(checkout, "unused")
+            raise
+        # The first agent goes back untouched: its failure streak must survive the swap, or a
+        # broken agent would never be quarantined.
+        await self._dispatcher.checkin(checkout, "unused")
+        return other
+
+    async def call(self, work: Work, checkout: Checkout) -> Verdict:
+        """Hand ``work`` to the agent checked out for it, and give the agent back."""
+        try:
+            verdict = await self._invoke(work, checkout)
+            await self._dispatcher.checkin(checkout, verdict.checkin)
+        except asyncio.CancelledError:
+            # Stopped mid-call: the agent's state is unknown, and it must not stay checked out.
+            with contextlib.suppress(Exception):
+                await self._dispatcher.checkin(checkout, "lost")
+            raise
+        return verdict
+
+    async def _invoke(self, work: Work, checkout: Checkout) -> Verdict:
+        config = self._config
+        body = envelope_body(
+            id=work.key, item=work.value, input=config.input, attempt=work.attempt, run=config.name
+        )
+        try:
+            result = await self._invoker.invoke(
+                checkout, body, timeout=config.call_timeout(work.pool), cast=config.mode == "Cast"
+            )
+        except Exception as error:  # the agent client's own bug must cost one attempt, not the run
+            return Verdict(checkin="lost", reason=Reason.CALL_FAILED, message=repr(error))
+        return judge(result)

@@ -1,0 +1,106 @@
+"""When a failed item is tried again, and the items waiting for that.
+
+An attempt that failed is followed by another after a back-off (``backoffSeconds``, doubling
+with each further attempt), up to ``maxAttempts``; after the last the item fails for good. An
+agent that refused the operator's own token costs the item no attempt: it waits a short, growing
+delay (up to ``REFUSED_MAX``) for another agent. :func:`after_failure` and :func:`after_refusal`
+decide, purely; :class:`Retries` holds the items until they are due (the engine's feed puts those
+due back at the front of its backlog, and the engine wakes at :meth:`Retries.next_due`) and
+records the failures that are final.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from agentpool.runs.backlog import Work
+from agentpool.runs.config import RunConfig
+from agentpool.runs.contracts import Clock
+from agentpool.runs.journaling import Recorder
+from agentpool.runs.reporting import Reporter
+
+REFUSED_MAX = 5.0
+"""The longest an item waits for another agent after one refused the operator's token."""
+
+
+def after_failure(
+    work: Work, agent: str, *, max_attempts: int, backoff_seconds: float, now: float
+) -> tuple[float, Work] | None:
+    """When ``work``'s next attempt is due, and that attempt; None when it had its last."""
+    if work.attempt >= max_attempts:
+        return None
+    retry = work.retried(agent)
+    # The first retry waits backoffSeconds, each further one twice as long.
+    return now + backoff_seconds * 2 ** (retry.attempt - 2), retry
+
+
+def after_refusal(work: Work, agent: str, *, now: float) -> tuple[float, Work]:
+    """When ``work`` is tried again on another agent, with its attempt unchanged."""
+    retry = work.refused_by(agent)
+    return now + min(REFUSED_MAX, 0.1 * 2 ** (retry.refused - 1)), retry
+
+
+class Retries:
+    """The items waiting for their next attempt, each with the time it is due."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        *,
+        records: Recorder,
+        report: Reporter,
+        clock: Clock,
+        wake: Callable[[], None],
+    ) -> None:
+        self._config = config
+        self._records = records
+        self._report = report
+        self._clock = clock
+        # The engine's loop arms its timer for each retry added.
+        self._wake = wake
+        self._waiting: list[tuple[float, Work]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._waiting)
+
+    def failed(self, work: Work, agent: str, reason: str, message: str) -> None:
+        """``agent`` failed ``work``'s attempt: it goes again after its back-off, or, after its
+        last attempt, fails for good."""
+        config = self._config
+        retry = after_failure(
+            work,
+            agent,
+            max_attempts=config.max_attempts,
+            backoff_seconds=config.backoff_seconds,
+            now=self._clock.now(),
+        )
+        if retry is not None:
+            self._records.await_retry(work.key)
+            self._waiting.append(retry)
+            self._wake()
+            return
+        self._records.failure(
+            work.key, reason=reason, message=message, attempts=work.attempt, agent=agent
+        )
+        self._report.item_failed(work.key, reason, message)
+
+    def refused(self, work: Work, agent: str) -> None:
+        """``agent`` refused the operator's own token (it holds another): that is for the
+        operator to mend, not a failure of the item. The agent is retired (the pool replaces
+        it) and the item waits for another, with its attempt unchanged."""
+        self._waiting.append(after_refusal(work, agent, now=self._clock.now()))
+        self._wake()
+        self._report.agent_refused(agent, work.key)
+
+    def take_due(self, now: float) -> list[Work]:
+        """The items due at ``now``, in the order they came; they wait no more."""
+        if not self._waiting:
+            return []
+        due = [work for at, work in self._waiting if at <= now]
+        if due:
+            self._waiting = [entry for entry in self._waiting if entry[0] > now]
+        return due
+
+    def next_due(self) -> float | None:
+        """When the next item is due, or None when none waits."""
+        return min((at for at, _ in self._waiting), default=None)

@@ -1,0 +1,30 @@
+"""What wakes the engine's loop: a ring at once, else its deadline."""
+
+from __future__ import annotations
+
+import asyncio
+
+from runfakes import FakeClock, running
+
+from agentpool.runs.alarm import Alarm
+
+
+async def test_the_loop_wakes_at_a_ring_or_at_its_deadline() -> None:
+    """A ring wakes the loop at once, even before its deadline; without one the loop wakes at
+    the deadline."""
+    clock = FakeClock()
+    alarm = Alarm(clock)
+    async with running(clock):
+        alarm.ring()
+        await alarm.wait(None)
+        alarm.clear()
+        start = clock.now()
+        await alarm.wait(start + 5)
+        assert clock.now() == start + 5
+        alarm.clear()
+        early = asyncio.ensure_future(alarm.wait(start + 60))
+        await asyncio.sleep(0)
+        alarm.ring()
+        await early
+        assert clock.now() == start + 5
+        alarm.disarm()

@@ -1,0 +1,105 @@
+"""The run's slots: at most cap items in flight, each slot going on to the next item, and a
+checkout that finds no agent while no slot holds one deadlocks the run.
+
+Tests of :class:`Slots` over the fake broker and agents, with the feed and ledger it drives.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runfakes import FakeClock, FakeDispatcher, FakeInvoker, FakeSink, echo, running
+
+from agentpool.runs.calls import Caller
+from agentpool.runs.config import RunConfig
+from agentpool.runs.feed import Feed
+from agentpool.runs.intake import Intake
+from agentpool.runs.journaling import Recorder
+from agentpool.runs.reporting import Reporter
+from agentpool.runs.retries import Retries
+from agentpool.runs.slots import Slots
+from agentpool.runs.sources import inline_source
+from agentpool.runs.status import RunLedger
+from agentpool.runs.waits import WaitNotes, Waits
+
+
+def slots(
+    clock: FakeClock, dispatcher: FakeDispatcher, items: list[Any], *, cap: int
+) -> tuple[Slots, RunLedger, Feed]:
+    config = RunConfig(name="run", pool="workers", cap=cap, checkout_timeout_seconds=1.0)
+    ledger = RunLedger(run="run", replayable=True)
+    records = Recorder(ledger, None)
+    report = Reporter(
+        sink=FakeSink(),
+        clock=clock,
+        ledger=ledger,
+        status={},
+        interval=1.0,
+        failure_event_interval=5.0,
+    )
+    retries = Retries(config, records=records, report=report, clock=clock, wake=lambda: None)
+    notes = WaitNotes(Waits(), clock, lambda: None)
+    intake = Intake(inline_source(items), clock=clock, ledger=ledger)
+    feed = Feed(
+        config,
+        intake=intake,
+        ledger=ledger,
+        records=records,
+        retries=retries,
+        report=report,
+        changed=lambda: None,
+        rerun_limit=None,
+    )
+    invoker = FakeInvoker(clock, echo())
+    made = Slots(
+        cap,
+        feed=feed,
+        calls=Caller(config, dispatcher=dispatcher, invoker=invoker, waiting=notes),
+        records=records,
+        retries=retries,
+        intake=intake,
+        waiting=notes,
+        clock=clock,
+        may_start=lambda: True,
+        changed=lambda: None,
+        wake=lambda: None,
+    )
+    return made, ledger, feed
+
+
+async def test_slots_carry_every_item_at_most_cap_at_a_time() -> None:
+    """Two slots carry five items: each slot goes on to the next item by itself."""
+    clock = FakeClock()
+    dispatcher = FakeDispatcher(clock, {"workers": 2})
+    running_slots, ledger, feed = slots(clock, dispatcher, [{"n": n} for n in range(5)], cap=2)
+    async with running(clock):
+        await running_slots.fill(clock.now())
+        assert len(running_slots) == 2
+        deadline = clock.now() + 60
+        while ledger.succeeded < 5:
+            assert clock.now() < deadline, "the items did not finish"
+            await clock.sleep(0.1)
+            running_slots.reap()
+        await running_slots.stop()
+    assert dispatcher.most_held == 2
+    assert feed.drained
+    assert running_slots.deadlock is None
+
+
+async def test_no_agent_while_no_slot_holds_one_is_a_deadlock() -> None:
+    """A pool with no agent at all: the checkout times out with nothing running, the item goes
+    back to the front, and the run is deadlocked."""
+    clock = FakeClock()
+    dispatcher = FakeDispatcher(clock, {"workers": 0})
+    stuck, ledger, feed = slots(clock, dispatcher, [{"n": 0}], cap=1)
+    async with running(clock):
+        await stuck.fill(clock.now())
+        deadline = clock.now() + 60
+        while stuck.deadlock is None:
+            assert clock.now() < deadline, "no deadlock was found"
+            await clock.sleep(0.5)
+        await stuck.stop()
+    assert stuck.deadlock is not None
+    assert "exhausted" in stuck.deadlock
+    assert ledger.in_flight == {}, "the attempt that found no agent does not count"
+    assert not feed.drained, "the item waits to start again"
