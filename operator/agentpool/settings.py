@@ -74,6 +74,15 @@ class RunSettings:
 
     cast_poll_seconds: float = 0.2
     """How often the agent of a cast item is asked whether it is done."""
+    source_poll_first_seconds: float = 0.1
+    """A source that has nothing ready is asked again after this long at first..."""
+    source_poll_max_seconds: float = 5.0
+    """...doubling up to this: a source that stays empty costs a request every few seconds."""
+    refused_max_seconds: float = 5.0
+    """The longest an item waits for another agent after one refused the operator's token."""
+    failure_event_interval_seconds: float = 5.0
+    """ItemFailed Events of one run are at most one per this many seconds (the status counts
+    every failure)."""
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from agentpool.runs.reporting import Reporter
 from agentpool.runs.retries import Retries
 from agentpool.runs.sources import inline_source
 from agentpool.runs.status import RunLedger
+from agentpool.settings import RunSettings
 
 
 class Clock:
@@ -49,7 +50,14 @@ def feed(
         interval=1.0,
         failure_event_interval=5.0,
     )
-    retries = Retries(config, records=records, report=report, clock=Clock(), wake=lambda: None)
+    retries = Retries(
+        config,
+        records=records,
+        report=report,
+        clock=Clock(),
+        wake=lambda: None,
+        refused_max=RunSettings().refused_max_seconds,
+    )
     intake = Intake(inline_source(items), id_field="id", ledger=ledger)
     made = Feed(
         config,

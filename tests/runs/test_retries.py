@@ -14,8 +14,11 @@ from agentpool.runs.backlog import Work
 from agentpool.runs.config import RunConfig
 from agentpool.runs.journaling import Recorder
 from agentpool.runs.reporting import Reporter
-from agentpool.runs.retries import REFUSED_MAX, Retries, after_failure, after_refusal
+from agentpool.runs.retries import Retries, after_failure, after_refusal
 from agentpool.runs.status import RunLedger
+from agentpool.settings import RunSettings
+
+REFUSED_MAX = RunSettings().refused_max_seconds
 
 WORK = Work(key="a", index=0, value={}, pool="workers")
 
@@ -47,7 +50,7 @@ def test_a_refused_item_waits_a_growing_while_with_its_attempt_unchanged(
 ) -> None:
     """A refusal is for the operator to mend: the same attempt goes again, soon, elsewhere."""
     work = Work(key="a", index=0, value={}, pool="workers", attempt=2, refused=refused)
-    due, retry = after_refusal(work, "pod-1", now=100.0)
+    due, retry = after_refusal(work, "pod-1", now=100.0, most=REFUSED_MAX)
     assert due == pytest.approx(100.0 + delay)
     assert (retry.attempt, retry.refused, retry.last_agent) == (2, refused + 1, "pod-1")
 
@@ -76,6 +79,7 @@ def retries(
         report=report,
         clock=clock,
         wake=lambda: wakes.append("wake"),
+        refused_max=REFUSED_MAX,
     )
     return waiting, report
 

@@ -21,6 +21,7 @@ from agentpool.runs.slots import Slots
 from agentpool.runs.sources import inline_source
 from agentpool.runs.status import RunLedger
 from agentpool.runs.waits import WaitNotes, Waits
+from agentpool.settings import RunSettings
 
 
 def slots(
@@ -37,7 +38,14 @@ def slots(
         interval=1.0,
         failure_event_interval=5.0,
     )
-    retries = Retries(config, records=records, report=report, clock=clock, wake=lambda: None)
+    retries = Retries(
+        config,
+        records=records,
+        report=report,
+        clock=clock,
+        wake=lambda: None,
+        refused_max=RunSettings().refused_max_seconds,
+    )
     notes = WaitNotes(Waits(), clock, lambda: None)
     intake = Intake(inline_source(items), clock=clock, ledger=ledger)
     feed = Feed(

@@ -294,6 +294,7 @@ async def build_engine(
         configmaps=configmaps,
         suspended=spec.suspend,
         journal=journal,
+        settings=runtime.settings.runs,
     )
     if status["sourceDigest"] != digest:
         engine.stop_source(Reason.SOURCE_CHANGED, lifecycle.source_changed(raw_spec.get("source")))

@@ -43,6 +43,7 @@ from agentpool.runs.retries import Retries
 from agentpool.runs.slots import Slots
 from agentpool.runs.sources import ItemSource
 from agentpool.runs.waits import WaitNotes, Waits
+from agentpool.settings import RunSettings
 
 
 class RunEngine:
@@ -60,10 +61,11 @@ class RunEngine:
         status: Mapping[str, Any] | None = None,
         configmaps: Mapping[str, Mapping[str, str]] | None = None,
         suspended: bool = False,
-        failure_event_interval: float = 5.0,
+        settings: RunSettings | None = None,
         journal: Journal | None = None,
     ) -> None:
         self.config = config
+        settings = settings or RunSettings()
         self._source = source
         self._clock = clock or SystemClock()
         self._alarm = Alarm(self._clock)
@@ -86,7 +88,7 @@ class RunEngine:
             ledger=self.ledger,
             status=status,
             interval=config.status_interval_seconds,
-            failure_event_interval=failure_event_interval,
+            failure_event_interval=settings.failure_event_interval_seconds,
             held_gap=config.held_write_gap_seconds,
             journal=journal,
             waits=waits,
@@ -97,6 +99,7 @@ class RunEngine:
             report=self._report,
             clock=self._clock,
             wake=self._alarm.ring,
+            refused_max=settings.refused_max_seconds,
         )
         intake = Intake(
             source,
@@ -106,6 +109,7 @@ class RunEngine:
             ready=self._alarm.ring,
             id_field=config.item_id,
             ledger=self.ledger,
+            settings=settings,
         )
         self._intake = intake
         self._feed = Feed(

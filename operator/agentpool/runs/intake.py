@@ -1,20 +1,20 @@
-"""How a run takes items from its source: one request at a time, backing off while none is
-ready, and each item named as it comes.
+"""How a run takes items from its source: one request at a time, backing off while none is ready,
+and each item named as it comes.
 
-The engine's slots all take items through one :class:`Intake`: a slot asking while another
-request is on its way gets nothing (it does not wait in line), a source that answers "nothing
-ready yet" is asked again after a back-off that doubles from ``POLL_FIRST`` to ``POLL_MAX``, and
-the back-off starts over when the run's active items change (the source may have something for
-it then). Each item comes with its index in the source and the key its result is recorded under
+The engine's slots all take items through one :class:`Intake`: a slot asking while another request
+is on its way gets nothing (it does not wait in line), a source that answers "nothing ready yet" is
+asked again after a back-off that doubles between the run settings' source poll times, and the back-
+off starts over when the run's active items change (the source may have something for it then). Each
+item comes with its index in the source and the key its result is recorded under
 (:class:`~agentpool.runs.items.ItemKeys` remembers the ids seen and the keys made up); after an
 operator restart a source that does not give its items again goes on from the run's ledger. The
 engine routes what comes.
 
-A source that may be slow (any but a list known up front: a source service over HTTP) is asked
-in a task of its own, which the asker waits on for ``patience`` at most. One that takes longer
-is noted as a wait (reason SourcePending, naming the source) and left running, so the engine
-writes status meanwhile and a hanging source shows at once; ``ready`` is called when it answers.
-A source with no item ready for ``patience`` is noted the same way. The wait ends with an item.
+A source that may be slow (any but a list known up front: a source service over HTTP) is asked in a
+task of its own, which the asker waits on for ``patience`` at most. One that takes longer is noted
+as a wait (reason SourcePending, naming the source) and left running, so the engine writes status
+meanwhile and a hanging source shows at once; ``ready`` is called when it answers. A source with no
+item ready for ``patience`` is noted the same way. The wait ends with an item.
 """
 
 from __future__ import annotations
@@ -28,9 +28,8 @@ from agentpool.runs.contracts import Clock, SystemClock, Waiting
 from agentpool.runs.items import ItemKeys, Named
 from agentpool.runs.sources import DONE, NOT_READY, ItemSource, ListSource, Pulled, Signal
 from agentpool.runs.status import RunLedger
+from agentpool.settings import RunSettings
 
-POLL_FIRST = 0.1
-POLL_MAX = 5.0
 SOURCE = "source"
 """The subject of the source's waits."""
 
@@ -48,7 +47,11 @@ class Intake:
         ready: Callable[[], None] | None = None,
         id_field: str | None = None,
         ledger: RunLedger | None = None,
+        settings: RunSettings | None = None,
     ) -> None:
+        settings = settings or RunSettings()
+        self._poll_first = settings.source_poll_first_seconds
+        self._poll_max = settings.source_poll_max_seconds
         self._source = source
         self._id_field = id_field
         # Made-up keys avoid every real id: all of a list's, and those an HTTP source gave.
@@ -71,7 +74,7 @@ class Intake:
         """The source said it has no more items."""
         self.next_poll = 0.0
         """When the source, having had nothing ready, may be asked again."""
-        self._delay = POLL_FIRST
+        self._delay = self._poll_first
         self._asking = False
         self._request: asyncio.Task[Pulled | Signal] | None = None
         # The run has been waiting for the source since the first request without an item.
@@ -104,10 +107,10 @@ class Intake:
             return None
         if pulled is NOT_READY:
             self.next_poll = now + self._delay
-            self._delay = min(POLL_MAX, self._delay * 2)
+            self._delay = min(self._poll_max, self._delay * 2)
             self._note(f"{self._source.name} has no item ready yet", after=self._patience)
             return None
-        self._delay = POLL_FIRST
+        self._delay = self._poll_first
         self._end_wait()
         assert isinstance(pulled, Pulled)
         return pulled
@@ -152,7 +155,7 @@ class Intake:
     def poke(self) -> None:
         """The run's active items changed: a source with nothing ready may have something now."""
         self.next_poll = 0.0
-        self._delay = POLL_FIRST
+        self._delay = self._poll_first
 
     async def close(self) -> None:
         """Stop a request on its way, and close the source."""

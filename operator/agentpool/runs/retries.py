@@ -1,12 +1,12 @@
 """When a failed item is tried again, and the items waiting for that.
 
-An attempt that failed is followed by another after a back-off (``backoffSeconds``, doubling
-with each further attempt), up to ``maxAttempts``; after the last the item fails for good. An
-agent that refused the operator's own token costs the item no attempt: it waits a short, growing
-delay (up to ``REFUSED_MAX``) for another agent. :func:`after_failure` and :func:`after_refusal`
-decide, purely; :class:`Retries` holds the items until they are due (the engine's feed puts those
-due back at the front of its backlog, and the engine wakes at :meth:`Retries.next_due`) and
-records the failures that are final.
+An attempt that failed is followed by another after a back-off (``backoffSeconds``, doubling with
+each further attempt), up to ``maxAttempts``; after the last the item fails for good. An agent that
+refused the operator's own token costs the item no attempt: it waits a short, growing delay (up to
+the run settings' ``refused_max_seconds``) for another agent. :func:`after_failure` and
+:func:`after_refusal` decide, purely; :class:`Retries` holds the items until they are due (the
+engine's feed puts those due back at the front of its backlog, and the engine wakes at
+:meth:`Retries.next_due`) and records the failures that are final.
 """
 
 from __future__ import annotations
@@ -18,9 +18,6 @@ from agentpool.runs.config import RunConfig
 from agentpool.runs.contracts import Clock
 from agentpool.runs.journaling import Recorder
 from agentpool.runs.reporting import Reporter
-
-REFUSED_MAX = 5.0
-"""The longest an item waits for another agent after one refused the operator's token."""
 
 
 def after_failure(
@@ -34,10 +31,10 @@ def after_failure(
     return now + backoff_seconds * 2 ** (retry.attempt - 2), retry
 
 
-def after_refusal(work: Work, agent: str, *, now: float) -> tuple[float, Work]:
+def after_refusal(work: Work, agent: str, *, now: float, most: float) -> tuple[float, Work]:
     """When ``work`` is tried again on another agent, with its attempt unchanged."""
     retry = work.refused_by(agent)
-    return now + min(REFUSED_MAX, 0.1 * 2 ** (retry.refused - 1)), retry
+    return now + min(most, 0.1 * 2 ** (retry.refused - 1)), retry
 
 
 class Retries:
@@ -51,8 +48,10 @@ class Retries:
         report: Reporter,
         clock: Clock,
         wake: Callable[[], None],
+        refused_max: float,
     ) -> None:
         self._config = config
+        self._refused_max = refused_max
         self._records = records
         self._report = report
         self._clock = clock
@@ -88,7 +87,9 @@ class Retries:
         """``agent`` refused the operator's own token (it holds another): that is for the
         operator to mend, not a failure of the item. The agent is retired (the pool replaces
         it) and the item waits for another, with its attempt unchanged."""
-        self._waiting.append(after_refusal(work, agent, now=self._clock.now()))
+        self._waiting.append(
+            after_refusal(work, agent, now=self._clock.now(), most=self._refused_max)
+        )
         self._wake()
         self._report.agent_refused(agent, work.key)
 
