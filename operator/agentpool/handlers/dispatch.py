@@ -121,12 +121,7 @@ class BrokerDispatcher:
         assert isinstance(checkout, AgentCheckout)
         inner = checkout.inner
         if inner.is_lost:
-            return InvokeResult(
-                ok=False,
-                reason=Reason.AGENT_LOST,
-                message=inner.lost_reason or "agent lost",
-                lost=True,
-            )
+            return _lost(inner)
         checkout.call_timeout = timeout
         # The agent's pod dying ends the call at once, not at its timeout: the broker's word
         # cancels the calling task itself (a task of its own per call would cost every item).
@@ -160,12 +155,7 @@ class BrokerDispatcher:
             self._run_series("retries", run).inc()
         if result is None:
             self._run_series("failed", run).inc()
-            return InvokeResult(
-                ok=False,
-                reason=Reason.AGENT_LOST,
-                message=inner.lost_reason or "agent lost",
-                lost=True,
-            )
+            return _lost(inner)
         self._run_series("succeeded" if result.ok else "failed", run).inc()
         checkout.cast = cast and result.ok
         return result
@@ -213,3 +203,10 @@ class BrokerDispatcher:
             return
         # Still busy past the call timeout, or gone: its state is unknown, so it is retired.
         handle.broker.checkin(inner, Outcome.LOST)
+
+
+def _lost(inner: Checkout) -> InvokeResult:
+    """The answer for a call whose agent was lost before or while it ran."""
+    return InvokeResult(
+        ok=False, reason=Reason.AGENT_LOST, message=inner.lost_reason or "agent lost", lost=True
+    )
