@@ -1,0 +1,34 @@
+"""The package stays readable as it grows: no module past 400 lines, no handler past 50.
+
+A module that long is two modules, and a handler that long is deciding something that belongs in
+a pure core, where a table test can reach it (DEVELOPMENT.md says where).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "operator" / "agentpool"
+MODULE_LINES = 400
+HANDLER_LINES = 50
+
+
+def test_no_module_is_longer_than_four_hundred_lines() -> None:
+    long = {
+        str(path.relative_to(PACKAGE)): lines
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (lines := len(path.read_text().splitlines())) > MODULE_LINES
+    }
+    assert long == {}
+
+
+def test_no_function_in_the_handlers_is_longer_than_fifty_lines() -> None:
+    long = {}
+    for path in sorted((PACKAGE / "handlers").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > HANDLER_LINES:
+                    long[f"{path.name}:{node.name}"] = lines
+    assert long == {}
