@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agentpool.io.kube import Connection, Kube
+    from agentpool.io.connection import Connection
+    from agentpool.io.kube import Kube
 
 
 def _cmd_crds(args: argparse.Namespace) -> int:
@@ -89,7 +90,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _connection(args: argparse.Namespace) -> Connection:
-    from agentpool.io.kube import Connection
+    from agentpool.io.connection import Connection
 
     return Connection(
         server=args.server,
@@ -268,7 +269,7 @@ EXIT_BROKEN_PIPE = 141
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from agentpool.io.kube import NoCluster
+    from agentpool.io.connection import NoCluster
 
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -15,7 +15,7 @@ from kopf._core.actions import invocation
 from agentpool.broker import Broker
 from agentpool.handlers import operator
 from agentpool.handlers.runtime import PoolHandle, Runtime
-from agentpool.io.kube import Connection
+from agentpool.io.connection import Connection
 from agentpool.pool import PoolPolicy
 
 IDS = {

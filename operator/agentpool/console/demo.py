@@ -21,7 +21,8 @@ from agentpool import API_VERSION
 from agentpool.console.runs import collect_results, watch_run
 from agentpool.console.tables import TABLE_ACCEPT, format_table
 from agentpool.handlers.operator import embedded_operator
-from agentpool.io.kube import Connection, Kube
+from agentpool.io.connection import Connection
+from agentpool.io.kube import Kube
 from agentpool.local.cluster import LocalCluster
 from agentpool.local.kubeconfig import CONTEXT
 

@@ -21,8 +21,9 @@ import kopf
 from agentpool.handlers import leases, pods, pools, runs
 from agentpool.handlers.runtime import Runtime
 from agentpool.io.agents import AgentClient
+from agentpool.io.connection import Connection, credentials
 from agentpool.io.journal import Journals
-from agentpool.io.kube import Connection, Kube, credentials
+from agentpool.io.kube import Kube
 
 PREFIX = "agentpool.dev"
 

@@ -16,16 +16,15 @@ import asyncio
 import collections
 import contextlib
 import json
-import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import kubernetes
 from kubernetes.client.exceptions import ApiException
 
 from agentpool import GROUP, VERSION, metrics
+from agentpool.io.connection import Connection, make_api_client
 from agentpool.pool.backoff import retry_delay
 
 T = TypeVar("T")
@@ -49,83 +48,6 @@ class Conflict(Exception):
     """The object already exists, or changed since it was read."""
 
 
-class NoCluster(Exception):
-    """No kubeconfig or in-cluster service account says where the API server is."""
-
-
-@dataclass(frozen=True)
-class Connection:
-    """Where the API server is and how to prove who we are, resolved as kubectl resolves it: a
-    kubeconfig (``kubeconfig`` and/or ``context`` given), else the in-cluster service account,
-    else the default kubeconfig; or a bare ``server`` URL. ``server``, ``ca_path`` (the CA that
-    signed the server's certificate, PEM) and ``token`` (a bearer token) override what the
-    kubeconfig says, as kubectl's ``--server``, ``--certificate-authority`` and ``--token`` do."""
-
-    server: str | None = None
-    context: str | None = None
-    kubeconfig: str | None = None
-    ca_path: str | None = None
-    token: str | None = None
-
-
-def make_api_client(connection: Connection) -> Any:
-    """Build a client configuration for the connection, the way kubectl would resolve it."""
-    try:
-        configuration = _configuration(connection)
-    except (kubernetes.config.ConfigException, FileNotFoundError) as error:
-        where = connection.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-        raise NoCluster(
-            f"no cluster to talk to: no usable kubeconfig at {where} and no in-cluster"
-            f" service account ({str(error).strip() or type(error).__name__}); pass"
-            " --kubeconfig FILE or --server URL, set KUBECONFIG, or start a local cluster"
-            " with `agentpool local up --dir DIR`"
-        ) from None
-    return kubernetes.client.ApiClient(configuration)
-
-
-def _configuration(connection: Connection) -> Any:
-    configuration = kubernetes.client.Configuration()
-    loader: Any = kubernetes.config
-    if connection.kubeconfig or connection.context:
-        loader.load_kube_config(
-            config_file=connection.kubeconfig,
-            context=connection.context,
-            client_configuration=configuration,
-        )
-    elif not connection.server:
-        try:
-            loader.load_incluster_config(client_configuration=configuration)
-        except kubernetes.config.ConfigException:
-            loader.load_kube_config(client_configuration=configuration)
-    _override(configuration, connection)
-    # The kubeconfig loader's hook reloads the kubeconfig before every request (to refresh
-    # tokens) and so would undo the overrides: apply them again after it.
-    hook = configuration.refresh_api_key_hook
-    if hook is not None:
-
-        def refresh(config: Any) -> None:
-            hook(config)  # which installs itself again: keep this one in its place
-            _override(config, connection)
-            config.refresh_api_key_hook = refresh
-
-        configuration.refresh_api_key_hook = refresh
-    # The operator runs many calls at once from worker threads; urllib3's default pool of four
-    # connections would serialise them and log warnings.
-    configuration.connection_pool_maxsize = 32
-    return configuration
-
-
-def _override(configuration: Any, connection: Connection) -> None:
-    """What the connection gives explicitly wins over what the kubeconfig says."""
-    if connection.server:
-        configuration.host = connection.server
-    if connection.ca_path:
-        configuration.ssl_ca_cert = connection.ca_path
-    if connection.token:
-        # The key and form the kubeconfig loader uses, so ``credentials`` reads both alike.
-        configuration.api_key = {"authorization": f"Bearer {connection.token}"}
-
-
 class Kube:
     """Async access to the resources the operator reads and writes."""
 
@@ -144,13 +66,24 @@ class Kube:
     def close(self) -> None:
         self._client.close()
 
+    def _count_write(self, verb: str, resource: str) -> None:
+        with self._counting:
+            self.writes[verb, resource] += 1
+        metrics.API_WRITES.labels(verb, resource).inc()
+
     async def _call(self, verb: str, resource: str, fn: Callable[[], T]) -> T:
-        def sent() -> T:  # counted as it goes out: one cancelled while queued is never sent
-            if verb not in ("get", "list"):
-                with self._counting:
-                    self.writes[verb, resource] += 1
-                metrics.API_WRITES.labels(verb, resource).inc()
-            return fn()
+        def sent() -> T:
+            # A write counts once the API server answered it, with an object or an error: one
+            # cancelled while queued, or whose connection failed, never reached it.
+            if verb in ("get", "list"):
+                return fn()
+            try:
+                result = fn()
+            except ApiException:
+                self._count_write(verb, resource)
+                raise
+            self._count_write(verb, resource)
+            return result
 
         try:
             return await asyncio.to_thread(sent)
@@ -369,31 +302,3 @@ class Kube:
                     GROUP, VERSION, namespace, plural, name, _request_timeout=TIMEOUT
                 ),
             )
-
-
-def credentials(connection: Connection) -> dict[str, Any]:
-    """What an HTTP client needs to reach the API server the connection names.
-
-    kopf keeps its own HTTP session; this lets it reach the same server with the same
-    credentials as the rest of the operator, however the connection was given.
-    """
-    client = make_api_client(connection)
-    config: Any = client.configuration
-    header: str | None = config.get_api_key_with_prefix(
-        "BearerToken"
-    ) or config.get_api_key_with_prefix("authorization")
-    scheme, token = None, None
-    if header:
-        parts = header.split(" ", 1)
-        scheme, token = (None, parts[0]) if len(parts) == 1 else (parts[0], parts[1])
-    result = {
-        "server": config.host,
-        "ca_path": config.ssl_ca_cert,
-        "insecure": not config.verify_ssl,
-        "scheme": scheme,
-        "token": token,
-        "certificate_path": config.cert_file,
-        "private_key_path": config.key_file,
-    }
-    client.close()
-    return result

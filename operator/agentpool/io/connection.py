@@ -1,0 +1,120 @@
+"""How the operator finds the Kubernetes API server and proves who it is, as kubectl resolves it.
+
+A :class:`Connection` names a kubeconfig and context, the in-cluster service account, or a bare
+server URL; :func:`make_api_client` turns it into the ``kubernetes`` client configuration that
+:mod:`agentpool.io.kube` makes its calls with, and :func:`credentials` gives kopf's own HTTP
+session the same server and credentials.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import kubernetes
+
+
+class NoCluster(Exception):
+    """No kubeconfig or in-cluster service account says where the API server is."""
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Where the API server is and how to prove who we are, resolved as kubectl resolves it: a
+    kubeconfig (``kubeconfig`` and/or ``context`` given), else the in-cluster service account,
+    else the default kubeconfig; or a bare ``server`` URL. ``server``, ``ca_path`` (the CA that
+    signed the server's certificate, PEM) and ``token`` (a bearer token) override what the
+    kubeconfig says, as kubectl's ``--server``, ``--certificate-authority`` and ``--token`` do."""
+
+    server: str | None = None
+    context: str | None = None
+    kubeconfig: str | None = None
+    ca_path: str | None = None
+    token: str | None = None
+
+
+def make_api_client(connection: Connection) -> Any:
+    """Build a client configuration for the connection, the way kubectl would resolve it."""
+    try:
+        configuration = _configuration(connection)
+    except (kubernetes.config.ConfigException, FileNotFoundError) as error:
+        where = connection.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        raise NoCluster(
+            f"no cluster to talk to: no usable kubeconfig at {where} and no in-cluster"
+            f" service account ({str(error).strip() or type(error).__name__}); pass"
+            " --kubeconfig FILE or --server URL, set KUBECONFIG, or start a local cluster"
+            " with `agentpool local up --dir DIR`"
+        ) from None
+    return kubernetes.client.ApiClient(configuration)
+
+
+def _configuration(connection: Connection) -> Any:
+    configuration = kubernetes.client.Configuration()
+    loader: Any = kubernetes.config
+    if connection.kubeconfig or connection.context:
+        loader.load_kube_config(
+            config_file=connection.kubeconfig,
+            context=connection.context,
+            client_configuration=configuration,
+        )
+    elif not connection.server:
+        try:
+            loader.load_incluster_config(client_configuration=configuration)
+        except kubernetes.config.ConfigException:
+            loader.load_kube_config(client_configuration=configuration)
+    _override(configuration, connection)
+    # The kubeconfig loader's hook reloads the kubeconfig before every request (to refresh
+    # tokens) and so would undo the overrides: apply them again after it.
+    hook = configuration.refresh_api_key_hook
+    if hook is not None:
+
+        def refresh(config: Any) -> None:
+            hook(config)  # which installs itself again: keep this one in its place
+            _override(config, connection)
+            config.refresh_api_key_hook = refresh
+
+        configuration.refresh_api_key_hook = refresh
+    # The operator runs many calls at once from worker threads; urllib3's default pool of four
+    # connections would serialise them and log warnings.
+    configuration.connection_pool_maxsize = 32
+    return configuration
+
+
+def _override(configuration: Any, connection: Connection) -> None:
+    """What the connection gives explicitly wins over what the kubeconfig says."""
+    if connection.server:
+        configuration.host = connection.server
+    if connection.ca_path:
+        configuration.ssl_ca_cert = connection.ca_path
+    if connection.token:
+        # The key and form the kubeconfig loader uses, so ``credentials`` reads both alike.
+        configuration.api_key = {"authorization": f"Bearer {connection.token}"}
+
+
+def credentials(connection: Connection) -> dict[str, Any]:
+    """What an HTTP client needs to reach the API server the connection names.
+
+    kopf keeps its own HTTP session; this lets it reach the same server with the same
+    credentials as the rest of the operator, however the connection was given.
+    """
+    client = make_api_client(connection)
+    config: Any = client.configuration
+    header: str | None = config.get_api_key_with_prefix(
+        "BearerToken"
+    ) or config.get_api_key_with_prefix("authorization")
+    scheme, token = None, None
+    if header:
+        parts = header.split(" ", 1)
+        scheme, token = (None, parts[0]) if len(parts) == 1 else (parts[0], parts[1])
+    result = {
+        "server": config.host,
+        "ca_path": config.ssl_ca_cert,
+        "insecure": not config.verify_ssl,
+        "scheme": scheme,
+        "token": token,
+        "certificate_path": config.cert_file,
+        "private_key_path": config.key_file,
+    }
+    client.close()
+    return result

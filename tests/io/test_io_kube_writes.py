@@ -1,0 +1,53 @@
+"""The API write counter (``agentpool_api_writes_total`` and ``Kube.writes``) counts the writes
+the API server got: one it answered, with an object or an error, counts; one that never reached
+it (the connection refused or timed out) does not, although the operator tried to send it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kubernetes
+import pytest
+import urllib3
+from kubernetes.client.exceptions import ApiException
+
+from agentpool.io.kube import Conflict, Kube
+
+
+class Pods:
+    """CoreV1Api whose pod creates fail as scripted: an exception to raise, or None to succeed."""
+
+    def __init__(self, fault: BaseException | None) -> None:
+        self.fault = fault
+
+    def create_namespaced_pod(self, namespace: str, body: dict[str, Any], **_: Any) -> Any:
+        if self.fault is not None:
+            raise self.fault
+        return body
+
+
+def kube_with(fault: BaseException | None) -> Kube:
+    kube = Kube(kubernetes.client.ApiClient(kubernetes.client.Configuration()))
+    kube._core = Pods(fault)
+    return kube
+
+
+async def test_a_write_the_api_server_answered_is_counted() -> None:
+    kube = kube_with(None)
+    await kube.create_pod("ns", {"metadata": {"name": "a"}})
+    assert kube.writes["create", "pods"] == 1
+
+
+async def test_a_write_the_api_server_refused_is_counted() -> None:
+    kube = kube_with(ApiException(status=409, reason="AlreadyExists"))
+    with pytest.raises(Conflict):
+        await kube.create_pod("ns", {"metadata": {"name": "a"}})
+    assert kube.writes["create", "pods"] == 1
+
+
+async def test_a_write_that_never_reached_the_api_server_is_not_counted() -> None:
+    lost = urllib3.exceptions.MaxRetryError(None, "/api/v1/pods", "connect timed out")  # type: ignore[arg-type]
+    kube = kube_with(lost)
+    with pytest.raises(urllib3.exceptions.MaxRetryError):
+        await kube.create_pod("ns", {"metadata": {"name": "a"}})
+    assert kube.writes["create", "pods"] == 0
