@@ -21,9 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from agentpool.io.journal import FileJournal
-from agentpool.runs.contracts import PoolExhausted, PoolNotFound
+from agentpool.runs.config import RunConfig
+from agentpool.runs.contracts import Clock, PoolExhausted, PoolNotFound
 from agentpool.runs.engine import RunEngine
+from agentpool.runs.journaling import Recorder
 from agentpool.runs.outcome import Outcome
+from agentpool.runs.reporting import Reporter
+from agentpool.runs.retries import Retries
+from agentpool.runs.status import RunLedger
+from agentpool.settings import RunSettings
 
 
 class FakeClock:
@@ -343,3 +349,28 @@ def crash_after(
             crashed.set()
 
     return crash_at
+
+
+def run_parts(
+    config: RunConfig, ledger: RunLedger, clock: Clock
+) -> tuple[Recorder, Reporter, Retries]:
+    """The recorder, reporter and retries of a run without a journal, wired as the engine wires
+    them, for tests of the parts that take them."""
+    records = Recorder(ledger, None)
+    report = Reporter(
+        sink=FakeSink(),
+        clock=clock,
+        ledger=ledger,
+        status={},
+        interval=1.0,
+        failure_event_interval=5.0,
+    )
+    retries = Retries(
+        config,
+        records=records,
+        report=report,
+        clock=clock,
+        wake=lambda: None,
+        refused_max=RunSettings().refused_max_seconds,
+    )
+    return records, report, retries

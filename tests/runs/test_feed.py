@@ -9,18 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from runfakes import FakeSink
+from runfakes import run_parts
 
 from agentpool.runs.backlog import Work
 from agentpool.runs.config import Routes, RunConfig
 from agentpool.runs.feed import Feed
 from agentpool.runs.intake import Intake
-from agentpool.runs.journaling import Recorder
-from agentpool.runs.reporting import Reporter
 from agentpool.runs.retries import Retries
 from agentpool.runs.sources import inline_source
 from agentpool.runs.status import RunLedger
-from agentpool.settings import RunSettings
 
 
 class Clock:
@@ -41,23 +38,7 @@ def feed(
         max_attempts=2,
     )
     ledger = RunLedger.restore("run", replayable=True, status=status)
-    records = Recorder(ledger, None)
-    report = Reporter(
-        sink=FakeSink(),
-        clock=Clock(),
-        ledger=ledger,
-        status={},
-        interval=1.0,
-        failure_event_interval=5.0,
-    )
-    retries = Retries(
-        config,
-        records=records,
-        report=report,
-        clock=Clock(),
-        wake=lambda: None,
-        refused_max=RunSettings().refused_max_seconds,
-    )
+    records, report, retries = run_parts(config, ledger, Clock())
     intake = Intake(inline_source(items), id_field="id", ledger=ledger)
     made = Feed(
         config,

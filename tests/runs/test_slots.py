@@ -8,20 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from runfakes import FakeClock, FakeDispatcher, FakeInvoker, FakeSink, echo, running
+from runfakes import FakeClock, FakeDispatcher, FakeInvoker, echo, run_parts, running
 
 from agentpool.runs.calls import Caller
 from agentpool.runs.config import RunConfig
 from agentpool.runs.feed import Feed
 from agentpool.runs.intake import Intake
-from agentpool.runs.journaling import Recorder
-from agentpool.runs.reporting import Reporter
-from agentpool.runs.retries import Retries
 from agentpool.runs.slots import Slots
 from agentpool.runs.sources import inline_source
 from agentpool.runs.status import RunLedger
 from agentpool.runs.waits import WaitNotes, Waits
-from agentpool.settings import RunSettings
 
 
 def slots(
@@ -29,23 +25,7 @@ def slots(
 ) -> tuple[Slots, RunLedger, Feed]:
     config = RunConfig(name="run", pool="workers", cap=cap, checkout_timeout_seconds=1.0)
     ledger = RunLedger(run="run", replayable=True)
-    records = Recorder(ledger, None)
-    report = Reporter(
-        sink=FakeSink(),
-        clock=clock,
-        ledger=ledger,
-        status={},
-        interval=1.0,
-        failure_event_interval=5.0,
-    )
-    retries = Retries(
-        config,
-        records=records,
-        report=report,
-        clock=clock,
-        wake=lambda: None,
-        refused_max=RunSettings().refused_max_seconds,
-    )
+    records, report, retries = run_parts(config, ledger, clock)
     notes = WaitNotes(Waits(), clock, lambda: None)
     intake = Intake(inline_source(items), clock=clock, ledger=ledger)
     feed = Feed(
