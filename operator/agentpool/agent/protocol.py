@@ -13,6 +13,9 @@ HEALTHZ_PATH: Final = "/healthz"
 INVOKE_PATH: Final = "/invoke"
 STATUS_PATH: Final = "/status"
 RESET_PATH: Final = "/reset"
+#: A lease's own token, expiry and context handed to the agent it binds, and taken back.
+BIND_PATH: Final = "/bind"
+UNBIND_PATH: Final = "/unbind"
 
 #: A request carrying ``Prefer: respond-async`` asks for a cast: the agent answers 202 at once and
 #: runs the item in the background, reporting itself busy in ``/status`` until it is done.
@@ -41,6 +44,9 @@ DRAINING: Final = "Draining"
 HANDLER_ERROR: Final = "HandlerError"
 RESET_UNSUPPORTED: Final = "ResetUnsupported"
 RESET_FAILED: Final = "ResetFailed"
+ALREADY_BOUND: Final = "AlreadyBound"
+BIND_FAILED: Final = "BindFailed"
+UNBIND_FAILED: Final = "UnbindFailed"
 #: The client's own reasons: the call outlived its timeout, the connection failed or dropped, or
 #: the answer was not the protocol's JSON. After the first two the agent's state is unknown.
 CALL_TIMEOUT: Final = "CallTimeout"
