@@ -1,7 +1,7 @@
 """A checked-out agent as its holder sees it, and how a holder reports the checkout's outcome.
 
 `Broker.checkout` returns a `Checkout`; the holder calls the agent at `endpoint` and hands the
-`Checkout` back to `Broker.checkin` with an `Outcome`. If the agent's pod dies while held, the
+`Checkout` back to `Broker.checkin` with a `CheckinOutcome`. If the agent's pod dies while held, the
 broker sets `lost` on the handle, so a holder waiting on a call can stop at once instead of
 waiting for its call timeout.
 """
@@ -9,24 +9,7 @@ waiting for its call timeout.
 from __future__ import annotations
 
 import asyncio
-import enum
 from collections.abc import Callable
-
-
-class Outcome(enum.StrEnum):
-    """How a checkout ended, which decides what becomes of the agent."""
-
-    SUCCESS = "success"
-    """The item (or lease) finished: the agent returns to the idle set."""
-    FAILURE = "failure"
-    """The item failed on the agent: it returns, but counts toward quarantine."""
-    LOST = "lost"
-    """The call timed out or the agent crashed: its state is unknown, so it is retired."""
-    RESET_FAILED = "reset_failed"
-    """The agent's reset between items failed: it is retired."""
-    UNUSED = "unused"
-    """The holder gave the agent back without using it: no use counted, its failure streak and
-    place in the idle order kept."""
 
 
 class Checkout:
