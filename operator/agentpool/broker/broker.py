@@ -318,8 +318,8 @@ class Broker:
 
     def _hand_out(self, agent: AgentRecord, *, holder: str, count_use: bool = True) -> Checkout:
         checkout = Checkout(
-            self.pool_name,
-            agent.pod.name,
+            pool=self.pool_name,
+            agent=agent.pod.name,
             ip=agent.pod.ip,
             port=self.policy.port,
             holder=holder,

@@ -9,50 +9,32 @@ waiting for its call timeout.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 
 
+@dataclasses.dataclass(slots=True, eq=False, kw_only=True)
 class Checkout:
     """One agent held by one holder, from checkout until checkin.
 
     `lease` numbers every checkout of the broker, so a stale handle (checked in twice, or kept
-    after its agent was lost) can never act on a later checkout of the same agent.
+    after its agent was lost) can never act on a later checkout of the same agent. Handles
+    compare by identity: two checkouts of one agent are never the same.
     """
 
-    __slots__ = (
-        "_lost",
-        "_on_lost",
-        "agent",
-        "holder",
-        "ip",
-        "lease",
-        "lost_reason",
-        "pool",
-        "port",
-        "waited",
+    pool: str
+    agent: str
+    ip: str | None
+    port: int
+    holder: str
+    lease: int
+    lost_reason: str | None = dataclasses.field(default=None, init=False)
+    waited: bool = dataclasses.field(default=False, init=False)
+    """The checkout found no agent free and waited for one (a scale-up, or a busy pool)."""
+    _lost: asyncio.Event = dataclasses.field(default_factory=asyncio.Event, init=False, repr=False)
+    _on_lost: list[Callable[[], None]] = dataclasses.field(
+        default_factory=list, init=False, repr=False
     )
-
-    def __init__(
-        self,
-        pool: str,
-        agent: str,
-        *,
-        ip: str | None,
-        port: int,
-        holder: str,
-        lease: int,
-    ) -> None:
-        self.pool = pool
-        self.agent = agent
-        self.ip = ip
-        self.port = port
-        self.holder = holder
-        self.lease = lease
-        self.lost_reason: str | None = None
-        self._lost = asyncio.Event()
-        self._on_lost: list[Callable[[], None]] = []
-        self.waited = False
-        """The checkout found no agent free and waited for one (a scale-up, or a busy pool)."""
 
     @property
     def endpoint(self) -> str:
@@ -93,12 +75,6 @@ class Checkout:
             callbacks, self._on_lost = self._on_lost, []
             for callback in callbacks:
                 callback()
-
-    def __repr__(self) -> str:
-        return (
-            f"Checkout(pool={self.pool!r}, agent={self.agent!r}, holder={self.holder!r}, "
-            f"lease={self.lease})"
-        )
 
 
 def _nothing() -> None:
