@@ -75,31 +75,25 @@ def outcome_now(
     why a checkout found no agent with nothing running; ``missing``: why the items parked for
     missing pools cannot start, which deadlocks the run once the rest has drained.
     """
-    if source_error is not None:
-        return decide_outcome(
-            result=None,
-            policy=policy,
-            total=total,
-            failed=failed,
-            source_error=source_error,
-            source_reason=source_reason,
-        )
-    cause = deadlock
-    causes = sorted(set(missing))
-    if cause is None and causes and drained:
-        cause = "; ".join(causes)
-    if cause is not None:
-        return decide_outcome(
-            result="Deadlocked",
-            policy=policy,
-            total=total,
-            failed=failed,
-            not_started=total - done,
-            cause=cause,
-        )
-    if suspended or not drained:
-        return None
-    return decide_outcome(result="Drained", policy=policy, total=total, failed=failed)
+    cause: str | None = None
+    if source_error is None:
+        causes = sorted(set(missing))
+        cause = deadlock if deadlock is not None or not (causes and drained) else "; ".join(causes)
+        if cause is None and (suspended or not drained):
+            return None
+    result: RunResult | None = None
+    if source_error is None:
+        result = "Deadlocked" if cause is not None else "Drained"
+    return decide_outcome(
+        result=result,
+        policy=policy,
+        total=total,
+        failed=failed,
+        not_started=total - done,
+        cause=cause or "",
+        source_error=source_error,
+        source_reason=source_reason,
+    )
 
 
 def running_conditions(
