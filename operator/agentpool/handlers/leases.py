@@ -26,7 +26,7 @@ from agentpool import GROUP, VERSION
 from agentpool.api import AgentLeaseSpec, AgentPoolSpec
 from agentpool.api.conditions import format_time, merge_conditions, now_time
 from agentpool.api.reasons import EventReason, Reason
-from agentpool.broker import Checkout, Outcome, PoolClosed, PoolExhausted
+from agentpool.broker import CheckinOutcome, Checkout, PoolClosed, PoolExhausted
 from agentpool.broker.registry import PoolKey
 from agentpool.handlers.checkins import return_agent
 from agentpool.handlers.runtime import Runtime
@@ -268,7 +268,7 @@ async def release(runtime: Runtime, *, pool: tuple[str, str], checkout: Checkout
     """Give a lease's agent back to its pool, if the pool is still served."""
     handle = runtime.pools.get(pool)
     if handle is not None:
-        await asyncio.shield(return_agent(runtime, handle, checkout, Outcome.SUCCESS))
+        await asyncio.shield(return_agent(runtime, handle, checkout, CheckinOutcome.SUCCESS))
 
 
 async def bind(

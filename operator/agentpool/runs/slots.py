@@ -14,9 +14,10 @@ import asyncio
 from collections.abc import Callable
 
 from agentpool.api.reasons import Reason
+from agentpool.pool.checkin import CheckoutFailed, PoolNotFound
 from agentpool.runs.backlog import Work
 from agentpool.runs.calls import Caller, Verdict
-from agentpool.runs.contracts import CheckoutFailed, Clock, PoolNotFound, Waiting
+from agentpool.runs.contracts import Clock, Waiting
 from agentpool.runs.feed import Feed
 from agentpool.runs.intake import Intake
 from agentpool.runs.journaling import Recorder
