@@ -73,8 +73,14 @@ class LeaseSettings:
 
 @dataclass(frozen=True)
 class RunSettings:
-    """How a PoolRun's engine waits on its source and its agents."""
+    """How a PoolRun's engine waits on its source and its agents, and how often it writes."""
 
+    status_interval_seconds: float = 1.0
+    """A run's status writes are batched to at most one per this many seconds: the API server
+    never sees a write per item. A source with nothing ready is reported waiting after as long."""
+    held_write_gap_seconds: float = 0.1
+    """When the re-run limit holds dispatch and nothing is running, the next status write goes
+    this long after the last instead of a whole interval, so short items do not idle."""
     cast_poll_seconds: float = 0.2
     """How often the agent of a cast item is asked whether it is done."""
     source_poll_first_seconds: float = 0.1

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from agentpool.broker import Broker, Checkout, Outcome, PoolClosed, PoolExhausted
+from agentpool.broker import Broker, CheckinOutcome, Checkout, PoolClosed, PoolExhausted
 from agentpool.pool import ObservedAgent, PoolPolicy
 
 
@@ -88,7 +88,7 @@ async def test_strategy_decides_which_returned_agent_goes_next(
         handles[handle.agent] = handle
     for name in ["a", "b", "c"]:
         clock.tick()
-        assert broker.checkin(handles[name], Outcome.SUCCESS)
+        assert broker.checkin(handles[name], CheckinOutcome.SUCCESS)
     assert (await broker.checkout(timeout=1, holder="h")).agent == expected
 
 
@@ -183,7 +183,7 @@ async def test_agent_never_handed_out_twice() -> None:
             for _ in range(rng.randint(0, 3)):
                 await asyncio.sleep(0)  # yield to other workers, not to wait for anything
             holding.discard(handle.agent)
-            broker.checkin(handle, rng.choice([Outcome.SUCCESS, Outcome.FAILURE]))
+            broker.checkin(handle, rng.choice([CheckinOutcome.SUCCESS, CheckinOutcome.FAILURE]))
 
     await asyncio.gather(*(worker(i) for i in range(12)))
     assert handed == 12 * 25
@@ -234,7 +234,7 @@ async def test_an_agent_failing_where_others_succeed_is_quarantined() -> None:
     is no longer handed out."""
     broker = make_broker(["a", "b"], strategy="FIFO", quarantine_after_failures=2)
     for _ in range(2):
-        for name, outcome in (("a", Outcome.FAILURE), ("b", Outcome.SUCCESS)):
+        for name, outcome in (("a", CheckinOutcome.FAILURE), ("b", CheckinOutcome.SUCCESS)):
             handle = await broker.checkout(timeout=1, holder="h")
             assert handle.agent == name
             broker.checkin(handle, outcome)
@@ -250,7 +250,7 @@ async def test_items_failing_on_every_agent_quarantine_none() -> None:
     the pool does not churn pods over bad input."""
     broker = make_broker(["a", "b"], strategy="FIFO", quarantine_after_failures=2)
     for _ in range(20):
-        broker.checkin(await broker.checkout(timeout=1, holder="h"), Outcome.FAILURE)
+        broker.checkin(await broker.checkout(timeout=1, holder="h"), CheckinOutcome.FAILURE)
     assert [a.quarantined for a in broker.agents()] == [False, False]
     assert [a.consecutive_failures for a in broker.agents()] == [10, 10]
 
@@ -258,15 +258,16 @@ async def test_items_failing_on_every_agent_quarantine_none() -> None:
 async def test_success_clears_the_failure_streak() -> None:
     """Failures must be in a row: a success in between resets the count."""
     broker = make_broker(["a"], quarantine_after_failures=2)
-    for outcome in (Outcome.FAILURE, Outcome.SUCCESS, Outcome.FAILURE):
+    for outcome in (CheckinOutcome.FAILURE, CheckinOutcome.SUCCESS, CheckinOutcome.FAILURE):
         broker.checkin(await broker.checkout(timeout=1, holder="h"), outcome)
     assert (await broker.checkout(timeout=1, holder="h")).agent == "a"
 
 
 @pytest.mark.parametrize(
-    ("outcome", "flag"), [(Outcome.LOST, "lost"), (Outcome.RESET_FAILED, "reset_failed")]
+    ("outcome", "flag"),
+    [(CheckinOutcome.LOST, "lost"), (CheckinOutcome.RESET_FAILED, "reset_failed")],
 )
-async def test_lost_or_reset_failed_agent_is_not_reused(outcome: Outcome, flag: str) -> None:
+async def test_lost_or_reset_failed_agent_is_not_reused(outcome: CheckinOutcome, flag: str) -> None:
     """An agent whose call timed out or whose reset failed is kept out, for the planner."""
     broker = make_broker(["a"])
     broker.checkin(await broker.checkout(timeout=1, holder="h"), outcome)
@@ -335,7 +336,7 @@ async def test_restored_uses_keep_max_uses_across_an_operator_restart() -> None:
     broker.restore_uses("a", 1)
     broker.restore_uses("nobody", 9)
     handle = await broker.checkout(timeout=1, holder="h")
-    broker.checkin(handle, Outcome.SUCCESS)
+    broker.checkin(handle, CheckinOutcome.SUCCESS)
     assert [view.uses for view in broker.agents()] == [4]
     with pytest.raises(PoolExhausted):
         await broker.checkout(timeout=0, holder="h")
@@ -349,5 +350,5 @@ async def test_a_checkout_says_whether_it_waited_for_its_agent() -> None:
     assert not first.waited
     second = asyncio.ensure_future(broker.checkout(timeout=5, holder="second"))
     await wait_until(broker, lambda: len(broker.waiters()) == 1)
-    broker.checkin(first, Outcome.SUCCESS)
+    broker.checkin(first, CheckinOutcome.SUCCESS)
     assert (await second).waited

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from agentpool.broker import Broker, Brokers, Outcome, PoolClosed, PoolExhausted
+from agentpool.broker import Broker, Brokers, CheckinOutcome, PoolClosed, PoolExhausted
 from agentpool.pool import ObservedAgent, PoolPolicy, plan
 
 
@@ -91,7 +91,7 @@ async def test_busy_agent_whose_pod_fails_is_lost_to_its_holder() -> None:
     assert "failed" in reason
     assert handle.agent in reason
     assert broker.changed.is_set()
-    assert not broker.checkin(handle, Outcome.SUCCESS)
+    assert not broker.checkin(handle, CheckinOutcome.SUCCESS)
     view = {v.name: v for v in broker.agents()}[handle.agent]
     assert not view.busy
     assert view.lost
@@ -220,17 +220,17 @@ async def test_an_unused_checkout_keeps_the_failure_streak_and_uses() -> None:
     healthy = await broker.checkout(timeout=1, holder="h")
     first = await broker.checkout(timeout=1, holder="h")
     assert (healthy.agent, first.agent) == ("a", "b")
-    broker.checkin(first, Outcome.FAILURE)
+    broker.checkin(first, CheckinOutcome.FAILURE)
     swapped = await broker.checkout(timeout=1, holder="h")
     assert swapped.agent == "b"
-    assert broker.checkin(swapped, Outcome.UNUSED)
+    assert broker.checkin(swapped, CheckinOutcome.UNUSED)
     seen = {a.name: a for a in broker.agents()}["b"]
     assert seen.consecutive_failures == 1
     assert seen.uses == 1
     again = await broker.checkout(timeout=1, holder="h")
     assert again.agent == "b"
-    broker.checkin(healthy, Outcome.SUCCESS)
-    broker.checkin(again, Outcome.FAILURE)
+    broker.checkin(healthy, CheckinOutcome.SUCCESS)
+    broker.checkin(again, CheckinOutcome.FAILURE)
     seen = {a.name: a for a in broker.agents()}["b"]
     assert seen.consecutive_failures == 2
     assert plan(broker.policy, broker.agents(), broker.waiters(), 0.0).retired_names == ("b",)

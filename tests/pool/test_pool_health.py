@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from agentpool.api.conditions import ConditionView
 from agentpool.api.reasons import RetireReason
 from agentpool.pool.health import (
     PoolHealth,
@@ -16,7 +17,6 @@ from agentpool.pool.health import (
     note_start_failure,
     with_trouble,
 )
-from agentpool.pool.status import ConditionView
 from agentpool.settings import PoolSettings
 
 SETTINGS = PoolSettings()

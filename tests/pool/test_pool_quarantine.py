@@ -10,25 +10,25 @@ from __future__ import annotations
 import pytest
 
 from agentpool.pool.backoff import Backoff, retry_delay
-from agentpool.pool.quarantine import Outcomes, should_quarantine, split_outcomes
+from agentpool.pool.quarantine import Tally, should_quarantine, split_tallies
 from agentpool.pool.recycling import summarise_retirements
 
 
 @pytest.mark.parametrize(
     ("why", "threshold", "streak", "agent", "others", "expected"),
     [
-        ("broken among healthy", 3, 3, Outcomes(3, 3), Outcomes(10, 0), True),
-        ("streak short of the limit", 3, 2, Outcomes(2, 2), Outcomes(10, 0), False),
-        ("quarantine off", 0, 9, Outcomes(9, 9), Outcomes(10, 0), False),
-        ("items fail everywhere", 3, 5, Outcomes(5, 5), Outcomes(10, 10), False),
-        ("a pool of one: no one to compare with", 3, 5, Outcomes(5, 5), Outcomes(), False),
-        ("others fail half the time", 3, 3, Outcomes(4, 3), Outcomes(10, 5), False),
-        ("others fail rarely, the agent often", 2, 2, Outcomes(5, 3), Outcomes(20, 2), True),
-        ("the agent no worse than twice the others", 2, 2, Outcomes(10, 3), Outcomes(10, 2), False),
+        ("broken among healthy", 3, 3, Tally(3, 3), Tally(10, 0), True),
+        ("streak short of the limit", 3, 2, Tally(2, 2), Tally(10, 0), False),
+        ("quarantine off", 0, 9, Tally(9, 9), Tally(10, 0), False),
+        ("items fail everywhere", 3, 5, Tally(5, 5), Tally(10, 10), False),
+        ("a pool of one: no one to compare with", 3, 5, Tally(5, 5), Tally(), False),
+        ("others fail half the time", 3, 3, Tally(4, 3), Tally(10, 5), False),
+        ("others fail rarely, the agent often", 2, 2, Tally(5, 3), Tally(20, 2), True),
+        ("the agent no worse than twice the others", 2, 2, Tally(10, 3), Tally(10, 2), False),
     ],
 )
 def test_should_quarantine(
-    why: str, threshold: int, streak: int, agent: Outcomes, others: Outcomes, expected: bool
+    why: str, threshold: int, streak: int, agent: Tally, others: Tally, expected: bool
 ) -> None:
     """Only an agent that fails where others succeed is quarantined."""
     assert should_quarantine(threshold, streak, agent=agent, others=others) is expected, why
@@ -37,7 +37,7 @@ def test_should_quarantine(
 def test_split_outcomes_counts_the_agent_apart_from_the_rest() -> None:
     """The window is split into the agent's outcomes and everyone else's."""
     window = [("a", True), ("b", False), ("a", True), ("c", True), ("b", False)]
-    assert split_outcomes("a", window) == (Outcomes(2, 2), Outcomes(3, 1))
+    assert split_tallies("a", window) == (Tally(2, 2), Tally(3, 1))
 
 
 @pytest.mark.parametrize(

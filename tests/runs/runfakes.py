@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from agentpool.io.journal import FileJournal
+from agentpool.pool.checkin import PoolExhausted, PoolNotFound
 from agentpool.runs.config import RunConfig
-from agentpool.runs.contracts import Clock, PoolExhausted, PoolNotFound
+from agentpool.runs.contracts import Clock
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.journaling import Recorder
-from agentpool.runs.outcome import Outcome
+from agentpool.runs.outcome import RunEnd
 from agentpool.runs.reporting import Reporter
 from agentpool.runs.retries import Retries
 from agentpool.runs.status import RunLedger
@@ -82,7 +83,7 @@ async def running(clock: FakeClock) -> AsyncIterator[None]:
             await task
 
 
-async def run_engine(engine: RunEngine, clock: FakeClock) -> Outcome:
+async def run_engine(engine: RunEngine, clock: FakeClock) -> RunEnd:
     async with running(clock):
         return await engine.run()
 

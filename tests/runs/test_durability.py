@@ -25,6 +25,7 @@ from agentpool.runs.config import RunConfig
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.results import iter_results
 from agentpool.runs.sources import inline_source
+from agentpool.settings import RunSettings
 
 
 def varied(envelope: dict[str, Any], agent: str) -> tuple[float, Result]:
@@ -141,9 +142,7 @@ async def test_writes_are_at_least_an_interval_apart() -> None:
             await super().write(patch)
 
     sink = TimedSink()
-    config = RunConfig(
-        name="run", pool="workers", cap=4, status_interval_seconds=2.0, rerun_limit=0
-    )
+    config = RunConfig(name="run", pool="workers", cap=4, rerun_limit=0)
     engine = RunEngine(
         config,
         source=inline_source(list(range(60))),
@@ -152,6 +151,7 @@ async def test_writes_are_at_least_an_interval_apart() -> None:
         sink=sink,
         clock=clock,
         configmaps={},
+        settings=RunSettings(status_interval_seconds=2.0),
     )
     await run_engine(engine, clock)
     # The last write, at the end, is not held back.
@@ -177,12 +177,13 @@ async def test_short_items_held_by_the_rerun_limit_do_not_wait_for_the_interval(
     sink = TimedSink()
     invoker = FakeInvoker(clock, echo(0.05))
     engine = RunEngine(
-        RunConfig(name="run", pool="workers", cap=8, held_write_gap_seconds=0.1),
+        RunConfig(name="run", pool="workers", cap=8),
         source=inline_source(list(range(200))),
         dispatcher=FakeDispatcher(clock, {"workers": 8}),
         invoker=invoker,
         sink=sink,
         clock=clock,
+        settings=RunSettings(held_write_gap_seconds=0.1),
     )
     # What a crash now would run again: items called whose output status does not hold yet.
     invoker.on_call = lambda calls: unwritten.append(
@@ -272,12 +273,13 @@ async def test_items_that_finish_during_a_status_write_are_written_later() -> No
     sink = SlowSink()
 
     engine = RunEngine(
-        RunConfig(name="run", pool="workers", cap=4, held_write_gap_seconds=0.1),
+        RunConfig(name="run", pool="workers", cap=4),
         source=inline_source(list(range(200))),
         dispatcher=FakeDispatcher(clock, {"workers": 4}),
         invoker=FakeInvoker(clock, echo(0.05)),
         sink=sink,
         clock=clock,
+        settings=RunSettings(held_write_gap_seconds=0.1),
     )
     async with asyncio.timeout(10):
         outcome = await run_engine(engine, clock)

@@ -8,8 +8,11 @@ The pure cores decide a condition's type, status, reason and message; these func
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
+
+from agentpool.api.base import ConditionStatus
 
 _SECONDS = "%Y-%m-%dT%H:%M:%SZ"
 _MICROSECONDS = "%Y-%m-%dT%H:%M:%S.%fZ"
@@ -37,22 +40,20 @@ def _utc(moment: float | datetime) -> datetime:
     return datetime.fromtimestamp(moment, UTC)
 
 
-class ConditionLike(Protocol):
-    """What a pure core decides about one condition."""
+@dataclass(frozen=True, slots=True)
+class ConditionView:
+    """A condition as a pure core decides it: before it is stamped with its transition time and
+    the generation it reflects."""
 
-    @property
-    def type(self) -> str: ...
-    @property
-    def status(self) -> str: ...
-    @property
-    def reason(self) -> str: ...
-    @property
-    def message(self) -> str: ...
+    type: str
+    status: ConditionStatus
+    reason: str
+    message: str
 
 
 def stamp_condition(
     old: Mapping[str, Any] | None,
-    cond: ConditionLike,
+    cond: ConditionView,
     *,
     now: str,
     generation: int | None = None,
@@ -75,7 +76,7 @@ def stamp_condition(
 
 def merge_conditions(
     previous: Iterable[Mapping[str, Any]] | None,
-    current: Iterable[ConditionLike],
+    current: Iterable[ConditionView],
     *,
     generation: int | None,
     now: str,
@@ -88,15 +89,6 @@ def merge_conditions(
     ]
 
 
-class _Decided:
-    """One condition as :func:`set_condition` is told it."""
-
-    __slots__ = ("message", "reason", "status", "type")
-
-    def __init__(self, type: str, status: str, reason: str, message: str) -> None:
-        self.type, self.status, self.reason, self.message = type, status, reason, message
-
-
 def set_condition(
     conditions: Sequence[Mapping[str, Any]],
     type: str,
@@ -107,7 +99,7 @@ def set_condition(
     now: float,
 ) -> list[dict[str, Any]]:
     """``conditions`` with ``type`` set in place (or appended), the others left as they were."""
-    decided = _Decided(type, "True" if status else "False", reason, message)
+    decided = ConditionView(type, "True" if status else "False", reason, message)
     stamped = format_time(now)
     updated = [
         stamp_condition(condition, decided, now=stamped)

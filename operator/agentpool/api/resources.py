@@ -38,31 +38,33 @@ class ObjectMeta(ApiModel):
     owner_references: list[dict[str, Any]] = Field(default_factory=list)
 
 
-class AgentPool(ApiModel):
-    """A pool of warm agents."""
+class KubeObject(ApiModel):
+    """What every object of the three kinds has around its spec and status."""
 
     api_version: str = API_VERSION
-    kind: Literal["AgentPool"] = "AgentPool"
+    kind: str
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+
+
+class AgentPool(KubeObject):
+    """A pool of warm agents."""
+
+    kind: Literal["AgentPool"] = "AgentPool"
     spec: AgentPoolSpec
     status: AgentPoolStatus = Field(default_factory=AgentPoolStatus)
 
 
-class PoolRun(ApiModel):
+class PoolRun(KubeObject):
     """A stream of work items driven through pools."""
 
-    api_version: str = API_VERSION
     kind: Literal["PoolRun"] = "PoolRun"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: PoolRunSpec
     status: PoolRunStatus = Field(default_factory=PoolRunStatus)
 
 
-class AgentLease(ApiModel):
+class AgentLease(KubeObject):
     """One agent held for a client."""
 
-    api_version: str = API_VERSION
     kind: Literal["AgentLease"] = "AgentLease"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: AgentLeaseSpec
     status: AgentLeaseStatus = Field(default_factory=AgentLeaseStatus)

@@ -6,16 +6,16 @@ run engine and the lease controller check agents out of it and back in.
 """
 
 from agentpool.broker.broker import Broker
-from agentpool.broker.errors import BrokerError, PoolClosed, PoolExhausted
-from agentpool.broker.handles import Checkout, Outcome
+from agentpool.broker.handles import Checkout
 from agentpool.broker.registry import Brokers, PoolKey
+from agentpool.pool.checkin import CheckinOutcome, CheckoutFailed, PoolClosed, PoolExhausted
 
 __all__ = [
     "Broker",
-    "BrokerError",
     "Brokers",
+    "CheckinOutcome",
     "Checkout",
-    "Outcome",
+    "CheckoutFailed",
     "PoolClosed",
     "PoolExhausted",
     "PoolKey",

@@ -19,10 +19,10 @@ import itertools
 import time
 from collections.abc import Callable, Iterable
 
-from agentpool.broker.errors import PoolClosed, PoolExhausted
-from agentpool.broker.handles import Checkout, Outcome
+from agentpool.broker.handles import Checkout
 from agentpool.broker.records import AgentRecord, WaiterRecord
 from agentpool.pool import ObservedAgent, PoolPolicy, Waiter, order_waiters, quarantine
+from agentpool.pool.checkin import CheckinOutcome, PoolClosed, exhausted
 from agentpool.pool.checkout import first_available, handout_order, idle_key, is_available
 
 
@@ -59,7 +59,7 @@ class Broker:
         self._leases = itertools.count(1)
         self._closed: PoolClosed | None = None
         # The pool's latest outcomes, so quarantine can tell a broken agent from bad items.
-        self._outcomes = quarantine.OutcomeWindow()
+        self._outcomes = quarantine.CheckinWindow()
 
     # -- checkout and checkin -------------------------------------------------------------------
 
@@ -103,7 +103,7 @@ class Broker:
             checkout.waited = True
             return checkout
         policy = self.policy
-        error = PoolExhausted(
+        error = exhausted(
             self.pool_name,
             timeout=timeout,
             min_size=policy.min_size,
@@ -114,7 +114,9 @@ class Broker:
         self._notify()
         raise error
 
-    def checkin(self, checkout: Checkout, outcome: Outcome | str = Outcome.SUCCESS) -> bool:
+    def checkin(
+        self, checkout: Checkout, outcome: CheckinOutcome | str = CheckinOutcome.SUCCESS
+    ) -> bool:
         """Give a checked-out agent back with how its work went.
 
         Success returns it to the idle set and clears its failure streak; failure returns it
@@ -123,26 +125,26 @@ class Broker:
         Returns False (and does nothing) for a handle that no longer holds its agent: a second
         checkin, or an agent already lost.
         """
-        outcome = Outcome(outcome)
+        outcome = CheckinOutcome(outcome)
         agent = self._agents.get(checkout.agent)
         if agent is None or agent.holder is not checkout:
             return False
         agent.holder = None
-        if outcome is Outcome.UNUSED:
+        if outcome is CheckinOutcome.UNUSED:
             agent.uses -= 1
             self._free_again(agent)
             self._dispatch()
             return True
-        if outcome is Outcome.SUCCESS:
+        if outcome is CheckinOutcome.SUCCESS:
             agent.consecutive_failures = 0
             self._outcomes.record(agent.pod.name, failed=False)
-        elif outcome is Outcome.FAILURE:
+        elif outcome is CheckinOutcome.FAILURE:
             agent.consecutive_failures += 1
             self._outcomes.record(agent.pod.name, failed=True)
             agent.quarantined = self._outcomes.judge(
                 agent.pod.name, self.policy.quarantine_after_failures, agent.consecutive_failures
             )
-        elif outcome is Outcome.LOST:
+        elif outcome is CheckinOutcome.LOST:
             agent.lost = True
         else:
             agent.reset_failed = True
@@ -316,8 +318,8 @@ class Broker:
 
     def _hand_out(self, agent: AgentRecord, *, holder: str, count_use: bool = True) -> Checkout:
         checkout = Checkout(
-            self.pool_name,
-            agent.pod.name,
+            pool=self.pool_name,
+            agent=agent.pod.name,
             ip=agent.pod.ip,
             port=self.policy.port,
             holder=holder,

@@ -1,7 +1,7 @@
 """A checked-out agent as its holder sees it, and how a holder reports the checkout's outcome.
 
 `Broker.checkout` returns a `Checkout`; the holder calls the agent at `endpoint` and hands the
-`Checkout` back to `Broker.checkin` with an `Outcome`. If the agent's pod dies while held, the
+`Checkout` back to `Broker.checkin` with a `CheckinOutcome`. If the agent's pod dies while held, the
 broker sets `lost` on the handle, so a holder waiting on a call can stop at once instead of
 waiting for its call timeout.
 """
@@ -9,67 +9,32 @@ waiting for its call timeout.
 from __future__ import annotations
 
 import asyncio
-import enum
+import dataclasses
 from collections.abc import Callable
 
 
-class Outcome(enum.StrEnum):
-    """How a checkout ended, which decides what becomes of the agent."""
-
-    SUCCESS = "success"
-    """The item (or lease) finished: the agent returns to the idle set."""
-    FAILURE = "failure"
-    """The item failed on the agent: it returns, but counts toward quarantine."""
-    LOST = "lost"
-    """The call timed out or the agent crashed: its state is unknown, so it is retired."""
-    RESET_FAILED = "reset_failed"
-    """The agent's reset between items failed: it is retired."""
-    UNUSED = "unused"
-    """The holder gave the agent back without using it: no use counted, its failure streak and
-    place in the idle order kept."""
-
-
+@dataclasses.dataclass(slots=True, eq=False, kw_only=True)
 class Checkout:
     """One agent held by one holder, from checkout until checkin.
 
     `lease` numbers every checkout of the broker, so a stale handle (checked in twice, or kept
-    after its agent was lost) can never act on a later checkout of the same agent.
+    after its agent was lost) can never act on a later checkout of the same agent. Handles
+    compare by identity: two checkouts of one agent are never the same.
     """
 
-    __slots__ = (
-        "_lost",
-        "_on_lost",
-        "agent",
-        "holder",
-        "ip",
-        "lease",
-        "lost_reason",
-        "pool",
-        "port",
-        "waited",
+    pool: str
+    agent: str
+    ip: str | None
+    port: int
+    holder: str
+    lease: int
+    lost_reason: str | None = dataclasses.field(default=None, init=False)
+    waited: bool = dataclasses.field(default=False, init=False)
+    """The checkout found no agent free and waited for one (a scale-up, or a busy pool)."""
+    _lost: asyncio.Event = dataclasses.field(default_factory=asyncio.Event, init=False, repr=False)
+    _on_lost: list[Callable[[], None]] = dataclasses.field(
+        default_factory=list, init=False, repr=False
     )
-
-    def __init__(
-        self,
-        pool: str,
-        agent: str,
-        *,
-        ip: str | None,
-        port: int,
-        holder: str,
-        lease: int,
-    ) -> None:
-        self.pool = pool
-        self.agent = agent
-        self.ip = ip
-        self.port = port
-        self.holder = holder
-        self.lease = lease
-        self.lost_reason: str | None = None
-        self._lost = asyncio.Event()
-        self._on_lost: list[Callable[[], None]] = []
-        self.waited = False
-        """The checkout found no agent free and waited for one (a scale-up, or a busy pool)."""
 
     @property
     def endpoint(self) -> str:
@@ -110,12 +75,6 @@ class Checkout:
             callbacks, self._on_lost = self._on_lost, []
             for callback in callbacks:
                 callback()
-
-    def __repr__(self) -> str:
-        return (
-            f"Checkout(pool={self.pool!r}, agent={self.agent!r}, holder={self.holder!r}, "
-            f"lease={self.lease})"
-        )
 
 
 def _nothing() -> None:

@@ -18,7 +18,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from agentpool.broker import Checkout, Outcome
+from agentpool.broker import CheckinOutcome, Checkout
 from agentpool.broker.registry import PoolKey
 from agentpool.handlers.checkins import return_agent
 from agentpool.handlers.runtime import PoolHandle, Runtime
@@ -33,9 +33,9 @@ from agentpool.pool.manifests import (
 
 #: How an agent whose bind failed goes back to its pool.
 FATES = {
-    "unused": Outcome.UNUSED,
-    "failure": Outcome.FAILURE,
-    "retire": Outcome.RESET_FAILED,
+    "unused": CheckinOutcome.UNUSED,
+    "failure": CheckinOutcome.FAILURE,
+    "retire": CheckinOutcome.RESET_FAILED,
 }
 
 
@@ -137,7 +137,9 @@ async def _post_bind(
     )
 
 
-async def close_binding(runtime: Runtime, key: PoolKey, pool: str, checkout: Checkout) -> Outcome:
+async def close_binding(
+    runtime: Runtime, key: PoolKey, pool: str, checkout: Checkout
+) -> CheckinOutcome:
     """Take the lease's token back from its agent (``POST /unbind``, unless the agent is lost)
     and delete the lease's Secret; the outcome the agent goes back with: retired when the
     unbind failed or got no answer. The unbind resets the agent as well."""
@@ -152,11 +154,11 @@ async def close_binding(runtime: Runtime, key: PoolKey, pool: str, checkout: Che
         )
     await delete_token(runtime, key)
     if checkout.is_lost:
-        return Outcome.LOST
-    return Outcome.SUCCESS if unbound else Outcome.RESET_FAILED
+        return CheckinOutcome.LOST
+    return CheckinOutcome.SUCCESS if unbound else CheckinOutcome.RESET_FAILED
 
 
-def give_back(runtime: Runtime, pool: PoolKey, checkout: Checkout, outcome: Outcome) -> None:
+def give_back(runtime: Runtime, pool: PoolKey, checkout: Checkout, outcome: CheckinOutcome) -> None:
     """Return a lease's agent to its pool, if the pool is still served: its unbind reset it."""
     handle = runtime.pools.get(pool)
     if handle is not None:

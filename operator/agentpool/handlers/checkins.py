@@ -8,20 +8,20 @@ retired.
 
 from __future__ import annotations
 
-from agentpool.broker import Checkout, Outcome
+from agentpool.broker import CheckinOutcome, Checkout
 from agentpool.handlers.runtime import PoolHandle, Runtime
 
 
 async def return_agent(
-    runtime: Runtime, handle: PoolHandle, checkout: Checkout, verdict: Outcome
+    runtime: Runtime, handle: PoolHandle, checkout: Checkout, verdict: CheckinOutcome
 ) -> None:
     """Give an agent back to its pool, resetting it first when the pool asks for that; an agent
     whose reset fails is retired."""
     if (
-        verdict in (Outcome.SUCCESS, Outcome.FAILURE)
+        verdict in (CheckinOutcome.SUCCESS, CheckinOutcome.FAILURE)
         and handle.reset_between_items
         and not checkout.is_lost
         and not await runtime.agents.reset(checkout.endpoint, handle.token)
     ):
-        verdict = Outcome.RESET_FAILED
+        verdict = CheckinOutcome.RESET_FAILED
     handle.broker.checkin(checkout, verdict)

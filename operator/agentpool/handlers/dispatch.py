@@ -16,23 +16,16 @@ from typing import Any
 from agentpool import metrics
 from agentpool.api import POOL_DEFAULTS
 from agentpool.api.reasons import Reason
-from agentpool.broker import Checkout, Outcome, PoolClosed
-from agentpool.broker import PoolExhausted as BrokerExhausted
+from agentpool.broker import CheckinOutcome, Checkout, PoolExhausted
 from agentpool.handlers.checkins import return_agent
 from agentpool.handlers.recovery import wait_until_idle
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import InvokeResult
 from agentpool.io.kube import NotFound
+from agentpool.pool.checkin import PoolNotFound
 from agentpool.pool.restoring import IdleWatch
-from agentpool.runs.contracts import CheckinOutcome, PoolExhausted, PoolNotFound, Waiting
 from agentpool.runs.contracts import Checkout as RunCheckout
-
-_OUTCOMES = {
-    "success": Outcome.SUCCESS,
-    "failure": Outcome.FAILURE,
-    "lost": Outcome.LOST,
-    "unused": Outcome.UNUSED,
-}
+from agentpool.runs.contracts import Waiting
 
 
 @dataclass
@@ -98,11 +91,9 @@ class BrokerDispatcher:
         started = time.monotonic()
         try:
             inner = await handle.broker.checkout(timeout=timeout, priority=priority, holder=holder)
-        except BrokerExhausted as error:
+        except PoolExhausted:
             metrics.CHECKOUT_TIMEOUTS.labels(self._namespace, pool).inc()
-            raise PoolExhausted(str(error)) from None
-        except PoolClosed as error:
-            raise PoolNotFound(str(error)) from None
+            raise
         elapsed = time.monotonic() - started
         kind = "scaleup" if inner.waited else "warm"
         metrics.CHECKOUT_SECONDS.labels(self._namespace, pool, kind).observe(elapsed)
@@ -176,9 +167,9 @@ class BrokerDispatcher:
     async def checkin(self, checkout: RunCheckout, outcome: CheckinOutcome) -> None:
         assert isinstance(checkout, AgentCheckout)
         handle, inner = checkout.handle, checkout.inner
-        verdict = _OUTCOMES[outcome]
-        if (checkout.cast and verdict in (Outcome.SUCCESS, Outcome.FAILURE)) or (
-            checkout.abandoned and verdict is Outcome.LOST and not inner.is_lost
+        verdict = CheckinOutcome(outcome)
+        if (checkout.cast and verdict in (CheckinOutcome.SUCCESS, CheckinOutcome.FAILURE)) or (
+            checkout.abandoned and verdict is CheckinOutcome.LOST and not inner.is_lost
         ):
             # A cast item, or one whose run stopped mid-call, is still running on the agent: it
             # goes back once it reports idle.
@@ -199,10 +190,10 @@ class BrokerDispatcher:
             watch=watch,
             poll_seconds=self._runtime.settings.runs.cast_poll_seconds,
         ):
-            await return_agent(self._runtime, handle, inner, Outcome.SUCCESS)
+            await return_agent(self._runtime, handle, inner, CheckinOutcome.SUCCESS)
             return
         # Still busy past the call timeout, or gone: its state is unknown, so it is retired.
-        handle.broker.checkin(inner, Outcome.LOST)
+        handle.broker.checkin(inner, CheckinOutcome.LOST)
 
 
 def _lost(inner: Checkout) -> InvokeResult:

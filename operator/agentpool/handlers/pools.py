@@ -115,16 +115,11 @@ def sync_broker(handle: PoolHandle) -> None:
 
 
 async def pool_loop(
-    runtime: Runtime,
-    /,
-    body: kopf.Body,
-    name: str,
-    namespace: str | None,
-    stopped: kopf.DaemonStopped,
-    **kwargs: Any,
+    runtime: Runtime, /, body: kopf.Body, stopped: kopf.DaemonStopped, **kwargs: Any
 ) -> None:
     """The pool's daemon: start serving it, reconcile until stopped, then let it go."""
-    handle = await start_pool(runtime, body, (namespace or "", name), kwargs["pods_by_pool"])
+    key = (body.metadata.namespace or "", body.metadata.name)
+    handle = await start_pool(runtime, body, key, kwargs["pods_by_pool"])
     try:
         await run_passes(runtime, handle, body, stopped)
     finally:

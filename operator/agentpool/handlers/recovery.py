@@ -14,7 +14,7 @@ import asyncio
 import time
 from typing import Any
 
-from agentpool.broker import Checkout, Outcome
+from agentpool.broker import CheckinOutcome, Checkout
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import AgentClient
 from agentpool.pool.restoring import IdleWatch, bound_lease_agents
@@ -75,7 +75,7 @@ async def release_when_idle(runtime: Runtime, handle: PoolHandle, checkout: Chec
         poll_seconds=settings.poll_seconds,
         status_timeout=settings.status_timeout_seconds,
     )
-    handle.broker.checkin(checkout, Outcome.SUCCESS if idle else Outcome.LOST)
+    handle.broker.checkin(checkout, CheckinOutcome.SUCCESS if idle else CheckinOutcome.LOST)
 
 
 async def wait_until_idle(

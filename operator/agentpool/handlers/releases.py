@@ -17,7 +17,7 @@ import kopf
 
 from agentpool.api import AgentLeaseSpec
 from agentpool.api.reasons import EventReason, Reason
-from agentpool.broker import Outcome
+from agentpool.broker import CheckinOutcome
 from agentpool.handlers import binds, leasestatus
 from agentpool.handlers.runtime import Runtime
 from agentpool.pool import binding, leases
@@ -104,7 +104,7 @@ async def stopped_with(
     if reason is None or not reason & kopf.DaemonStoppingReason.RESOURCE_DELETED:
         runtime.leases.restored[held.key] = held.checkout
         return
-    outcome = Outcome.UNUSED
+    outcome = CheckinOutcome.UNUSED
     if bound:
         outcome = await binds.close_binding(runtime, held.key, held.pool, held.checkout)
     binds.give_back(runtime, held.pool_key, held.checkout, outcome)

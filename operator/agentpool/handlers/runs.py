@@ -187,16 +187,10 @@ def follow_spec(runtime: Runtime, key: PoolKey, body: kopf.Body) -> None:
 
 
 async def run_loop(
-    runtime: Runtime,
-    /,
-    body: kopf.Body,
-    name: str,
-    namespace: str | None,
-    stopped: kopf.DaemonStopped,
-    **_: Any,
+    runtime: Runtime, /, body: kopf.Body, stopped: kopf.DaemonStopped, **_: Any
 ) -> None:
     """The run's daemon: drive the engine to the end, then delete the run after its ttl."""
-    key = (namespace or "", name)
+    key = (body.metadata.namespace or "", body.metadata.name)
     status = dict(body.get("status") or {})
     if status.get("phase") not in lifecycle.FINISHED:
         completion = await drive(runtime, body, key, status, stopped)
@@ -213,7 +207,7 @@ async def run_loop(
         return
     if remaining > 0 and await stopped.wait(remaining):
         return
-    await runtime.kube.delete_custom("poolruns", key[0], name)
+    await runtime.kube.delete_custom("poolruns", *key)
 
 
 async def drive(

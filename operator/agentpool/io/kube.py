@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import json
 import threading
 from collections.abc import Callable
@@ -109,8 +110,18 @@ class Kube:
 
         return write
 
-    def _plain(self, obj: Any) -> dict[str, Any]:
-        result: dict[str, Any] = self._client.sanitize_for_serialization(obj)
+    @staticmethod
+    def _timed(call: Callable[..., T], *args: Any) -> Callable[[], T]:
+        """``call(*args)`` with the timeout every call has."""
+        return functools.partial(call, *args, _request_timeout=TIMEOUT)
+
+    async def _plain_call(
+        self, verb: str, resource: str, call: Callable[..., Any], *args: Any
+    ) -> dict[str, Any]:
+        """A typed client call's answer, as the plain dict the API server sent."""
+        result: dict[str, Any] = self._client.sanitize_for_serialization(
+            await self._call(verb, resource, self._timed(call, *args))
+        )
         return result
 
     async def request(
@@ -159,39 +170,28 @@ class Kube:
     # Pods -----------------------------------------------------------------------------------
 
     async def create_pod(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        pod = await self._call(
-            "create",
-            "pods",
-            lambda: self._core.create_namespaced_pod(namespace, body, _request_timeout=TIMEOUT),
+        return await self._plain_call(
+            "create", "pods", self._core.create_namespaced_pod, namespace, body
         )
-        return self._plain(pod)
 
     async def delete_pod(self, namespace: str, name: str) -> None:
         """Delete a pod; one already gone is not an error."""
         with contextlib.suppress(NotFound):
             await self._call(
-                "delete",
-                "pods",
-                lambda: self._core.delete_namespaced_pod(name, namespace, _request_timeout=TIMEOUT),
+                "delete", "pods", self._timed(self._core.delete_namespaced_pod, name, namespace)
             )
 
     # Secrets and ConfigMaps -----------------------------------------------------------------
 
     async def read_secret(self, namespace: str, name: str) -> dict[str, Any]:
-        secret = await self._call(
-            "get",
-            "secrets",
-            lambda: self._core.read_namespaced_secret(name, namespace, _request_timeout=TIMEOUT),
+        return await self._plain_call(
+            "get", "secrets", self._core.read_namespaced_secret, name, namespace
         )
-        return self._plain(secret)
 
     async def create_secret(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        secret = await self._call(
-            "create",
-            "secrets",
-            lambda: self._core.create_namespaced_secret(namespace, body, _request_timeout=TIMEOUT),
+        return await self._plain_call(
+            "create", "secrets", self._core.create_namespaced_secret, namespace, body
         )
-        return self._plain(secret)
 
     async def delete_secret(self, namespace: str, name: str, *, uid: str | None = None) -> None:
         """Delete a Secret; one already gone is not an error. With ``uid``, only that very
@@ -207,14 +207,9 @@ class Kube:
             )
 
     async def read_configmap(self, namespace: str, name: str) -> dict[str, Any]:
-        configmap = await self._call(
-            "get",
-            "configmaps",
-            lambda: self._core.read_namespaced_config_map(
-                name, namespace, _request_timeout=TIMEOUT
-            ),
+        return await self._plain_call(
+            "get", "configmaps", self._core.read_namespaced_config_map, name, namespace
         )
-        return self._plain(configmap)
 
     async def apply_configmap(
         self, namespace: str, body: dict[str, Any], *, exists: bool = False
@@ -252,22 +247,16 @@ class Kube:
     # Custom resources -----------------------------------------------------------------------
 
     async def get_custom(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        call = self._custom.get_namespaced_custom_object
         obj: dict[str, Any] = await self._call(
-            "get",
-            plural,
-            lambda: self._custom.get_namespaced_custom_object(
-                GROUP, VERSION, namespace, plural, name, _request_timeout=TIMEOUT
-            ),
+            "get", plural, self._timed(call, GROUP, VERSION, namespace, plural, name)
         )
         return obj
 
     async def list_custom(self, plural: str, namespace: str) -> list[dict[str, Any]]:
+        call = self._custom.list_namespaced_custom_object
         listed: dict[str, Any] = await self._call(
-            "list",
-            plural,
-            lambda: self._custom.list_namespaced_custom_object(
-                GROUP, VERSION, namespace, plural, _request_timeout=TIMEOUT
-            ),
+            "list", plural, self._timed(call, GROUP, VERSION, namespace, plural)
         )
         return list(listed.get("items") or [])
 
@@ -308,10 +297,7 @@ class Kube:
 
     async def delete_custom(self, plural: str, namespace: str, name: str) -> None:
         with contextlib.suppress(NotFound):
+            call = self._custom.delete_namespaced_custom_object
             await self._call(
-                "delete",
-                plural,
-                lambda: self._custom.delete_namespaced_custom_object(
-                    GROUP, VERSION, namespace, plural, name, _request_timeout=TIMEOUT
-                ),
+                "delete", plural, self._timed(call, GROUP, VERSION, namespace, plural, name)
             )

@@ -5,13 +5,14 @@ and returns a value. The broker and the AgentPool reconciler call it; the tests 
 fake clock.
 """
 
+from agentpool.api.conditions import ConditionView
 from agentpool.pool.checkout import available_agents, choose_agent, order_waiters
 from agentpool.pool.observed import ObservedAgent, Waiter
 from agentpool.pool.plan import Plan, Retirement, desired_size, plan
 from agentpool.pool.policy import PoolPolicy
 from agentpool.pool.recycling import retirement_reason
 from agentpool.pool.sizing import DemandSample, Recommendation, recommend
-from agentpool.pool.status import ConditionView, PoolStatusView, compute_status, state_name
+from agentpool.pool.status import PoolStatusView, compute_status, state_name
 
 __all__ = [
     "ConditionView",

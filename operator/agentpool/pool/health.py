@@ -16,10 +16,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentpool.api.conditions import ConditionView
 from agentpool.api.reasons import ConditionType, Reason, RetireReason
 from agentpool.pool.backoff import Backoff, retry_delay
 from agentpool.pool.pods import PodFailure, failed_at, failure_of, is_failed, is_terminal
-from agentpool.pool.status import NAMED_PODS, ConditionView, start_failure_condition
+from agentpool.pool.status import NAMED_PODS, start_failure_condition
 
 #: Pod timestamps have whole seconds: a failure this close before the loop began may be new.
 TIMESTAMP_SECONDS = 1.0

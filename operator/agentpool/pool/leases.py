@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from agentpool.api.conditions import ConditionView
 from agentpool.api.leases import LeasePhase
 from agentpool.api.reasons import ConditionType, Reason
-from agentpool.pool.status import ConditionView
 
 #: The lease's phase that makes each of its conditions True.
 CONDITION_PHASES: dict[str, LeasePhase] = {

@@ -22,7 +22,7 @@ OUTLIER_FACTOR = 2.0
 
 
 @dataclass(frozen=True, slots=True)
-class Outcomes:
+class Tally:
     """Items served and how many of them failed."""
 
     items: int = 0
@@ -37,7 +37,7 @@ class Outcomes:
         return self.failures / self.items if self.items else 0.0
 
 
-def split_outcomes(agent: str, window: Iterable[tuple[str, bool]]) -> tuple[Outcomes, Outcomes]:
+def split_tallies(agent: str, window: Iterable[tuple[str, bool]]) -> tuple[Tally, Tally]:
     """The agent's outcomes and everyone else's, from a window of (agent, failed) pairs."""
     mine = [0, 0]
     others = [0, 0]
@@ -45,10 +45,10 @@ def split_outcomes(agent: str, window: Iterable[tuple[str, bool]]) -> tuple[Outc
         counts = mine if name == agent else others
         counts[0] += 1
         counts[1] += int(failed)
-    return Outcomes(mine[0], mine[1]), Outcomes(others[0], others[1])
+    return Tally(mine[0], mine[1]), Tally(others[0], others[1])
 
 
-def should_quarantine(threshold: int, streak: int, *, agent: Outcomes, others: Outcomes) -> bool:
+def should_quarantine(threshold: int, streak: int, *, agent: Tally, others: Tally) -> bool:
     """The agent has failed `streak` items in a row: is that the agent's fault?
 
     Never with `threshold` 0 (quarantine off) or a streak below it; never when the other agents
@@ -63,7 +63,7 @@ def should_quarantine(threshold: int, streak: int, *, agent: Outcomes, others: O
     return agent.failure_rate >= OUTLIER_FACTOR * others.failure_rate
 
 
-class OutcomeWindow:
+class CheckinWindow:
     """The pool's latest `WINDOW` outcomes, which the broker records on every checkin."""
 
     def __init__(self, size: int = WINDOW) -> None:
@@ -74,5 +74,5 @@ class OutcomeWindow:
 
     def judge(self, agent: str, threshold: int, streak: int) -> bool:
         """Whether `agent`, failing `streak` items in a row, is to be quarantined now."""
-        mine, others = split_outcomes(agent, self._outcomes)
+        mine, others = split_tallies(agent, self._outcomes)
         return should_quarantine(threshold, streak, agent=mine, others=others)

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from agentpool.api import ConditionStatus, PoolState
+from agentpool.api import PoolState
+from agentpool.api.conditions import ConditionView
 from agentpool.api.reasons import ConditionType, Reason
 from agentpool.pool.checkout import available_agents
 from agentpool.pool.observed import (
@@ -39,16 +40,6 @@ AS_EXPECTED = str(Reason.AS_EXPECTED)
 UNSCHEDULABLE = str(Reason.UNSCHEDULABLE)
 READINESS_FAILING = str(Reason.READINESS_FAILING)
 POD_FAILED = str(Reason.POD_FAILED)
-
-
-@dataclass(frozen=True, slots=True)
-class ConditionView:
-    """A condition before it is stamped with transition time and generation by the operator."""
-
-    type: str
-    status: ConditionStatus
-    reason: str
-    message: str
 
 
 @dataclass(slots=True)

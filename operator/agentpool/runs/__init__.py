@@ -6,20 +6,18 @@ protocols in :mod:`agentpool.runs.contracts`, then awaits :meth:`RunEngine.run`.
 ``agentpool results`` reads results back with :func:`iter_results`.
 """
 
+from agentpool.pool.checkin import CheckoutFailed, PoolExhausted, PoolNotFound
 from agentpool.runs.config import RunConfig, config_from_spec
 from agentpool.runs.contracts import (
-    CheckoutFailed,
     Clock,
     Dispatcher,
     Invoker,
     Journal,
-    PoolExhausted,
-    PoolNotFound,
     StatusSink,
     SystemClock,
 )
 from agentpool.runs.engine import RunEngine
-from agentpool.runs.outcome import Outcome
+from agentpool.runs.outcome import RunEnd
 from agentpool.runs.results import iter_results
 from agentpool.runs.sources import (
     ItemSource,
@@ -35,10 +33,10 @@ __all__ = [
     "Invoker",
     "ItemSource",
     "Journal",
-    "Outcome",
     "PoolExhausted",
     "PoolNotFound",
     "RunConfig",
+    "RunEnd",
     "RunEngine",
     "SourceError",
     "StatusSink",

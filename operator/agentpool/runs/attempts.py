@@ -72,11 +72,7 @@ class Attempts:
         attempt = self.resumed.pop(key, None)
         if attempt is None:
             attempt = self.in_flight_written.get(key)
-        if attempt is None:
-            return
-        if attempt > 1:
-            self.retries -= 1
-            self.resumed[key] = attempt - 1
+        self._take_back(key, attempt, into=self.resumed)
 
     def replay_finish(self, key: str) -> None:
         self.resumed.pop(key, None)
@@ -100,12 +96,14 @@ class Attempts:
     def unstart(self, key: str) -> None:
         """The attempt ``key`` started found no agent (or one that refused the operator): it
         does not count, and the item waits for it again."""
-        attempt = self.in_flight.pop(key, None)
-        if attempt is None:
-            return
-        if attempt > 1:
+        self._take_back(key, self.in_flight.pop(key, None), into=self.retrying)
+
+    def _take_back(self, key: str, attempt: int | None, *, into: dict[str, int]) -> None:
+        """``attempt`` of ``key`` never happened: a retry counts no more, and ``into`` notes the
+        attempts made before it."""
+        if attempt is not None and attempt > 1:
             self.retries -= 1
-            self.retrying[key] = attempt - 1
+            into[key] = attempt - 1
 
     def await_retry(self, key: str) -> None:
         """The attempt ``key`` is on failed, and another follows after a back-off."""

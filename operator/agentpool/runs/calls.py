@@ -19,12 +19,11 @@ from typing import Any
 
 from agentpool.agent.envelopes import envelope_body
 from agentpool.api.reasons import Reason
+from agentpool.pool.checkin import CheckinOutcome, CheckoutFailed
 from agentpool.runs.backlog import Work
 from agentpool.runs.config import RunConfig
 from agentpool.runs.contracts import (
-    CheckinOutcome,
     Checkout,
-    CheckoutFailed,
     Dispatcher,
     Invoker,
     InvokeResult,
@@ -54,8 +53,12 @@ class Verdict:
 def judge(result: InvokeResult) -> Verdict:
     """The verdict on an agent's answer."""
     if not result.ok and result.reason == Reason.UNAUTHORIZED:
-        return Verdict(checkin="lost", refused=True)
-    checkin: CheckinOutcome = "lost" if result.lost else ("success" if result.ok else "failure")
+        return Verdict(checkin=CheckinOutcome.LOST, refused=True)
+    checkin = (
+        CheckinOutcome.LOST
+        if result.lost
+        else (CheckinOutcome.SUCCESS if result.ok else CheckinOutcome.FAILURE)
+    )
     if not result.ok:
         return Verdict(
             checkin=checkin, reason=result.reason or Reason.CALL_FAILED, message=result.message
@@ -106,11 +109,11 @@ class Caller:
         except CheckoutFailed:
             return checkout
         except BaseException:
-            await self._dispatcher.checkin(checkout, "unused")
+            await self._dispatcher.checkin(checkout, CheckinOutcome.UNUSED)
             raise
         # The first agent goes back untouched: its failure streak must survive the swap, or a
         # broken agent would never be quarantined.
-        await self._dispatcher.checkin(checkout, "unused")
+        await self._dispatcher.checkin(checkout, CheckinOutcome.UNUSED)
         return other
 
     async def call(self, work: Work, checkout: Checkout) -> Verdict:
@@ -121,7 +124,7 @@ class Caller:
         except asyncio.CancelledError:
             # Stopped mid-call: the agent's state is unknown, and it must not stay checked out.
             with contextlib.suppress(Exception):
-                await self._dispatcher.checkin(checkout, "lost")
+                await self._dispatcher.checkin(checkout, CheckinOutcome.LOST)
             raise
         return verdict
 
@@ -135,5 +138,7 @@ class Caller:
                 checkout, body, timeout=config.call_timeout(work.pool), cast=config.mode == "Cast"
             )
         except Exception as error:  # the agent client's own bug must cost one attempt, not the run
-            return Verdict(checkin="lost", reason=Reason.CALL_FAILED, message=repr(error))
+            return Verdict(
+                checkin=CheckinOutcome.LOST, reason=Reason.CALL_FAILED, message=repr(error)
+            )
         return judge(result)

@@ -44,16 +44,12 @@ class RunConfig:
     pool_checkout_timeouts: Mapping[str, float] = field(default_factory=dict)
     """Each pool's own checkout timeout, where the run sets none: a routed run follows each."""
     pool_call_timeouts: Mapping[str, float] = field(default_factory=dict)
-    status_interval_seconds: float = 1.0
     rerun_limit: int | None = None
     """Most items that may have started without their result being written, for a replayable
     source (inline items, a ConfigMap) and no journal: each is written in flight before it
     starts, so an operator crash re-runs at most this many, each with its attempt raised.
     ``None`` means ``cap``. A status write then goes out at least once per this many items
     started: the price of the guarantee without a journal. ``0`` lifts the limit."""
-    held_write_gap_seconds: float = 0.1
-    """When the re-run limit holds dispatch and nothing is running, the next status write goes
-    this long after the last instead of a whole interval, so short items do not idle."""
 
     def __post_init__(self) -> None:
         if self.pool is None and self.routes is None:

@@ -3,32 +3,18 @@
 The engine knows nothing of Kubernetes, kopf or HTTP to agents: the kopf daemon that wraps a
 PoolRun hands it a dispatcher (the broker's checkout and checkin), an invoker (the agent client),
 a status sink (merge patches to the run's status, result ConfigMaps, Events) and a clock. Each is
-matched by structure, so the tests pass fakes and the daemon passes the real ones.
+matched by structure, so the tests pass fakes and the daemon passes the real ones. How a
+checkout ends (:class:`~agentpool.pool.checkin.CheckinOutcome`, and the errors of one that got no
+agent) is said in :mod:`agentpool.pool.checkin`, in the same words the broker uses.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
-CheckinOutcome = Literal["success", "failure", "lost", "unused"]
-"""How an agent comes back, with the broker's words: ``success`` and ``failure`` agents are sound
-and may be reused (failures count toward quarantine); ``lost`` means its state is unknown (a call
-timed out or the connection broke) and it is retired; ``unused`` gives it back untouched (no use
-counted, failure streak kept)."""
-
-
-class CheckoutFailed(Exception):
-    """No agent could be checked out for an item; the message says why in the user's words."""
-
-
-class PoolNotFound(CheckoutFailed):
-    """The pool a run names does not exist, so no item for it can ever start."""
-
-
-class PoolExhausted(CheckoutFailed):
-    """No agent became free within the checkout timeout."""
+from agentpool.pool.checkin import CheckinOutcome
 
 
 class Checkout(Protocol):
@@ -64,7 +50,7 @@ class Dispatcher(Protocol):
         holder: str,
         waiting: Waiting | None = None,
     ) -> Checkout:
-        """An agent of ``pool``; raises :class:`PoolNotFound` or another :class:`CheckoutFailed`.
+        """An agent of ``pool``; raises ``PoolNotFound`` or another ``CheckoutFailed``.
 
         While the pool is not there, the checkout says so through ``waiting``, at once.
         """

@@ -37,7 +37,7 @@ from agentpool.runs.contracts import (
 from agentpool.runs.feed import Feed
 from agentpool.runs.intake import Intake
 from agentpool.runs.journaling import Recorder, decode_entry, replay
-from agentpool.runs.outcome import Outcome, outcome_now
+from agentpool.runs.outcome import RunEnd, outcome_now
 from agentpool.runs.reporting import Reporter
 from agentpool.runs.retries import Retries
 from agentpool.runs.slots import Slots
@@ -87,9 +87,9 @@ class RunEngine:
             clock=self._clock,
             ledger=self.ledger,
             status=status,
-            interval=config.status_interval_seconds,
+            interval=settings.status_interval_seconds,
             failure_event_interval=settings.failure_event_interval_seconds,
-            held_gap=config.held_write_gap_seconds,
+            held_gap=settings.held_write_gap_seconds,
             journal=journal,
             waits=waits,
         )
@@ -105,7 +105,7 @@ class RunEngine:
             source,
             clock=self._clock,
             waiting=self._notes,
-            patience=config.status_interval_seconds,
+            patience=settings.status_interval_seconds,
             ready=self._alarm.ring,
             id_field=config.item_id,
             ledger=self.ledger,
@@ -150,7 +150,7 @@ class RunEngine:
         if self._feed.stop(reason, message):
             self._alarm.ring()
 
-    async def run(self) -> Outcome:
+    async def run(self) -> RunEnd:
         """Drive the run to its end, and return how it ended (also written to status)."""
         try:
             return await self._run()
@@ -166,7 +166,7 @@ class RunEngine:
             await self._report.close()
             await self._intake.close()
 
-    async def _run(self) -> Outcome:
+    async def _run(self) -> RunEnd:
         await self._report.begin(f"dispatching to {self._pools_text()}, cap {self.config.cap}")
         while True:
             self._alarm.clear()
@@ -214,7 +214,7 @@ class RunEngine:
             deadlines.append(self._intake.next_poll)
         return min((at for at in deadlines if at is not None), default=None)
 
-    def _outcome(self) -> Outcome | None:
+    def _outcome(self) -> RunEnd | None:
         return outcome_now(
             policy=self.config.failures,
             total=self._total(),

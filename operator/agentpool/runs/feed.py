@@ -12,6 +12,7 @@ finds changed under the run (:meth:`Feed.stop`).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
+from dataclasses import KW_ONLY, dataclass, field
 
 from agentpool.api.reasons import Reason
 from agentpool.runs.backlog import Backlog, Work
@@ -25,36 +26,26 @@ from agentpool.runs.sources import SourceError
 from agentpool.runs.status import RunLedger
 
 
+@dataclass(slots=True, eq=False, repr=False)
 class Feed:
     """The items a run's slots start, one at a time, in order."""
 
-    def __init__(
-        self,
-        config: RunConfig,
-        *,
-        intake: Intake,
-        ledger: RunLedger,
-        records: Recorder,
-        retries: Retries,
-        report: Reporter,
-        changed: Callable[[], None],
-        rerun_limit: int | None,
-    ) -> None:
-        self._config = config
-        self._intake = intake
-        self._ledger = ledger
-        self._records = records
-        self._retries = retries
-        self._report = report
-        # Status has news.
-        self._changed = changed
-        self._rerun_limit = rerun_limit
-        self._backlog = Backlog()
-        self.held = False
-        """The re-run limit stopped the feed: only a status write lets more items start."""
-        self.source_error: str | None = None
-        """Why the source gives no more items, when it failed."""
-        self.source_reason: str = Reason.SOURCE_FAILED
+    config: RunConfig
+    _: KW_ONLY
+    intake: Intake
+    ledger: RunLedger
+    records: Recorder
+    retries: Retries
+    report: Reporter
+    changed: Callable[[], None]
+    """Called when status has news."""
+    rerun_limit: int | None
+    held: bool = field(default=False, init=False)
+    """The re-run limit stopped the feed: only a status write lets more items start."""
+    source_error: str | None = field(default=None, init=False)
+    """Why the source gives no more items, when it failed."""
+    source_reason: str = field(default=Reason.SOURCE_FAILED, init=False)
+    _backlog: Backlog = field(default_factory=Backlog, init=False)
 
     def stop(self, reason: str, message: str) -> bool:
         """The source can no longer be trusted: take nothing more from it. False when it had
@@ -62,12 +53,12 @@ class Feed:
         if self.source_error is not None:
             return False
         self.source_error, self.source_reason = message, reason
-        self._changed()
+        self.changed()
         return True
 
     def promote(self, now: float) -> None:
         """Retries due at ``now`` start before anything else."""
-        due = self._retries.take_due(now)
+        due = self.retries.take_due(now)
         if due:
             self._backlog.put_back_all(due)
 
@@ -82,7 +73,7 @@ class Feed:
     @property
     def drained(self) -> bool:
         """No item is left to start: the source is done, the backlog empty, no retry waits."""
-        return self._intake.done and not self._backlog and not self._retries
+        return self.intake.done and not self._backlog and not self.retries
 
     def missing(self) -> Collection[str]:
         """Why parked items cannot start: one cause per missing pool."""
@@ -99,7 +90,7 @@ class Feed:
         finally:
             # What finished, and the start of what starts, reach the kernel before its call:
             # a crash re-runs at most cap items, each with its attempt raised.
-            self._records.flush()
+            self.records.flush()
 
     async def _take(self, now: float) -> Work | None:
         while True:
@@ -108,24 +99,24 @@ class Feed:
                 if not await self._pull(now):
                     return None
                 continue
-            limit = self._rerun_limit
-            if limit is not None and not self._ledger.attempts.declared(work.key, work.attempt):
+            limit = self.rerun_limit
+            if limit is not None and not self.ledger.attempts.declared(work.key, work.attempt):
                 # Not written in flight yet: the next write names it, then it may start.
                 self.held = True
-                self._changed()
+                self.changed()
                 return None
             self._backlog.take_first()
-            self._records.start(work.key, attempt=work.attempt, index=work.index)
-            self._changed()
+            self.records.start(work.key, attempt=work.attempt, index=work.index)
+            self.changed()
             return work
 
     async def upcoming(self, now: float) -> list[tuple[str, int]]:
         """The items to write in flight before they start, with their attempts, when no journal
         notes starts: a crash after the write runs each again with its attempt raised. At most
         the re-run limit, with those running, so a crash re-runs no more than that."""
-        if self._rerun_limit is None:
+        if self.rerun_limit is None:
             return []
-        room = self._rerun_limit - self._ledger.active
+        room = self.rerun_limit - self.ledger.active
         while len(self._backlog) < room and await self._pull(now):
             pass
         return self._backlog.upcoming(room)
@@ -133,13 +124,13 @@ class Feed:
     async def _pull(self, now: float) -> bool:
         """Bring one more runnable item into the backlog; False if none came now."""
         while True:
-            attempts = self._ledger.attempts
+            attempts = self.ledger.attempts
             active = [*attempts.in_flight, *attempts.retrying, *self._backlog.keys()]
             try:
-                named = await self._intake.take(active, now)
+                named = await self.intake.take(active, now)
             except SourceError as error:
                 self.source_error = str(error)
-                self._changed()
+                self.changed()
                 return False
             if named is None:
                 return False
@@ -148,20 +139,20 @@ class Feed:
 
     def _admit(self, named: Named) -> bool:
         """Record, reject or enqueue an item the source just gave; True when it was enqueued."""
-        self._ledger.note_seen(named.index + 1)
+        self.ledger.note_seen(named.index + 1)
         if named.displaced is not None and named.moved_to is not None:
             # A real id came that an earlier made-up key is: that record moves aside.
-            self._records.move(named.displaced, named.moved_to)
-            self._changed()
-        if named.key in self._ledger.recorded:
+            self.records.move(named.displaced, named.moved_to)
+            self.changed()
+        if named.key in self.ledger.recorded:
             return False
         if named.rejection is not None:
             self._reject(named, named.rejection)
             return False
         # An item that may have reached an agent before a restart runs with its attempt
         # raised, when the source gives it again (an HTTP source may not).
-        attempt = self._ledger.attempts.next_attempt(named.key)
-        pool = route_item(named.value, self._config)
+        attempt = self.ledger.attempts.next_attempt(named.key)
+        pool = route_item(named.value, self.config)
         if isinstance(pool, Rejection):
             self._reject(named, pool)
             return False
@@ -170,8 +161,8 @@ class Feed:
 
     def _reject(self, named: Named, rejection: Rejection) -> None:
         reason, message = rejection.reason, rejection.message
-        self._records.failure(
+        self.records.failure(
             named.key, reason=reason, message=message, attempts=0, agent=None, index=named.index
         )
-        self._changed()
-        self._report.item_failed(named.key, reason, message)
+        self.changed()
+        self.report.item_failed(named.key, reason, message)

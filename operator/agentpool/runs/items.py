@@ -100,33 +100,27 @@ class ItemKeys:
             return Named(key=str(index), index=index, value=value)
         key = real_id(value, id_field)
         if key is None:
-            return Named(
-                key=self._fresh(f"[{index}]"),
-                index=index,
-                value=value,
-                rejection=Rejection(
-                    Reason.MISSING_ID,
-                    f"item at index {index} has no string or integer field {id_field!r} to name it",
-                ),
+            base = f"[{index}]"
+            rejection = Rejection(
+                Reason.MISSING_ID,
+                f"item at index {index} has no string or integer field {id_field!r} to name it",
             )
-        if key in self.real:
-            return Named(
-                key=self._fresh(f"{key}[{index}]"),
-                index=index,
-                value=value,
-                rejection=Rejection(
-                    Reason.DUPLICATE_ID,
-                    f"item at index {index} has id {key!r}, which an earlier item already has; "
-                    "ids must be unique",
-                ),
+        elif key in self.real:
+            base = f"{key}[{index}]"
+            rejection = Rejection(
+                Reason.DUPLICATE_ID,
+                f"item at index {index} has id {key!r}, which an earlier item already has; "
+                "ids must be unique",
             )
-        self.real.add(key)
-        if key in self.made_up:
-            self.made_up.discard(key)
-            return Named(
-                key=key, index=index, value=value, displaced=key, moved_to=self._fresh(key)
-            )
-        return Named(key=key, index=index, value=value)
+        else:
+            self.real.add(key)
+            if key in self.made_up:
+                self.made_up.discard(key)
+                return Named(
+                    key=key, index=index, value=value, displaced=key, moved_to=self._fresh(key)
+                )
+            return Named(key=key, index=index, value=value)
+        return Named(key=self._fresh(base), index=index, value=value, rejection=rejection)
 
 
 def route_item(value: Any, config: RunConfig) -> str | Rejection:

@@ -19,7 +19,7 @@ from agentpool.api.reasons import ConditionType, Reason
 
 
 @dataclass(frozen=True)
-class Outcome:
+class RunEnd:
     """The end of a run, as status and Events report it."""
 
     phase: Literal["Succeeded", "Failed"]
@@ -38,22 +38,22 @@ def decide_outcome(
     cause: str = "",
     source_error: str | None = None,
     source_reason: str = Reason.SOURCE_FAILED,
-) -> Outcome:
+) -> RunEnd:
     """The phase and message of a finished run."""
     failed_text = f"{failed} of {total} items failed"
     if source_error is not None:
-        return Outcome("Failed", result, source_reason, source_error)
+        return RunEnd("Failed", result, source_reason, source_error)
     if result == "Deadlocked":
         message = f"{not_started} of {total} items could not start: {cause}"
         if failed:
             message += f"; {failed_text}"
-        return Outcome("Failed", result, Reason.DEADLOCKED, message)
+        return RunEnd("Failed", result, Reason.DEADLOCKED, message)
     if failed and policy == "Fail":
-        return Outcome("Failed", result, Reason.ITEMS_FAILED, failed_text)
+        return RunEnd("Failed", result, Reason.ITEMS_FAILED, failed_text)
     message = f"{total - failed} of {total} items succeeded"
     if failed:
         message += f"; {failed_text}"
-    return Outcome("Succeeded", result, Reason.DRAINED, message)
+    return RunEnd("Succeeded", result, Reason.DRAINED, message)
 
 
 def outcome_now(
@@ -68,38 +68,32 @@ def outcome_now(
     source_reason: str = Reason.SOURCE_FAILED,
     deadlock: str | None = None,
     missing: Iterable[str] = (),
-) -> Outcome | None:
+) -> RunEnd | None:
     """How a run with nothing in flight ends, or None while it goes on.
 
     ``done`` items of ``total`` are recorded; ``drained``: no item is left to start; ``deadlock``:
     why a checkout found no agent with nothing running; ``missing``: why the items parked for
     missing pools cannot start, which deadlocks the run once the rest has drained.
     """
-    if source_error is not None:
-        return decide_outcome(
-            result=None,
-            policy=policy,
-            total=total,
-            failed=failed,
-            source_error=source_error,
-            source_reason=source_reason,
-        )
-    cause = deadlock
-    causes = sorted(set(missing))
-    if cause is None and causes and drained:
-        cause = "; ".join(causes)
-    if cause is not None:
-        return decide_outcome(
-            result="Deadlocked",
-            policy=policy,
-            total=total,
-            failed=failed,
-            not_started=total - done,
-            cause=cause,
-        )
-    if suspended or not drained:
-        return None
-    return decide_outcome(result="Drained", policy=policy, total=total, failed=failed)
+    cause: str | None = None
+    if source_error is None:
+        causes = sorted(set(missing))
+        cause = deadlock if deadlock is not None or not (causes and drained) else "; ".join(causes)
+        if cause is None and (suspended or not drained):
+            return None
+    result: RunResult | None = None
+    if source_error is None:
+        result = "Deadlocked" if cause is not None else "Drained"
+    return decide_outcome(
+        result=result,
+        policy=policy,
+        total=total,
+        failed=failed,
+        not_started=total - done,
+        cause=cause or "",
+        source_error=source_error,
+        source_reason=source_reason,
+    )
 
 
 def running_conditions(
@@ -134,7 +128,7 @@ def running_conditions(
 
 
 def final_conditions(
-    conditions: Sequence[Mapping[str, Any]], outcome: Outcome, *, now: float
+    conditions: Sequence[Mapping[str, Any]], outcome: RunEnd, *, now: float
 ) -> list[dict[str, Any]]:
     """Conditions of a finished run: Complete or Failed true, with the outcome's words."""
     succeeded = outcome.phase == "Succeeded"

@@ -19,7 +19,7 @@ from typing import Any
 from agentpool.api.conditions import format_time
 from agentpool.api.reasons import EventReason
 from agentpool.runs.contracts import Clock, Journal, StatusSink
-from agentpool.runs.outcome import Outcome, final_conditions, running_conditions
+from agentpool.runs.outcome import RunEnd, final_conditions, running_conditions
 from agentpool.runs.status import RunLedger, flush_due
 from agentpool.runs.waits import Waits
 
@@ -227,7 +227,7 @@ class Reporter:
         self._events.add(task)
         task.add_done_callback(self._events.discard)
 
-    async def finish(self, outcome: Outcome, *, total: int) -> None:
+    async def finish(self, outcome: RunEnd, *, total: int) -> None:
         """The last write and the closing Event: Drained, Deadlocked or SourceFailed."""
         now = self._clock.now()
         self.phase = outcome.phase

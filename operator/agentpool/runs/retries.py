@@ -12,6 +12,7 @@ engine's feed puts those due back at the front of its backlog, and the engine wa
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 
 from agentpool.runs.backlog import Work
 from agentpool.runs.config import RunConfig
@@ -37,27 +38,19 @@ def after_refusal(work: Work, agent: str, *, now: float, most: float) -> tuple[f
     return now + min(most, 0.1 * 2 ** (retry.refused - 1)), retry
 
 
+@dataclass(slots=True, eq=False, repr=False)
 class Retries:
     """The items waiting for their next attempt, each with the time it is due."""
 
-    def __init__(
-        self,
-        config: RunConfig,
-        *,
-        records: Recorder,
-        report: Reporter,
-        clock: Clock,
-        wake: Callable[[], None],
-        refused_max: float,
-    ) -> None:
-        self._config = config
-        self._refused_max = refused_max
-        self._records = records
-        self._report = report
-        self._clock = clock
-        # The engine's loop arms its timer for each retry added.
-        self._wake = wake
-        self._waiting: list[tuple[float, Work]] = []
+    config: RunConfig
+    _: KW_ONLY
+    records: Recorder
+    report: Reporter
+    clock: Clock
+    wake: Callable[[], None]
+    """Called for each retry added: the engine's loop arms its timer."""
+    refused_max: float
+    _waiting: list[tuple[float, Work]] = field(default_factory=list, init=False)
 
     def __bool__(self) -> bool:
         return bool(self._waiting)
@@ -65,33 +58,33 @@ class Retries:
     def failed(self, work: Work, agent: str, reason: str, message: str) -> None:
         """``agent`` failed ``work``'s attempt: it goes again after its back-off, or, after its
         last attempt, fails for good."""
-        config = self._config
+        config = self.config
         retry = after_failure(
             work,
             agent,
             max_attempts=config.max_attempts,
             backoff_seconds=config.backoff_seconds,
-            now=self._clock.now(),
+            now=self.clock.now(),
         )
         if retry is not None:
-            self._records.await_retry(work.key)
+            self.records.await_retry(work.key)
             self._waiting.append(retry)
-            self._wake()
+            self.wake()
             return
-        self._records.failure(
+        self.records.failure(
             work.key, reason=reason, message=message, attempts=work.attempt, agent=agent
         )
-        self._report.item_failed(work.key, reason, message)
+        self.report.item_failed(work.key, reason, message)
 
     def refused(self, work: Work, agent: str) -> None:
         """``agent`` refused the operator's own token (it holds another): that is for the
         operator to mend, not a failure of the item. The agent is retired (the pool replaces
         it) and the item waits for another, with its attempt unchanged."""
         self._waiting.append(
-            after_refusal(work, agent, now=self._clock.now(), most=self._refused_max)
+            after_refusal(work, agent, now=self.clock.now(), most=self.refused_max)
         )
-        self._wake()
-        self._report.agent_refused(agent, work.key)
+        self.wake()
+        self.report.agent_refused(agent, work.key)
 
     def take_due(self, now: float) -> list[Work]:
         """The items due at ``now``, in the order they came; they wait no more."""

@@ -15,7 +15,7 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -172,21 +172,28 @@ def signal_group(pgid: int, signum: int) -> bool:
     return True
 
 
-def group_members(pgid: int) -> list[int]:
-    """Pids in process group pgid that are still running (zombies excluded), from /proc."""
-    members = []
+def _proc_files(name: str) -> Iterator[tuple[int, bytes]]:
+    """Each process's pid and its ``/proc/<pid>/<name>``, for the processes that can be read
+    (one may exit, or belong to another user, while it is scanned)."""
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
-            with open(f"/proc/{entry.name}/stat", "rb") as handle:
-                stat = handle.read()
+            with open(f"/proc/{entry.name}/{name}", "rb") as handle:
+                content = handle.read()
         except OSError:
             continue
+        yield int(entry.name), content
+
+
+def group_members(pgid: int) -> list[int]:
+    """Pids in process group pgid that are still running (zombies excluded), from /proc."""
+    members = []
+    for pid, stat in _proc_files("stat"):
         # The command name is in parentheses and may hold spaces, so split after the last ')'.
         fields = stat[stat.rfind(b")") + 2 :].split()
         if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
-            members.append(int(entry.name))
+            members.append(pid)
     return members
 
 
@@ -194,18 +201,7 @@ def pod_processes(pod_ip: str) -> list[int]:
     """Pids of the processes the local kubelet started for the pod with this IP (each carries
     ``POD_IP`` in its environment), so a test or benchmark can kill an agent as a crash would."""
     needle = f"POD_IP={pod_ip}".encode()
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/environ", "rb") as handle:
-                environ = handle.read().split(b"\0")
-        except OSError:
-            continue
-        if needle in environ:
-            found.append(int(entry.name))
-    return found
+    return [pid for pid, environ in _proc_files("environ") if needle in environ.split(b"\0")]
 
 
 def group_alive(pgid: int) -> bool:

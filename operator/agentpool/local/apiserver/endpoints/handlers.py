@@ -66,9 +66,8 @@ class Routes:
     def attach(self, app: web.Application) -> None:
         app.middlewares.append(_as_status)
         app.router.add_get("/version", self.version)
-        app.router.add_get("/healthz", self.ok)
-        app.router.add_get("/readyz", self.ok)
-        app.router.add_get("/livez", self.ok)
+        for probe in ("/healthz", "/readyz", "/livez"):
+            app.router.add_get(probe, self.ok)
         app.router.add_get("/api", self.api)
         app.router.add_get("/apis", self.apis)
         app.router.add_get("/api/{version}", self.resources)

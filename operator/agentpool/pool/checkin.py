@@ -1,0 +1,70 @@
+"""How a checkout ends: the outcome an agent comes back with, or why no agent was handed out.
+
+The broker hands agents out and takes them back; the run engine and the lease controller hold
+them in between. Both sides speak of a checkout in these words, defined once here below both of
+them: :class:`CheckinOutcome` says what becomes of a returned agent, and the errors say, in the
+user's words, why a checkout got none (the run engine records the message as the item's failure,
+the lease controller as the lease's).
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class CheckinOutcome(enum.StrEnum):
+    """How a checkout ended, which decides what becomes of the agent."""
+
+    SUCCESS = "success"
+    """The item (or lease) finished: the agent returns to the idle set."""
+    FAILURE = "failure"
+    """The item failed on the agent: it returns, but counts toward quarantine."""
+    LOST = "lost"
+    """The call timed out or the agent crashed: its state is unknown, so it is retired."""
+    RESET_FAILED = "reset_failed"
+    """The agent's reset between items failed: it is retired."""
+    UNUSED = "unused"
+    """The holder gave the agent back without using it: no use counted, its failure streak and
+    place in the idle order kept."""
+
+
+class CheckoutFailed(Exception):
+    """No agent could be checked out; the message says why in the user's words."""
+
+
+class PoolNotFound(CheckoutFailed):
+    """The pool does not exist (or is not served), so no checkout of it can succeed."""
+
+
+class PoolClosed(PoolNotFound):
+    """The pool was deleted (or its broker stopped) while the checkout waited or before it."""
+
+    def __init__(self, pool: str, reason: str = "was deleted") -> None:
+        self.pool = pool
+        self.reason = reason
+        super().__init__(f'pool "{pool}" {reason}: no agent will be handed out')
+
+
+class PoolExhausted(CheckoutFailed):
+    """No agent became free for a checkout within its timeout."""
+
+
+def exhausted(
+    pool: str,
+    *,
+    timeout: float,
+    agents: int,
+    busy: int,
+    ready: int,
+    waiting: int,
+    min_size: int,
+    max_size: int,
+) -> PoolExhausted:
+    """The error of a checkout that waited ``timeout`` in vain: it names the pool, its size, how
+    many agents are Ready and busy, and how many checkouts wait, so the user can tell a pool that
+    is too small from one that cannot start."""
+    noun = "agent" if agents == 1 else "agents"
+    return PoolExhausted(
+        f'pool "{pool}" exhausted after {timeout:g}s: {busy} of {agents} {noun} busy '
+        f"(minSize {min_size}, maxSize {max_size}, ready {ready}), {waiting} waiting"
+    )
