@@ -197,14 +197,9 @@ class Kube:
         """Delete a Secret; one already gone is not an error. With ``uid``, only that very
         Secret: one made since under the same name stays (the API server answers 409)."""
         options = None if uid is None else {"preconditions": {"uid": uid}}
+        delete = functools.partial(self._core.delete_namespaced_secret, body=options)
         with contextlib.suppress(NotFound, Conflict):
-            await self._call(
-                "delete",
-                "secrets",
-                lambda: self._core.delete_namespaced_secret(
-                    name, namespace, body=options, _request_timeout=TIMEOUT
-                ),
-            )
+            await self._call("delete", "secrets", self._timed(delete, name, namespace))
 
     async def read_configmap(self, namespace: str, name: str) -> dict[str, Any]:
         return await self._plain_call(
