@@ -32,6 +32,7 @@ from agentpool.api.conditions import format_micro_time, format_time
 from agentpool.api.leases import MAX_CONTEXT_BYTES
 from agentpool.handlers import leases, releases
 from agentpool.io.agents import AgentClient
+from agentpool.pool.manifests import lease_token_secret
 from agentpool.pool.pods import epoch
 
 CONTEXT = {"session": "s-42", "user": {"id": 7}}
@@ -261,3 +262,53 @@ async def test_a_lease_deleted_while_its_bind_is_in_flight_leaves_no_agent_bound
     assert cluster.api.secrets == {}
     assert phase(cluster, "chat") == "Released"
     assert cluster.idle() == set(cluster.agents)
+
+
+async def test_a_lease_bound_before_a_restart_keeps_its_agent_token_and_times(
+    cluster: Cluster,
+) -> None:
+    """A restarted operator's daemon takes up the agent its pool loop gave back: no new bind
+    (the agent holds the lease's token already), the same bound time, and a renewal posts /bind
+    again with the token from the lease's Secret."""
+    agent = cluster.agents["p-0"]
+    token = "lease-token-from-before"
+    secret = lease_token_secret(
+        {"kind": "AgentLease", "metadata": {"name": "chat", "namespace": "ns", "uid": "uid-chat"}},
+        "p",
+        token,
+    )
+    await cluster.api.create_secret("ns", secret)
+    now = time.time()
+    before = {
+        "phase": "Bound",
+        "agent": agent.name,
+        "endpoint": f"http://{agent.host}:0",
+        "tokenSecretRef": {"name": "chat-lease-token", "key": "token"},
+        "boundTime": format_time(now - 2),
+        "expireTime": format_time(now - 2 + 60),
+        "conditions": [{"type": "Bound", "status": "True"}],
+    }
+    cluster.api.statuses["chat"] = dict(before)
+    restored = cluster.broker.restore_busy(agent.name, None)
+    assert restored is not None
+    cluster.runtime.leases.restored[("ns", "chat")] = restored
+    body = lease_body("chat", ttlSeconds=60)
+    body._replace_with({**dict(body), "status": before})
+    daemon = start_daemon(cluster, body)
+    await until(lambda: ("ns", "chat") in cluster.runtime.leases.held, "the agent held again")
+    assert agent.calls == []
+    renewed = time.time()
+    update_spec(body, renewTime=format_micro_time(renewed))
+    await leases.lease_event(cluster.runtime, name="chat", namespace="ns")
+    await until(lambda: agent.calls, "the renewal's /bind")
+    [(path, sent)] = agent.calls
+    assert (path, sent["lease"], sent["token"]) == ("bind", "chat", token)
+    assert sent["expireTime"] == format_time(renewed + 60)
+    await until(
+        lambda: status(cluster, "chat")["expireTime"] == sent["expireTime"], "expireTime moved"
+    )
+    assert status(cluster, "chat")["boundTime"] == before["boundTime"]
+    daemon.delete()
+    await releases.lease_release(cluster.runtime, body=body, name="chat", namespace="ns")
+    await daemon.task
+    assert agent.paths() == ["bind", "unbind"]
