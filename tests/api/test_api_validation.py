@@ -87,8 +87,8 @@ NOT_CHECKED = str(RULES_NOT_CHECKED)
         (
             {"when": "yesterday"},
             [
-                'spec.when: Invalid value: "string": spec.when in body must be of type '
-                'date-time: "string"',
+                'spec.when: Invalid value: "yesterday": spec.when in body must be of type '
+                'date-time: "yesterday"',
                 NOT_CHECKED,
             ],
         ),

@@ -193,6 +193,14 @@ class Kube:
             "create", "secrets", self._core.create_namespaced_secret, namespace, body
         )
 
+    async def delete_secret(self, namespace: str, name: str, *, uid: str | None = None) -> None:
+        """Delete a Secret; one already gone is not an error. With ``uid``, only that very
+        Secret: one made since under the same name stays (the API server answers 409)."""
+        options = None if uid is None else {"preconditions": {"uid": uid}}
+        delete = functools.partial(self._core.delete_namespaced_secret, body=options)
+        with contextlib.suppress(NotFound, Conflict):
+            await self._call("delete", "secrets", self._timed(delete, name, namespace))
+
     async def read_configmap(self, namespace: str, name: str) -> dict[str, Any]:
         return await self._plain_call(
             "get", "configmaps", self._core.read_namespaced_config_map, name, namespace

@@ -231,7 +231,16 @@ def _check_string(node: dict[str, Any], value: str, path: str, errors: list[Fiel
         try:
             datetime.fromisoformat(value)
         except ValueError:
-            errors.append(_type_error(path, "date-time", value))
+            # A format, unlike a type, is refused showing the value itself (kube-openapi's
+            # FormatOf passes the data where a type check passes its JSON type).
+            shown = json.dumps(value)
+            errors.append(
+                FieldError(
+                    path,
+                    "FieldValueTypeInvalid",
+                    f"Invalid value: {shown}: {path} in body must be of type date-time: {shown}",
+                )
+            )
 
 
 def _check_object(
