@@ -66,6 +66,9 @@ class LeaseSettings:
     """How long kopf lets a stopped lease daemon end by itself before it cancels it: a few turns
     of the event loop, or, should the lease expire as it is deleted, the end of the agent's
     reset it has begun (which the agent client bounds at 30 s)."""
+    bind_timeout_seconds: float = 30.0
+    """How long an agent may take to answer ``POST /bind`` or ``/unbind``: its author's bind or
+    unbind (and reset) functions run before it answers. Past it the agent is retired."""
 
 
 @dataclass(frozen=True)

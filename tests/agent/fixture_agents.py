@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentpool.agent import Agent, Context
+from agentpool.agent import Agent, Binding, Context
 
 #: A gate left closed for this long means the test has gone; give up rather than hang the agent.
 GATE_TIMEOUT_SECONDS = 120.0
@@ -80,3 +80,57 @@ async def _async_handle(item: Any, input: Any, context: Context) -> Any:
 coroutines = Agent(_async_handle, startup=_async_startup, name="coroutines")
 
 not_an_agent = "a string"
+
+
+def _leased_startup() -> dict[str, Any]:
+    return {"bound": [], "unbound": [], "resets": 0, "breakReset": False}
+
+
+def _asks(binding: Binding) -> dict[str, Any]:
+    return binding.context if isinstance(binding.context, dict) else {}
+
+
+async def _leased_bind(state: dict[str, Any], binding: Binding) -> None:
+    if _asks(binding).get("failBind"):
+        raise RuntimeError("the bind broke on purpose")
+    state["bound"].append(binding.lease)
+
+
+def _leased_unbind(state: dict[str, Any], binding: Binding) -> None:
+    state["unbound"].append(binding.lease)
+    state["breakReset"] = bool(_asks(binding).get("failReset"))
+    if _asks(binding).get("failUnbind"):
+        raise RuntimeError("the unbind broke on purpose")
+
+
+def _leased_reset(state: dict[str, Any]) -> None:
+    if state["breakReset"]:
+        raise RuntimeError("the reset broke on purpose")
+    state["resets"] += 1
+
+
+def _leased_handle(item: Any, input: Any, context: Context) -> dict[str, Any]:
+    if isinstance(item, dict) and "gate" in item:
+        _wait_for_gate(item["gate"])
+    binding = context.binding
+    return {
+        "lease": binding.lease if binding else None,
+        "context": binding.context if binding else None,
+        "expireTime": binding.expire_time if binding else None,
+        "bound": context.state["bound"],
+        "unbound": context.state["unbound"],
+        "resets": context.state["resets"],
+    }
+
+
+#: Tells its items which lease it serves and with what context, and records its hooks: an
+#: ``async`` bind and a synchronous unbind, which the lease's context can make fail (``failBind``,
+#: ``failUnbind``, ``failReset``). An item may wait on a ``gate`` file.
+leased = Agent(
+    _leased_handle,
+    startup=_leased_startup,
+    reset=_leased_reset,
+    bind=_leased_bind,
+    unbind=_leased_unbind,
+    name="leased",
+)

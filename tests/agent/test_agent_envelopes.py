@@ -32,6 +32,7 @@ def test_valid_envelopes(raw: bytes, prefer: str, expected: Envelope) -> None:
     ("raw", "complaint"),
     [
         (b"{oops", "not JSON"),
+        (b"[" * 100_000 + b"]" * 100_000, "not JSON"),  # deeper than Python's stack goes
         (b"[1, 2]", "JSON object"),
         (b'{"item": 1}', "no 'id'"),
         (b'{"id": true, "item": 1}', "'id' must be"),

@@ -16,7 +16,7 @@ BOUND = leases.bound_status(
     pool="p",
     agent="p-x7k2q",
     endpoint="http://10.0.0.7:8080",
-    token_secret_ref={"name": "p-agent-token", "key": "token"},
+    token_secret_ref={"name": "chat-lease-token", "key": "token"},
     bound_time="2026-01-01T00:00:00Z",
     expire_time="2026-01-01T00:05:00Z",
 )

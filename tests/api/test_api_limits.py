@@ -1,7 +1,8 @@
 """The CRDs refuse names and inline runs that would break a real cluster's limits, and say why.
 
 An AgentPool's name becomes a label value on its pods (at most 63 characters) and a PoolRun's a
-label value on its result ConfigMaps; an inline run past 10,000 items nears the object limit. The
+label value on its result ConfigMaps; an AgentLease's name prefixes its token Secret's; an inline
+run past 10,000 items nears the object limit. The
 committed schemas are checked with the validator the local API server uses; the same refusals on
 a live cluster (local or ``--kube-context``) are in ``tests/local/test_local_limits.py``.
 """
@@ -50,9 +51,18 @@ def test_a_name_over_63_characters_is_refused_with_the_reason(
     assert _errors(schemas[kind], "a" * 63, SPECS[kind]) == []
 
 
-def test_a_lease_name_is_not_held_to_a_label_value(schemas: dict[str, Any]) -> None:
-    """No label or derived name carries a lease's name, so any name the API server takes works."""
-    assert _errors(schemas["AgentLease"], "l" * 200, LEASE_SPEC) == []
+def test_a_lease_name_leaves_room_for_its_token_secret(schemas: dict[str, Any]) -> None:
+    """No label carries a lease's name, but its token Secret's name (<lease>-lease-token) starts
+    with it: 241 characters are accepted, and that Secret's name is a valid object name; 242 are
+    refused, saying why."""
+    assert _errors(schemas["AgentLease"], "l" * 241, LEASE_SPEC) == []
+    lease = {"kind": "AgentLease", "metadata": {"name": "l" * 241, "namespace": "n", "uid": "u"}}
+    name = manifests.lease_token_secret(lease, "p", "token")["metadata"]["name"]
+    assert len(name) <= 253
+    assert re.match(NAME_PATTERN, name)
+    errors = _errors(schemas["AgentLease"], "l" * 242, LEASE_SPEC)
+    assert len(errors) == 1
+    assert "prefixes its token Secret's (<name>-lease-token), at most 241 characters" in errors[0]
 
 
 def test_too_many_inline_items_are_refused_naming_the_other_sources(

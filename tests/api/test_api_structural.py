@@ -18,11 +18,12 @@ from agentpool.local.apiserver.schema.validation import validate
 TYPES = {"object", "array", "string", "integer", "number", "boolean"}
 FORBIDDEN = {"$ref", "$defs", "anyOf", "allOf", "oneOf", "not", "const", "title", "definitions"}
 
-# The only places that hold free JSON: the pod template, items, run input and outputs.
+# The only places that hold free JSON: the pod template, items, run input and outputs, and a
+# lease's context.
 PRESERVED = {
     "AgentPool": {"spec.template"},
     "PoolRun": {"spec.source.items[*]", "spec.input", "status.items[*]"},
-    "AgentLease": set(),
+    "AgentLease": {"spec.context"},
 }
 # Where a node may be an object without declared fields: the API server owns metadata.
 OPAQUE = {"metadata"}

@@ -28,6 +28,7 @@ IDS = {
     "pool_drain",
     "run_event",
     "run_loop",
+    "lease_event",
     "lease_loop",
     "lease_release",
 }

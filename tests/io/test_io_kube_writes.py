@@ -51,3 +51,30 @@ async def test_a_write_that_never_reached_the_api_server_is_not_counted() -> Non
     with pytest.raises(urllib3.exceptions.MaxRetryError):
         await kube.create_pod("ns", {"metadata": {"name": "a"}})
     assert kube.writes["create", "pods"] == 0
+
+
+class Secrets:
+    """CoreV1Api whose Secret deletes answer as scripted, recording what each asked."""
+
+    def __init__(self, status: int | None) -> None:
+        self.status = status
+        self.asked: list[tuple[str, str, Any]] = []
+
+    def delete_namespaced_secret(self, name: str, namespace: str, body: Any, **_: Any) -> None:
+        self.asked.append((namespace, name, body))
+        if self.status is not None:
+            raise ApiException(status=self.status, reason="scripted")
+
+
+@pytest.mark.parametrize("status", [None, 404, 409])
+async def test_a_secret_delete_may_name_the_very_secret(status: int | None) -> None:
+    """A lease's token Secret is deleted by name, or with its uid as a precondition so that one
+    made since under the same name stays; one already gone, or made since, is no error."""
+    kube = Kube(kubernetes.client.ApiClient(kubernetes.client.Configuration()))
+    kube._core = secrets = Secrets(status)
+    await kube.delete_secret("ns", "chat-lease-token")
+    await kube.delete_secret("ns", "chat-lease-token", uid="s-1")
+    assert secrets.asked == [
+        ("ns", "chat-lease-token", None),
+        ("ns", "chat-lease-token", {"preconditions": {"uid": "s-1"}}),
+    ]

@@ -1,4 +1,5 @@
-"""The pods and Secret the operator creates for a pool, and how it reads a pod back."""
+"""The pods and Secrets the operator creates for a pool and its leases, and how it reads a pod
+back."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ from typing import Any
 import pytest
 
 from agentpool.api import AgentPoolSpec
-from agentpool.pool.manifests import agent_pod, read_token, template_hash, token_secret
+from agentpool.pool.manifests import (
+    agent_pod,
+    lease_token_secret,
+    read_token,
+    template_hash,
+    token_secret,
+)
 from agentpool.pool.pods import PodFailure, failure_of, observe_pod
 
 POOL: dict[str, Any] = {
@@ -124,6 +131,55 @@ def test_token_secret_round_trips() -> None:
     assert secret["metadata"]["name"] == "p-agent-token"
     assert "s3cret" not in str(secret)
     assert read_token(secret) == "s3cret"
+
+
+@pytest.mark.parametrize(
+    ("template_spec", "automount"),
+    [
+        # Nothing said: no credential to the Kubernetes API in an agent's pod.
+        ({}, False),
+        ({"serviceAccountName": "agent-reader"}, None),
+        ({"serviceAccount": "agent-reader"}, None),
+        ({"automountServiceAccountToken": True}, True),
+        ({"automountServiceAccountToken": False}, False),
+        ({"serviceAccountName": "agent-reader", "automountServiceAccountToken": False}, False),
+    ],
+)
+def test_agent_pods_mount_no_service_account_token_unless_the_template_asks(
+    template_spec: dict[str, Any], automount: bool | None
+) -> None:
+    """An agent pod gets automountServiceAccountToken false, unless its template names a
+    service account (whose own setting then holds) or says itself whether to mount one."""
+    template = {"spec": {**template_spec, "containers": [{"name": "a", "command": ["run"]}]}}
+    pool = {**POOL, "spec": {**POOL["spec"], "template": template}}
+    assert pod_of(pool)["spec"].get("automountServiceAccountToken") is automount
+
+
+LEASE: dict[str, Any] = {
+    "apiVersion": "agentpool.dev/v1alpha1",
+    "kind": "AgentLease",
+    "metadata": {"name": "chat", "namespace": "ns", "uid": "l-1"},
+}
+
+
+def test_a_lease_token_secret_is_the_leases_own() -> None:
+    """The lease's token is kept in <lease>-lease-token, owned by the lease (so it goes with it)
+    without blocking the lease's deletion, and never in the pool's Secret."""
+    secret = lease_token_secret(LEASE, "p", "l3ase")
+    assert secret["metadata"]["name"] == "chat-lease-token"
+    assert secret["metadata"]["name"] != token_secret(POOL, "s3cret")["metadata"]["name"]
+    assert secret["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "agentpool.dev/v1alpha1",
+            "kind": "AgentLease",
+            "name": "chat",
+            "uid": "l-1",
+            "controller": True,
+            "blockOwnerDeletion": False,
+        }
+    ]
+    assert "l3ase" not in str(secret)
+    assert read_token(secret) == "l3ase"
 
 
 def pod(status: dict[str, Any], **meta: Any) -> dict[str, Any]:

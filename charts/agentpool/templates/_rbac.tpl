@@ -35,11 +35,12 @@ in case it might be useful.
   resources: ["pods"]
   verbs: ["list", "watch", "create", "delete"]
 # The per-pool token Secret that agent requests are authenticated with: created once, then read
-# back (also after a restart) to call the agents, and re-created if it goes. Secrets are never
-# listed, changed or deleted.
+# back (also after a restart) to call the agents, and re-created if it goes. Each bound lease's
+# own token Secret (<lease>-lease-token): created when it binds, read back after a restart, and
+# deleted when it ends. Secrets are never listed or changed.
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get", "create"]
+  verbs: ["get", "create", "delete"]
 # PoolRun sources read from a ConfigMap, and outputs too large for status written to ConfigMaps
 # the run owns: created, read back after a restart, and patched when a restarted operator writes
 # a chunk that already exists. The run's ownerReference deletes them with it.

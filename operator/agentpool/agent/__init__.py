@@ -16,9 +16,14 @@
 ``AGENT_HOST``/``AGENT_PORT`` (default ``0.0.0.0:8080``) for callers holding ``AGENTPOOL_TOKEN``,
 which must be set. ``agentpool.agent.server`` serves it, ``agentpool.agent.protocol`` holds the
 protocol's words, and the operator's side of the wire is ``agentpool.io.agents``.
+
+An agent an AgentLease binds (``POST /bind``) also serves that lease's holder, with the lease's own
+token, until its expiry or ``POST /unbind``; ``Agent(..., bind=fn, unbind=fn)`` are told of both
+(``fn(state, binding)``), and the handler finds the lease's ``Binding`` in ``context.binding``.
 """
 
 from agentpool.agent.agents import Agent
+from agentpool.agent.binding import Binding
 from agentpool.agent.context import Context
 
-__all__ = ["Agent", "Context"]
+__all__ = ["Agent", "Binding", "Context"]

@@ -11,7 +11,7 @@ import argparse
 import sys
 
 from agentpool.agent.loader import LoadError, load_agent
-from agentpool.agent.server import run_agent
+from agentpool.agent.running import run_agent
 from agentpool.agent.settings import configure_logging
 
 

@@ -1,11 +1,12 @@
-"""What an agent author writes: an ``Agent`` made of a start-up, a handler and an optional reset.
+"""What an agent author writes: an ``Agent`` made of a start-up, a handler and optional hooks.
 
 Agent authors import ``Agent`` from ``agentpool.agent``; ``agentpool.agent.server`` serves it over
 the protocol and ``python -m agentpool.agent MODULE:OBJECT`` finds it and runs it.
 
 The start-up is the expensive part (a model to load, tools to initialise) and runs once; what it
-returns is handed to every item as ``context.state`` and to ``reset``. Each function may be
-synchronous (run in the agent's worker thread, so the server keeps answering) or ``async``.
+returns is handed to every item as ``context.state`` and to ``reset``, ``bind`` and ``unbind``,
+which hear of an AgentLease taking the agent and giving it back. Each function may be synchronous
+(run in the agent's worker thread, so the server keeps answering) or ``async``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from agentpool.agent.binding import Binding
 from agentpool.agent.context import Context
 
 #: ``handler(item, input, context) -> output``; the output must be JSON serialisable.
@@ -22,6 +24,10 @@ Handler = Callable[[Any, Any, Context], Any]
 Startup = Callable[[], Any]
 #: ``reset(state) -> None``: return to a fresh state between items when the pool asks for it.
 Reset = Callable[[Any], Any]
+#: ``bind(state, binding) -> None``: a lease takes the agent; raising refuses it (BindFailed).
+Bind = Callable[[Any, Binding], Any]
+#: ``unbind(state, binding) -> None``: the lease gives it back, before ``reset`` runs.
+Unbind = Callable[[Any, Binding], Any]
 
 
 class Agent:
@@ -33,6 +39,8 @@ class Agent:
         *,
         startup: Startup | None = None,
         reset: Reset | None = None,
+        bind: Bind | None = None,
+        unbind: Unbind | None = None,
         name: str | None = None,
     ) -> None:
         if not callable(handler):
@@ -40,6 +48,8 @@ class Agent:
         self.handler = handler
         self.startup = startup
         self.reset = reset
+        self.bind = bind
+        self.unbind = unbind
         self.name = name or getattr(handler, "__module__", None) or "agent"
         self.logger = logging.getLogger(f"agentpool.agent.{self.name}")
 
@@ -50,6 +60,6 @@ class Agent:
         """Serve this agent until SIGTERM and return the exit status (for ``__main__`` blocks)."""
         # Imported on use: the operator imports this package for its protocol's words
         # (agentpool.agent.protocol) and has no use for the HTTP server behind it.
-        from agentpool.agent.server import run_agent
+        from agentpool.agent.running import run_agent
 
         return run_agent(self, host=host, port=port)

@@ -10,6 +10,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from agentpool.agent.binding import Binding
+
 
 @dataclass(frozen=True, slots=True)
 class Context:
@@ -28,3 +30,6 @@ class Context:
     logger: logging.Logger
     """The agent's logger: stdout, one line per record; a record with a traceback
     (``logger.exception``) goes to stderr whole."""
+    binding: Binding | None = None
+    """The lease the agent is bound to (its name, context and expiry), or None when it serves
+    its pool rather than one lease's holder."""

@@ -49,7 +49,7 @@ def parse_envelope(raw: bytes, *, prefer: str = "") -> Envelope | str:
     """
     try:
         body = json.loads(raw)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested past the stack
         return f"the body is not JSON: {exc}"
     if not isinstance(body, dict):
         return "the body must be a JSON object with 'id' and 'item'"

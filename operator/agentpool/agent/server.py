@@ -1,45 +1,42 @@
 """The agent side of the protocol: an aiohttp server that runs one ``Agent`` item after item.
 
-``Agent.run`` and ``python -m agentpool.agent`` call ``run_agent``; tests and embedders may drive an
-``AgentServer`` themselves. The server listens first and runs the start-up after, so ``/healthz``
-answers 503 until the agent is warm and the readiness probe admits it only then. One item runs at
-a time; SIGTERM drains: no new work, the current item finishes, then the process exits 0.
+``agentpool.agent.running`` runs it as a process; tests and embedders may drive an ``AgentServer``
+themselves (``serve_until``). The server listens first and runs the start-up after, so
+``/healthz`` answers 503 until the agent is warm and the readiness probe admits it only then. One
+item runs at a time; SIGTERM drains: no new work, the current item finishes, then the process
+exits 0.
 
-The token is compared in constant time and never logged; ``/healthz`` is the one path that needs
+Tokens are compared in constant time and never logged; ``/healthz`` is the one path that needs
 no token, because a kubelet's readiness probe cannot carry a secret without writing it into the
-pod spec, and all it learns is whether the agent is warm.
+pod spec, and all it learns is whether the agent is warm. The pool's token opens every path. While
+the agent is bound to a lease (``/bind``, ``/unbind``: ``agentpool.agent.binding``), the lease's
+own token opens ``/invoke`` and ``/status`` too, until the lease's expiry by the agent's clock.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import inspect
 import json
 import logging
-import os
-import signal
-import sys
 import time
-import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from aiohttp import web
 
-from agentpool.agent import protocol
+from agentpool.agent import answers, binding, protocol
 from agentpool.agent.context import Context
 from agentpool.agent.envelopes import Envelope, parse_envelope
-from agentpool.agent.settings import ConfigError, Settings, configure_logging
+from agentpool.agent.settings import Settings
 from agentpool.agent.worker import Worker, is_async
 
 log = logging.getLogger("agentpool.agent")
 
-#: Error messages are cut to this length: they travel into run status and must stay small.
-MAX_MESSAGE_CHARS = 2000
 #: Bodies larger than aiohttp's 1 MiB default are accepted: items may be documents.
 MAX_BODY_BYTES = 64 * 1024 * 1024
-_JSON = "application/json"
+_JSON = answers.JSON_TYPE
 
 
 class Served(Protocol):
@@ -55,12 +52,19 @@ class Served(Protocol):
     def startup(self) -> Callable[[], Any] | None: ...
     @property
     def reset(self) -> Callable[[Any], Any] | None: ...
+    @property
+    def bind(self) -> Callable[[Any, binding.Binding], Any] | None: ...
+    @property
+    def unbind(self) -> Callable[[Any, binding.Binding], Any] | None: ...
 
 
 class AgentServer:
-    """Serves one agent: readiness, one item at a time, status, reset and a graceful drain."""
+    """Serves one agent: readiness, one item at a time, status, reset, leases and a graceful
+    drain. ``clock`` (UTC now) is the agent's own, against which a lease's expiry is read."""
 
-    def __init__(self, agent: Served, settings: Settings) -> None:
+    def __init__(
+        self, agent: Served, settings: Settings, *, clock: Callable[[], datetime] | None = None
+    ) -> None:
         self.agent = agent
         self.settings = settings
         self.ready = False
@@ -71,6 +75,10 @@ class AgentServer:
         self.port: int | None = None
         self._state: Any = None
         self._token = settings.token.encode()
+        self._clock = clock or _utc_now
+        self._binder = binding.Binder()
+        # One bind or unbind at a time: a second waits, then finds the first one's outcome.
+        self._binding_one = asyncio.Lock()
         self._idle = asyncio.Event()
         self._idle.set()
         self._items: set[asyncio.Task[tuple[int, bytes]]] = set()
@@ -78,21 +86,19 @@ class AgentServer:
         self._worker: Worker | None = None
 
     def application(self) -> web.Application:
-        """The aiohttp application serving the protocol's four paths."""
+        """The aiohttp application serving the protocol's paths."""
         app = web.Application(client_max_size=MAX_BODY_BYTES)
         app.router.add_get(protocol.HEALTHZ_PATH, self._healthz)
         app.router.add_post(protocol.INVOKE_PATH, self._invoke)
         app.router.add_get(protocol.STATUS_PATH, self._status)
         app.router.add_post(protocol.RESET_PATH, self._reset)
+        app.router.add_post(protocol.BIND_PATH, self._bind)
+        app.router.add_post(protocol.UNBIND_PATH, self._unbind)
         return app
 
-    async def run(self) -> int:
-        """Listen, start up, serve until SIGTERM or SIGINT, drain; return the exit status."""
-        loop = asyncio.get_running_loop()
-        stop = asyncio.Event()
-        signals = (signal.SIGTERM, signal.SIGINT)
-        for signum in signals:
-            loop.add_signal_handler(signum, stop.set)
+    async def serve_until(self, stop: asyncio.Event) -> int:
+        """Listen, start up, serve until ``stop`` is set, drain; the exit status
+        (``agentpool.agent.running`` sets ``stop`` on SIGTERM; an embedder sets it itself)."""
         self._worker = Worker(f"agent-{self.agent.name}")
         runner = web.AppRunner(
             self.application(), access_log=None, handle_signals=False, shutdown_timeout=5.0
@@ -114,8 +120,6 @@ class AgentServer:
             return await self._serve(stop)
         finally:
             await runner.cleanup()
-            for signum in signals:
-                loop.remove_signal_handler(signum)
 
     async def _serve(self, stop: asyncio.Event) -> int:
         starting = asyncio.create_task(self._start_up())
@@ -124,7 +128,7 @@ class AgentServer:
         if starting.done() and starting.exception() is not None:
             stopping.cancel()
             error = starting.exception()
-            log.error("start-up failed: %s", _describe(error), exc_info=error)
+            log.error("start-up failed: %s", answers.describe(error), exc_info=error)
             return 1
         await stopping
         self.draining = True
@@ -163,26 +167,31 @@ class AgentServer:
             result = await result
         return result
 
-    def _authorized(self, request: web.Request) -> bool:
-        # The scheme is case-insensitive (RFC 9110); the token is compared in constant time.
-        scheme, _, token = request.headers.get("Authorization", "").strip().partition(" ")
-        if scheme.lower() != "bearer":
+    def _authorized(self, request: web.Request, *, lease: bool = False) -> bool:
+        """Whether the request carries the pool's token or, where ``lease`` allows it, the token
+        of the lease the agent is bound to, before that lease's expiry."""
+        given = binding.bearer_token(request.headers.get("Authorization", ""))
+        if given is None:
             return False
-        return hmac.compare_digest(token.strip().encode("utf-8", "surrogateescape"), self._token)
+        if binding.same_token(given, self._token):
+            return True
+        return lease and self._binder.accepts(given, self._clock())
 
-    def _refusal(self, request: web.Request) -> web.Response | None:
+    def _refusal(self, request: web.Request, *, lease: bool = False) -> web.Response | None:
         """The answer to a request that may not touch the agent now, or None if it may."""
-        if not self._authorized(request):
-            return _error(
+        if not self._authorized(request, lease=lease):
+            return answers.error(
                 401,
                 protocol.UNAUTHORIZED,
                 "a valid 'Authorization: Bearer <token>' header is required",
                 headers={"WWW-Authenticate": "Bearer"},
             )
         if self.draining:
-            return _error(503, protocol.DRAINING, "the agent is shutting down and takes no work")
+            return answers.error(
+                503, protocol.DRAINING, "the agent is shutting down and takes no work"
+            )
         if not self.ready:
-            return _error(503, protocol.NOT_READY, "the agent's start-up has not finished")
+            return answers.error(503, protocol.NOT_READY, "the agent's start-up has not finished")
         return None
 
     async def _healthz(self, request: web.Request) -> web.Response:
@@ -191,18 +200,20 @@ class AgentServer:
         return web.Response(status=503, body=b'{"ready":false}', content_type=_JSON)
 
     async def _invoke(self, request: web.Request) -> web.Response:
-        refusal = self._refusal(request)
+        refusal = self._refusal(request, lease=True)
         if refusal is not None:
             return refusal
         prefer = request.headers.get(protocol.PREFER_HEADER, "")
         parsed = parse_envelope(await request.read(), prefer=prefer)
         if isinstance(parsed, str):
-            return _error(400, protocol.BAD_REQUEST, parsed)
+            return answers.error(400, protocol.BAD_REQUEST, parsed)
         if self.draining:
-            return _error(503, protocol.DRAINING, "the agent is shutting down and takes no work")
+            return answers.error(
+                503, protocol.DRAINING, "the agent is shutting down and takes no work"
+            )
         if self.busy:
             current = json.dumps(self.current, default=str)
-            return _error(409, protocol.BUSY, f"the agent is busy with item {current}")
+            return answers.error(409, protocol.BUSY, f"the agent is busy with item {current}")
         # No await between the check above and this claim, so two calls cannot both claim it.
         self.busy = True
         self.current = parsed.id
@@ -226,20 +237,21 @@ class AgentServer:
             uses=uses,
             state=self._state,
             logger=self.agent.logger,
+            binding=self._binder.binding,
         )
         message = ""
         try:
             output = await self._call(self.agent.handler, envelope.item, envelope.input, context)
             try:
-                status, body = 200, _dumps({"output": output})
+                status, body = 200, answers.dumps({"output": output})
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"the handler's output is not JSON: {exc}") from exc
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # the author's failure is this item's, never the agent's
-            message = _describe(exc)
+            message = answers.describe(exc)
             status = 500
-            body = _dumps({"error": {"reason": protocol.HANDLER_ERROR, "message": message}})
+            body = answers.dumps({"error": {"reason": protocol.HANDLER_ERROR, "message": message}})
             # The item's failure names the exception; its traceback is for the author, in the
             # agent's own log.
             log.error(
@@ -264,74 +276,108 @@ class AgentServer:
         return status, body
 
     async def _status(self, request: web.Request) -> web.Response:
-        if not self._authorized(request):
-            return _error(401, protocol.UNAUTHORIZED, "a valid bearer token is required")
+        if not self._authorized(request, lease=True):
+            return answers.error(401, protocol.UNAUTHORIZED, "a valid bearer token is required")
+        held = self._binder.binding
         body = {
             "busy": self.busy,
             "current": self.current,
             "uses": self.uses,
             "ready": self.ready,
             "draining": self.draining,
+            "lease": held.lease if held is not None else None,
         }
-        return web.Response(body=_dumps(body), content_type=_JSON)
+        return answers.answer(body)
 
     async def _reset(self, request: web.Request) -> web.Response:
         refusal = self._refusal(request)
         if refusal is not None:
             return refusal
         if self.agent.reset is None:
-            return _error(501, protocol.RESET_UNSUPPORTED, "this agent has no reset function")
+            return answers.error(
+                501, protocol.RESET_UNSUPPORTED, "this agent has no reset function"
+            )
         if self.busy:
             current = json.dumps(self.current, default=str)
-            return _error(409, protocol.BUSY, f"the agent is busy with item {current}")
-        self.busy = True
-        self._idle.clear()
-        try:
-            await self._call(self.agent.reset, self._state)
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:  # a failed reset is reported; the pool retires the agent
-            log.warning("reset failed: %s", _describe(exc), exc_info=exc)
-            return _error(500, protocol.RESET_FAILED, _describe(exc))
-        finally:
-            self.busy = False
-            self._idle.set()
+            return answers.error(409, protocol.BUSY, f"the agent is busy with item {current}")
+        failure = await self._run_claimed((self.agent.reset, (self._state,)))
+        if failure is not None:  # a failed reset is reported; the pool retires the agent
+            log.warning("reset failed: %s", answers.describe(failure), exc_info=failure)
+            return answers.error(500, protocol.RESET_FAILED, answers.describe(failure))
         log.info("reset")
         return web.Response(body=b'{"reset":true}', content_type=_JSON)
 
+    async def _bind(self, request: web.Request) -> web.Response:
+        refusal = self._refusal(request)
+        if refusal is not None:
+            return refusal
+        parsed = binding.parse_bind(await request.read())
+        if isinstance(parsed, str):
+            return answers.error(400, protocol.BAD_REQUEST, parsed)
+        held, lease = parsed.binding, json.dumps(parsed.binding.lease)
+        async with self._binding_one:
+            bound = self._binder.binding
+            if bound is not None and bound.lease != held.lease:
+                message = f"the agent is bound to lease {json.dumps(bound.lease)}"
+                return answers.error(409, protocol.ALREADY_BOUND, message)
+            if bound is not None:  # a renewal: only the expiry moves; the hook ran at the bind
+                held = self._binder.renew(parsed)
+            else:
+                failure = await self._run_claimed((self.agent.bind, (self._state, held)))
+                if failure is not None:  # the lease fails and the agent stays unbound
+                    why = answers.describe(failure)
+                    log.warning("bind to lease %s failed: %s", lease, why, exc_info=failure)
+                    return answers.error(500, protocol.BIND_FAILED, why)
+                self._binder.bind(parsed)
+        done = "renewed" if bound is not None else "bound"
+        log.info("lease %s %s until %s", lease, done, held.expire_time)
+        return answers.answer({"lease": held.lease, "expireTime": held.expire_time})
 
-def _dumps(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
+    async def _unbind(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return answers.error(401, protocol.UNAUTHORIZED, "the pool's bearer token is required")
+        parsed = binding.parse_unbind(await request.read())
+        if isinstance(parsed, str):
+            return answers.error(400, protocol.BAD_REQUEST, parsed)
+        async with self._binding_one:
+            if not self._binder.holds(parsed.lease):
+                return answers.answer({})  # not this lease's agent, or unbound already
+            # The token and context go first, so no call with them starts while the hooks run.
+            taken = self._binder.unbind()
+            failure = await self._run_claimed(
+                (self.agent.unbind, (self._state, taken)), (self.agent.reset, (self._state,))
+            )
+        lease = json.dumps(parsed.lease)
+        if failure is not None:  # the operator retires an agent it cannot take back clean
+            why = answers.describe(failure)
+            log.warning("unbind from lease %s failed: %s", lease, why, exc_info=failure)
+            return answers.error(500, protocol.UNBIND_FAILED, why)
+        log.info("unbound from lease %s", lease)
+        return answers.answer({})
+
+    async def _run_claimed(
+        self, *calls: tuple[Callable[..., Any] | None, tuple[Any, ...]]
+    ) -> BaseException | None:
+        """Run the author's functions given (skipping the absent) in order with the agent
+        claimed busy, so no item runs beside them; the exception that stopped them, if any.
+        An item already running (one a lease's holder started, say) is let finish first."""
+        while self.busy:
+            await self._idle.wait()
+        self.busy = True
+        self._idle.clear()
+        try:
+            for fn, args in calls:
+                if fn is not None:
+                    await self._call(fn, *args)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # the author's failure, handed to the caller to report
+            return exc
+        finally:
+            self.busy = False
+            self._idle.set()
+        return None
 
 
-def _describe(exc: BaseException | None) -> str:
-    """The exception as Python's last traceback line names it: ``KeyError: 'n'``, not ``'n'``."""
-    if exc is None:
-        return "unknown error"
-    text = "".join(traceback.format_exception_only(exc)).strip()
-    if len(text) > MAX_MESSAGE_CHARS:
-        text = text[: MAX_MESSAGE_CHARS - 1] + "…"
-    return text
-
-
-def _error(
-    status: int, reason: str, message: str, *, headers: Mapping[str, str] | None = None
-) -> web.Response:
-    body = _dumps({"error": {"reason": reason, "message": message}})
-    return web.Response(status=status, body=body, content_type=_JSON, headers=headers)
-
-
-async def serve(agent: Served, *, host: str | None = None, port: int | None = None) -> int:
-    """Serve ``agent`` in the running loop with settings from the environment; the exit status."""
-    return await AgentServer(agent, Settings.from_env(os.environ, host=host, port=port)).run()
-
-
-def run_agent(agent: Served, *, host: str | None = None, port: int | None = None) -> int:
-    """Configure logging and serve ``agent`` until SIGTERM; the process's exit status."""
-    configure_logging()
-    try:
-        settings = Settings.from_env(os.environ, host=host, port=port)
-    except ConfigError as exc:
-        print(f"agentpool.agent: {exc}", file=sys.stderr)
-        return 2
-    return asyncio.run(AgentServer(agent, settings).run())
+def _utc_now() -> datetime:
+    return datetime.now(UTC)

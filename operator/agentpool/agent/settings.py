@@ -1,7 +1,8 @@
 """How an agent is configured: its environment read into ``Settings``, and its log set up.
 
-``agentpool.agent.server`` builds its ``Settings`` here; ``python -m agentpool.agent`` sets up the
-log before loading the agent, so whatever the agent's module logs on import reaches the log too.
+``agentpool.agent.running`` builds the server's ``Settings`` here; ``python -m agentpool.agent``
+sets up the log before loading the agent, so whatever the agent's module logs on import reaches
+the log too.
 The token is required: an agent without one refuses to start rather than serve anyone who asks.
 """
 

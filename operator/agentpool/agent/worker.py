@@ -1,6 +1,7 @@
 """The one thread that runs an agent's synchronous functions, off the event loop.
 
-``agentpool.agent.server`` hands it the start-up, each synchronous handler call and the reset, so
+``agentpool.agent.server`` hands it the start-up, each synchronous handler call, the reset and the
+lease hooks, so
 the server keeps answering ``/healthz`` and ``/status`` while they run. One thread is enough: an
 agent runs one item at a time. It is a daemon thread, unlike an executor's, so an agent whose
 handler hangs past the drain period can still exit.

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from agentpool import GROUP, VERSION
 from agentpool.api.base import VALIDATIONS, CelRule
 from agentpool.api.columns import PrinterColumn
-from agentpool.api.leases import AgentLeaseSpec, AgentLeaseStatus
+from agentpool.api.leases import LEASE_NAME_RULE, AgentLeaseSpec, AgentLeaseStatus
 from agentpool.api.pools import POOL_NAME_RULE, AgentPoolSpec, AgentPoolStatus
 from agentpool.api.runs import RUN_NAME_RULE, PoolRunSpec, PoolRunStatus
 from agentpool.api.schema import order_keys, structural_schema
@@ -111,6 +111,7 @@ KINDS: tuple[KindInfo, ...] = (
         description="One warm agent held for a client that talks to it directly.",
         spec=AgentLeaseSpec,
         status=AgentLeaseStatus,
+        rules=(LEASE_NAME_RULE,),
         columns=(
             PrinterColumn("POOL", "string", ".spec.poolRef.name", "The AgentPool"),
             PrinterColumn("PHASE", "string", ".status.phase", "Lifecycle phase"),

@@ -86,6 +86,13 @@ class Reason(StrEnum):
     POOL_FULL = "PoolFull"
     RELEASED = "Released"
     EXPIRED = "Expired"
+    CONTEXT_TOO_LARGE = "ContextTooLarge"
+    """spec.context is over the limit as compact JSON; no agent was taken."""
+    BIND_UNSUPPORTED = "BindUnsupported"
+    """The agent answered POST /bind 404, 405 or 501: it cannot take a lease's own token, and
+    the pool's token is never handed out instead."""
+    BIND_FAILED = protocol.BIND_FAILED
+    """The agent refused or failed POST /bind (its bind function raised, say)."""
 
 
 class RetireReason(StrEnum):

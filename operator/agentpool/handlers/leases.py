@@ -1,76 +1,50 @@
 """The AgentLease controller: one warm agent held for a client, returned on delete or expiry.
 
 A kopf daemon per lease checks an agent out of the pool's broker (queueing, or failing at once
-with PoolFull when ``wait`` is false), writes where to reach it and which Secret holds its token
-(each status, with its conditions, as :mod:`agentpool.pool.leases` gives it), and holds it until
-its ttl passes; a deleted lease's agent goes back in its deletion handler, so the daemon ends as
-soon as kopf stops it. The agent goes back through the same path as a run's (reset between
-holders when the pool asks for it). A restarted operator's pool loop takes a
-Bound lease's agent back before serving anyone, and the lease daemon picks it up. What to
-wait for and until when is :mod:`agentpool.pool.binding`'s to decide; :func:`register` binds
-the module-level handlers to kopf.
+with PoolFull when ``wait`` is false), binds it to the lease (the lease's own token, handed over
+by :mod:`agentpool.handlers.binds`), writes where to reach it and which Secret holds that token
+(each status, with its conditions, as :mod:`agentpool.pool.leases` gives it), and holds it while
+the holder renews ``spec.renewTime`` until its term passes; a deleted lease's agent goes back in
+its deletion handler, so the daemon ends as soon as kopf stops it. Either way the binding is
+closed first (``POST /unbind``, the Secret deleted). A restarted operator's pool loop takes a
+Bound lease's agent back before serving anyone, and the lease daemon picks it up. What to wait
+for and until when is :mod:`agentpool.pool.binding`'s to decide; :func:`register` binds the
+module-level handlers to kopf.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 import kopf
 
 from agentpool import GROUP, VERSION
 from agentpool.api import AgentLeaseSpec, AgentPoolSpec
-from agentpool.api.conditions import format_time, merge_conditions, now_time
+from agentpool.api.conditions import format_time
 from agentpool.api.reasons import EventReason, Reason
-from agentpool.broker import Checkout, Outcome, PoolClosed, PoolExhausted
+from agentpool.broker import Checkout, PoolClosed, PoolExhausted
 from agentpool.broker.registry import PoolKey
-from agentpool.handlers.checkins import return_agent
+from agentpool.handlers import binds, leasestatus, releases
+from agentpool.handlers.leasestatus import Report, StatusWriter, failed_status
 from agentpool.handlers.runtime import Runtime
 from agentpool.io.kube import NotFound
 from agentpool.pool import binding, leases
-from agentpool.pool.manifests import TOKEN_KEY, token_secret_name
+from agentpool.pool.manifests import lease_token_secret_name
 
 TERMINAL = frozenset({"Released", "Expired", "Failed"})
 
 T = TypeVar("T")
 
-Report = Callable[[dict[str, Any]], Awaitable[None]]
-
-
-def _failed(reason: str, message: str) -> dict[str, Any]:
-    return leases.ended_status("Failed", reason, message)
-
-
-class StatusWriter:
-    """Writes one lease's status, each patch with the conditions its phase gives, stamped with a
-    transition time that moves only when a condition's status changes."""
-
-    def __init__(self, runtime: Runtime, body: kopf.Body) -> None:
-        self.runtime = runtime
-        self.namespace = str(body["metadata"].get("namespace") or "")
-        self.name = str(body["metadata"]["name"])
-        self.generation: int | None = body["metadata"].get("generation")
-        self.conditions: list[dict[str, Any]] = list(
-            (body.get("status") or {}).get("conditions") or []
-        )
-
-    async def __call__(self, patch: dict[str, Any]) -> None:
-        current = leases.lease_conditions(patch["phase"], patch["reason"], patch["message"])
-        conditions = merge_conditions(
-            self.conditions, current, generation=self.generation, now=now_time()
-        )
-        patch = {**patch, "conditions": conditions, "observedGeneration": self.generation}
-        with contextlib.suppress(NotFound):
-            await self.runtime.kube.patch_status("agentleases", self.namespace, self.name, patch)
-        self.conditions = conditions
-
 
 def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
     """Bind the AgentLease handlers to ``registry``, each given ``runtime``."""
+    kopf.on.event(GROUP, VERSION, "agentleases", id="lease_event", registry=registry)(
+        functools.partial(lease_event, runtime)
+    )
     kopf.daemon(
         GROUP,
         VERSION,
@@ -84,8 +58,21 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
         cancellation_timeout=10,
     )(functools.partial(lease_loop, runtime))
     kopf.on.delete(GROUP, VERSION, "agentleases", id="lease_release", registry=registry)(
-        functools.partial(lease_release, runtime)
+        functools.partial(releases.lease_release, runtime)
     )
+
+
+async def lease_event(runtime: Runtime, /, name: str, namespace: str | None, **_: Any) -> None:
+    """The lease changed (its holder renewed it, say): the daemon holding its agent looks again
+    (kopf's daemon body is live, so it reads the change there)."""
+    wake = runtime.leases.wakes.get((namespace or "", name))
+    if wake is not None:
+        wake.set()
+
+
+def renew_time_of(body: kopf.Body) -> str | None:
+    """The lease's ``spec.renewTime``, as its holder wrote it."""
+    return (body.get("spec") or {}).get("renewTime") or None
 
 
 async def lease_loop(
@@ -97,30 +84,80 @@ async def lease_loop(
     stopped: kopf.DaemonStopped,
     **_: Any,
 ) -> None:
-    """The lease's daemon: bind an agent, hold it until the ttl passes or it is lost, then
-    return it; a stopped daemon leaves it to the deletion handler or the next daemon."""
-    namespace = namespace or ""
-    status = dict(body.get("status") or {})
-    if status.get("phase") in TERMINAL:
+    """The lease's daemon: bind an agent, hold it while renewed until its term passes or it is
+    lost, then return it; a stopped daemon leaves it to the deletion handler or the next daemon."""
+    if (body.get("status") or {}).get("phase") in TERMINAL:
         return
-    spec = AgentLeaseSpec.model_validate(body.get("spec") or {})
-    key = (namespace, name)
+    key = (namespace or "", name)
     report = StatusWriter(runtime, body)
-    checkout = await until_stopped(stopped, bind(runtime, dict(body), spec, status, report))
+    try:
+        held = await take_agent(runtime, body, key, stopped, report)
+        if held is None:
+            return
+        failure = await hold_agent(runtime, body, held, stopped, report)
+        if not stopped and runtime.leases.held.pop(key, None) is held.checkout:
+            await releases.end_lease(runtime, body, held, report, failure)
+    finally:
+        runtime.leases.forget(key)
+
+
+async def take_agent(
+    runtime: Runtime,
+    body: kopf.Body,
+    key: PoolKey,
+    stopped: kopf.DaemonStopped,
+    report: Report,
+) -> binds.Binding | None:
+    """The lease's agent, bound to it (or still bound from before a restart) and reported
+    Bound; None when the lease cannot have one (reported Failed) or the daemon stopped."""
+    spec = AgentLeaseSpec.model_validate(body.get("spec") or {})
+    status = dict(body.get("status") or {})
+    too_large = None if status.get("agent") else binding.oversized_context(spec.context)
+    if too_large is not None:
+        await report(failed_status(str(Reason.CONTEXT_TOO_LARGE), too_large))
+        return None
+    work = checkout_agent(runtime, dict(body), spec, status, report)
+    checkout = await until_stopped(stopped, work)
     if checkout is None:
-        return
-    # From here the lease's agent is returned by whichever comes first: this daemon (expiry,
-    # a lost agent) or the lease's deletion (lease_release).
-    runtime.leases.held[key] = checkout
-    if stopped:
-        _stop(runtime, key, stopped)
-        return
+        return None
     now = time.time()
-    hold = binding.hold_of(status, checkout.agent, ttl_seconds=spec.ttl_seconds, now=now)
-    await announce(body, spec, status, report, checkout=checkout, hold=hold, now=now)
-    if not await held_until_end(runtime, key, stopped, checkout=checkout, expires=hold.expires):
-        return
-    await end_lease(runtime, body, spec, report, checkout=checkout)
+    secret = lease_token_secret_name(key[1])
+    hold = binding.hold_of(
+        status,
+        checkout.agent,
+        secret=secret,
+        ttl_seconds=spec.ttl_seconds,
+        renew_time=renew_time_of(body),
+        now=now,
+    )
+    expire_time = hold.expire_time or format_time(hold.expires)
+    pool, context = spec.pool_ref.name, spec.context
+    held = binds.Binding(key, pool, checkout, "", context, hold.term, expire_time)
+    async with runtime.leases.lock(key):
+        # Under the lock: a deletion handler that found no agent held has run by now, or will
+        # find this one once the binding is open.
+        if stopped:
+            await releases.stopped_with(runtime, held, stopped, bound=hold.resumed)
+            return None
+        failure = None if hold.resumed else await open_binding(runtime, dict(body), held)
+        if failure is None:
+            runtime.leases.held[key] = checkout
+            await announce(body, spec, status, report, held=held, hold=hold)
+            return held
+    await binds.give_back_failed(runtime, held.pool_key, checkout, failure)
+    await report(failed_status(failure.reason, failure.message))
+    return None
+
+
+async def open_binding(
+    runtime: Runtime, lease: dict[str, Any], held: binds.Binding
+) -> binding.BindFailure | None:
+    """Bind the agent to the lease; why not, when its pool stopped being served meanwhile."""
+    handle = runtime.pools.get(held.pool_key)
+    if handle is None:
+        message = f'AgentPool "{held.pool}" is no longer served by the operator'
+        return binding.BindFailure(str(Reason.POOL_NOT_FOUND), message, "unused")
+    return await binds.open_binding(runtime, handle, lease, held)
 
 
 async def announce(
@@ -129,114 +166,82 @@ async def announce(
     status: dict[str, Any],
     report: Report,
     *,
-    checkout: Checkout,
+    held: binds.Binding,
     hold: binding.Hold,
-    now: float,
 ) -> None:
     """Write the Bound status when it is not written yet, and post an Event for a new binding."""
-    pool = spec.pool_ref.name
     if hold.needs_report(status):
         # Bound now, or before a restart by an operator that wrote no conditions.
         await report(
-            leases.bound_status(
-                pool=pool,
-                agent=checkout.agent,
-                endpoint=checkout.endpoint,
-                token_secret_ref={"name": token_secret_name(pool), "key": TOKEN_KEY},
-                bound_time=hold.bound_time or format_time(now),
-                expire_time=format_time(hold.expires),
-            )
+            leasestatus.bound_status(held, hold.bound_time or format_time(held.term.bound))
         )
     if not hold.resumed:
         kopf.event(
             body,
             type="Normal",
             reason=str(EventReason.LEASE_BOUND),
-            message=f"Bound agent {checkout.agent} until {format_time(hold.expires)}",
+            message=f"Bound agent {held.checkout.agent} until {held.expire_time}",
         )
 
 
-async def held_until_end(
-    runtime: Runtime,
-    key: PoolKey,
-    stopped: kopf.DaemonStopped,
-    *,
-    checkout: Checkout,
-    expires: float,
-) -> bool:
-    """Hold the agent until the lease expires or the agent is lost; True when this daemon is
-    the one to return it (not stopped, and the deletion handler did not take it)."""
-    lost = asyncio.ensure_future(checkout.wait_lost())
-    stop = asyncio.ensure_future(stopped.wait(max(0.0, expires - time.time())))
-    try:
-        await asyncio.wait({lost, stop}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        lost.cancel()
-        stop.cancel()
-        if stopped:
-            _stop(runtime, key, stopped)
-    return not stopped and runtime.leases.held.pop(key, None) is checkout
-
-
-async def end_lease(
+async def hold_agent(
     runtime: Runtime,
     body: kopf.Body,
-    spec: AgentLeaseSpec,
+    held: binds.Binding,
+    stopped: kopf.DaemonStopped,
     report: Report,
-    *,
-    checkout: Checkout,
+) -> binding.BindFailure | None:
+    """Hold the agent while the holder renews, until the term passes, the agent is lost, a
+    renewal fails (returned) or the daemon stops (the lease's agent then parked, or left to the
+    deletion handler)."""
+    wake = runtime.leases.wake(held.key)
+    failure = None
+    while not stopped and not held.checkout.is_lost:
+        wake.clear()
+        now = time.time()
+        held.term = held.term.renew(renew_time_of(body), seen=now)
+        expire_time = format_time(held.term.expires)
+        if expire_time != held.expire_time:
+            failure = await renew(runtime, body, held, expire_time, report)
+            if failure is not None:
+                break
+        if now >= held.term.expires:
+            break
+        await wait_any(held.checkout, stopped, wake, held.term.expires - now)
+    if stopped:
+        _stop(runtime, held.key, stopped)
+    return failure
+
+
+async def renew(
+    runtime: Runtime, body: kopf.Body, held: binds.Binding, expire_time: str, report: Report
+) -> binding.BindFailure | None:
+    """Give the agent the renewed expiry and say so in status; why not, if it refused."""
+    handle = runtime.pools.get(held.pool_key)
+    async with runtime.leases.lock(held.key):
+        if handle is None or runtime.leases.held.get(held.key) is not held.checkout:
+            return None
+        failure = await binds.renew_binding(runtime, handle, dict(body), held, expire_time)
+        if failure is None:
+            bound_time = (body.get("status") or {}).get("boundTime")
+            await report(leasestatus.bound_status(held, bound_time or format_time(held.term.bound)))
+        return failure
+
+
+async def wait_any(
+    checkout: Checkout, stopped: kopf.DaemonStopped, wake: asyncio.Event, timeout: float
 ) -> None:
-    """The lease expired or lost its agent: say so, then give the agent back."""
-    namespace, pool = str(body["metadata"].get("namespace") or ""), spec.pool_ref.name
+    """Until the agent is lost, the daemon is stopped, the lease changes, or ``timeout``."""
+    waits = {
+        asyncio.ensure_future(checkout.wait_lost()),
+        asyncio.ensure_future(stopped.wait()),
+        asyncio.ensure_future(wake.wait()),
+    }
     try:
-        # The status first, so the client stops calling the agent before it goes back.
-        if checkout.is_lost:
-            message = checkout.lost_reason or "the agent was lost"
-            await report(_failed(str(Reason.AGENT_LOST), message))
-            return
-        message = (
-            f"The lease passed its ttl of {spec.ttl_seconds}s; agent {checkout.agent} goes"
-            f" back to pool {pool}"
-        )
-        await report(leases.ended_status("Expired", str(Reason.EXPIRED), message))
+        await asyncio.wait(waits, timeout=max(0.0, timeout), return_when=asyncio.FIRST_COMPLETED)
     finally:
-        await release(runtime, pool=(namespace, pool), checkout=checkout)
-    kopf.event(
-        body,
-        type="Normal",
-        reason=str(EventReason.LEASE_EXPIRED),
-        message=f"Returned agent {checkout.agent} to pool {pool}",
-    )
-
-
-async def lease_release(
-    runtime: Runtime, /, body: kopf.Body, name: str, namespace: str | None, **_: Any
-) -> None:
-    """The lease is deleted: mark it Released, then give its agent back.
-
-    Here rather than in the daemon, so the daemon stops at once when the lease is deleted and
-    the agent's return (a reset, when the pool asks for one) is an ordinary handler that kopf
-    waits for, as pool_drain is for a pool.
-    """
-    key = (namespace or "", name)
-    checkout = runtime.leases.take(key)
-    if checkout is None:
-        return
-    pool = AgentLeaseSpec.model_validate(body.get("spec") or {}).pool_ref.name
-    message = f"The lease was deleted; agent {checkout.agent} goes back to pool {pool}"
-    try:
-        # First, so a client watching the lease stops calling the agent at once.
-        await StatusWriter(runtime, body)(
-            leases.ended_status("Released", str(Reason.RELEASED), message)
-        )
-    finally:
-        await release(runtime, pool=(key[0], pool), checkout=checkout)
-    kopf.event(
-        body,
-        type="Normal",
-        reason=str(EventReason.LEASE_RELEASED),
-        message=f"Lease deleted: returned agent {checkout.agent} to pool {pool}",
-    )
+        for waiting in waits:
+            waiting.cancel()
 
 
 def _stop(runtime: Runtime, key: PoolKey, stopped: kopf.DaemonStopped) -> None:
@@ -264,14 +269,7 @@ async def until_stopped(stopped: kopf.DaemonStopped, work: Awaitable[T]) -> T | 
     return None if task.cancelled() else task.result()
 
 
-async def release(runtime: Runtime, *, pool: tuple[str, str], checkout: Checkout) -> None:
-    """Give a lease's agent back to its pool, if the pool is still served."""
-    handle = runtime.pools.get(pool)
-    if handle is not None:
-        await asyncio.shield(return_agent(runtime, handle, checkout, Outcome.SUCCESS))
-
-
-async def bind(
+async def checkout_agent(
     runtime: Runtime,
     lease: dict[str, Any],
     spec: AgentLeaseSpec,
@@ -289,13 +287,13 @@ async def bind(
         pool_spec = (await runtime.kube.get_custom("agentpools", namespace, pool)).get("spec")
     except NotFound:
         message = f'AgentPool "{pool}" not found in namespace "{namespace}"'
-        await report(_failed(str(Reason.POOL_NOT_FOUND), message))
+        await report(failed_status(str(Reason.POOL_NOT_FOUND), message))
         return None
     timeout = float(spec.effective_checkout_timeout(AgentPoolSpec.model_validate(pool_spec or {})))
     handle = await runtime.pools.wait((namespace, pool), timeout)
     if handle is None:
         message = f'AgentPool "{pool}" is not served by the operator after {timeout:g}s'
-        await report(_failed(str(Reason.POOL_NOT_FOUND), message))
+        await report(failed_status(str(Reason.POOL_NOT_FOUND), message))
         return None
     restored = runtime.leases.restored.pop((namespace, name), None)
     if restored is not None:
@@ -303,7 +301,7 @@ async def bind(
     if status.get("agent"):
         # The lease was bound before a restart and its agent did not come back with the pool.
         message = f"agent {status['agent']} of this lease is gone; create a new lease"
-        await report(_failed(str(Reason.AGENT_LOST), message))
+        await report(failed_status(str(Reason.AGENT_LOST), message))
         return None
     if binding.needs_pending_report(status):
         await report(leases.pending_status(pool))
@@ -313,7 +311,7 @@ async def bind(
             timeout=timeout if spec.wait else 0.0, priority=spec.priority, holder=holder
         )
     except PoolExhausted as error:
-        await report(_failed(binding.failure_reason(waited=spec.wait), str(error)))
+        await report(failed_status(binding.failure_reason(waited=spec.wait), str(error)))
     except PoolClosed as error:
-        await report(_failed(str(Reason.POOL_NOT_FOUND), str(error)))
+        await report(failed_status(str(Reason.POOL_NOT_FOUND), str(error)))
     return None

@@ -143,10 +143,29 @@ class LeaseAgents:
     # Held by a running lease daemon: the daemon (expiry, a lost agent) or the lease's deletion
     # handler takes one out to return it, whichever comes first.
     held: dict[PoolKey, Checkout] = field(default_factory=dict)
+    # A lease's binding is opened, renewed and closed one step at a time, so an unbind never
+    # overtakes a bind still in flight (which would leave the agent bound to a lease gone).
+    locks: dict[PoolKey, asyncio.Lock] = field(default_factory=dict)
+    # Set when a lease object changes (its holder renewed it), to wake the daemon holding it.
+    wakes: dict[PoolKey, asyncio.Event] = field(default_factory=dict)
 
     def take(self, key: PoolKey) -> Checkout | None:
         """The lease's agent, held or restored, now the caller's to return; None if neither."""
         return self.held.pop(key, None) or self.restored.pop(key, None)
+
+    def lock(self, key: PoolKey) -> asyncio.Lock:
+        """The lock one lease's binding steps take."""
+        return self.locks.setdefault(key, asyncio.Lock())
+
+    def wake(self, key: PoolKey) -> asyncio.Event:
+        """The event that wakes the lease's daemon when the lease changes."""
+        return self.wakes.setdefault(key, asyncio.Event())
+
+    def forget(self, key: PoolKey) -> None:
+        """The lease is done with its agent: drop its lock and wake-up (a holder of the lock
+        keeps its own)."""
+        self.locks.pop(key, None)
+        self.wakes.pop(key, None)
 
     def park(self, key: PoolKey) -> None:
         """The lease's daemon stops but the lease stays Bound: its agent waits for the next."""

@@ -1,8 +1,10 @@
 """The operator's side of the agent protocol: the one module that talks to agents over HTTP.
 
 The PoolRun engine invokes items through ``AgentClient.invoke``; the broker asks ``status`` to
-rebuild who is busy after a restart and ``reset`` between items when a pool wants it. Every
-answer comes back as a value (``InvokeResult``, ``AgentStatus``, ``bool``), never an exception,
+rebuild who is busy after a restart and ``reset`` between items when a pool wants it; a lease
+hands its agent its own token with ``bind`` and takes it back with ``unbind``. Every answer
+comes back as a value (``InvokeResult``, ``AgentStatus``, ``BindAnswer``, ``bool``), never an
+exception,
 so callers decide on data: ``InvokeResult.lost`` means the agent's state is unknown (the call
 timed out or the connection broke) and the agent must be retired, not reused.
 
@@ -10,8 +12,10 @@ This module sits on the hot path of every item, so ``invoke`` on a plain ``http:
 writes a prebuilt request on a kept-alive connection of :mod:`agentpool.io.agentwire` (a third of
 the CPU of an aiohttp request, and the operator is CPU-bound on small items); everything else goes
 through one ``ClientSession`` with a large keep-alive connection pool. URLs, request heads and
-timeouts are built once per endpoint and value, and each body is serialised once. The token goes
-into the ``Authorization`` header only, never into a result, a message or a log line.
+timeouts are built once per endpoint and value, and each body is serialised once. ``bind`` and
+``unbind`` go over the same kept connections as ``invoke``. The pool's token goes into the
+``Authorization`` header only, and a lease's token into the ``/bind`` body only: neither into a
+result, a message or a log line.
 """
 
 from __future__ import annotations
@@ -26,11 +30,13 @@ import aiohttp
 from yarl import URL
 
 from agentpool.agent import protocol
-from agentpool.io.agentwire import WireError, WirePool
+from agentpool.io.agentwire import Answer, WireError, WirePool
 
 #: Connections kept to agents across all pools; a pool of hundreds must not queue on the client.
 DEFAULT_CONNECTIONS = 1024
 _MESSAGE_BODY_CHARS = 200
+#: What a request that got no answer raises (besides TimeoutError): the agent's state is unknown.
+_NO_ANSWER = (aiohttp.ClientError, OSError, asyncio.IncompleteReadError, WireError, ValueError)
 # Envelopes are encoded compactly by one encoder (json.dumps would build one per call).
 _COMPACT = json.JSONEncoder(separators=(",", ":"))
 
@@ -65,13 +71,24 @@ class AgentStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class BindAnswer:
+    """What one ``POST /bind`` came to: ``ok``, or the HTTP status (None when no answer came)
+    with the agent's reason and message, or the client's own (``AgentLost``, ``CallTimeout``)."""
+
+    ok: bool
+    status_code: int | None = None
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class _Urls:
-    invoke: URL
+    base: str
     status: URL
     reset: URL
     healthz: URL
     wire: tuple[str, int] | None
-    """(host, port) when ``invoke`` may go over :mod:`agentpool.io.agentwire`: plain http."""
+    """(host, port) when a POST may go over :mod:`agentpool.io.agentwire`: plain http."""
 
 
 @functools.lru_cache(maxsize=4096)
@@ -79,7 +96,7 @@ def _urls(endpoint: str) -> _Urls:
     base = endpoint if "://" in endpoint else f"http://{endpoint}"
     base = base.rstrip("/")
     return _Urls(
-        invoke=URL(base + protocol.INVOKE_PATH),
+        base=base,
         status=URL(base + protocol.STATUS_PATH),
         reset=URL(base + protocol.RESET_PATH),
         healthz=URL(base + protocol.HEALTHZ_PATH),
@@ -94,9 +111,9 @@ def _wire_target(url: URL) -> tuple[str, int] | None:
 
 
 @functools.lru_cache(maxsize=4096)
-def _invoke_head(endpoint: str, token: str, cast: bool) -> bytes:
-    """The request line and headers of ``POST /invoke``, all but Content-Length."""
-    url = _urls(endpoint).invoke
+def _post_head(endpoint: str, path: str, token: str, cast: bool) -> bytes:
+    """The request line and headers of a ``POST`` to ``path``, all but Content-Length."""
+    url = URL(_urls(endpoint).base + path)
     lines = [
         f"POST {url.raw_path_qs} HTTP/1.1",
         f"Host: {url.raw_authority}",
@@ -181,42 +198,59 @@ class AgentClient:
             return InvokeResult(
                 ok=False, reason=protocol.BAD_REQUEST, message=f"the envelope is not JSON: {exc}"
             )
-        target = _urls(endpoint).wire
-        if target is not None:
-            return await self._invoke_wire(endpoint, target, token, body, timeout, cast)
-        try:
-            async with self._client().post(
-                _urls(endpoint).invoke,
-                data=body,
-                headers=_headers(token, cast=cast),
-                timeout=_timeout(timeout),
-            ) as response:
-                raw = await response.read()
-                status = response.status
-        except TimeoutError:
-            return _timed_out(endpoint, timeout)
-        except (aiohttp.ClientError, OSError) as exc:
-            return _lost(endpoint, exc)
-        return _invoke_result(endpoint, status, raw, cast=cast)
+        answer = await self._post(endpoint, protocol.INVOKE_PATH, token, body, timeout, cast=cast)
+        if isinstance(answer, InvokeResult):
+            return answer
+        return _invoke_result(endpoint, answer.status, answer.body, cast=cast)
 
-    async def _invoke_wire(
-        self,
-        endpoint: str,
-        target: tuple[str, int],
-        token: str,
-        body: bytes,
-        timeout: float,
-        cast: bool,
-    ) -> InvokeResult:
-        head = _invoke_head(endpoint, token, cast)
+    async def _post(
+        self, endpoint: str, path: str, token: str, body: bytes, timeout: float, *, cast: bool
+    ) -> Answer | InvokeResult:
+        """``POST`` ``body`` to ``path``: over a kept connection of :mod:`agentpool.io.agentwire`
+        to a plain http endpoint, else through aiohttp. A lost result when no answer came."""
+        target = _urls(endpoint).wire
         try:
             async with asyncio.timeout(timeout):
-                answer = await self._wire.request(target[0], target[1], head, body)
+                if target is not None:
+                    head = _post_head(endpoint, path, token, cast)
+                    return await self._wire.request(target[0], target[1], head, body)
+                url, headers = URL(_urls(endpoint).base + path), _headers(token, cast=cast)
+                async with self._client().post(url, data=body, headers=headers) as response:
+                    return Answer(response.status, await response.read())
         except TimeoutError:
             return _timed_out(endpoint, timeout)
-        except (OSError, asyncio.IncompleteReadError, WireError, ValueError) as exc:
+        except _NO_ANSWER as exc:
             return _lost(endpoint, exc)
-        return _invoke_result(endpoint, answer.status, answer.body, cast=cast)
+
+    async def bind(
+        self,
+        endpoint: str,
+        token: str,
+        *,
+        lease: str,
+        lease_token: str,
+        expire_time: str,
+        context: Any,
+        timeout: float = 30.0,
+    ) -> BindAnswer:
+        """Hand the agent ``lease``'s own token, its expiry and its context (``POST /bind`` with
+        the pool's ``token``); the same lease again moves the expiry."""
+        body = {"lease": lease, "token": lease_token, "expireTime": expire_time, "context": context}
+        data = _COMPACT.encode(body).encode()
+        answer = await self._post(endpoint, protocol.BIND_PATH, token, data, timeout, cast=False)
+        if isinstance(answer, InvokeResult):
+            return BindAnswer(ok=False, reason=answer.reason, message=answer.message)
+        if answer.status == 200:
+            return BindAnswer(ok=True, status_code=200)
+        error = _invoke_result(endpoint, answer.status, answer.body, cast=False)
+        return BindAnswer(False, answer.status, error.reason, error.message)
+
+    async def unbind(self, endpoint: str, token: str, *, lease: str, timeout: float = 30.0) -> bool:
+        """Take ``lease``'s token and context back from the agent (``POST /unbind``); False when
+        it failed to (its unbind or reset raised) or gave no answer: retire it."""
+        data = _COMPACT.encode({"lease": lease}).encode()
+        answer = await self._post(endpoint, protocol.UNBIND_PATH, token, data, timeout, cast=False)
+        return isinstance(answer, Answer) and answer.status == 200
 
     async def status(
         self, endpoint: str, token: str, *, timeout: float = 5.0

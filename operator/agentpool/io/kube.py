@@ -193,6 +193,19 @@ class Kube:
         )
         return self._plain(secret)
 
+    async def delete_secret(self, namespace: str, name: str, *, uid: str | None = None) -> None:
+        """Delete a Secret; one already gone is not an error. With ``uid``, only that very
+        Secret: one made since under the same name stays (the API server answers 409)."""
+        options = None if uid is None else {"preconditions": {"uid": uid}}
+        with contextlib.suppress(NotFound, Conflict):
+            await self._call(
+                "delete",
+                "secrets",
+                lambda: self._core.delete_namespaced_secret(
+                    name, namespace, body=options, _request_timeout=TIMEOUT
+                ),
+            )
+
     async def read_configmap(self, namespace: str, name: str) -> dict[str, Any]:
         configmap = await self._call(
             "get",

@@ -1,4 +1,5 @@
-"""The manifests the operator creates for a pool: agent pods and the per-pool token Secret.
+"""The manifests the operator creates for a pool: agent pods, the per-pool token Secret, and
+the token Secret of each lease bound to one of its agents.
 
 Pure functions from an AgentPool (its validated spec, and its object for the name and owner) to the
 objects that should exist. The pool handler calls them and hands the result to the Kubernetes API
@@ -16,6 +17,7 @@ from typing import Any
 from agentpool import API_VERSION
 from agentpool.agent import protocol
 from agentpool.api import AgentPoolSpec, Probe
+from agentpool.api.leases import TOKEN_SECRET_SUFFIX
 from agentpool.api.pools import PROBE_TIMINGS
 
 POOL_LABEL = "agentpool.dev/pool"
@@ -47,15 +49,20 @@ def token_secret_name(pool_name: str) -> str:
     return f"{pool_name}-agent-token"
 
 
-def owner_reference(obj: dict[str, Any]) -> dict[str, Any]:
-    """A controller ownerReference to ``obj``, so deleting it collects what it owns."""
+def lease_token_secret_name(lease_name: str) -> str:
+    return f"{lease_name}{TOKEN_SECRET_SUFFIX}"
+
+
+def owner_reference(obj: dict[str, Any], *, block: bool = True) -> dict[str, Any]:
+    """A controller ownerReference to ``obj``, so deleting it collects what it owns; ``block``
+    holds a foreground deletion of ``obj`` until the owned object is gone."""
     return {
         "apiVersion": obj.get("apiVersion", API_VERSION),
         "kind": obj["kind"],
         "name": obj["metadata"]["name"],
         "uid": obj["metadata"]["uid"],
         "controller": True,
-        "blockOwnerDeletion": True,
+        "blockOwnerDeletion": block,
     }
 
 
@@ -105,6 +112,27 @@ def token_secret(pool: dict[str, Any], token: str) -> dict[str, Any]:
     }
 
 
+def lease_token_secret(lease: dict[str, Any], pool_name: str, token: str) -> dict[str, Any]:
+    """The Secret holding a lease's own token, which its client reads (``status.tokenSecretRef``).
+
+    The lease owns it, so it goes with the lease even if the operator is not there to delete it.
+    It does not block the lease's deletion: the operator deletes it itself when the lease ends,
+    and blocking would need a grant on the lease's finalizers that nothing else needs.
+    """
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": lease_token_secret_name(lease["metadata"]["name"]),
+            "namespace": lease["metadata"]["namespace"],
+            "labels": {POOL_LABEL: pool_name, MANAGED_BY_LABEL: "agentpool"},
+            "ownerReferences": [owner_reference(lease, block=False)],
+        },
+        "data": {TOKEN_KEY: base64.b64encode(token.encode()).decode()},
+    }
+
+
 def token_hash(token: str) -> str:
     """A short digest of a pool token, to tell which token an agent holds without naming it."""
     return hashlib.sha256(token.encode()).hexdigest()[:12]
@@ -113,6 +141,15 @@ def token_hash(token: str) -> str:
 def read_token(secret: dict[str, Any]) -> str:
     """The token stored in a Secret made by :func:`token_secret`."""
     return base64.b64decode(secret["data"][TOKEN_KEY]).decode()
+
+
+def mounts_service_account(pod_spec: dict[str, Any]) -> bool:
+    """Whether the template asks for a service account token: it names an account, or says
+    itself whether to mount one."""
+    return any(
+        key in pod_spec
+        for key in ("serviceAccountName", "serviceAccount", "automountServiceAccountToken")
+    )
 
 
 def _given(probe: Probe) -> dict[str, Any]:
@@ -132,8 +169,8 @@ def agent_pod(pool: dict[str, Any], *, spec: AgentPoolSpec, token: str = "") -> 
 
     ``template`` gives everything; ``image`` fills the first container. The operator adds the
     labels, an ownerReference, the port, the token from the pool's Secret and, unless the spec
-    or template names them, the readiness probe on ``/healthz`` that admits the agent to the pool
-    and the termination message policy FallbackToLogsOnError.
+    or template names them, the readiness probe on ``/healthz`` that admits the agent to the pool,
+    the termination message policy FallbackToLogsOnError, and no service account token.
     """
     name = pool["metadata"]["name"]
     port = spec.port
@@ -174,6 +211,10 @@ def agent_pod(pool: dict[str, Any], *, spec: AgentPoolSpec, token: str = "") -> 
     # A crashed agent's pod fails and the pool replaces it; restarting it in place would hide
     # the crash from the pool and hand out an agent that lost its warm state.
     pod_spec.setdefault("restartPolicy", "Never")
+    if not mounts_service_account(pod_spec):
+        # An agent runs code its leases' clients talk to: without a service account named for
+        # it, it gets no credential to the Kubernetes API (the namespace's default one).
+        pod_spec["automountServiceAccountToken"] = False
 
     labels = {**(template_meta.get("labels") or {}), **pool_labels(name)}
     annotations = {

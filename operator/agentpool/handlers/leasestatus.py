@@ -1,0 +1,66 @@
+"""Writing an AgentLease's status: each phase's patch with its conditions.
+
+The lease handlers (:mod:`agentpool.handlers.leases`, :mod:`agentpool.handlers.releases`) write
+every status through a :class:`StatusWriter`, with the patches :mod:`agentpool.pool.leases`
+gives; :func:`bound_status` is the Bound one of a lease's binding, naming the lease's own token
+Secret (never the pool's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import kopf
+
+from agentpool.api.conditions import merge_conditions, now_time
+from agentpool.handlers.binds import Binding
+from agentpool.handlers.runtime import Runtime
+from agentpool.io.kube import NotFound
+from agentpool.pool import leases
+from agentpool.pool.manifests import TOKEN_KEY, lease_token_secret_name
+
+Report = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+def failed_status(reason: str, message: str) -> dict[str, Any]:
+    return leases.ended_status("Failed", reason, message)
+
+
+def bound_status(held: Binding, bound_time: str) -> dict[str, Any]:
+    """The lease holds its agent until the expiry the agent was last given."""
+    return leases.bound_status(
+        pool=held.pool,
+        agent=held.checkout.agent,
+        endpoint=held.checkout.endpoint,
+        token_secret_ref={"name": lease_token_secret_name(held.key[1]), "key": TOKEN_KEY},
+        bound_time=bound_time,
+        expire_time=held.expire_time,
+    )
+
+
+class StatusWriter:
+    """Writes one lease's status, each patch with the conditions its phase gives, stamped with a
+    transition time that moves only when a condition's status changes, and the generation the
+    lease has then (a renewal is a spec change)."""
+
+    def __init__(self, runtime: Runtime, body: kopf.Body) -> None:
+        self.runtime = runtime
+        self.body = body
+        self.namespace = str(body["metadata"].get("namespace") or "")
+        self.name = str(body["metadata"]["name"])
+        self.conditions: list[dict[str, Any]] = list(
+            (body.get("status") or {}).get("conditions") or []
+        )
+
+    async def __call__(self, patch: dict[str, Any]) -> None:
+        generation: int | None = self.body["metadata"].get("generation")
+        current = leases.lease_conditions(patch["phase"], patch["reason"], patch["message"])
+        conditions = merge_conditions(
+            self.conditions, current, generation=generation, now=now_time()
+        )
+        patch = {**patch, "conditions": conditions, "observedGeneration": generation}
+        with contextlib.suppress(NotFound):
+            await self.runtime.kube.patch_status("agentleases", self.namespace, self.name, patch)
+        self.conditions = conditions

@@ -1,0 +1,255 @@
+"""What the lease handler tests share: agents that speak the binding's side of the protocol, an
+API server of Secrets and lease statuses in memory, and the kopf context the handlers run in."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+from aiohttp import web
+from kopf._cogs.aiokits import aioenums
+from kopf._cogs.configs.configuration import OperatorSettings
+from kopf._core.engines import posting
+
+from agentpool.broker import Broker
+from agentpool.handlers import leases
+from agentpool.handlers.runtime import PoolHandle, Runtime
+from agentpool.io.agents import AgentClient
+from agentpool.io.kube import Conflict, NotFound
+from agentpool.pool import ObservedAgent, PoolPolicy
+
+POOL_TOKEN = "pool-token-0c7d2e"
+NAMESPACE = "ns"
+
+
+@dataclass
+class FakeAgent:
+    """One agent's binding side: /bind and /unbind with the pool's token, answered as scripted
+    (a status to answer with, or an Event to hold the answer until set)."""
+
+    name: str
+    host: str
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    bind_answer: int = 200
+    unbind_answer: int = 200
+    bind_gate: asyncio.Event | None = None
+    #: Whether the lease's token Secret existed when each /bind came.
+    secrets_at_bind: list[bool] = field(default_factory=list)
+    api: FakeApi | None = None
+    bound: dict[str, Any] | None = None
+
+    async def bind(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.calls.append(("bind", body))
+        if request.headers.get("Authorization") != f"Bearer {POOL_TOKEN}":
+            return web.json_response({"error": {"reason": "Unauthorized"}}, status=401)
+        if self.api is not None:
+            self.secrets_at_bind.append(f"{body['lease']}-lease-token" in self.api.secrets)
+        if self.bind_gate is not None:
+            await self.bind_gate.wait()
+        if self.bind_answer != 200:
+            error = {"reason": "BindFailed", "message": "the bind hook raised"}
+            return web.json_response({"error": error}, status=self.bind_answer)
+        self.bound = body
+        return web.json_response({"lease": body["lease"], "expireTime": body["expireTime"]})
+
+    async def unbind(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.calls.append(("unbind", body))
+        if self.unbind_answer != 200:
+            error = {"reason": "UnbindFailed", "message": "the reset raised"}
+            return web.json_response({"error": error}, status=self.unbind_answer)
+        if self.bound is not None and self.bound["lease"] == body["lease"]:
+            self.bound = None
+        return web.json_response({})
+
+    def paths(self) -> list[str]:
+        return [path for path, _ in self.calls]
+
+
+@dataclass
+class FakeApi:
+    """The API calls the lease handlers make, over Secrets and lease statuses in memory."""
+
+    pool_spec: dict[str, Any]
+    secrets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
+    uids: int = 0
+
+    async def get_custom(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        assert plural == "agentpools"
+        return {"metadata": {"name": name, "namespace": namespace}, "spec": self.pool_spec}
+
+    async def patch_status(
+        self, plural: str, namespace: str, name: str, status: dict[str, Any]
+    ) -> None:
+        stored = self.statuses.setdefault(name, {})
+        for key, value in status.items():
+            if value is None:
+                stored.pop(key, None)
+            else:
+                stored[key] = value
+
+    async def create_secret(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        name = body["metadata"]["name"]
+        if name in self.secrets:
+            raise Conflict(f"secrets: {name} exists")
+        self.uids += 1
+        stored = {**body, "metadata": {**body["metadata"], "uid": f"secret-{self.uids}"}}
+        self.secrets[name] = stored
+        return stored
+
+    async def read_secret(self, namespace: str, name: str) -> dict[str, Any]:
+        if name not in self.secrets:
+            raise NotFound(f"secrets: {name}")
+        return self.secrets[name]
+
+    async def delete_secret(self, namespace: str, name: str, *, uid: str | None = None) -> None:
+        found = self.secrets.get(name)
+        if found is not None and uid in (None, found["metadata"]["uid"]):
+            del self.secrets[name]
+
+    def token(self, lease: str) -> str:
+        secret = self.secrets[f"{lease}-lease-token"]
+        return base64.b64decode(secret["data"]["token"]).decode()
+
+
+@dataclass
+class Cluster:
+    """A pool of fake agents served by a runtime whose API is a :class:`FakeApi`."""
+
+    runtime: Runtime
+    api: FakeApi
+    broker: Broker
+    agents: dict[str, FakeAgent]
+    events: asyncio.Queue[Any]
+    posted: list[tuple[str, str]] = field(default_factory=list)
+
+    def agent_view(self, name: str) -> ObservedAgent:
+        return next(agent for agent in self.broker.agents() if agent.name == name)
+
+    def idle(self) -> set[str]:
+        return {
+            a.name
+            for a in self.broker.agents()
+            if not a.busy and not a.lost and not a.reset_failed and not a.deleting
+        }
+
+    def posted_events(self) -> list[tuple[str, str]]:
+        """(reason, message) of every Event the handlers posted so far."""
+        while not self.events.empty():
+            event = self.events.get_nowait()
+            self.posted.append((event.reason, event.message))
+        return self.posted
+
+
+def kopf_context() -> asyncio.Queue[Any]:
+    """The context kopf gives its handlers, so that kopf.event works; the Events posted."""
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    posting.settings_var.set(OperatorSettings())
+    posting.event_queue_var.set(queue)
+    posting.event_queue_loop_var.set(asyncio.get_running_loop())
+    return queue
+
+
+async def serve_agents(count: int, port: int) -> AsyncIterator[dict[str, FakeAgent]]:
+    """``count`` fake agents on 127.0.0.1, 127.0.0.2, ... at ``port``."""
+    agents, runners = {}, []
+    for index in range(count):
+        agent = FakeAgent(name=f"p-{index}", host=f"127.0.0.{index + 1}")
+        app = web.Application()
+        app.router.add_post("/bind", agent.bind)
+        app.router.add_post("/unbind", agent.unbind)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, agent.host, port).start()
+        agents[agent.name] = agent
+        runners.append(runner)
+    try:
+        yield agents
+    finally:
+        for runner in runners:
+            await runner.cleanup()
+
+
+async def cluster_of(
+    agents: dict[str, FakeAgent], port: int, client: AgentClient
+) -> AsyncIterator[Cluster]:
+    api = FakeApi(pool_spec={"image": "agent:1", "minSize": len(agents)})
+    for agent in agents.values():
+        agent.api = api
+    policy = PoolPolicy(min_size=len(agents), max_size=len(agents), port=port)
+    broker = Broker("p", policy)
+    broker.update_agents(
+        [
+            ObservedAgent(name=a.name, created_at=0.0, ready=True, ready_at=1.0, ip=a.host)
+            for a in agents.values()
+        ]
+    )
+    runtime = Runtime(kube=api, agents=client)  # type: ignore[arg-type]
+    handle = PoolHandle(
+        namespace=NAMESPACE, name="p", broker=broker, port=port, wake=asyncio.Event()
+    )
+    handle.token = POOL_TOKEN
+    runtime.pools.serve(handle)
+    yield Cluster(runtime, api, broker, agents, kopf_context())
+
+
+def lease_body(name: str, **spec: Any) -> kopf.Body:
+    raw = {
+        "apiVersion": "agentpool.dev/v1alpha1",
+        "kind": "AgentLease",
+        "metadata": {"name": name, "namespace": NAMESPACE, "uid": f"uid-{name}", "generation": 1},
+        "spec": {"poolRef": {"name": "p"}, **spec},
+    }
+    return kopf.Body(raw)
+
+
+def update_spec(body: kopf.Body, **spec: Any) -> None:
+    """The lease's spec changes as kopf's watch would show it to a running daemon."""
+    raw = json.loads(json.dumps(dict(body)))
+    raw["spec"].update(spec)
+    raw["metadata"]["generation"] += 1
+    body._replace_with(raw)
+
+
+@dataclass
+class Daemon:
+    """One lease's daemon, run as kopf runs it, with its stop flag."""
+
+    task: asyncio.Task[None]
+    stopper: aioenums.FlagSetter[kopf.DaemonStoppingReason]
+
+    def delete(self) -> None:
+        self.stopper.set(kopf.DaemonStoppingReason.RESOURCE_DELETED)
+
+
+def start_daemon(cluster: Cluster, body: kopf.Body) -> Daemon:
+    stopper: aioenums.FlagSetter[kopf.DaemonStoppingReason] = aioenums.FlagSetter()
+    stopped = aioenums.AsyncFlagWaiter(stopper)
+    task = asyncio.create_task(
+        leases.lease_loop(
+            cluster.runtime,
+            body=body,
+            name=body["metadata"]["name"],
+            namespace=NAMESPACE,
+            stopped=stopped,
+        )
+    )
+    return Daemon(task, stopper)
+
+
+async def until(predicate: Any, message: str, timeout: float = 30.0) -> Any:
+    """What ``predicate()`` gives once it is truthy; fails saying ``message`` past a deadline."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if found := predicate():
+            return found
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"waited {timeout:g}s for {message}")

@@ -1,0 +1,263 @@
+"""A lease's binding as the operator drives it: its own token in its own Secret, handed to its
+agent before the lease says Bound, moved on renewal, taken back (unbind, Secret gone) before the
+agent returns; and an agent that cannot bind fails the lease without the pool's token leaving.
+
+The real lease handlers run against agents that speak the binding's side of the protocol, a
+real broker, and an API of Secrets and statuses in memory. The same promises against real SDK
+agents on a cluster are in ``tests/integration/test_leases_binding.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+from leasefakes import (
+    POOL_TOKEN,
+    Cluster,
+    FakeAgent,
+    cluster_of,
+    lease_body,
+    serve_agents,
+    start_daemon,
+    until,
+    update_spec,
+)
+
+from agentpool.api.conditions import format_micro_time, format_time
+from agentpool.api.leases import MAX_CONTEXT_BYTES
+from agentpool.handlers import leases, releases
+from agentpool.io.agents import AgentClient
+from agentpool.pool.pods import epoch
+
+CONTEXT = {"session": "s-42", "user": {"id": 7}}
+REACH = ("agent", "endpoint", "tokenSecretRef")
+
+
+@pytest.fixture
+def port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+async def cluster(port: int) -> AsyncIterator[Cluster]:
+    async for agents in serve_agents(2, port):
+        async with AgentClient() as client:
+            async for built in cluster_of(agents, port, client):
+                yield built
+
+
+def status(cluster: Cluster, lease: str) -> dict[str, object]:
+    return cluster.api.statuses.get(lease, {})
+
+
+def phase(cluster: Cluster, lease: str) -> object:
+    return status(cluster, lease).get("phase")
+
+
+def holder(cluster: Cluster, lease: str) -> FakeAgent:
+    return cluster.agents[str(status(cluster, lease)["agent"])]
+
+
+async def bound(cluster: Cluster, lease: str) -> FakeAgent:
+    await until(lambda: phase(cluster, lease) == "Bound", f"lease {lease} Bound")
+    return holder(cluster, lease)
+
+
+async def test_a_bound_lease_names_a_secret_of_its_own_made_before_the_bind(
+    cluster: Cluster,
+) -> None:
+    """The lease's token is minted, kept in <lease>-lease-token (owned by the lease) before
+    POST /bind hands it to one agent with the lease's context; the status names that Secret,
+    never the pool's, and no status or Event holds either token."""
+    body = lease_body("chat", ttlSeconds=60, context=CONTEXT)
+    daemon = start_daemon(cluster, body)
+    agent = await bound(cluster, "chat")
+    token = cluster.api.token("chat")
+    assert token != POOL_TOKEN
+    assert agent.secrets_at_bind == [True]
+    assert agent.bound == {
+        "lease": "chat",
+        "token": token,
+        "expireTime": status(cluster, "chat")["expireTime"],
+        "context": CONTEXT,
+    }
+    [other] = [a for a in cluster.agents.values() if a is not agent]
+    assert other.calls == []
+    assert status(cluster, "chat")["tokenSecretRef"] == {"name": "chat-lease-token", "key": "token"}
+    owner = cluster.api.secrets["chat-lease-token"]["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["uid"], owner["controller"]) == ("AgentLease", "uid-chat", True)
+    shown = json.dumps([cluster.api.statuses, cluster.posted_events()])
+    assert token not in shown
+    assert POOL_TOKEN not in shown
+    daemon.delete()
+    await releases.lease_release(cluster.runtime, body=body, name="chat", namespace="ns")
+    await daemon.task
+
+
+async def test_a_released_lease_is_unbound_and_its_secret_gone_before_its_agent_returns(
+    cluster: Cluster,
+) -> None:
+    """Deleting the lease unbinds its agent, deletes its Secret and clears from status what
+    reached the agent, then the agent is idle in the pool again."""
+    body = lease_body("chat", ttlSeconds=60)
+    daemon = start_daemon(cluster, body)
+    agent = await bound(cluster, "chat")
+    assert agent.name not in cluster.idle()
+    daemon.delete()
+    await releases.lease_release(cluster.runtime, body=body, name="chat", namespace="ns")
+    await daemon.task
+    assert agent.paths() == ["bind", "unbind"]
+    assert agent.calls[1][1] == {"lease": "chat"}
+    assert "chat-lease-token" not in cluster.api.secrets
+    assert phase(cluster, "chat") == "Released"
+    assert [field for field in REACH if field in status(cluster, "chat")] == []
+    assert cluster.idle() == set(cluster.agents)
+    assert "LeaseReleased" in [reason for reason, _ in cluster.posted_events()]
+
+
+async def test_a_lease_past_its_ttl_is_unbound_and_expires(cluster: Cluster) -> None:
+    """A lease nobody renews expires: its agent is unbound, the Secret deleted, the status
+    Expired with nothing left to reach the agent with, and the agent idle again."""
+    daemon = start_daemon(cluster, lease_body("brief", ttlSeconds=1))
+    agent = await bound(cluster, "brief")
+    await daemon.task
+    assert phase(cluster, "brief") == "Expired"
+    assert agent.paths() == ["bind", "unbind"]
+    assert "brief-lease-token" not in cluster.api.secrets
+    assert [field for field in REACH if field in status(cluster, "brief")] == []
+    assert cluster.idle() == set(cluster.agents)
+
+
+async def test_a_renewed_lease_keeps_its_agent_past_the_first_ttl(cluster: Cluster) -> None:
+    """Each renewal posts /bind again with the later expiry (same token and context) and moves
+    status.expireTime; the lease holds past its first ttl, then expires once renewals stop."""
+    body = lease_body("chat", ttlSeconds=3, context=CONTEXT)
+    daemon = start_daemon(cluster, body)
+    agent = await bound(cluster, "chat")
+    first = epoch(str(status(cluster, "chat")["expireTime"]))
+    assert first is not None
+    while time.time() < first + 1.5:
+        renewed = time.time()
+        update_spec(body, renewTime=format_micro_time(renewed))
+        await leases.lease_event(cluster.runtime, name="chat", namespace="ns")
+        expected = format_time(renewed + 3)
+        await until(
+            lambda e=expected: str(status(cluster, "chat")["expireTime"]) >= e, "the renewal"
+        )
+        assert phase(cluster, "chat") == "Bound"
+        assert agent.bound is not None
+        assert agent.bound["expireTime"] >= expected
+        await asyncio.sleep(0.5)
+    moved = epoch(str(status(cluster, "chat")["expireTime"]))
+    assert moved is not None
+    assert moved > first
+    binds = [body for path, body in agent.calls if path == "bind"]
+    assert {(b["token"], json.dumps(b["context"])) for b in binds} == {
+        (cluster.api.token("chat"), json.dumps(CONTEXT))
+    }
+    assert binds[-1]["expireTime"] == status(cluster, "chat")["expireTime"]
+    await daemon.task
+    assert phase(cluster, "chat") == "Expired"
+    assert agent.paths()[-1] == "unbind"
+
+
+@pytest.mark.parametrize("answer", [404, 405, 501])
+async def test_an_agent_without_bind_fails_the_lease_and_goes_back_untouched(
+    cluster: Cluster, answer: int
+) -> None:
+    """An agent that does not serve /bind fails the lease as BindUnsupported, naming the agent
+    and the pool; its Secret goes, nothing is unbound, and the agent is idle with no use
+    counted. The pool's token is never handed out instead."""
+    for agent in cluster.agents.values():
+        agent.bind_answer = answer
+    daemon = start_daemon(cluster, lease_body("chat", ttlSeconds=60))
+    await daemon.task
+    found = status(cluster, "chat")
+    assert (found["phase"], found["reason"]) == ("Failed", "BindUnsupported")
+    [agent] = [a for a in cluster.agents.values() if a.calls]
+    assert f"agent {agent.name} of pool p" in str(found["message"])
+    assert agent.paths() == ["bind"]
+    assert cluster.api.secrets == {}
+    assert [field for field in REACH if field in found] == []
+    assert cluster.idle() == set(cluster.agents)
+    assert cluster.agent_view(agent.name).uses == 0
+
+
+async def test_an_agent_whose_bind_fails_fails_the_lease(cluster: Cluster) -> None:
+    """An agent whose bind hook raised (500 BindFailed) fails the lease with its message; the
+    agent, unbound, goes back to the pool."""
+    for agent in cluster.agents.values():
+        agent.bind_answer = 500
+    daemon = start_daemon(cluster, lease_body("chat", ttlSeconds=60))
+    await daemon.task
+    found = status(cluster, "chat")
+    assert (found["phase"], found["reason"]) == ("Failed", "BindFailed")
+    assert "the bind hook raised" in str(found["message"])
+    assert cluster.api.secrets == {}
+    assert cluster.idle() == set(cluster.agents)
+
+
+async def test_an_agent_that_fails_to_unbind_is_retired(cluster: Cluster) -> None:
+    """An agent whose unbind (or reset) failed may still hold the lease's token or context: it
+    is retired, never handed to the next holder; the lease's Secret goes all the same."""
+    body = lease_body("chat", ttlSeconds=60)
+    daemon = start_daemon(cluster, body)
+    agent = await bound(cluster, "chat")
+    agent.unbind_answer = 500
+    daemon.delete()
+    await releases.lease_release(cluster.runtime, body=body, name="chat", namespace="ns")
+    await daemon.task
+    assert phase(cluster, "chat") == "Released"
+    assert cluster.agent_view(agent.name).reset_failed
+    assert cluster.idle() == set(cluster.agents) - {agent.name}
+    assert cluster.api.secrets == {}
+
+
+async def test_a_context_over_the_limit_fails_the_lease_before_it_takes_an_agent(
+    cluster: Cluster,
+) -> None:
+    """A context over 64 KiB as compact JSON fails the lease as ContextTooLarge, saying its size
+    and the limit, and no agent is taken or called."""
+    big = {"blob": "x" * MAX_CONTEXT_BYTES}
+    daemon = start_daemon(cluster, lease_body("big", ttlSeconds=60, context=big))
+    await daemon.task
+    found = status(cluster, "big")
+    assert (found["phase"], found["reason"]) == ("Failed", "ContextTooLarge")
+    assert str(MAX_CONTEXT_BYTES) in str(found["message"])
+    assert [a.calls for a in cluster.agents.values()] == [[], []]
+    assert cluster.idle() == set(cluster.agents)
+
+
+async def test_a_lease_deleted_while_its_bind_is_in_flight_leaves_no_agent_bound(
+    cluster: Cluster,
+) -> None:
+    """The deletion waits for the bind in flight to answer, then unbinds: the agent gets /bind
+    then /unbind, the Secret is gone, and the agent is idle in the pool."""
+    gate = asyncio.Event()
+    for agent in cluster.agents.values():
+        agent.bind_gate = gate
+    body = lease_body("chat", ttlSeconds=60)
+    daemon = start_daemon(cluster, body)
+    agent = await until(
+        lambda: next((a for a in cluster.agents.values() if a.calls), None), "the /bind"
+    )
+    daemon.delete()
+    release = asyncio.create_task(
+        releases.lease_release(cluster.runtime, body=body, name="chat", namespace="ns")
+    )
+    lock = cluster.runtime.leases.locks[("ns", "chat")]
+    await until(lambda: lock.locked() and lock._waiters, "the deletion to wait for the bind")
+    gate.set()
+    await asyncio.gather(release, daemon.task)
+    assert agent.paths() == ["bind", "unbind"]
+    assert agent.bound is None
+    assert cluster.api.secrets == {}
+    assert phase(cluster, "chat") == "Released"
+    assert cluster.idle() == set(cluster.agents)
