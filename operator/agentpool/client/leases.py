@@ -22,6 +22,7 @@ from agentpool.agent import protocol
 from agentpool.agent.envelopes import envelope_body
 from agentpool.api import AgentLeaseStatus, KeyRef
 from agentpool.api.conditions import format_micro_time
+from agentpool.api.reasons import Reason
 from agentpool.client.agents import AgentCaller
 from agentpool.client.cluster import Cluster
 from agentpool.client.errors import (
@@ -230,6 +231,7 @@ async def hold(
     )
     metadata = created["metadata"]
     name = str(metadata["name"])
+    agent: LeasedAgent | None = None
     renewing: asyncio.Task[None] | None = None
     try:
         status = await wait_bound(
@@ -247,16 +249,24 @@ async def hold(
     except BaseException:
         # The block's own error is the one to see: a failed delete leaves the lease to its ttl.
         with contextlib.suppress(AgentpoolError):
-            await release(cluster, name, renewing)
+            await release(cluster, name, agent, renewing)
         raise
-    await release(cluster, name, renewing)
+    await release(cluster, name, agent, renewing)
 
 
-async def release(cluster: Cluster, name: str, renewing: asyncio.Task[None] | None) -> None:
-    """Stop renewing and delete the lease, which gives its agent back to the pool.
+async def release(
+    cluster: Cluster,
+    name: str,
+    agent: LeasedAgent | None,
+    renewing: asyncio.Task[None] | None,
+) -> None:
+    """Stop renewing and delete the lease, which gives its agent back to the pool; a call on
+    the agent after this raises at once.
 
     Shielded, so a cancelled holder still gives its agent back rather than leave it to the ttl.
     """
+    if agent is not None:
+        agent.end(LeaseFailed(str(Reason.RELEASED), f"lease {name} was released by its holder"))
     if renewing is not None:
         renewing.cancel()
     await asyncio.shield(cluster.delete(PLURAL, name))
