@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncGenerator, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -166,7 +166,7 @@ class Cluster:
 
     async def watch(
         self, plural: str, name: str, *, version: str | None
-    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    ) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
         """Each change of one object after ``version``, as (ADDED | MODIFIED | DELETED, object).
 
         A dropped watch is taken up again from the last version seen (from the object's current
@@ -187,8 +187,11 @@ class Cluster:
             on_error=on_error,
         )
         with _answered(f"cannot watch {plural}/{name}"):
-            async for kind, obj in events:
-                yield kind, _plain(obj)
+            try:
+                async for kind, obj in events:
+                    yield kind, _plain(obj)
+            finally:
+                await events.aclose()  # type: ignore[attr-defined]
 
     async def secret_value(self, name: str, key: str) -> str:
         """The text under ``key`` of the Secret ``name``."""

@@ -126,7 +126,7 @@ class LeasedAgent:
                 # Past the expiry last seen (no renewal came through): ask before calling.
                 await self._check()
             if self._ended is not None:
-                raise self._ended
+                raise self._ended.with_traceback(None)
             self._calls += 1
             envelope = envelope_body(
                 id=f"{self.lease}-{self._calls}", item=item, input=input, attempt=1, run=None
@@ -143,7 +143,7 @@ class LeasedAgent:
                     # The agent refuses the token: the lease has most likely ended; say why.
                     await self._check()
                     if self._ended is not None:
-                        raise self._ended from None
+                        raise self._ended.with_traceback(None) from None
                 raise
 
     def _past_expiry(self) -> bool:
@@ -173,8 +173,11 @@ async def wait_bound(
     BindTimeout when no verdict comes within ``timeout``."""
     last = AgentLeaseStatus()
     try:
-        async with asyncio.timeout(timeout):
-            async for kind, obj in cluster.watch(PLURAL, name, version=version):
+        async with (
+            asyncio.timeout(timeout),
+            contextlib.aclosing(cluster.watch(PLURAL, name, version=version)) as events,
+        ):
+            async for kind, obj in events:
                 if kind == "DELETED":
                     raise LeaseFailed(LEASE_DELETED, f"lease {name} was deleted before it bound")
                 last = AgentLeaseStatus.model_validate(obj.get("status") or {})

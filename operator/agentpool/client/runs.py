@@ -10,7 +10,8 @@ the run failed. ``run.status`` is the status as last seen.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+import contextlib
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from agentpool.api import PoolRunStatus
@@ -58,37 +59,40 @@ class Run:
         self._saw(await self._cluster.get(PLURAL, self.name))
         return self.status
 
-    async def _statuses(self) -> AsyncIterator[Mapping[str, Any]]:
+    async def _statuses(self) -> AsyncGenerator[Mapping[str, Any], None]:
         """The run's status now, then at each change, until it has finished."""
         status = self._saw(await self._cluster.get(PLURAL, self.name))
         yield status
         if finished(status):
             return
-        async for kind, obj in self._cluster.watch(PLURAL, self.name, version=self._version):
-            if kind == "DELETED":
-                raise NotFound(RUN_DELETED, f"run {self.namespace}/{self.name} was deleted")
-            status = self._saw(obj)
-            yield status
-            if finished(status):
-                return
+        watch = self._cluster.watch(PLURAL, self.name, version=self._version)
+        async with contextlib.aclosing(watch) as events:
+            async for kind, obj in events:
+                if kind == "DELETED":
+                    raise NotFound(RUN_DELETED, f"run {self.namespace}/{self.name} was deleted")
+                status = self._saw(obj)
+                yield status
+                if finished(status):
+                    return
 
     async def results(self) -> AsyncGenerator[Result, None]:
         """Each item's result, once, as the operator records it, until the run ends; those
         moved to result ConfigMaps included."""
         tracker = ResultTracker()
-        async for status in self._statuses():
-            for result in tracker.from_status(status):
-                yield result
-            for name in tracker.unread(status):
-                data = await self._cluster.configmap_data(name)
-                for result in tracker.from_configmap(name, data):
+        async with contextlib.aclosing(self._statuses()) as statuses:
+            async for status in statuses:
+                for result in tracker.from_status(status):
                     yield result
+                for name in tracker.unread(status):
+                    data = await self._cluster.configmap_data(name)
+                    for result in tracker.from_configmap(name, data):
+                        yield result
 
     async def wait(self, timeout: float | None = None) -> PoolRunStatus:
         """Until the run ends; its status. Raises :class:`RunFailed` when it failed, and
         TimeoutError when ``timeout`` seconds pass first."""
-        async with asyncio.timeout(timeout):
-            async for _ in self._statuses():
+        async with asyncio.timeout(timeout), contextlib.aclosing(self._statuses()) as statuses:
+            async for _ in statuses:
                 pass
         error = run_error(self.status)
         if error is not None:
