@@ -11,6 +11,7 @@ from client_support import FAST, ClientCluster, Outside
 
 from agentpool.client import CallFailed, PoolExhausted
 from agentpool.client.sync import Client
+from cluster import wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -42,7 +43,8 @@ def test_the_sync_client_leases_calls_and_submits(
         ids = sorted(result.id for result in run.results())
         assert ids == sorted(f"i{n}" for n in range(20))
         assert run.wait().succeeded == 20
-        assert client.pool_status(pool).state == "Ready"
+        # The pool's status is written a moment after its agent comes back from the run.
+        wait_for(lambda: client.pool_status(pool).state == "Ready", 30, message="pool Ready")
     outside.returned(pool, 1)
 
 
