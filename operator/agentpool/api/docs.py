@@ -16,6 +16,7 @@ import sys
 import types
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
@@ -93,7 +94,13 @@ def _type_name(annotation: Any) -> str:
         return f"list of {_type_name(get_args(plain)[0])}"
     if origin is dict:
         return f"map of {_type_name(get_args(plain)[1])}"
-    names = {str: "string", int: "integer", bool: "boolean", float: "number"}
+    names = {
+        str: "string",
+        int: "integer",
+        bool: "boolean",
+        float: "number",
+        datetime: "time (RFC 3339)",
+    }
     if plain in names:
         return names[plain]
     if isinstance(plain, type) and issubclass(plain, BaseModel):
