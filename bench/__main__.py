@@ -1,9 +1,10 @@
 """``python -m bench``: the pool measured against direct calls and a pod per item, in one run.
 
 Runs the scenarios of issue 8 on the local cluster, each on a fresh cluster and operator process:
-overhead and API economy (1, 3), warm against cold (2), scale (4), reactivity (5) and lease
-binding (6). It prints a summary table beside the targets, writes ``results.json`` (every figure
-the issue names, null where a scenario did not run, and the machine) and PNG plots under
+overhead and API economy (1, 3), warm against cold (2), scale (4), reactivity (5), lease binding
+(6), and the Python client beside a direct call (7). It prints a summary table beside the
+targets, writes ``results.json`` (every figure the issue names, null where a scenario did not
+run, and the machine) and PNG plots under
 ``plots/`` in ``--out`` (default ``bench/``). ``--quick`` uses smaller counts and finishes in
 about two minutes; ``.ci/run`` runs it as a smoke check. Targets are reported, never asserted:
 the exit code is 1 only when a scenario crashed, not when it was slow or missed a target.
@@ -24,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench import leasing, machine, overhead, plots, reactivity, report, scale, warmcold
+from bench import clients, leasing, machine, overhead, plots, reactivity, report, scale, warmcold
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,7 +36,8 @@ REQUIRED = {
     "api": ["writes_per_item", "reads_per_item"],
     "scale": ["items_per_second", "peak_rss_mib", "object_bytes"],
     "reactivity": ["overflow_ms", "replacement_ms", "checkout_p99_ms"],
-    "lease": ["p50_ms", "p99_ms"],
+    "lease": ["p50_ms", "p99_ms", "bind_p50_ms", "bind_p99_ms"],
+    "client": ["call_p50_ms", "call_p99_ms", "direct_p50_ms", "direct_p99_ms"],
 }
 
 FULL = {
@@ -46,6 +48,7 @@ FULL = {
     "samples": 5,
     "warm": 500,
     "leases": 50,
+    "calls": 200,
 }
 QUICK = {
     "overhead": 240,
@@ -55,6 +58,7 @@ QUICK = {
     "samples": 2,
     "warm": 60,
     "leases": 10,
+    "calls": 10,
 }
 
 Scenario = Callable[[Path, dict[str, int]], Awaitable[dict[str, Any]]]
@@ -66,6 +70,7 @@ SCENARIOS: dict[str, Scenario] = {
     "scale": lambda work, n: scale.run(work, items=n["scale"]),
     "reactivity": lambda work, n: reactivity.run(work, samples=n["samples"], items=n["warm"]),
     "lease": lambda work, n: leasing.run(work, leases=n["leases"]),
+    "client": lambda work, n: clients.run(work, calls=n["calls"]),
 }
 
 # (section, figure, target text, test): what the issue asks of this machine (2 cores).
@@ -91,6 +96,12 @@ TARGETS: list[tuple[str, str, str, Callable[[Any, dict[str, Any]], bool]]] = [
     ("reactivity", "checkout_p99_ms", "<= 100", lambda v, s: v <= 100),
     ("lease", "p50_ms", "", lambda v, s: True),
     ("lease", "p99_ms", "", lambda v, s: True),
+    ("lease", "bind_p50_ms", "", lambda v, s: True),
+    ("lease", "bind_p99_ms", "", lambda v, s: True),
+    ("client", "call_p50_ms", "", lambda v, s: True),
+    ("client", "call_p99_ms", "", lambda v, s: True),
+    ("client", "direct_p50_ms", "", lambda v, s: True),
+    ("client", "direct_p99_ms", "", lambda v, s: True),
 ]
 
 
@@ -149,6 +160,16 @@ def explain(results: dict[str, Any]) -> str:
             f"scale: {s['items']} items in {s['seconds']} s, "
             f"{s['agents_at_end']} agents at the end, {s['result_configmaps']} result ConfigMaps"
         )
+    if (c := results.get("client")) and c.get("call_p50_ms") is not None:
+        lease = results.get("lease") or {}
+        notes.append(
+            f"client: {c['calls']} of each, one at a time, pool of 4 echo agents; client.call "
+            f"(lease, invoke, release) p50/p99 {c['call_p50_ms']}/{c['call_p99_ms']} ms against "
+            f"a direct POST /invoke to a warm agent {c['direct_p50_ms']}/{c['direct_p99_ms']} ms; "
+            f"client.lease bound with its token read {lease.get('bind_p50_ms')}/"
+            f"{lease.get('bind_p99_ms')} ms, released (lease gone) {lease.get('release_p50_ms')}/"
+            f"{lease.get('release_p99_ms')} ms"
+        )
     return "\n".join(notes)
 
 
@@ -185,7 +206,13 @@ async def run_all(
             errors.append(f"{name}: {text.strip().splitlines()[-1]}")
             continue
         samples.update(found.pop("_samples", {}))
-        results.update(found)
+        for section, values in found.items():
+            # Two scenarios may add to one section (lease binding, and binding through the
+            # client): each keeps the other's figures.
+            if isinstance(values, dict):
+                results.setdefault(section, {}).update(values)
+            else:
+                results[section] = values
         print(f"   {time.monotonic() - started:.1f} s", flush=True)
     return results, samples, errors
 

@@ -442,14 +442,16 @@ class Watcher:
         timeout: float,
         what: str,
         since: float = 0.0,
+        event: str | None = None,
     ) -> tuple[float, str]:
-        """The first (time, name) seen at or after ``since`` whose object passes ``test``."""
+        """The first (time, name) seen at or after ``since`` whose object passes ``test``, in an
+        ``event`` of that type (ADDED, MODIFIED, DELETED) when one is named."""
         deadline = time.monotonic() + timeout
         checked = 0
         while True:
-            for at, _kind, obj in self.history[checked:]:
+            for at, kind, obj in self.history[checked:]:
                 name = obj["metadata"]["name"]
-                if at >= since and test(name, obj):
+                if at >= since and (event is None or kind == event) and test(name, obj):
                     return at, name
             checked = len(self.history)
             left = deadline - time.monotonic()

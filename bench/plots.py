@@ -130,9 +130,28 @@ def latency(plt: Any, results: dict[str, Any], samples: dict[str, Any]) -> Any:
     return figure
 
 
+def client(plt: Any, results: dict[str, Any], samples: dict[str, Any]) -> Any:
+    series = {
+        "direct POST /invoke\nto a warm agent": samples.get("client_direct_ms"),
+        "client.lease\nbound, token read": samples.get("bind_ms"),
+        "client.call\nlease, invoke, release": samples.get("client_call_ms"),
+    }
+    shown = {label: values for label, values in series.items() if values}
+    if not shown:
+        return None
+    figure, axes = plt.subplots(figsize=(7, 4))
+    axes.boxplot(list(shown.values()), whis=(1, 99))
+    axes.set_xticks(range(1, len(shown) + 1), list(shown))
+    axes.set_yscale("log")
+    axes.set_ylabel("ms (log scale)")
+    axes.set_title(f"The Python client, {(results.get('client') or {}).get('calls')} of each")
+    return figure
+
+
 PAINTERS = {
     "overhead": overhead,
     "warm_vs_cold": warm_vs_cold,
     "scale": scale,
     "reactivity": latency,
+    "client": client,
 }

@@ -26,6 +26,13 @@ ROWS = [
     ("reactivity", "checkout_p99_ms", "warm checkout p99, ms (histogram bucket bound)", "<= 100"),
     ("lease", "p50_ms", "lease created -> Bound p50, ms (scenario 6)", ""),
     ("lease", "p99_ms", "lease created -> Bound p99, ms", ""),
+    ("lease", "bind_p50_ms", "client.lease: bound and its token read, p50, ms (7)", ""),
+    ("lease", "bind_p99_ms", "client.lease: bound and its token read, p99, ms", ""),
+    ("lease", "release_p50_ms", "client.lease: block left -> lease gone, p50, ms", ""),
+    ("client", "call_p50_ms", "client.call (lease, invoke, release) p50, ms", ""),
+    ("client", "call_p99_ms", "client.call p99, ms", ""),
+    ("client", "direct_p50_ms", "direct POST /invoke to a warm agent p50, ms", ""),
+    ("client", "direct_p99_ms", "direct POST /invoke to a warm agent p99, ms", ""),
 ]
 
 

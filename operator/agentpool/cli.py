@@ -8,11 +8,12 @@ local cluster.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agentpool.io.connection import Connection
@@ -137,6 +138,46 @@ def _cmd_results(args: argparse.Namespace) -> int:
     return 0
 
 
+def _json_argument(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"not JSON: {error}") from None
+
+
+def _cmd_call(args: argparse.Namespace) -> int:
+    from agentpool.console.leases import run_call
+
+    return run_call(args)
+
+
+def _cmd_lease(args: argparse.Namespace) -> int:
+    from agentpool.console.leases import run_lease
+
+    return run_lease(args)
+
+
+def _add_agent_options(parser: argparse.ArgumentParser) -> None:
+    """The pool and the lease, for the commands that go through the Python client; the
+    kubeconfig's context is --kube-context here, since --context is the lease's."""
+    parser.add_argument("pool", help="the AgentPool's name")
+    parser.add_argument(
+        "--context", type=_json_argument, help="the lease's context for the agent, as JSON"
+    )
+    parser.add_argument(
+        "--checkout-timeout",
+        type=float,
+        help="seconds to wait for an agent (default: the pool's checkoutTimeoutSeconds)",
+    )
+    parser.add_argument(
+        "--namespace", "-n", help="the pool's namespace (default: the kubeconfig context's)"
+    )
+    parser.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)"
+    )
+    parser.add_argument("--kube-context", help="kubeconfig context (default: the current one)")
+
+
 def _add_connection_options(parser: argparse.ArgumentParser, *, server_default: str) -> None:
     """How to reach the API server, named and resolved as kubectl's own flags are."""
     parser.add_argument("--server", help=f"API server URL (default: {server_default})")
@@ -238,6 +279,20 @@ def build_parser() -> argparse.ArgumentParser:
     results.add_argument("run", help="the PoolRun's name")
     _add_client_options(results)
     results.set_defaults(func=_cmd_results)
+    call = sub.add_parser("call", help="send one item to an agent of a pool, print the output")
+    _add_agent_options(call)
+    call.add_argument("--item", required=True, type=_json_argument, help="the item, as JSON")
+    call.add_argument("--input", type=_json_argument, help="input beside the item, as JSON")
+    call.add_argument("--call-timeout", type=float, help="seconds to wait (default: 300)")
+    call.set_defaults(func=_cmd_call)
+
+    lease = sub.add_parser("lease", help="hold an agent of a pool until Ctrl-C releases it")
+    _add_agent_options(lease)
+    lease.add_argument(
+        "--ttl", type=int, help="seconds the agent stays held if this command dies (default: 60)"
+    )
+    lease.set_defaults(func=_cmd_lease)
+
     local = sub.add_parser("local", help="run a local cluster: API server, kubelet and operator")
     local_sub = local.add_subparsers(dest="local_command", required=True, metavar="COMMAND")
     up = local_sub.add_parser("up", help="run the local cluster in the foreground until Ctrl-C")

@@ -1,0 +1,122 @@
+"""``agentpool call`` and ``agentpool lease`` as a person runs them in a shell.
+
+Each test runs the real entry point in a child process against the test cluster: ``call`` prints
+the output as JSON or fails with the reason; ``lease`` prints where the agent is and how to read
+the token (never the token), holds the lease until Ctrl-C and then releases it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import signal
+import subprocess
+import sys
+import threading
+from typing import IO
+
+import pytest
+from client_support import FAST, ClientCluster, Outside
+
+from cluster import wait_for
+
+pytestmark = pytest.mark.cluster
+
+
+def agentpool(*args: str) -> list[str]:
+    return [sys.executable, "-m", "agentpool", *args]
+
+
+def test_call_prints_the_output_as_json(client_cluster: ClientCluster, outside: Outside) -> None:
+    """`agentpool call POOL --item JSON` prints the agent's output and exits 0."""
+    pool = outside.pool("p", agents=1)
+    item = {"text": "hello", "n": [1, 2]}
+    done = subprocess.run(
+        agentpool(
+            "call", pool, "--item", json.dumps(item), *client_cluster.options(outside.namespace)
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == item
+
+
+def test_call_fails_with_the_reason_and_message(
+    client_cluster: ClientCluster, outside: Outside
+) -> None:
+    """A failed item exits 1 with one line naming the agent's reason and message, no
+    traceback; so does a pool that does not exist, with the operator's reason."""
+    pool = outside.pool("p", agents=1, agent="slow_start", env=FAST)
+    options = client_cluster.options(outside.namespace)
+    item = json.dumps({"fail": True, "message": "bad input"})
+    failed = subprocess.run(
+        agentpool("call", pool, "--item", item, *options),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert failed.returncode == 1
+    assert failed.stderr.strip() == "agentpool: HandlerError: ValueError: bad input"
+    absent = subprocess.run(
+        agentpool("call", "absent", "--item", "1", "--checkout-timeout", "2", *options),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert absent.returncode == 1
+    assert absent.stderr.startswith("agentpool: PoolNotFound: ")
+    assert "Traceback" not in failed.stderr + absent.stderr
+
+
+def _follow(stream: IO[str], into: list[str]) -> None:
+    for line in stream:
+        into.append(line)
+
+
+def test_lease_holds_an_agent_until_ctrl_c_and_never_prints_the_token(
+    client_cluster: ClientCluster, outside: Outside
+) -> None:
+    """`agentpool lease POOL` prints the endpoint, the lease's name and a kubectl command that
+    reads the token, holds the lease Bound while it runs, and on Ctrl-C deletes it, says so
+    and exits 0. The token itself appears nowhere in what it prints."""
+    pool = outside.pool("p", agents=1)
+    options = client_cluster.options(outside.namespace)
+    command = agentpool("lease", pool, "--ttl", "30", "--context", '{"user": "ada"}', *options)
+    printed: list[str] = []
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as holder:
+        assert holder.stdout is not None
+        assert holder.stderr is not None
+        reader = threading.Thread(target=_follow, args=(holder.stdout, printed), daemon=True)
+        reader.start()
+        try:
+            wait_for(lambda: any("Ctrl-C" in line for line in printed), 60, message="lease held")
+            said = re.fullmatch(
+                r"lease (\S+): agent (\S+) of pool p\nendpoint: (\S+)\ntoken: +(.+)\n",
+                "".join(printed[:3]),
+            )
+            assert said is not None, printed
+            lease, agent, endpoint, token_command = said.groups()
+            held = outside.status("agentleases", lease)
+            assert (held["phase"], held["agent"], held["endpoint"]) == ("Bound", agent, endpoint)
+            secret = held["tokenSecretRef"]["name"]
+            assert token_command.endswith(
+                f"get secret {secret} -n {outside.namespace} -o jsonpath='{{.data.token}}'"
+                " | base64 -d"
+            )
+            data = outside.core.read_namespaced_secret(secret, outside.namespace).data
+            token = base64.b64decode(data["token"]).decode()
+            holder.send_signal(signal.SIGINT)
+            assert holder.wait(60) == 0
+        finally:
+            if holder.poll() is None:
+                holder.kill()
+        reader.join(10)
+        errors = holder.stderr.read()
+    assert printed[-1] == f"released lease {lease}\n"
+    assert token not in "".join(printed) + errors
+    outside.returned(pool, 1)
