@@ -8,60 +8,69 @@ process, which is one operator in a cluster.
 
 from __future__ import annotations
 
+from typing import Any, TypeVar
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
-AGENTS = Gauge(
+POOL_LABELS = ("namespace", "pool")
+"""The labels of a pool's series."""
+RUN_LABELS = ("namespace", "run")
+"""The labels of a run's series."""
+
+Family = TypeVar("Family", Counter, Gauge, Histogram)
+
+
+def _family(
+    kind: type[Family], name: str, documentation: str, labels: tuple[str, ...], **options: Any
+) -> Family:
+    """A metric family in the operator's registry, the only one served."""
+    return kind(name, documentation, labels, registry=REGISTRY, **options)
+
+
+AGENTS = _family(
+    Gauge,
     "agentpool_agents",
     "Agents of a pool by state: idle, busy, starting, unready, retiring.",
-    ["namespace", "pool", "state"],
-    registry=REGISTRY,
+    (*POOL_LABELS, "state"),
 )
-WAITERS = Gauge(
-    "agentpool_waiters",
-    "Checkouts waiting for an agent of the pool.",
-    ["namespace", "pool"],
-    registry=REGISTRY,
+WAITERS = _family(
+    Gauge, "agentpool_waiters", "Checkouts waiting for an agent of the pool.", POOL_LABELS
 )
-CHECKOUT_SECONDS = Histogram(
+CHECKOUT_SECONDS = _family(
+    Histogram,
     "agentpool_checkout_seconds",
     "Time from asking for an agent to holding one; warm when an idle agent was there, "
     "scaleup when the checkout had to wait.",
-    ["namespace", "pool", "kind"],
+    (*POOL_LABELS, "kind"),
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-    registry=REGISTRY,
 )
-CHECKOUT_TIMEOUTS = Counter(
+CHECKOUT_TIMEOUTS = _family(
+    Counter,
     "agentpool_checkout_timeouts_total",
     "Checkouts that found no agent within their timeout.",
-    ["namespace", "pool"],
-    registry=REGISTRY,
+    POOL_LABELS,
 )
-ITEMS = Counter(
+ITEMS = _family(
+    Counter,
     "agentpool_items_total",
     "Item attempts by run and outcome (succeeded, failed).",
-    ["namespace", "run", "outcome"],
-    registry=REGISTRY,
+    (*RUN_LABELS, "outcome"),
 )
-ITEM_SECONDS = Histogram(
+ITEM_SECONDS = _family(
+    Histogram,
     "agentpool_item_duration_seconds",
     "Time an agent took over one item attempt, as the operator measured the call.",
-    ["namespace", "run"],
+    RUN_LABELS,
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
-    registry=REGISTRY,
 )
-RETRIES = Counter(
-    "agentpool_retries_total",
-    "Item attempts beyond the first.",
-    ["namespace", "run"],
-    registry=REGISTRY,
-)
-API_WRITES = Counter(
+RETRIES = _family(Counter, "agentpool_retries_total", "Item attempts beyond the first.", RUN_LABELS)
+API_WRITES = _family(
+    Counter,
     "agentpool_api_writes_total",
     "Writes the operator made to the Kubernetes API, by verb and resource.",
-    ["verb", "resource"],
-    registry=REGISTRY,
+    ("verb", "resource"),
 )
 
 

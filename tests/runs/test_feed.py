@@ -70,7 +70,7 @@ async def test_items_are_admitted_routed_and_started_in_order() -> None:
     assert second is not None
     assert (second.key, second.pool) == ("w", "pool-a")
     assert await started.take(0.0) is None
-    assert ledger.in_flight == {"y": 1, "w": 1}
+    assert ledger.attempts.in_flight == {"y": 1, "w": 1}
     assert ledger.take_flush({}).patch["failures"]["x"]["reason"] == "NoRoute"
     assert ledger.seen == 4
     assert started.drained, "nothing is left to start: the rest is in flight"

@@ -66,8 +66,8 @@ def restored(ledger: RunLedger) -> dict[str, Any]:
         "succeeded": ledger.succeeded,
         "failed": ledger.failed,
         "seen": ledger.seen,
-        "resumed": ledger.resumed,
-        "retries": ledger.retries,
+        "resumed": ledger.attempts.resumed,
+        "retries": ledger.attempts.retries,
     }
 
 

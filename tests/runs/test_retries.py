@@ -94,7 +94,11 @@ async def test_retries_wait_until_due_and_the_last_failure_is_recorded() -> None
     ledger.start("b", attempt=1)
     waiting.failed(WORK, "pod-1", "AgentError", "no")
     waiting.failed(Work(key="b", index=1, value={}, pool="workers"), "pod-2", "AgentError", "no")
-    assert (ledger.attempts.retrying, ledger.active, wakes) == ({"a": 1, "b": 1}, 0, ["wake"] * 2)
+    assert (ledger.attempts.retrying, ledger.attempts.active, wakes) == (
+        {"a": 1, "b": 1},
+        0,
+        ["wake"] * 2,
+    )
     assert waiting.next_due() == 101.0
     assert waiting.take_due(100.5) == []
     [a, b] = waiting.take_due(101.0)

@@ -158,8 +158,8 @@ def test_a_ledger_restores_records_counts_and_in_flight_items() -> None:
     configmaps = {"r-results-0": {CHUNK_KEY: '{"id":"d","output":4}\n'}}
     ledger = RunLedger.restore("r", replayable=True, status=status, configmaps=configmaps)
     assert ledger.recorded == {"a", "b", "d"}
-    assert (ledger.succeeded, ledger.failed, ledger.retries, ledger.seen) == (2, 1, 3, 9)
-    assert ledger.resumed == {"c": 1}
+    assert (ledger.succeeded, ledger.failed, ledger.attempts.retries, ledger.seen) == (2, 1, 3, 9)
+    assert ledger.attempts.resumed == {"c": 1}
     # New results continue the last chunk rather than overwrite it.
     ledger.record_output("e", "y" * 5000)
     [(name, data)] = ledger.take_flush({}).configmaps

@@ -224,8 +224,8 @@ def test_a_journal_read_back_after_a_restart_counts_each_retry_once() -> None:
         replayable=True,
         status=status,
     )
-    assert ledger.retries == 3
-    assert ledger.resumed == {"a": 2, "b": 1, "d": 1}
+    assert ledger.attempts.retries == 3
+    assert ledger.attempts.resumed == {"a": 2, "b": 1, "d": 1}
     assert [ledger.attempts.next_attempt(key) for key in "abcd"] == [3, 2, 1, 2]
 
 

@@ -89,5 +89,5 @@ async def test_no_agent_while_no_slot_holds_one_is_a_deadlock() -> None:
         await stuck.stop()
     assert stuck.deadlock is not None
     assert "exhausted" in stuck.deadlock
-    assert ledger.in_flight == {}, "the attempt that found no agent does not count"
+    assert ledger.attempts.in_flight == {}, "the attempt that found no agent does not count"
     assert not feed.drained, "the item waits to start again"

@@ -16,6 +16,7 @@ from agentpool.api.base import (
     NameRef,
     SpecError,
     parse_spec,
+    refuse_below,
 )
 from agentpool.api.leases import AgentLeaseSpec, AgentLeaseStatus, LeasePhase
 from agentpool.api.pools import (
@@ -82,4 +83,5 @@ __all__ = [
     "SpecError",
     "Strategy",
     "parse_spec",
+    "refuse_below",
 ]

@@ -5,7 +5,8 @@ attribute docstrings as descriptions), so each resource module only states its f
 attaches ``x-kubernetes-validations`` rules to the model or field they guard, and ``AnyJson`` /
 ``JsonObject`` mark the few values that are the user's own JSON and so keep unknown fields.
 ``parse_spec`` is how the operator turns a raw ``spec`` dict into a model with an error a user can
-act on. Imported by the resource modules (``pools``, ``runs``, ``leases``) and by the operator.
+act on; ``refuse_below`` holds a value resolved from a spec, built directly, to the model's bounds.
+Imported by the resource modules (``pools``, ``runs``, ``leases``) and by the operator.
 """
 
 from __future__ import annotations
@@ -161,3 +162,15 @@ def parse_spec(model: type[M], raw: Mapping[str, Any] | None, *, root: str = "sp
             )
             problems.append(f"{path}: {error['msg']}")
         raise SpecError(model.__name__.removesuffix("Spec"), problems) from None
+
+
+def refuse_below(value: object, least: float, *fields: str, subject: str = "") -> None:
+    """Raise ``ValueError`` naming the first of ``fields`` of ``value`` that is below ``least``.
+
+    A spec's model keeps its bounds; a value resolved from a spec (the pool policy, a run's
+    settings) keeps them too when a test or a caller builds it directly. ``subject`` opens the
+    message (``"run r: "``).
+    """
+    for name in fields:
+        if getattr(value, name) < least:
+            raise ValueError(f"{subject}{name} must be >= {least}, not {getattr(value, name)}")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
 from collections.abc import Mapping
@@ -21,13 +20,14 @@ from typing import Any
 
 import kopf
 
-from agentpool import GROUP, VERSION, metrics
+from agentpool import metrics
 from agentpool.api import AgentPoolSpec
 from agentpool.api.reasons import EventReason, RetireReason
 from agentpool.broker.registry import PoolKey
 from agentpool.handlers import failures, tokens
 from agentpool.handlers.poolstatus import write_status
 from agentpool.handlers.recovery import restore_held_agents
+from agentpool.handlers.registration import KindHandlers
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.pool import Plan, PoolPolicy, plan
 from agentpool.pool.manifests import (
@@ -55,24 +55,12 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
     kopf.index(
         "v1", "pods", id="pods_by_pool", labels={POOL_LABEL: kopf.PRESENT}, registry=registry
     )(pods_by_pool)
-    kopf.on.event(GROUP, VERSION, "agentpools", id="pool_event", registry=registry)(
-        functools.partial(pool_event, runtime)
-    )
-    kopf.daemon(
-        GROUP,
-        VERSION,
-        "agentpools",
-        id="pool_loop",
-        registry=registry,
-        backoff=2,
-        # The loop ends by itself as soon as it is stopped (the deletion handler drains), so
-        # kopf never needs to cancel it: a deletion is not a cancellation.
-        cancellation_backoff=5,
-        cancellation_timeout=10,
-    )(functools.partial(pool_loop, runtime))
-    kopf.on.delete(GROUP, VERSION, "agentpools", id="pool_drain", registry=registry)(
-        functools.partial(pool_drain, runtime)
-    )
+    handlers = KindHandlers("agentpools", registry, runtime)
+    handlers.on_event(pool_event)
+    # The loop ends by itself as soon as it is stopped (the deletion handler drains), so kopf
+    # never needs to cancel it: a deletion is not a cancellation.
+    handlers.daemon(pool_loop, cancellation_backoff=5)
+    handlers.on_delete(pool_drain)
 
 
 def pods_by_pool(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -20,12 +19,13 @@ from typing import Any
 import kopf
 import pydantic
 
-from agentpool import GROUP, VERSION, metrics
+from agentpool import metrics
 from agentpool.api import AgentPoolSpec, PoolRunSpec
 from agentpool.api.conditions import now_time
 from agentpool.api.reasons import Reason
 from agentpool.broker.registry import PoolKey
 from agentpool.handlers.dispatch import BrokerDispatcher
+from agentpool.handlers.registration import KindHandlers
 from agentpool.handlers.runtime import Runtime
 from agentpool.handlers.sources import HttpSource
 from agentpool.io.journal import FileJournal
@@ -124,18 +124,9 @@ async def pool_timeouts(
 
 def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
     """Bind the PoolRun handlers to ``registry``, each given ``runtime``."""
-    kopf.on.event(GROUP, VERSION, "poolruns", id="run_event", registry=registry)(
-        functools.partial(run_event, runtime)
-    )
-    kopf.daemon(
-        GROUP,
-        VERSION,
-        "poolruns",
-        id="run_loop",
-        registry=registry,
-        backoff=2,
-        cancellation_timeout=10,
-    )(functools.partial(run_loop, runtime))
+    handlers = KindHandlers("poolruns", registry, runtime)
+    handlers.on_event(run_event)
+    handlers.daemon(run_loop)
 
 
 async def run_event(

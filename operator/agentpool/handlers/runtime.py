@@ -7,7 +7,8 @@ agents Bound leases hold (:class:`LeaseAgents`), the running runs' engines (:cla
 and the tasks that hold agents found busy after a restart. Handlers are module-level coroutines
 that take it as their first argument, positional-only since kopf passes a ``runtime`` keyword
 of its own (how long the handler has run); each module's ``register`` binds it with
-:func:`functools.partial` when :mod:`agentpool.handlers.operator` builds the registry.
+:func:`functools.partial` (through :class:`~agentpool.handlers.registration.KindHandlers` for
+agentpool's own kinds) when :mod:`agentpool.handlers.operator` builds the registry.
 """
 
 from __future__ import annotations

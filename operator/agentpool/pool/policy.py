@@ -11,7 +11,7 @@ from __future__ import annotations
 import typing
 from dataclasses import dataclass
 
-from agentpool.api import POOL_DEFAULTS, AgentPoolSpec, Strategy
+from agentpool.api import POOL_DEFAULTS, AgentPoolSpec, Strategy, refuse_below
 
 STRATEGIES: tuple[Strategy, ...] = typing.get_args(Strategy)
 
@@ -46,12 +46,15 @@ class PoolPolicy:
             )
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy must be LIFO or FIFO, not {self.strategy!r}")
-        for name in ("min_idle", "max_uses", "quarantine_after_failures"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, not {getattr(self, name)}")
-        for name in ("idle_timeout_seconds", "max_lifetime_seconds"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, not {getattr(self, name)}")
+        refuse_below(
+            self,
+            0,
+            "min_idle",
+            "idle_timeout_seconds",
+            "max_uses",
+            "max_lifetime_seconds",
+            "quarantine_after_failures",
+        )
 
     @property
     def max_overflow(self) -> int:

@@ -20,6 +20,7 @@ from agentpool.api import (
     PoolRunSpec,
     Routes,
     RunMode,
+    refuse_below,
 )
 
 
@@ -54,10 +55,7 @@ class RunConfig:
     def __post_init__(self) -> None:
         if self.pool is None and self.routes is None:
             raise ValueError(f"run {self.name}: needs poolRef or routes")
-        if self.cap < 1:
-            raise ValueError(f"run {self.name}: cap must be at least 1, not {self.cap}")
-        if self.max_attempts < 1:
-            raise ValueError(f"run {self.name}: maxAttempts must be at least 1")
+        refuse_below(self, 1, "cap", "max_attempts", subject=f"run {self.name}: ")
 
     def checkout_timeout(self, pool: str) -> float:
         """The checkout timeout for an item of ``pool``: the run's, else the pool's."""

@@ -26,14 +26,7 @@ from typing import Any
 from agentpool.runs.alarm import Alarm
 from agentpool.runs.calls import Caller
 from agentpool.runs.config import RunConfig
-from agentpool.runs.contracts import (
-    Clock,
-    Dispatcher,
-    Invoker,
-    Journal,
-    StatusSink,
-    SystemClock,
-)
+from agentpool.runs.contracts import Clock, Dispatcher, Invoker, Journal, StatusSink, SystemClock
 from agentpool.runs.feed import Feed
 from agentpool.runs.intake import Intake
 from agentpool.runs.journaling import Recorder, decode_entry, replay

@@ -116,7 +116,7 @@ class Feed:
         the re-run limit, with those running, so a crash re-runs no more than that."""
         if self.rerun_limit is None:
             return []
-        room = self.rerun_limit - self.ledger.active
+        room = self.rerun_limit - self.ledger.attempts.active
         while len(self._backlog) < room and await self._pull(now):
             pass
         return self._backlog.upcoming(room)

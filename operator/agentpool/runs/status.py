@@ -124,22 +124,6 @@ class RunLedger:
         """The source has given at least ``count`` items over the run's life."""
         self.seen = max(self.seen, count)
 
-    @property
-    def in_flight(self) -> dict[str, int]:
-        return self.attempts.in_flight
-
-    @property
-    def retries(self) -> int:
-        return self.attempts.retries
-
-    @property
-    def resumed(self) -> dict[str, int]:
-        return self.attempts.resumed
-
-    @property
-    def active(self) -> int:
-        return self.attempts.active
-
     def start(self, key: str, *, attempt: int) -> None:
         self.attempts.start(key, attempt)
 
