@@ -40,14 +40,15 @@ def run_call(args: argparse.Namespace) -> int:
         return asyncio.run(
             _with_client(
                 args,
-                lambda client: call_item(
-                    client,
-                    args.pool,
-                    args.item,
-                    input=args.input,
-                    context=args.context,
-                    checkout_timeout=args.checkout_timeout,
-                    call_timeout=args.call_timeout,
+                lambda client: print_output(
+                    client.call(
+                        args.pool,
+                        args.item,
+                        input=args.input,
+                        context=args.context,
+                        checkout_timeout=args.checkout_timeout,
+                        call_timeout=args.call_timeout,
+                    )
                 ),
             )
         )
@@ -88,28 +89,13 @@ def _failed(error: AgentpoolError, err: TextIO, *, code: int = 1) -> int:
     return code
 
 
-async def call_item(
-    client: Client,
-    pool: str,
-    item: Any,
-    *,
-    input: Any = None,
-    context: Any = None,
-    checkout_timeout: float | None = None,
-    call_timeout: float | None = None,
-    out: TextIO = sys.stdout,
-    err: TextIO = sys.stderr,
+async def print_output(
+    call: Awaitable[Any], *, out: TextIO = sys.stdout, err: TextIO = sys.stderr
 ) -> int:
-    """Print the output of ``item`` on an agent of ``pool``; 1 with the reason on failure."""
+    """Print what ``call`` (a :meth:`Client.call`) outputs, as JSON; 1 with the reason on
+    failure."""
     try:
-        output = await client.call(
-            pool,
-            item,
-            input=input,
-            context=context,
-            checkout_timeout=checkout_timeout,
-            call_timeout=call_timeout,
-        )
+        output = await call
     except AgentpoolError as error:
         return _failed(error, err)
     out.write(json.dumps(output) + "\n")

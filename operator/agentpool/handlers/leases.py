@@ -176,9 +176,8 @@ async def announce(
             leasestatus.bound_status(held, hold.bound_time or format_time(held.term.bound))
         )
     if not hold.resumed:
-        kopf.event(
+        kopf.info(
             body,
-            type="Normal",
             reason=str(EventReason.LEASE_BOUND),
             message=f"Bound agent {held.checkout.agent} until {held.expire_time}",
         )

@@ -52,9 +52,8 @@ async def end_lease(
         finally:
             binds.give_back(runtime, held.pool_key, checkout, outcome)
     if reason == Reason.EXPIRED:
-        kopf.event(
+        kopf.info(
             body,
-            type="Normal",
             reason=str(EventReason.LEASE_EXPIRED),
             message=f"Returned agent {checkout.agent} to pool {pool}",
         )
@@ -86,9 +85,8 @@ async def lease_release(
         finally:
             binds.give_back(runtime, (key[0], pool), checkout, outcome)
     runtime.leases.forget(key)
-    kopf.event(
+    kopf.info(
         body,
-        type="Normal",
         reason=str(EventReason.LEASE_RELEASED),
         message=f"Lease deleted: returned agent {checkout.agent} to pool {pool}",
     )

@@ -217,10 +217,8 @@ class AgentClient:
                 url, headers = URL(_urls(endpoint).base + path), _headers(token, cast=cast)
                 async with self._client().post(url, data=body, headers=headers) as response:
                     return Answer(response.status, await response.read())
-        except TimeoutError:
-            return _timed_out(endpoint, timeout)
-        except _NO_ANSWER as exc:
-            return _lost(endpoint, exc)
+        except (TimeoutError, *_NO_ANSWER) as exc:
+            return _unanswered(endpoint, exc, timeout=timeout)
 
     async def bind(
         self,
@@ -299,24 +297,16 @@ class AgentClient:
             return False
 
 
-def _timed_out(endpoint: str, timeout: float) -> InvokeResult:
-    """A call that got no answer in time: the agent's state is unknown."""
-    return InvokeResult(
-        ok=False,
-        reason=protocol.CALL_TIMEOUT,
-        message=f"the agent at {endpoint} gave no answer within {timeout:g}s",
-        lost=True,
-    )
-
-
-def _lost(endpoint: str, exc: BaseException) -> InvokeResult:
-    """A call whose connection failed or broke: the agent's state is unknown."""
-    return InvokeResult(
-        ok=False,
-        reason=protocol.AGENT_LOST,
-        message=f"lost the agent at {endpoint}: {_connection_failure(exc)}",
-        lost=True,
-    )
+def _unanswered(endpoint: str, exc: BaseException, *, timeout: float) -> InvokeResult:
+    """A call that got no answer, in time (``exc`` is a TimeoutError) or at all (its connection
+    failed or broke): the agent's state is unknown."""
+    if isinstance(exc, TimeoutError):
+        reason = protocol.CALL_TIMEOUT
+        message = f"the agent at {endpoint} gave no answer within {timeout:g}s"
+    else:
+        reason = protocol.AGENT_LOST
+        message = f"lost the agent at {endpoint}: {_connection_failure(exc)}"
+    return InvokeResult(ok=False, reason=reason, message=message, lost=True)
 
 
 def _invoke_result(endpoint: str, status: int, raw: bytes, *, cast: bool) -> InvokeResult:
