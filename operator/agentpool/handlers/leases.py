@@ -15,14 +15,12 @@ module-level handlers to kopf.
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 import kopf
 
-from agentpool import GROUP, VERSION
 from agentpool.api import AgentLeaseSpec, AgentPoolSpec
 from agentpool.api.conditions import format_time
 from agentpool.api.reasons import EventReason, Reason
@@ -30,6 +28,7 @@ from agentpool.broker import Checkout, PoolClosed, PoolExhausted
 from agentpool.broker.registry import PoolKey
 from agentpool.handlers import binds, leasestatus, releases
 from agentpool.handlers.leasestatus import Report, StatusWriter, failed_status
+from agentpool.handlers.registration import KindHandlers
 from agentpool.handlers.runtime import Runtime
 from agentpool.io.kube import NotFound
 from agentpool.pool import binding, leases
@@ -42,24 +41,12 @@ T = TypeVar("T")
 
 def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
     """Bind the AgentLease handlers to ``registry``, each given ``runtime``."""
-    kopf.on.event(GROUP, VERSION, "agentleases", id="lease_event", registry=registry)(
-        functools.partial(lease_event, runtime)
-    )
-    kopf.daemon(
-        GROUP,
-        VERSION,
-        "agentleases",
-        id="lease_loop",
-        registry=registry,
-        backoff=2,
-        # The daemon ends by itself as soon as it is stopped (a deleted lease's agent goes back
-        # in lease_release), so kopf never needs to cancel it.
-        cancellation_backoff=runtime.settings.leases.stop_seconds,
-        cancellation_timeout=10,
-    )(functools.partial(lease_loop, runtime))
-    kopf.on.delete(GROUP, VERSION, "agentleases", id="lease_release", registry=registry)(
-        functools.partial(releases.lease_release, runtime)
-    )
+    handlers = KindHandlers("agentleases", registry, runtime)
+    handlers.on_event(lease_event)
+    # The daemon ends by itself as soon as it is stopped (a deleted lease's agent goes back in
+    # lease_release), so kopf never needs to cancel it.
+    handlers.daemon(lease_loop, cancellation_backoff=runtime.settings.leases.stop_seconds)
+    handlers.on_delete(releases.lease_release)
 
 
 async def lease_event(runtime: Runtime, /, name: str, namespace: str | None, **_: Any) -> None:

@@ -2,8 +2,8 @@
 
 Each handler is a module-level coroutine that takes the runtime first; :class:`KindHandlers` gives
 it the runtime and registers it for the kind's plural under its own name, which kopf keeps as the
-handler's id. ``register`` in :mod:`~agentpool.handlers.pools` and :mod:`~agentpool.handlers.runs`
-make one each.
+handler's id. ``register`` in :mod:`~agentpool.handlers.pools`, :mod:`~agentpool.handlers.runs` and
+:mod:`~agentpool.handlers.leases` make one each.
 """
 
 from __future__ import annotations
