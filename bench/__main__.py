@@ -1,12 +1,15 @@
 """``python -m bench``: the pool measured against direct calls and a pod per item, in one run.
 
 Runs the scenarios of issue 8 on the local cluster, each on a fresh cluster and operator process:
-overhead and API economy (1, 3), warm against cold (2), scale (4), reactivity (5) and lease
-binding (6). It prints a summary table beside the targets, writes ``results.json`` (every figure
-the issue names, null where a scenario did not run, and the machine) and PNG plots under
-``plots/`` in ``--out`` (default ``bench/``). ``--quick`` uses smaller counts and finishes in
-about two minutes; ``.ci/run`` runs it as a smoke check. Targets are reported, never asserted:
-the exit code is 1 only when a scenario crashed, not when it was slow or missed a target.
+overhead and API economy (1, 3), warm against cold (2), scale (4), reactivity (5), lease
+binding (6) and one operator against up to 1,000 pools of simulated agents (7,
+:mod:`bench.simulated`). It prints a summary table beside the targets, writes ``results.json``
+(every figure the issue names, null where a scenario did not run, and the machine) and PNG plots
+under ``plots/`` in ``--out`` (default ``bench/``); with ``--only`` the sections of the scenarios
+left out keep their figures from the ``results.json`` already there. ``--quick`` uses smaller
+counts and finishes in about two minutes; ``.ci/run`` runs it as a smoke check. Targets are
+reported, never asserted: the exit code is 1 only when a scenario crashed, not when it was slow
+or missed a target.
 """
 
 from __future__ import annotations
@@ -24,7 +27,17 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench import leasing, machine, overhead, plots, reactivity, report, scale, warmcold
+from bench import (
+    leasing,
+    machine,
+    overhead,
+    plots,
+    reactivity,
+    report,
+    scale,
+    simulated,
+    warmcold,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,6 +49,7 @@ REQUIRED = {
     "scale": ["items_per_second", "peak_rss_mib", "object_bytes"],
     "reactivity": ["overflow_ms", "replacement_ms", "checkout_p99_ms"],
     "lease": ["p50_ms", "p99_ms"],
+    "simulated": ["max_agents", "max_pools", "checkout_p99_ms", "recovery_seconds"],
 }
 
 FULL = {
@@ -46,6 +60,8 @@ FULL = {
     "samples": 5,
     "warm": 500,
     "leases": 50,
+    "simulated_sizes": len(simulated.SIZES),
+    "simulated_budget_seconds": 600,
 }
 QUICK = {
     "overhead": 240,
@@ -55,6 +71,8 @@ QUICK = {
     "samples": 2,
     "warm": 60,
     "leases": 10,
+    "simulated_sizes": 1,
+    "simulated_budget_seconds": 300,
 }
 
 Scenario = Callable[[Path, dict[str, int]], Awaitable[dict[str, Any]]]
@@ -66,6 +84,9 @@ SCENARIOS: dict[str, Scenario] = {
     "scale": lambda work, n: scale.run(work, items=n["scale"]),
     "reactivity": lambda work, n: reactivity.run(work, samples=n["samples"], items=n["warm"]),
     "lease": lambda work, n: leasing.run(work, leases=n["leases"]),
+    "simulated": lambda work, n: simulated.run(
+        work, sizes=n["simulated_sizes"], budget=n["simulated_budget_seconds"]
+    ),
 }
 
 # (section, figure, target text, test): what the issue asks of this machine (2 cores).
@@ -91,6 +112,10 @@ TARGETS: list[tuple[str, str, str, Callable[[Any, dict[str, Any]], bool]]] = [
     ("reactivity", "checkout_p99_ms", "<= 100", lambda v, s: v <= 100),
     ("lease", "p50_ms", "", lambda v, s: True),
     ("lease", "p99_ms", "", lambda v, s: True),
+    ("simulated", "max_agents", "", lambda v, s: True),
+    ("simulated", "max_pools", "", lambda v, s: True),
+    ("simulated", "checkout_p99_ms", "", lambda v, s: True),
+    ("simulated", "recovery_seconds", "", lambda v, s: True),
 ]
 
 
@@ -148,6 +173,14 @@ def explain(results: dict[str, Any]) -> str:
         notes.append(
             f"scale: {s['items']} items in {s['seconds']} s, "
             f"{s['agents_at_end']} agents at the end, {s['result_configmaps']} result ConfigMaps"
+        )
+    if (m := results.get("simulated")) and m.get("max_agents") is not None:
+        sizes = ", ".join(f"{s['pools']}x{s['agents_per_pool']}" for s in m["steps"])
+        notes.append(
+            f"simulated: sizes reached (pools x agents) {sizes}; operator RSS "
+            f"{m['rss_base_mib']} MiB + {m['rss_per_pool_kib']} KiB a pool + "
+            f"{m['rss_per_agent_kib']} KiB an agent; spec change to plan applied p99 "
+            f"{m['plan_p99_ms']} ms at the largest; stopped: {m['stopped']}"
         )
     return "\n".join(notes)
 
@@ -213,6 +246,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"work directory kept: {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "results.json"
+    if args.only and path.exists():
+        # A run of some scenarios keeps the figures of the others from the last full run.
+        before = json.loads(path.read_text())
+        kept = [k for k in REQUIRED if k not in results and before.get(k)]
+        results.update({k: before[k] for k in kept})
+        if kept:
+            results["kept_from_before"] = kept
     fill(results)
     results["command"] = "python -m bench" + (" --quick" if args.quick else "")
     results["counts"] = counts
@@ -220,8 +262,6 @@ def main(argv: list[str] | None = None) -> int:
     results["machine"] = host
     if errors:
         results["errors"] = errors
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "results.json"
     path.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
     (args.out / "performance.md").write_text(report.render(results))
     print()

@@ -26,6 +26,10 @@ ROWS = [
     ("reactivity", "checkout_p99_ms", "warm checkout p99, ms (histogram bucket bound)", "<= 100"),
     ("lease", "p50_ms", "lease created -> Bound p50, ms (scenario 6)", ""),
     ("lease", "p99_ms", "lease created -> Bound p99, ms", ""),
+    ("simulated", "max_agents", "simulated agents one operator held (scenario 7)", ""),
+    ("simulated", "max_pools", "pools it held", ""),
+    ("simulated", "checkout_p99_ms", "warm checkout p99 there, ms (bucket bound)", ""),
+    ("simulated", "recovery_seconds", "operator SIGKILL -> every busy agent known, s", ""),
 ]
 
 
