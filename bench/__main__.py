@@ -61,7 +61,7 @@ FULL = {
     "warm": 500,
     "leases": 50,
     "simulated_sizes": len(simulated.SIZES),
-    "simulated_budget_seconds": 600,
+    "simulated_budget_seconds": 480,
 }
 QUICK = {
     "overhead": 240,

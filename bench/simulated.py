@@ -47,6 +47,9 @@ SIZES = [(10, 10), (10, 100), (100, 10), (1000, 10)]
 SAMPLES = 10
 ECHO_SECONDS = 0.01
 HOLD_SECONDS = 900
+#: How long a restarted operator is given to know every busy agent again before the size
+#: reports how many it knew instead.
+RECOVERY_SECONDS = 120.0
 CREATORS = 32
 NAMESPACE = "sim"
 IMAGE = "agentpool:0.1.0"
@@ -180,7 +183,7 @@ class Size:
         sampled = spread(self.names, SAMPLES)
         checkout = await self.warm_checkouts(sampled)
         plans = [await self.spec_change(name) for name in sampled]
-        recovery, whole = await self.recovery(sampled)
+        recovery, whole, known = await self.recovery(sampled)
         return {
             "pools": self.pools,
             "agents": self.pools * self.per_pool,
@@ -190,9 +193,10 @@ class Size:
             "checkout_p99_ms": round(checkout * 1000, 2),
             "plan_p50_ms": round(percentile(plans, 50), 1),
             "plan_p99_ms": round(percentile(plans, 99), 1),
-            "recovery_seconds": round(recovery, 2),
-            "all_pools_back_seconds": round(whole, 2),
+            "recovery_seconds": None if recovery is None else round(recovery, 2),
+            "all_pools_back_seconds": None if whole is None else round(whole, 2),
             "busy_at_kill": len(sampled) * (self.per_pool + 1),
+            "busy_known_again": known,
         }
 
     async def rss_kib(self) -> int:
@@ -246,9 +250,11 @@ class Size:
         await until(applied, timeout=self.left(), what=f"pool {name} resized", interval=0.005)
         return (time.monotonic() - started) * 1000
 
-    async def recovery(self, sampled: list[str]) -> tuple[float, float]:
+    async def recovery(self, sampled: list[str]) -> tuple[float | None, float | None, int]:
         """Hold every agent of ``sampled`` busy, SIGKILL the operator and start another; the
-        seconds until every busy agent is counted busy again, and until every pool is served."""
+        seconds until every busy agent is counted busy again and until every pool is served
+        (None when it did not happen within RECOVERY_SECONDS), and how many busy agents the new
+        operator counted busy by the end."""
         assert self.kube is not None
         assert self.operator is not None
         held = self.per_pool + 1
@@ -272,17 +278,20 @@ class Size:
         killed = time.monotonic()
         await asyncio.to_thread(self.operator.stop)  # reaps it
         self.start_operator()
-        known = whole = 0.0
-        while not (known and whole):
-            self.left()
-            busy, pools = busy_agents(await metrics(self.session, self.port))
+        known: float | None = None
+        whole: float | None = None
+        busy = 0
+        while known is None or whole is None:
             now = time.monotonic() - killed
-            if busy >= expected and not known:
+            if now > RECOVERY_SECONDS:
+                break
+            busy, pools = busy_agents(await metrics(self.session, self.port))
+            if busy >= expected and known is None:
                 known = now
-            if pools >= self.pools and not whole:
+            if pools >= self.pools and whole is None:
                 whole = now
             await asyncio.sleep(0.1)
-        return known, whole
+        return known, whole, busy
 
 
 async def run(work: Path, *, sizes: int, budget: float) -> dict[str, Any]:
@@ -300,7 +309,7 @@ async def run(work: Path, *, sizes: int, budget: float) -> dict[str, Any]:
         finally:
             await size.close()
         print(f"   {steps[-1]}", flush=True)
-    largest = max(steps, key=lambda s: s["agents"], default=None)
+    largest = max(steps, key=lambda s: (s["agents"], s["pools"]), default=None)
     slope = fit([(s["pools"], s["agents"], s["rss_mib"] * 1024) for s in steps])
     return {
         "simulated": {
