@@ -176,11 +176,14 @@ def explain(results: dict[str, Any]) -> str:
         )
     if (m := results.get("simulated")) and m.get("max_agents") is not None:
         sizes = ", ".join(f"{s['pools']}x{s['agents_per_pool']}" for s in m["steps"])
+        big = max(m["steps"], key=lambda s: (s["agents"], s["pools"]))
         notes.append(
             f"simulated: sizes reached (pools x agents) {sizes}; operator RSS "
             f"{m['rss_base_mib']} MiB + {m['rss_per_pool_kib']} KiB a pool + "
             f"{m['rss_per_agent_kib']} KiB an agent; spec change to plan applied p99 "
-            f"{m['plan_p99_ms']} ms at the largest; stopped: {m['stopped']}"
+            f"{m['plan_p99_ms']} ms at the largest; after a SIGKILL the new operator knew "
+            f"{big['busy_known_again']} of {big['busy_at_kill']} busy "
+            f"agents there within {m.get('recovery_limit_seconds')} s; stopped: {m['stopped']}"
         )
     return "\n".join(notes)
 
@@ -254,7 +257,11 @@ def main(argv: list[str] | None = None) -> int:
         kept = [k for k in REQUIRED if k not in results and before.get(k)]
         results.update({k: before[k] for k in kept})
         if kept:
-            results["kept_from_before"] = kept
+            results["kept_from_before"] = {
+                "sections": kept,
+                "command": before.get("command"),
+                "machine": before.get("machine"),
+            }
     fill(results)
     results["command"] = "python -m bench" + (" --quick" if args.quick else "")
     results["counts"] = counts

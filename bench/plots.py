@@ -156,12 +156,14 @@ def simulated(plt: Any, results: dict[str, Any], samples: dict[str, Any]) -> Any
         ("plan_p99_ms", "spec change -> plan applied p99 (ms)"),
         ("checkout_p99_ms", "warm checkout p99 (ms, bucket bound)"),
     ):
-        times.plot(agents, [s[key] for s in steps], marker="o", label=label)
+        times.plot(agents, [s[key] for s in steps], marker="o", linestyle="none", label=label)
+    known = [s for s in steps if s.get("recovery_seconds") is not None]
     times.plot(
-        agents,
-        [s["recovery_seconds"] * 1000 for s in steps],
+        [s["agents"] for s in known],
+        [s["recovery_seconds"] * 1000 for s in known],
         marker="o",
-        label="SIGKILL -> every busy agent known (ms)",
+        linestyle="none",
+        label="SIGKILL -> every busy agent known (ms; missing where it was not)",
     )
     times.set_xscale("log")
     times.set_yscale("log")

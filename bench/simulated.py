@@ -72,7 +72,8 @@ def fit(points: list[tuple[float, float, float]]) -> tuple[float, float, float] 
     normal = [[sum(r[i] * r[j] for r in rows) for j in range(3)] for i in range(3)]
     right = [sum(r[i] * z for r, (_, _, z) in zip(rows, points, strict=True)) for i in range(3)]
     det = _det(normal)
-    if abs(det) < 1e-9 * max(1.0, max(abs(v) for row in normal for v in row)) ** 3:
+    # The determinant of a positive semi-definite matrix is at most its diagonal's product.
+    if abs(det) < 1e-9 * normal[0][0] * normal[1][1] * normal[2][2]:
         return None
     solved = []
     for column in range(3):
@@ -139,6 +140,21 @@ class Size:
         self.operator: OperatorProcess | None = None
         self.session = aiohttp.ClientSession(trust_env=False)
         self.kube: Kube | None = None
+        self.ready_agents = 0
+
+    def unreached(self) -> dict[str, Any]:
+        """How far a size that ran out of time got: its agents ready, the operator's memory."""
+        operator = self.operator
+        process = operator.process if operator is not None else None
+        rss = None
+        if operator is not None and process is not None and process.poll() is None:
+            rss = round(operator.memory_kib("VmRSS") / 1024, 1)
+        return {
+            "pools": self.pools,
+            "agents": self.pools * self.per_pool,
+            "ready_agents": self.ready_agents,
+            "rss_mib": rss,
+        }
 
     def left(self) -> float:
         left = self.deadline - time.monotonic()
@@ -211,6 +227,7 @@ class Size:
                 p["metadata"]["name"]: (p.get("status") or {}).get("readyReplicas")
                 for p in await self.kube.list("agentpools", NAMESPACE)
             }
+            self.ready_agents = sum(int(ready.get(name) or 0) for name in sizes)
             return all(ready.get(name) == size for name, size in sizes.items())
 
         await until(all_ready, timeout=self.left(), what="every pool ready", interval=1.0)
@@ -297,6 +314,7 @@ class Size:
 async def run(work: Path, *, sizes: int, budget: float) -> dict[str, Any]:
     """Scenario 7 over the first ``sizes`` sizes, each within ``budget`` seconds."""
     steps: list[dict[str, Any]] = []
+    unreached: dict[str, Any] | None = None
     stopped = "every size was reached"
     for pools, per_pool in SIZES[:sizes]:
         print(f"   {pools} pools x {per_pool} agents", flush=True)
@@ -305,25 +323,38 @@ async def run(work: Path, *, sizes: int, budget: float) -> dict[str, Any]:
             steps.append(await size.measure())
         except TimeoutError as error:
             stopped = f"{pools} pools x {per_pool} agents: {error} (budget {budget:g} s)"
+            unreached = size.unreached()
             break
         finally:
             await size.close()
         print(f"   {steps[-1]}", flush=True)
+    return {"simulated": summarise(steps, stopped=stopped, unreached=unreached, budget=budget)}
+
+
+def summarise(
+    steps: list[dict[str, Any]],
+    *,
+    stopped: str,
+    unreached: dict[str, Any] | None,
+    budget: float,
+) -> dict[str, Any]:
+    """The scenario's section of results.json from the sizes measured: the figures the issue
+    names at the largest size reached, and the memory fit over all of them."""
     largest = max(steps, key=lambda s: (s["agents"], s["pools"]), default=None)
     slope = fit([(s["pools"], s["agents"], s["rss_mib"] * 1024) for s in steps])
     return {
-        "simulated": {
-            "max_agents": largest["agents"] if largest else None,
-            "max_pools": max((s["pools"] for s in steps), default=None),
-            "checkout_p99_ms": largest["checkout_p99_ms"] if largest else None,
-            "recovery_seconds": largest["recovery_seconds"] if largest else None,
-            "plan_p99_ms": largest["plan_p99_ms"] if largest else None,
-            "rss_base_mib": round(slope[0] / 1024, 1) if slope else None,
-            "rss_per_pool_kib": round(slope[1], 1) if slope else None,
-            "rss_per_agent_kib": round(slope[2], 1) if slope else None,
-            "echo_seconds": ECHO_SECONDS,
-            "step_budget_seconds": budget,
-            "stopped": stopped,
-            "steps": steps,
-        },
+        "max_agents": largest["agents"] if largest else None,
+        "max_pools": max((s["pools"] for s in steps), default=None),
+        "checkout_p99_ms": largest["checkout_p99_ms"] if largest else None,
+        "recovery_seconds": largest["recovery_seconds"] if largest else None,
+        "plan_p99_ms": largest["plan_p99_ms"] if largest else None,
+        "rss_base_mib": round(slope[0] / 1024, 1) if slope else None,
+        "rss_per_pool_kib": round(slope[1], 1) if slope else None,
+        "rss_per_agent_kib": round(slope[2], 1) if slope else None,
+        "echo_seconds": ECHO_SECONDS,
+        "step_budget_seconds": budget,
+        "recovery_limit_seconds": RECOVERY_SECONDS,
+        "stopped": stopped,
+        "unreached": unreached,
+        "steps": steps,
     }
