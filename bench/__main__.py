@@ -1,13 +1,15 @@
 """``python -m bench``: the pool measured against direct calls and a pod per item, in one run.
 
 Runs the scenarios of issue 8 on the local cluster, each on a fresh cluster and operator process:
-overhead and API economy (1, 3), warm against cold (2), scale (4), reactivity (5), lease binding
-(6), and the Python client beside a direct call (7). It prints a summary table beside the
+overhead and API economy (1, 3), warm against cold (2), scale (4), reactivity (5), lease
+binding (6), the Python client beside a direct call (7) and one operator against up to 1,000
+pools of simulated agents (8, :mod:`bench.simulated`). It prints a summary table beside the
 targets, writes ``results.json`` (every figure the issue names, null where a scenario did not
-run, and the machine) and PNG plots under
-``plots/`` in ``--out`` (default ``bench/``). ``--quick`` uses smaller counts and finishes in
-about two minutes; ``.ci/run`` runs it as a smoke check. Targets are reported, never asserted:
-the exit code is 1 only when a scenario crashed, not when it was slow or missed a target.
+run, and the machine) and PNG plots under ``plots/`` in ``--out`` (default ``bench/``); with
+``--only`` the sections of the scenarios left out keep their figures from the ``results.json``
+already there. ``--quick`` uses smaller counts and finishes in about two minutes; ``.ci/run``
+runs it as a smoke check. Targets are reported, never asserted: the exit code is 1 only when a
+scenario crashed, not when it was slow or missed a target.
 """
 
 from __future__ import annotations
@@ -25,7 +27,18 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench import clients, leasing, machine, overhead, plots, reactivity, report, scale, warmcold
+from bench import (
+    clients,
+    leasing,
+    machine,
+    overhead,
+    plots,
+    reactivity,
+    report,
+    scale,
+    simulated,
+    warmcold,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,6 +51,7 @@ REQUIRED = {
     "reactivity": ["overflow_ms", "replacement_ms", "checkout_p99_ms"],
     "lease": ["p50_ms", "p99_ms", "bind_p50_ms", "bind_p99_ms"],
     "client": ["call_p50_ms", "call_p99_ms", "direct_p50_ms", "direct_p99_ms"],
+    "simulated": ["max_agents", "max_pools", "checkout_p99_ms", "recovery_seconds"],
 }
 
 FULL = {
@@ -49,6 +63,8 @@ FULL = {
     "warm": 500,
     "leases": 50,
     "calls": 200,
+    "simulated_sizes": len(simulated.SIZES),
+    "simulated_budget_seconds": 480,
 }
 QUICK = {
     "overhead": 240,
@@ -59,6 +75,8 @@ QUICK = {
     "warm": 60,
     "leases": 10,
     "calls": 10,
+    "simulated_sizes": 1,
+    "simulated_budget_seconds": 300,
 }
 
 Scenario = Callable[[Path, dict[str, int]], Awaitable[dict[str, Any]]]
@@ -71,6 +89,9 @@ SCENARIOS: dict[str, Scenario] = {
     "reactivity": lambda work, n: reactivity.run(work, samples=n["samples"], items=n["warm"]),
     "lease": lambda work, n: leasing.run(work, leases=n["leases"]),
     "client": lambda work, n: clients.run(work, calls=n["calls"]),
+    "simulated": lambda work, n: simulated.run(
+        work, sizes=n["simulated_sizes"], budget=n["simulated_budget_seconds"]
+    ),
 }
 
 # (section, figure, target text, test): what the issue asks of this machine (2 cores).
@@ -102,6 +123,10 @@ TARGETS: list[tuple[str, str, str, Callable[[Any, dict[str, Any]], bool]]] = [
     ("client", "call_p99_ms", "", lambda v, s: True),
     ("client", "direct_p50_ms", "", lambda v, s: True),
     ("client", "direct_p99_ms", "", lambda v, s: True),
+    ("simulated", "max_agents", "", lambda v, s: True),
+    ("simulated", "max_pools", "", lambda v, s: True),
+    ("simulated", "checkout_p99_ms", "", lambda v, s: True),
+    ("simulated", "recovery_seconds", "", lambda v, s: True),
 ]
 
 
@@ -169,6 +194,17 @@ def explain(results: dict[str, Any]) -> str:
             f"client.lease bound with its token read {lease.get('bind_p50_ms')}/"
             f"{lease.get('bind_p99_ms')} ms, released (lease gone) {lease.get('release_p50_ms')}/"
             f"{lease.get('release_p99_ms')} ms"
+        )
+    if (m := results.get("simulated")) and m.get("max_agents") is not None:
+        sizes = ", ".join(f"{s['pools']}x{s['agents_per_pool']}" for s in m["steps"])
+        big = max(m["steps"], key=lambda s: (s["agents"], s["pools"]))
+        notes.append(
+            f"simulated: sizes reached (pools x agents) {sizes}; operator RSS "
+            f"{m['rss_base_mib']} MiB + {m['rss_per_pool_kib']} KiB a pool + "
+            f"{m['rss_per_agent_kib']} KiB an agent; spec change to plan applied p99 "
+            f"{m['plan_p99_ms']} ms at the largest; after a SIGKILL the new operator knew "
+            f"{big['busy_known_again']} of {big['busy_at_kill']} busy "
+            f"agents there within {m.get('recovery_limit_seconds')} s; stopped: {m['stopped']}"
         )
     return "\n".join(notes)
 
@@ -240,6 +276,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"work directory kept: {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "results.json"
+    if args.only and path.exists():
+        # A run of some scenarios keeps the figures of the others from the last full run.
+        before = json.loads(path.read_text())
+        kept = [k for k in REQUIRED if k not in results and before.get(k)]
+        results.update({k: before[k] for k in kept})
+        if kept:
+            results["kept_from_before"] = {
+                "sections": kept,
+                "command": before.get("command"),
+                "machine": before.get("machine"),
+            }
     fill(results)
     results["command"] = "python -m bench" + (" --quick" if args.quick else "")
     results["counts"] = counts
@@ -247,8 +296,6 @@ def main(argv: list[str] | None = None) -> int:
     results["machine"] = host
     if errors:
         results["errors"] = errors
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "results.json"
     path.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
     (args.out / "performance.md").write_text(report.render(results))
     print()

@@ -92,11 +92,19 @@ def terminate(process: subprocess.Popen[bytes] | None, *, grace: float) -> None:
 
 
 class ClusterProcess:
-    """``agentpool local up --no-operator`` in a process of its own, under ``directory``."""
+    """``agentpool local up --no-operator`` in a process of its own, under ``directory``;
+    ``command`` runs another program that takes ``--dir`` and says where it is up as it does."""
 
-    def __init__(self, directory: Path, *, options: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        options: tuple[str, ...] = (),
+        command: tuple[str, ...] = ("-m", "agentpool", "local", "up", "--no-operator"),
+    ) -> None:
         self.directory = directory
         self.options = options
+        self.command = command
         self.kubeconfig = directory / "kubeconfig"
         self.process: subprocess.Popen[bytes] | None = None
         self.url = ""
@@ -104,10 +112,10 @@ class ClusterProcess:
     def start(self, timeout: float = 60) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         log = self.directory / "cluster.log"
-        argv = [sys.executable, "-m", "agentpool", "local", "up", "--dir", str(self.directory)]
+        argv = [sys.executable, *self.command, "--dir", str(self.directory), *self.options]
         with log.open("wb") as out:
             self.process = subprocess.Popen(
-                [*argv, "--no-operator", *self.options],
+                argv,
                 cwd=ROOT,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -239,12 +247,30 @@ class Kube:
         )
         return result
 
+    async def list(self, plural: str, namespace: str) -> list[dict[str, Any]]:
+        body = await self._call("list", "GET", self._custom(plural, namespace))
+        items: list[dict[str, Any]] = body["items"]
+        return items
+
     async def get_raw(self, plural: str, namespace: str, name: str) -> bytes:
         """The object exactly as the API server stores and serves it."""
         self.own["get"] += 1
         async with self.session.get(self._custom(plural, namespace, name)) as response:
             response.raise_for_status()
             return await response.read()
+
+    async def patch(
+        self, plural: str, namespace: str, name: str, spec: dict[str, Any]
+    ) -> dict[str, Any]:
+        """A merge patch of the object's spec; the object as the API server stored it."""
+        result: dict[str, Any] = await self._call(
+            "patch",
+            "PATCH",
+            self._custom(plural, namespace, name),
+            data=json.dumps({"spec": spec}),
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+        return result
 
     async def delete(self, plural: str, namespace: str, name: str) -> None:
         await self._call("delete", "DELETE", self._custom(plural, namespace, name))

@@ -148,10 +148,56 @@ def client(plt: Any, results: dict[str, Any], samples: dict[str, Any]) -> Any:
     return figure
 
 
+def simulated(plt: Any, results: dict[str, Any], samples: dict[str, Any]) -> Any:
+    figures = results.get("simulated") or {}
+    steps = figures.get("steps") or []
+    if not steps:
+        return None
+    figure, (memory, times) = plt.subplots(1, 2, figsize=(11, 4))
+    agents = [s["agents"] for s in steps]
+    labels = [f"{s['pools']} pools" for s in steps]
+    memory.scatter(agents, [s["rss_mib"] for s in steps], color="tab:red")
+    for x, y, label in zip(agents, [s["rss_mib"] for s in steps], labels, strict=True):
+        memory.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    memory.set_xscale("log")
+    memory.set_xlabel("simulated agents (log scale)")
+    memory.set_ylabel("operator resident memory once settled (MiB)")
+    memory.set_ylim(bottom=0)
+    if figures.get("rss_per_agent_kib") is None:
+        memory.set_title("Operator memory (a slope needs three sizes)")
+    else:
+        memory.set_title(
+            f"RSS ~ {figures['rss_base_mib']} MiB + {figures['rss_per_pool_kib']} KiB/pool"
+            f" + {figures['rss_per_agent_kib']} KiB/agent"
+        )
+    for key, label in (
+        ("plan_p99_ms", "spec change -> plan applied p99 (ms)"),
+        ("checkout_p99_ms", "warm checkout p99 (ms, bucket bound)"),
+    ):
+        times.plot(agents, [s[key] for s in steps], marker="o", linestyle="none", label=label)
+    known = [s for s in steps if s.get("recovery_seconds") is not None]
+    times.plot(
+        [s["agents"] for s in known],
+        [s["recovery_seconds"] * 1000 for s in known],
+        marker="o",
+        linestyle="none",
+        label="SIGKILL -> every busy agent known (ms; missing where it was not)",
+    )
+    times.set_xscale("log")
+    times.set_yscale("log")
+    times.set_xlabel("simulated agents (log scale)")
+    times.set_ylabel("ms (log scale)")
+    times.set_title("One operator: latency against size")
+    times.grid(True, which="both", alpha=0.3)
+    times.legend(fontsize=8)
+    return figure
+
+
 PAINTERS = {
     "overhead": overhead,
     "warm_vs_cold": warm_vs_cold,
     "scale": scale,
     "reactivity": latency,
     "client": client,
+    "simulated": simulated,
 }

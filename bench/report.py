@@ -33,6 +33,10 @@ ROWS = [
     ("client", "call_p99_ms", "client.call p99, ms", ""),
     ("client", "direct_p50_ms", "direct POST /invoke to a warm agent p50, ms", ""),
     ("client", "direct_p99_ms", "direct POST /invoke to a warm agent p99, ms", ""),
+    ("simulated", "max_agents", "simulated agents one operator held (scenario 8)", ""),
+    ("simulated", "max_pools", "pools it held", ""),
+    ("simulated", "checkout_p99_ms", "warm checkout p99 there, ms (bucket bound)", ""),
+    ("simulated", "recovery_seconds", "operator SIGKILL -> every busy agent known, s", ""),
 ]
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from agentpool.local.kubelet.addresses import AddressPool, BlockClaims
 
 
@@ -50,3 +53,24 @@ def test_two_clusters_never_share_a_block(tmp_path: Path) -> None:
     assert third.allocate() == "127.0.0.2"
     second.close()
     third.close()
+
+
+@given(st.lists(st.integers(min_value=-1, max_value=600), max_size=400))
+def test_the_lowest_free_address_is_always_the_next(steps: list[int]) -> None:
+    """Whatever the order of allocations and releases (-1 allocates, n releases the n-th address
+    handed out so far, twice or not at all), the next pod gets the lowest free address and no
+    two pods ever hold the same one."""
+    pool = AddressPool(Counting())
+    handed: list[str] = []
+    held: set[str] = set()
+    order = [f"127.0.{block}.{host}" for block in range(4) for host in range(2, 255)]
+    for step in steps:
+        if step < 0:
+            address = pool.allocate()
+            assert address == next(a for a in order if a not in held)
+            held.add(address)
+            handed.append(address)
+        elif step < len(handed):
+            pool.release(handed[step])
+            held.discard(handed[step])
+        assert len(pool) == len(held)

@@ -6,6 +6,11 @@ command on the pod's own loopback address, probes it and reports its status. A p
 deleted has its process group ended within its grace period and is then removed from the API.
 ``stop()`` ends every process group it started. :class:`agentpool.local.cluster.LocalCluster`
 runs it.
+
+With ``simulated_delay`` (a switch for the benchmarks, not for ``agentpool local up``) it runs no
+process at all: each pod is a :class:`~agentpool.local.kubelet.simulatedpods.SimulatedPod`, served
+by one in-process agent (:mod:`agentpool.local.kubelet.simulator`) that echoes after that delay,
+so one machine can hold thousands of agents.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from agentpool.local.kubelet.kubeletserver import KubeletServer
 from agentpool.local.kubelet.podapi import Gone, PodApi
 from agentpool.local.kubelet.podstatus import NODE_NAME
 from agentpool.local.kubelet.podworker import PodWorker, release
+from agentpool.local.kubelet.simulatedpods import SimulatedPod
+from agentpool.local.kubelet.simulator import Simulator
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +51,9 @@ class Kubelet:
     ``backoff_initial`` and ``backoff_max`` shape CrashLoopBackOff (a real kubelet uses 10 s and
     300 s; locally a shorter start keeps the edit-run loop quick). ``stop_grace`` bounds how long
     ``stop()`` lets each process group handle SIGTERM before SIGKILL.
+
+    ``simulated_delay`` (seconds) simulates every pod instead of running it: Ready without a
+    process, its agent echoing each item after that delay.
     """
 
     def __init__(
@@ -60,6 +70,7 @@ class Kubelet:
         serving: KeyPair | None = None,
         client_ca_pem: bytes | None = None,
         version: str = "v0.0.0-local",
+        simulated_delay: float | None = None,
     ) -> None:
         self.access = access
         self.work_dir = Path(work_dir).resolve()
@@ -84,11 +95,17 @@ class Kubelet:
         self._started = asyncio.Event()
         self._api: PodApi | None = None
         self._probe_session: aiohttp.ClientSession | None = None
+        self._simulator = Simulator(simulated_delay) if simulated_delay is not None else None
 
     @property
     def api(self) -> PodApi:
         assert self._api is not None, "the kubelet is not running"
         return self._api
+
+    @property
+    def simulator(self) -> Simulator:
+        assert self._simulator is not None, "the kubelet runs its pods, it simulates none"
+        return self._simulator
 
     @property
     def probe_session(self) -> aiohttp.ClientSession:
@@ -109,6 +126,8 @@ class Kubelet:
             connector=aiohttp.TCPConnector(force_close=True, limit=0)
         )
         try:
+            if self._simulator is not None:
+                await self._simulator.start()
             if self._server is not None:
                 await self._server.start()
             if self.register_node:
@@ -191,7 +210,7 @@ class Kubelet:
             if metadata.get("deletionTimestamp"):
                 self._spawn(uid, self._forget(pod))
             return
-        worker = PodWorker(self, pod)
+        worker = PodWorker(self, pod) if self._simulator is None else SimulatedPod(self, pod)
         self.workers[uid] = worker
         self._spawn(uid, worker.run())
 
@@ -225,6 +244,8 @@ class Kubelet:
         await asyncio.gather(*tasks, return_exceptions=True)
         await asyncio.gather(*(w.kill(self.stop_grace) for w in workers), return_exceptions=True)
         self.workers.clear()
+        if self._simulator is not None:
+            await self._simulator.stop()
         self.addresses.close()
         if self._api is not None:
             await self._api.close()

@@ -1,0 +1,360 @@
+"""Scenario 7: one operator against many pools and agents, on a simulated cluster.
+
+The cluster is :mod:`bench.simcluster`: pods turn Ready without a process and one in-process
+agent serves every pod's address (echo after 10 ms), so one machine can hold thousands of agents.
+Each size (pools x agents per pool) gets a fresh cluster and operator process, and is measured
+in turn until a size does not settle within the step's time budget:
+
+- settle: pools created (``minSize = maxSize``), until every pool reports all its agents ready;
+- RSS: the operator's resident memory once settled (``VmRSS``); per pool and per agent come from
+  a least-squares fit ``rss = base + a * pools + b * agents`` over the sizes reached;
+- warm checkout p99: runs on up to ``SAMPLES`` pools spread over the namespace, at ``cap`` half
+  the pool, so an idle agent always waits; from the operator's ``agentpool_checkout_seconds``
+  histogram (``kind="warm"``), as the upper bound of the bucket the percentile falls in;
+- spec change to plan applied: on the same pools, ``minSize`` and ``maxSize`` raised by one, one
+  pool at a time, timed from the patch to the pool's status showing the new replica count;
+- recovery: every agent of those pools held busy by a run of long items (``delaySeconds`` in the
+  run's input), then the operator is SIGKILLed and started again; the time from the kill until
+  its metrics count every busy agent busy again, and until every pool is served again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from agentpool.local.kubeconfig import ApiAccess
+from bench.harness import (
+    ClusterProcess,
+    Kube,
+    OperatorProcess,
+    finished,
+    free_port,
+    percentile,
+    until,
+)
+from bench.reactivity import histogram_quantile
+
+#: (pools, agents per pool) in the order they are tried; --quick tries the first only.
+SIZES = [(10, 10), (10, 100), (100, 10), (1000, 10)]
+SAMPLES = 10
+ECHO_SECONDS = 0.01
+HOLD_SECONDS = 900
+#: How long a restarted operator is given to know every busy agent again before the size
+#: reports how many it knew instead.
+RECOVERY_SECONDS = 120.0
+CREATORS = 32
+NAMESPACE = "sim"
+IMAGE = "agentpool:0.1.0"
+
+
+def spread(names: list[str], count: int) -> list[str]:
+    """``count`` names evenly spread over ``names``, so samples are not all the first pools."""
+    if len(names) <= count:
+        return list(names)
+    step = len(names) / count
+    return [names[int(i * step)] for i in range(count)]
+
+
+def fit(points: list[tuple[float, float, float]]) -> tuple[float, float, float] | None:
+    """Least squares ``z = c + a * x + b * y`` through (x, y, z); None when the points do not
+    tell ``a`` from ``b`` (fewer than three, or x and y in proportion)."""
+    if len(points) < 3:
+        return None
+    rows = [(1.0, x, y) for x, y, _ in points]
+    normal = [[sum(r[i] * r[j] for r in rows) for j in range(3)] for i in range(3)]
+    right = [sum(r[i] * z for r, (_, _, z) in zip(rows, points, strict=True)) for i in range(3)]
+    det = _det(normal)
+    # The determinant of a positive semi-definite matrix is at most its diagonal's product.
+    if abs(det) < 1e-9 * normal[0][0] * normal[1][1] * normal[2][2]:
+        return None
+    solved = []
+    for column in range(3):
+        swapped = [[right[i] if j == column else normal[i][j] for j in range(3)] for i in range(3)]
+        solved.append(_det(swapped) / det)
+    return solved[0], solved[1], solved[2]
+
+
+def _det(m: list[list[float]]) -> float:
+    return (
+        m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1])
+        - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
+        + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0])
+    )
+
+
+async def metrics(session: aiohttp.ClientSession, port: int) -> str:
+    try:
+        async with session.get(f"http://127.0.0.1:{port}/metrics") as response:
+            return await response.text() if response.status == 200 else ""
+    except aiohttp.ClientError:
+        return ""
+
+
+def busy_agents(text: str) -> tuple[int, int]:
+    """(busy agents, pools with gauges) in the operator's metrics text."""
+    busy, pools = 0, set()
+    for line in text.splitlines():
+        if not line.startswith("agentpool_agents{") or f'namespace="{NAMESPACE}"' not in line:
+            continue
+        labels, value = line.rsplit(" ", 1)
+        pools.add(labels.split('pool="', 1)[1].split('"', 1)[0])
+        if 'state="busy"' in labels:
+            busy += int(float(value))
+    return busy, len(pools)
+
+
+def warm_buckets(text: str) -> list[tuple[float, float]]:
+    sums: dict[float, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("agentpool_checkout_seconds_bucket{") or 'kind="warm"' not in line:
+            continue
+        labels, value = line.rsplit(" ", 1)
+        le = labels.split('le="', 1)[1].split('"', 1)[0]
+        key = math.inf if le == "+Inf" else float(le)
+        sums[key] = sums.get(key, 0.0) + float(value)
+    return sorted(sums.items())
+
+
+class Size:
+    """One size on a fresh simulated cluster and operator: created, settled, measured."""
+
+    def __init__(self, work: Path, pools: int, per_pool: int, budget: float) -> None:
+        self.dir = work / f"simulated-{pools}x{per_pool}"
+        self.pools, self.per_pool = pools, per_pool
+        self.deadline = time.monotonic() + budget
+        self.names = [f"p{i:04d}" for i in range(pools)]
+        self.port = free_port()
+        self.cluster = ClusterProcess(
+            self.dir / "cluster",
+            command=("-m", "bench.simcluster"),
+            options=("--delay", str(ECHO_SECONDS)),
+        )
+        self.operator: OperatorProcess | None = None
+        self.session = aiohttp.ClientSession(trust_env=False)
+        self.kube: Kube | None = None
+        self.ready_agents = 0
+
+    def unreached(self) -> dict[str, Any]:
+        """How far a size that ran out of time got: its agents ready, the operator's memory."""
+        operator = self.operator
+        process = operator.process if operator is not None else None
+        rss = None
+        if operator is not None and process is not None and process.poll() is None:
+            rss = round(operator.memory_kib("VmRSS") / 1024, 1)
+        return {
+            "pools": self.pools,
+            "agents": self.pools * self.per_pool,
+            "ready_agents": self.ready_agents,
+            "rss_mib": rss,
+        }
+
+    def left(self) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"{self.pools} pools x {self.per_pool} did not finish in time")
+        return left
+
+    def start_operator(self) -> OperatorProcess:
+        operator = OperatorProcess(
+            self.cluster.kubeconfig, self.dir / "operator.log", metrics_port=self.port
+        )
+        operator.start()
+        self.operator = operator
+        return operator
+
+    async def close(self) -> None:
+        if self.kube is not None:
+            await self.kube.close()
+        await self.session.close()
+        if self.operator is not None:
+            await asyncio.to_thread(self.operator.stop)
+        await asyncio.to_thread(self.cluster.stop)
+
+    async def measure(self) -> dict[str, Any]:
+        await asyncio.to_thread(self.cluster.start)
+        self.kube = kube = Kube(ApiAccess.from_kubeconfig(self.cluster.kubeconfig))
+        await self.start_operator().wait_ready(self.session)
+        await kube.new_namespace(NAMESPACE)
+        began = time.monotonic()
+        gate = asyncio.Semaphore(CREATORS)
+
+        async def create(name: str) -> None:
+            async with gate:
+                size = {"minSize": self.per_pool, "maxSize": self.per_pool}
+                await kube.create("agentpools", NAMESPACE, name, {"image": IMAGE, **size})
+
+        await asyncio.gather(*(create(name) for name in self.names))
+        await self.settled({name: self.per_pool for name in self.names})
+        settle = time.monotonic() - began
+        assert self.operator is not None
+        rss = sorted([await self.rss_kib(), await self.rss_kib(), await self.rss_kib()])[1]
+        sampled = spread(self.names, SAMPLES)
+        checkout = await self.warm_checkouts(sampled)
+        plans = [await self.spec_change(name) for name in sampled]
+        recovery, whole, known = await self.recovery(sampled)
+        return {
+            "pools": self.pools,
+            "agents": self.pools * self.per_pool,
+            "agents_per_pool": self.per_pool,
+            "settle_seconds": round(settle, 1),
+            "rss_mib": round(rss / 1024, 1),
+            "checkout_p99_ms": round(checkout * 1000, 2),
+            "plan_p50_ms": round(percentile(plans, 50), 1),
+            "plan_p99_ms": round(percentile(plans, 99), 1),
+            "recovery_seconds": None if recovery is None else round(recovery, 2),
+            "all_pools_back_seconds": None if whole is None else round(whole, 2),
+            "busy_at_kill": len(sampled) * (self.per_pool + 1),
+            "busy_known_again": known,
+        }
+
+    async def rss_kib(self) -> int:
+        assert self.operator is not None
+        await asyncio.sleep(2)  # a few passes of the idle pool loops between samples
+        return self.operator.memory_kib("VmRSS")
+
+    async def settled(self, sizes: dict[str, int]) -> None:
+        async def all_ready() -> bool:
+            assert self.kube is not None
+            ready = {
+                p["metadata"]["name"]: (p.get("status") or {}).get("readyReplicas")
+                for p in await self.kube.list("agentpools", NAMESPACE)
+            }
+            self.ready_agents = sum(int(ready.get(name) or 0) for name in sizes)
+            return all(ready.get(name) == size for name, size in sizes.items())
+
+        await until(all_ready, timeout=self.left(), what="every pool ready", interval=1.0)
+
+    async def warm_checkouts(self, sampled: list[str]) -> float:
+        assert self.kube is not None
+        kube = self.kube
+        items = max(40, 4 * self.per_pool)
+        for name in sampled:
+            spec = {
+                "poolRef": {"name": name},
+                "cap": max(1, self.per_pool // 2),
+                "source": {"items": list(range(items))},
+            }
+            await kube.create("poolruns", NAMESPACE, f"warm-{name}", spec)
+
+        async def done() -> bool:
+            assert self.kube is not None
+            runs = [await self.kube.get("poolruns", NAMESPACE, f"warm-{n}") for n in sampled]
+            return all(finished(run) for run in runs)
+
+        await until(done, timeout=self.left(), what="the warm runs", interval=0.5)
+        return histogram_quantile(warm_buckets(await metrics(self.session, self.port)), 0.99)
+
+    async def spec_change(self, name: str) -> float:
+        """Raise the pool by one; ms until its status shows the new replica count."""
+        assert self.kube is not None
+        wanted = self.per_pool + 1
+        started = time.monotonic()
+        await self.kube.patch("agentpools", NAMESPACE, name, {"minSize": wanted, "maxSize": wanted})
+
+        async def applied() -> bool:
+            assert self.kube is not None
+            pool = await self.kube.get("agentpools", NAMESPACE, name)
+            return (pool.get("status") or {}).get("replicas") == wanted
+
+        await until(applied, timeout=self.left(), what=f"pool {name} resized", interval=0.005)
+        return (time.monotonic() - started) * 1000
+
+    async def recovery(self, sampled: list[str]) -> tuple[float | None, float | None, int]:
+        """Hold every agent of ``sampled`` busy, SIGKILL the operator and start another; the
+        seconds until every busy agent is counted busy again and until every pool is served
+        (None when it did not happen within RECOVERY_SECONDS), and how many busy agents the new
+        operator counted busy by the end."""
+        assert self.kube is not None
+        assert self.operator is not None
+        held = self.per_pool + 1
+        await self.settled(dict.fromkeys(sampled, held))
+        for name in sampled:
+            spec = {
+                "poolRef": {"name": name},
+                "cap": held,
+                "input": {"delaySeconds": HOLD_SECONDS},
+                "source": {"items": list(range(held))},
+            }
+            await self.kube.create("poolruns", NAMESPACE, f"hold-{name}", spec)
+        expected = held * len(sampled)
+
+        async def all_busy() -> bool:
+            busy, _ = busy_agents(await metrics(self.session, self.port))
+            return busy >= expected
+
+        await until(all_busy, timeout=self.left(), what="every held agent busy", interval=0.2)
+        os.kill(self.operator.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        await asyncio.to_thread(self.operator.stop)  # reaps it
+        self.start_operator()
+        known: float | None = None
+        whole: float | None = None
+        busy = 0
+        while known is None or whole is None:
+            now = time.monotonic() - killed
+            if now > RECOVERY_SECONDS:
+                break
+            busy, pools = busy_agents(await metrics(self.session, self.port))
+            if busy >= expected and known is None:
+                known = now
+            if pools >= self.pools and whole is None:
+                whole = now
+            await asyncio.sleep(0.1)
+        return known, whole, busy
+
+
+async def run(work: Path, *, sizes: int, budget: float) -> dict[str, Any]:
+    """Scenario 7 over the first ``sizes`` sizes, each within ``budget`` seconds."""
+    steps: list[dict[str, Any]] = []
+    unreached: dict[str, Any] | None = None
+    stopped = "every size was reached"
+    for pools, per_pool in SIZES[:sizes]:
+        print(f"   {pools} pools x {per_pool} agents", flush=True)
+        size = Size(work, pools, per_pool, budget)
+        try:
+            steps.append(await size.measure())
+        except TimeoutError as error:
+            stopped = f"{pools} pools x {per_pool} agents: {error} (budget {budget:g} s)"
+            unreached = size.unreached()
+            break
+        finally:
+            await size.close()
+        print(f"   {steps[-1]}", flush=True)
+    return {"simulated": summarise(steps, stopped=stopped, unreached=unreached, budget=budget)}
+
+
+def summarise(
+    steps: list[dict[str, Any]],
+    *,
+    stopped: str,
+    unreached: dict[str, Any] | None,
+    budget: float,
+) -> dict[str, Any]:
+    """The scenario's section of results.json from the sizes measured: the figures the issue
+    names at the largest size reached, and the memory fit over all of them."""
+    largest = max(steps, key=lambda s: (s["agents"], s["pools"]), default=None)
+    slope = fit([(s["pools"], s["agents"], s["rss_mib"] * 1024) for s in steps])
+    return {
+        "max_agents": largest["agents"] if largest else None,
+        "max_pools": max((s["pools"] for s in steps), default=None),
+        "checkout_p99_ms": largest["checkout_p99_ms"] if largest else None,
+        "recovery_seconds": largest["recovery_seconds"] if largest else None,
+        "plan_p99_ms": largest["plan_p99_ms"] if largest else None,
+        "rss_base_mib": round(slope[0] / 1024, 1) if slope else None,
+        "rss_per_pool_kib": round(slope[1], 1) if slope else None,
+        "rss_per_agent_kib": round(slope[2], 1) if slope else None,
+        "echo_seconds": ECHO_SECONDS,
+        "step_budget_seconds": budget,
+        "recovery_limit_seconds": RECOVERY_SECONDS,
+        "stopped": stopped,
+        "unreached": unreached,
+        "steps": steps,
+    }
