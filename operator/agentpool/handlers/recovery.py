@@ -2,8 +2,8 @@
 
 The operator keeps who holds which agent in memory only. When a pool's loop starts it calls
 :func:`restore_held_agents` before serving any checkout: agents of Bound leases go back to their
-leases (see :mod:`agentpool.handlers.leases`), and agents that report work in progress stay busy
-until they report idle. :func:`wait_until_idle` is that wait, and also the one
+leases (see :mod:`agentpool.handlers.leases`), and agents that report work in progress, or do not
+answer in time, stay busy until they report idle. :func:`wait_until_idle` is that wait, and also the one
 :mod:`agentpool.handlers.dispatch` holds an agent with while it finishes a cast item or one whose
 run stopped mid-call; :class:`agentpool.pool.restoring.IdleWatch` decides when it gives up.
 """
@@ -24,8 +24,9 @@ async def restore_held_agents(runtime: Runtime, handle: PoolHandle) -> None:
     """After a restart, take back what was held before it, before any checkout is served.
 
     Agents of Bound leases go back to their leases (their clients talk to them directly, so they
-    may look idle between requests); agents that report work in progress on ``GET /status`` stay
-    busy until they report idle. Either way, no agent is handed out twice.
+    may look idle between requests); agents that report work in progress on ``GET /status``, or
+    give no answer in time, stay busy until they report idle. Either way, no agent is handed out
+    twice.
     """
     leased: set[str] = set()
     listed = await runtime.kube.list_custom("agentleases", handle.namespace)
@@ -46,13 +47,15 @@ async def restore_held_agents(runtime: Runtime, handle: PoolHandle) -> None:
         )
     )
     for agent, found in zip(agents, statuses, strict=True):
-        if found is None:
-            continue
-        # The agent's own count, so maxUses holds across the restart.
-        handle.broker.restore_uses(agent.name, found.uses)
-        if not found.busy:
-            continue
-        checkout = handle.broker.restore_busy(agent.name, _item_id(found.current))
+        if found is not None:
+            # The agent's own count, so maxUses holds across the restart.
+            handle.broker.restore_uses(agent.name, found.uses)
+            if not found.busy:
+                continue
+        # Busy, or silent (no answer in time on a loaded machine): it may still be running an
+        # item from before the restart, so it is held until it reports idle, or lost.
+        item = None if found is None else _item_id(found.current)
+        checkout = handle.broker.restore_busy(agent.name, item)
         if checkout is not None:
             task = asyncio.create_task(release_when_idle(runtime, handle, checkout))
             runtime.restorers.add(task)

@@ -1,0 +1,92 @@
+"""A restarted operator takes back what its agents were doing before it hands any of them out."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from agentpool.broker import Broker, PoolExhausted
+from agentpool.handlers.recovery import restore_held_agents
+from agentpool.io.agents import AgentStatus
+from agentpool.pool import ObservedAgent, PoolPolicy
+from agentpool.settings import OperatorSettings, RecoverySettings
+
+
+class Agents:
+    """``GET /status`` as each agent answers it: an AgentStatus, or None for no answer in time."""
+
+    def __init__(self, answers: dict[str, AgentStatus | None]) -> None:
+        self.answers = answers
+
+    async def status(self, endpoint: str, token: str, *, timeout: float = 5.0) -> Any:
+        host = endpoint.removeprefix("http://").rsplit(":", 1)[0]
+        return self.answers[host]
+
+
+class Kube:
+    async def list_custom(self, plural: str, namespace: str) -> list[dict[str, Any]]:
+        return []
+
+
+def idle(uses: int = 0) -> AgentStatus:
+    return AgentStatus(busy=False, current=None, uses=uses, ready=True, draining=False)
+
+
+def busy(item: str) -> AgentStatus:
+    return AgentStatus(busy=True, current=item, uses=1, ready=True, draining=False)
+
+
+def agent(name: str, ip: str) -> ObservedAgent:
+    return ObservedAgent(name=name, created_at=900.0, ready=True, ready_at=950.0, ip=ip)
+
+
+def restart(answers: dict[str, AgentStatus | None]) -> tuple[Any, Any, Agents]:
+    """A pool of one agent per answer (named after its address), as a restarted operator sees it."""
+    broker = Broker("p", PoolPolicy(min_size=len(answers), max_size=len(answers)))
+    broker.update_agents([agent(f"pod-{ip}", ip) for ip in answers])
+    agents = Agents(dict(answers))
+    recovery = RecoverySettings(poll_seconds=0.01, silence_seconds=30.0)
+    runtime = SimpleNamespace(
+        kube=Kube(),
+        agents=agents,
+        leases=SimpleNamespace(restored={}),
+        settings=dataclasses.replace(OperatorSettings(), recovery=recovery),
+        restorers=set(),
+    )
+    handle = SimpleNamespace(broker=broker, namespace="ns", name="p", port=8080, token="t")
+    return runtime, handle, agents
+
+
+async def free_agents(broker: Broker) -> set[str]:
+    """The agents a checkout can have now, each held until the end of the call."""
+    taken = []
+    try:
+        while True:
+            taken.append(await broker.checkout(timeout=0, holder="probe"))
+    except PoolExhausted:
+        pass
+    names = {checkout.agent for checkout in taken}
+    for checkout in taken:
+        broker.checkin(checkout, "unused")
+    return names
+
+
+@pytest.mark.parametrize("silent", [None, busy("item-7")], ids=["no answer", "busy"])
+async def test_an_agent_that_may_be_busy_is_not_handed_out_after_a_restart(
+    silent: AgentStatus | None,
+) -> None:
+    """An agent that reports an item in progress, or does not answer ``/status`` in time (a
+    loaded machine, a slow agent), may still be running an item from before the restart: it is
+    held until it reports idle, and only the agents that said they were idle are handed out."""
+    runtime, handle, agents = restart({"10.0.0.1": silent, "10.0.0.2": idle()})
+    await restore_held_agents(runtime, handle)
+    assert await free_agents(handle.broker) == {"pod-10.0.0.2"}
+    # Once it answers idle, it goes back to the pool.
+    agents.answers["10.0.0.1"] = idle()
+    async with asyncio.timeout(10):
+        await asyncio.gather(*runtime.restorers)
+    assert await free_agents(handle.broker) == {"pod-10.0.0.1", "pod-10.0.0.2"}
