@@ -3,9 +3,10 @@
 The operator keeps who holds which agent in memory only. When a pool's loop starts it calls
 :func:`restore_held_agents` before serving any checkout: agents of Bound leases go back to their
 leases (see :mod:`agentpool.handlers.leases`), and agents that report work in progress, or do not
-answer in time, stay busy until they report idle. :func:`wait_until_idle` is that wait, and also the one
-:mod:`agentpool.handlers.dispatch` holds an agent with while it finishes a cast item or one whose
-run stopped mid-call; :class:`agentpool.pool.restoring.IdleWatch` decides when it gives up.
+answer in time, stay busy until they report idle. :func:`wait_until_idle` is that wait, and also
+the one :mod:`agentpool.handlers.dispatch` holds an agent with while it finishes a cast item or
+one whose run stopped mid-call; :class:`agentpool.pool.restoring.IdleWatch` decides when it gives
+up.
 """
 
 from __future__ import annotations
