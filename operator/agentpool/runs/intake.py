@@ -10,13 +10,17 @@ item comes with its index in the source and the key its result is recorded under
 operator restart a source that does not give its items again goes on from the run's ledger. The
 engine routes what comes.
 
-Each request says how many items the run could start at once (its ``room``: ``cap`` less the items
-holding a slot, up to the settings' batch size), and a source may answer that many in one batch.
-The intake names a batch's items as it comes, in order, and hands them out one a take before it
-asks again; the engine's slots take them all in the same fill, so each is journaled as started
-before anything else happens, as a single item is, and a batch adds nothing to what an operator
-crash can lose. A source that sends more than it was asked for loses nothing either: the extra
-items are kept and handed out, to slots as they free, before the source is asked again.
+Each request says how many items the source may send (its ``room``: twice ``cap`` less the items
+in flight, at least one, at most the settings' batch size), and a source may answer that many in
+one batch. The intake names a batch's items as it comes, in order, hands them out one a take, and
+asks again only once it has handed out the last: a run holds at most twice ``cap`` items it took
+and has not finished, ``cap`` of them in its slots, so a slot that frees finds its next item
+waiting instead of waiting for a request. An item
+taken ahead reached no agent; like an item in flight, it lives in the operator's memory only (the
+HTTP source is not replayable), so at an operator restart it runs when the source service hands
+it out again, and then as its first attempt, which it is. A source that answers more items than
+it was asked for loses none: the extra ones are handed out, to slots as they free, before it is
+asked again.
 
 A source that may be slow (any but a list known up front: a source service over HTTP) is asked in a
 task of its own, which the asker waits on for ``patience`` at most. One that takes longer is noted
@@ -100,9 +104,10 @@ class Intake:
         return self._source_done and not self._batch
 
     def room(self) -> int:
-        """How many items the next request asks for: the run's free slots, at least one."""
+        """How many items the next request may bring: twice cap less those in flight, so that
+        up to cap wait ahead of the slots; at least one."""
         held = self._ledger.attempts.active if self._ledger is not None else 0
-        return max(1, min(self._batch_max, self._cap - held))
+        return max(1, min(self._batch_max, 2 * self._cap - held))
 
     async def take(self, active: Sequence[str], now: float) -> Named | None:
         """The source's next item, named; None when there is none now: the source is done, has
