@@ -95,6 +95,8 @@ class Intake:
         self._delay = self._poll_first
         self._asking = False
         self._request: asyncio.Task[Pulled | Batch | Signal] | None = None
+        self._awaited = False
+        """Someone waited on :attr:`_request` for the patience already."""
         # The run has been waiting for the source since the first request without an item.
         self._waiting_since_noted = False
 
@@ -103,10 +105,11 @@ class Intake:
         """The source said it has no more items, and every item it gave is handed out."""
         return self._source_done and not self._batch
 
-    def room(self) -> int:
-        """How many items the next request may bring: twice cap less those in flight, so that
-        up to cap wait ahead of the slots; at least one."""
-        held = self._ledger.attempts.active if self._ledger is not None else 0
+    def room(self, *, taking: int = 0) -> int:
+        """How many items the next request may bring: twice cap less those in flight (and
+        ``taking``, handed out and about to start), so that up to cap wait ahead of the slots;
+        at least one."""
+        held = (self._ledger.attempts.active if self._ledger is not None else 0) + taking
         return max(1, min(self._batch_max, 2 * self._cap - held))
 
     async def take(self, active: Sequence[str], now: float) -> Named | None:
@@ -115,7 +118,18 @@ class Intake:
         SourceError."""
         if not self._batch:
             await self._pull(active, now)
-        return self._batch.popleft() if self._batch else None
+        if not self._batch:
+            return None
+        named = self._batch.popleft()
+        if not self._batch:
+            self._ask_ahead([*active, named.key], now)
+        return named
+
+    def _ask_ahead(self, active: Sequence[str], now: float) -> None:
+        """The batch's last item is handed out: ask for the next one now, while the slots are
+        busy, so that a slot that frees finds items waiting rather than a request to make."""
+        if self._slow and not self._source_done and self._request is None and now >= self.next_poll:
+            self._send(active, taking=1)
 
     async def _pull(self, active: Sequence[str], now: float) -> None:
         """Ask the source, and name what it gives into the batch."""
@@ -155,13 +169,10 @@ class Intake:
         """The source's answer, or None while a slow one is still on its way."""
         if not self._slow:
             return await self._source.next(active, self.room())
-        request = self._request
-        if request is None:
-            if not self._waiting_since_noted:
-                # From now on, shown once it has lasted the patience: a quick answer ends it.
-                self._note(f"{self._source.name} has not answered yet", after=self._patience)
-            request = self._request = asyncio.ensure_future(self._source.next(active, self.room()))
-            request.add_done_callback(self._answered)
+        request = self._request or self._send(active)
+        if not self._awaited:
+            # The first to ask waits for the answer, up to the patience; later ones do not.
+            self._awaited = True
             timer = asyncio.ensure_future(self._clock.sleep(self._patience))
             try:
                 await asyncio.wait({request, timer}, return_when=asyncio.FIRST_COMPLETED)
@@ -174,7 +185,23 @@ class Intake:
         self._request = None
         return request.result()
 
-    def _answered(self, _: asyncio.Task[Pulled | Batch | Signal]) -> None:
+    def _send(
+        self, active: Sequence[str], *, taking: int = 0
+    ) -> asyncio.Task[Pulled | Batch | Signal]:
+        """Ask the source, in a task of its own: :attr:`_request`."""
+        if not self._waiting_since_noted:
+            # From now on, shown once it has lasted the patience: a quick answer ends it.
+            self._note(f"{self._source.name} has not answered yet", after=self._patience)
+        request = asyncio.ensure_future(self._source.next(active, self.room(taking=taking)))
+        request.add_done_callback(self._answered)
+        self._request, self._awaited = request, False
+        return request
+
+    def _answered(self, request: asyncio.Task[Pulled | Batch | Signal]) -> None:
+        answered = not request.cancelled() and request.exception() is None
+        if answered and isinstance(request.result(), Pulled | Batch):
+            # It answered: an answer asked ahead may wait a while for a slot to take it.
+            self._end_wait()
         if self._ready is not None:
             self._ready()
 
