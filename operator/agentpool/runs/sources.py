@@ -1,12 +1,13 @@
 """Where a PoolRun's items come from: an inline list, a ConfigMap's text, or an HTTP source service.
 
-The engine asks a source for items, telling it which ids are active and how many it could start
-now (its ``room``); a source answers with an item, a batch of at most that many, "nothing ready
-yet" or "done". Inline and ConfigMap sources are replayable (the same items
-in the same order every time), so a resumed run skips what it recorded; the HTTP source is not, so
-the engine keeps the bodies of its in-flight items in status. The daemon builds the source (it
-reads the ConfigMap) and hands it to the engine; since the engine does no I/O of its own, the HTTP
-source is :class:`agentpool.handlers.sources.HttpSource`, which reads the service's answers with
+The engine asks a source for items, telling it which ids are active and how many it may take in
+this answer (its ``room``); a source answers with an item, a batch of up to that many, "nothing
+ready yet" or "done". Inline and ConfigMap sources are replayable (the same items in the same
+order every time), so a resumed run skips what it recorded; the HTTP source is not: a resumed run
+goes on numbering after the items it counted, and runs an unfinished item again when the service
+hands it out again. The daemon builds the source (it reads the ConfigMap) and hands it to the
+engine; since the engine does no I/O of its own, the HTTP source is
+:class:`agentpool.handlers.sources.HttpSource`, which reads the service's answers with
 :func:`read_answer`.
 """
 
