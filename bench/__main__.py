@@ -47,6 +47,11 @@ REQUIRED = {
     "overhead": ["throughput_ratio", "p50_ms", "p95_ms", "p99_ms"],
     "warm_vs_cold": ["ratio", "theoretical_ratio"],
     "api": ["writes_per_item", "reads_per_item"],
+    "http_batched": [
+        "ratio_to_inline",
+        "operator_cpu_ms_per_item",
+        "inline_operator_cpu_ms_per_item",
+    ],
     "scale": ["items_per_second", "peak_rss_mib", "object_bytes"],
     "reactivity": ["overflow_ms", "replacement_ms", "checkout_p99_ms"],
     "lease": ["p50_ms", "p99_ms", "bind_p50_ms", "bind_p99_ms"],
@@ -107,6 +112,9 @@ TARGETS: list[tuple[str, str, str, Callable[[Any, dict[str, Any]], bool]]] = [
         lambda v, s: abs(v / s["theoretical_ratio"] - 1) <= 0.15,
     ),
     ("warm_vs_cold", "theoretical_ratio", "", lambda v, s: True),
+    ("http_batched", "ratio_to_inline", ">= 0.8", lambda v, s: v >= 0.8),
+    ("http_batched", "operator_cpu_ms_per_item", "", lambda v, s: True),
+    ("http_batched", "inline_operator_cpu_ms_per_item", "", lambda v, s: True),
     ("api", "writes_per_item", "<= 0.02", lambda v, s: v <= 0.02),
     ("api", "reads_per_item", "", lambda v, s: True),
     ("scale", "items_per_second", "", lambda v, s: True),
@@ -174,6 +182,18 @@ def explain(results: dict[str, Any]) -> str:
             f"{w['theoretical_warm_s']} s; measured {w['cold_s']} s / {w['warm_s']} s "
             f"(from creating the pool to the run's end; the turn with the median ratio of "
             f"{', '.join(str(t['ratio']) for t in w['turns'])})"
+        )
+    if (b := results.get("http_batched")) and b.get("ratio_to_inline") is not None:
+        notes.append(
+            f"http batched: the same items from an HTTP source answering up to each request's "
+            f"max, right after each turn's inline run: {b['items_per_second']} items/s against "
+            f"{b['inline_items_per_second']} inline (one item a request: "
+            f"{b['single_items_per_second']}); operator CPU per item "
+            f"{b['operator_cpu_ms_per_item']} ms batched, "
+            f"{b['inline_operator_cpu_ms_per_item']} ms inline, "
+            f"{b['single_operator_cpu_ms_per_item']} ms one item a request; "
+            f"{b['requests_per_item']} requests per item; the turn with the median ratio of "
+            f"{', '.join(str(t['ratio_to_inline']) for t in b['turns'])}"
         )
     if (a := results.get("api")) and a.get("writes_per_item") is not None:
         writes = ", ".join(f"{k}: {v}" for k, v in a["by_request"].items())

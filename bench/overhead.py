@@ -17,6 +17,11 @@ Each agent notes when its handler held each item, so both are measured the same 
 
 The API server's request counts, taken after set-up and after the run, give scenario 3: writes
 and reads per item (the bench's own requests taken out).
+
+In each turn the same items also go through a batched HTTP source (a service that answers as many
+items as a request's ``max`` allows), right after the inline run: the median of the turns'
+batched / inline throughput is ``http_batched.ratio_to_inline``, with the operator's CPU per item
+for both. Once, at the end, they go through the HTTP source one item per request.
 """
 
 from __future__ import annotations
@@ -155,6 +160,24 @@ def pair_figures(
     }
 
 
+def batch_figures(batched: dict[str, Any], inline: dict[str, Any], requests: int) -> dict[str, Any]:
+    """One turn's batched HTTP source run beside the inline run just before it."""
+    return {
+        "ratio_to_inline": round(batched["items_per_second"] / inline["items_per_second"], 3),
+        "items_per_second": batched["items_per_second"],
+        "inline_items_per_second": inline["items_per_second"],
+        "operator_cpu_ms_per_item": batched["operator_cpu_ms_per_item"],
+        "inline_operator_cpu_ms_per_item": inline["operator_cpu_ms_per_item"],
+        "end_to_end_items_per_second": batched["end_to_end_items_per_second"],
+        "gap_p50_ms": batched["gap_p50_ms"],
+        "gap_p99_ms": batched["gap_p99_ms"],
+        "inline_gap_p50_ms": inline["gap_p50_ms"],
+        "requests_per_item": round(requests / batched["items"], 4) if batched["items"] else None,
+        "phase": batched["phase"],
+        "succeeded": batched["succeeded"],
+    }
+
+
 async def measure_run(
     stage: Stage, namespace: str, name: str, source: dict[str, Any], items: int
 ) -> dict[str, Any]:
@@ -206,11 +229,15 @@ async def run(work: Path, *, items: int) -> dict[str, Any]:
     The machine is shared and noisy, so the direct client and the pool take turns, ``REPEATS``
     times over the same agents, and the pair with the median throughput ratio is reported (every
     pair's figures are kept beside it). The runs that count take their items inline, as scenario
-    1 asks. One more run takes the same items from the HTTP source, for comparison.
+    1 asks. In each turn a run takes as many items from a batched HTTP source right after; one
+    more run at the end takes them from the HTTP source one item a request, for comparison.
     """
-    source = ItemSource(items)
+    source = ItemSource(items, text=PAYLOAD)
+    batched = ItemSource(items, batched=True, text=PAYLOAD)
     await source.start()
+    await batched.start()
     pairs: list[dict[str, Any]] = []
+    batches: list[dict[str, Any]] = []
     try:
         async with Stage(work, "overhead") as stage:
             kube = stage.kube
@@ -223,6 +250,14 @@ async def run(work: Path, *, items: int) -> dict[str, Any]:
             token = await kube.token(namespace, "echo")
             inline_items = [{"id": f"i{n}", "text": PAYLOAD} for n in range(items)]
             for turn in range(REPEATS):
+                batched.restart(f"b{turn}")
+                batched_url = {"http": {"url": batched.url}}
+                # Before the inline run on odd turns, after it on even ones: a machine that
+                # speeds up or slows down over the turns favours neither.
+                if turn % 2:
+                    via_batches = await measure_run(
+                        stage, namespace, f"overhead-batched-{turn}", batched_url, items
+                    )
                 baseline = await direct(
                     endpoints, token, items, run=f"direct-{turn}", warm_up=turn == 0
                 )
@@ -231,17 +266,26 @@ async def run(work: Path, *, items: int) -> dict[str, Any]:
                     stage, namespace, f"overhead-{turn}", {"items": inline_items}, items
                 )
                 pairs.append(pair_figures(baseline, direct_rows, inline, items))
+                if not turn % 2:
+                    via_batches = await measure_run(
+                        stage, namespace, f"overhead-batched-{turn}", batched_url, items
+                    )
+                batches.append(
+                    batch_figures(via_batches["figures"], inline["figures"], batched.requests)
+                )
             http = await measure_run(
                 stage, namespace, "overhead-http", {"http": {"url": source.url}}, items
             )
     finally:
         await source.stop()
+        await batched.stop()
 
     chosen = sorted(pairs, key=lambda p: p["ratio"])[len(pairs) // 2]
     direct_figures, pool, beyond = chosen["direct"], chosen["pool"], chosen["beyond"]
     direct_rate = direct_figures["items_per_second"]
     via_http = http["figures"]
     via_http["throughput_ratio"] = round(via_http["items_per_second"] / direct_rate, 3)
+    batch_turn = sorted(batches, key=lambda b: b["ratio_to_inline"])[len(batches) // 2]
     return {
         "overhead": {
             "items": items,
@@ -263,6 +307,18 @@ async def run(work: Path, *, items: int) -> dict[str, Any]:
             "direct": direct_figures,
             "pool": pool,
             "http_source": via_http,
+        },
+        "http_batched": batch_turn
+        | {
+            "items": items,
+            "cap": CAP,
+            "single_items_per_second": via_http["items_per_second"],
+            "single_operator_cpu_ms_per_item": via_http["operator_cpu_ms_per_item"],
+            "turns": [
+                {key: b[key] for key in ("ratio_to_inline", "operator_cpu_ms_per_item")}
+                | {"inline_operator_cpu_ms_per_item": b["inline_operator_cpu_ms_per_item"]}
+                for b in batches
+            ],
         },
         "api": {
             "items": items,

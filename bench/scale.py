@@ -27,21 +27,40 @@ SAMPLE_SECONDS = 0.25
 
 
 class ItemSource:
-    """``POST /`` answers the next item, then ``{"done": true}``; counts what it handed out."""
+    """``POST /`` answers the next item, then ``{"done": true}``; counts what it handed out.
 
-    def __init__(self, count: int) -> None:
+    With ``batched`` it answers as many as the request's ``max`` allows (``{"items": [...]}``);
+    :meth:`restart` hands the same items out again, under ids that start with ``prefix``.
+    """
+
+    def __init__(self, count: int, *, batched: bool = False, text: str = "x" * 64) -> None:
         self.count = count
+        self.batched = batched
+        self.text = text
+        self.prefix = "item"
         self.given = 0
+        self.requests = 0
         self.runner: web.AppRunner | None = None
         self.url = ""
 
+    def restart(self, prefix: str) -> None:
+        self.prefix, self.given, self.requests = prefix, 0, 0
+
+    def _item(self, index: int) -> dict[str, str]:
+        return {"id": f"{self.prefix}-{index:06d}", "text": self.text}
+
     async def next_item(self, request: web.Request) -> web.Response:
-        await request.read()
+        body = await request.json()
+        self.requests += 1
         if self.given >= self.count:
             return web.json_response({"done": True})
-        index = self.given
-        self.given += 1
-        return web.json_response({"item": {"id": f"item-{index:06d}", "text": "x" * 64}})
+        start = self.given
+        if not self.batched:
+            self.given += 1
+            return web.json_response({"item": self._item(start)})
+        self.given = min(self.count, start + max(1, int(body.get("max") or 1)))
+        items = [self._item(index) for index in range(start, self.given)]
+        return web.json_response({"items": items, "done": self.given >= self.count})
 
     async def start(self) -> None:
         app = web.Application()

@@ -87,6 +87,9 @@ class RunSettings:
     """A source that has nothing ready is asked again after this long at first..."""
     source_poll_max_seconds: float = 5.0
     """...doubling up to this: a source that stays empty costs a request every few seconds."""
+    source_batch_max: int = 256
+    """The most items one request lets a source send (``max``: twice the run's cap less its
+    items in flight, up to this), so one answer of a run with a large cap stays a modest body."""
     refused_max_seconds: float = 5.0
     """The longest an item waits for another agent after one refused the operator's token."""
     failure_event_interval_seconds: float = 5.0

@@ -99,7 +99,9 @@ class SourceService:
     """A source service on 127.0.0.1, in a thread of its own: ``POST /`` hands out ``count``
     items made by ``make_item(n)``, one per request, then ``{"done": true}``; after
     ``fail_after`` items it answers HTTP 500 instead, as a source that broke would. With
-    ``hold``, it answers no request until that event is set, as a source that hangs."""
+    ``hold``, it answers no request until that event is set, as a source that hangs. With
+    ``batch``, it answers as many items as each request's ``max`` allows (``{"items": [...]}``);
+    ``maxes`` notes each request's ``max``."""
 
     def __init__(
         self,
@@ -108,8 +110,11 @@ class SourceService:
         *,
         fail_after: int | None = None,
         hold: threading.Event | None = None,
+        batch: bool = False,
     ) -> None:
         self.count = count
+        self.batch = batch
+        self.maxes: list[int] = []
         self.make_item = make_item
         self.fail_after = fail_after
         self.hold = hold
@@ -122,13 +127,19 @@ class SourceService:
 
     async def _answer(self, request: web.Request) -> web.Response:
         self.requests += 1
-        await request.json()
+        body = await request.json()
+        self.maxes.append(body.get("max"))
         if self.hold is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.hold.wait)
         if self.fail_after is not None and self.handed >= self.fail_after:
             return web.json_response({"error": "the source broke"}, status=500)
         if self.handed >= self.count:
             return web.json_response({"done": True})
+        if self.batch:
+            start = self.handed
+            self.handed = min(self.count, start + body["max"])
+            items = [self.make_item(n) for n in range(start, self.handed)]
+            return web.json_response({"items": items, "done": self.handed >= self.count})
         self.handed += 1
         return web.json_response({"item": self.make_item(self.handed - 1)})
 

@@ -72,6 +72,35 @@ def test_two_hundred_items_drain_with_every_output_by_id(
     print(f"200 items at cap 8: {elapsed:.1f}s from create to Complete")
 
 
+def test_a_batched_source_service_hands_out_many_items_per_request(
+    api: Api, namespace: str
+) -> None:
+    """A source service that answers as many items as each request allows ({"items": [...]})
+    beside one that answers an item a request: both runs drain with every output by id, and the
+    batched one needs far fewer requests, each allowing at most twice the cap."""
+    api.create("agentpools", namespace, "p", pool_spec("echo", minSize=4, maxSize=4))
+    ready_pool(api, namespace, "p", 4)
+
+    def make(n: int) -> dict[str, Any]:
+        return {"id": f"s{n:03}", "n": n}
+
+    pool = {"poolRef": {"name": "p"}, "itemId": "id", "cap": 4}
+    with (
+        SourceService(120, make, batch=True) as batched,
+        SourceService(40, make) as single,
+    ):
+        start_run(api, namespace, "batched", source={"http": {"url": batched.url}}, **pool)
+        start_run(api, namespace, "single", source={"http": {"url": single.url}}, **pool)
+        status = finished_run(api, namespace, "batched")
+        other = finished_run(api, namespace, "single")
+    assert (status["phase"], status["result"]) == ("Succeeded", "Drained")
+    assert status["items"] == {make(n)["id"]: make(n) for n in range(120)}
+    assert status["total"] == 120
+    assert batched.requests <= 120 // 3, f"{batched.requests} requests for 120 items"
+    assert all(1 <= most <= 8 for most in batched.maxes)
+    assert (other["phase"], other["succeeded"]) == ("Succeeded", 40)
+
+
 def fifty_items_five_failing() -> list[dict[str, Any]]:
     return [
         {"id": f"i{n:02}", "n": n, **({"fail": True, "message": f"bad {n}"} if n % 10 == 3 else {})}

@@ -20,7 +20,7 @@ class Feed:
     def __init__(self, values: list[Any]) -> None:
         self._values = iter(values)
 
-    async def next(self, active: Any) -> Pulled | Signal:
+    async def next(self, active: Any, room: int = 1) -> Pulled | Signal:
         value = next(self._values, DONE)
         return value if value is DONE else Pulled(value)
 

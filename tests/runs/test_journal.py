@@ -190,7 +190,7 @@ class Feed:
         self._values = iter([{"n": n} for n in range(count)])
         self.given: list[dict[str, Any]] = []
 
-    async def next(self, active: Any) -> Any:
+    async def next(self, active: Any, room: int = 1) -> Any:
         value = next(self._values, None)
         if value is None:
             return DONE

@@ -313,7 +313,7 @@ class HangingSource:
         self._left = count
         self.requests = 0
 
-    async def next(self, active: Any) -> Pulled | Signal:
+    async def next(self, active: Any, room: int = 1) -> Pulled | Signal:
         self.requests += 1
         if self.requests == 1:
             await self._clock.sleep(self._hang)

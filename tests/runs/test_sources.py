@@ -17,6 +17,7 @@ from agentpool.runs.engine import RunEngine
 from agentpool.runs.sources import (
     DONE,
     NOT_READY,
+    Batch,
     ItemSource,
     Pulled,
     SourceError,
@@ -123,7 +124,7 @@ async def test_http_source_items_flow_through_a_run(
 
 
 async def test_http_source_answers() -> None:
-    """The HTTP source maps the three answers, and refuses answers that are none of them."""
+    """The HTTP source maps the single-item answers, and refuses answers that are none of them."""
     answers = [{"item": {"a": 1}}, {"item": None}, {"done": True}, {"what": 1}]
 
     async def answer(request: web.Request) -> web.Response:
@@ -137,7 +138,7 @@ async def test_http_source_answers() -> None:
     await site.start()
     source = HttpSource(SourceClient(f"http://127.0.0.1:{runner.addresses[0][1]}/"))
     try:
-        assert await source.next([]) == Pulled({"a": 1})
+        assert await source.next([]) == Batch(({"a": 1},))
         assert await source.next(["x"]) is NOT_READY
         assert await source.next([]) is DONE
         with pytest.raises(SourceError, match='answered neither "item" nor "done"'):
@@ -174,7 +175,7 @@ async def test_source_failure_keeps_what_was_recorded() -> None:
         def __init__(self) -> None:
             self.given = 0
 
-        async def next(self, active: Any) -> Pulled:
+        async def next(self, active: Any, room: int = 1) -> Pulled:
             if self.given == 5:
                 raise SourceError("source went away")
             self.given += 1

@@ -12,13 +12,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agentpool.io.sources import SourceClient, SourceUnavailable
-from agentpool.runs.sources import Pulled, Signal, SourceError, read_answer
+from agentpool.runs.sources import Batch, Signal, SourceError, read_answer
 
 
 class HttpSource:
-    """A source service: ``POST {url}`` with ``{"active": [ids]}``.
+    """A source service: ``POST {url}`` with ``{"active": [ids], "max": room}``.
 
-    It answers ``{"item": ...}``, ``{"item": null}`` (nothing ready yet) or ``{"done": true}``.
+    It answers ``{"item": ...}``, ``{"items": [...]}`` (up to ``room`` of them; ``"done": true``
+    beside it when they are the last), ``{"item": null}`` or ``{"items": []}`` (nothing ready
+    yet), or ``{"done": true}``.
     The client retries connection failures and 5xx answers with back-off; once it gives up the
     source fails with a message naming the URL and the last error.
     """
@@ -31,9 +33,9 @@ class HttpSource:
         self.url = client.url
         self.name = f"http source {client.url}"
 
-    async def next(self, active: Sequence[str]) -> Pulled | Signal:
+    async def next(self, active: Sequence[str], room: int = 1) -> Batch | Signal:
         try:
-            text = await self._client.post(active)
+            text = await self._client.post(active, room)
         except SourceUnavailable as error:
             raise SourceError(str(error)) from None
         return read_answer(self.url, text)

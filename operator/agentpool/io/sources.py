@@ -1,9 +1,11 @@
 """The HTTP source's client: the module that talks to a PoolRun's source service.
 
-``POST {url}`` with ``{"active": [ids]}`` answers ``{"item": ...}``, ``{"item": null}`` for
-"nothing ready yet" or ``{"done": true}``. This module only carries the answer's text, retrying
-what may pass (a connection failure, a 5xx answer); :func:`agentpool.runs.sources.read_answer`
-reads it, and :class:`agentpool.handlers.sources.HttpSource` joins the two for the run engine.
+``POST {url}`` with ``{"active": [ids], "max": n}`` answers ``{"item": ...}``, ``{"items": [...]}``
+(at most ``n``), ``{"item": null}`` for "nothing ready yet" or ``{"done": true}``. This module
+only carries the answer's text, over one session whose connection is kept alive between requests
+(a run asks its source again and again), retrying what may pass (a connection failure, a 5xx
+answer); :func:`agentpool.runs.sources.read_answer` reads it, and
+:class:`agentpool.handlers.sources.HttpSource` joins the two for the run engine.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ class SourceUnavailable(Exception):
 
 
 class SourceClient:
-    """A source service's client: ``POST {url}`` with ``{"active": [ids]}``, the answer's text back.
+    """A source service's client: ``POST {url}`` with ``{"active": [ids], "max": n}``, the answer's
+    text back. One session (and its kept-alive connection) serves every request until
+    :meth:`close`.
 
     Connection failures and 5xx answers are retried with back-off (``sleep`` waits between
     attempts); after ``attempts`` it raises :class:`SourceUnavailable` naming the URL and the last
@@ -43,15 +47,16 @@ class SourceClient:
         self._sleep = sleep
         self._session: aiohttp.ClientSession | None = None
 
-    async def post(self, active: Sequence[str]) -> str:
-        """The text of the service's answer to ``{"active": active}``."""
+    async def post(self, active: Sequence[str], room: int = 1) -> str:
+        """The text of the service's answer to ``{"active": active, "max": room}``."""
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
+        body = {"active": list(active), "max": room}
         last = ""
         delay = self._retry_delay
         for attempt in range(1, self._attempts + 1):
             try:
-                async with self._session.post(self.url, json={"active": list(active)}) as reply:
+                async with self._session.post(self.url, json=body) as reply:
                     if reply.status >= 500:
                         last = f"HTTP {reply.status}"
                     elif reply.status >= 400:

@@ -103,6 +103,7 @@ class RunEngine:
             id_field=config.item_id,
             ledger=self.ledger,
             settings=settings,
+            cap=config.cap,
         )
         self._intake = intake
         self._feed = Feed(

@@ -10,6 +10,18 @@ item comes with its index in the source and the key its result is recorded under
 operator restart a source that does not give its items again goes on from the run's ledger. The
 engine routes what comes.
 
+Each request says how many items the source may send (its ``room``: twice ``cap`` less the items
+in flight, at least one, at most the settings' batch size), and a source may answer that many in
+one batch. The intake names a batch's items as it comes, in order, hands them out one a take, and
+asks again only once it has handed out the last: a run holds at most twice ``cap`` items it took
+and has not finished, ``cap`` of them in its slots, so a slot that frees finds its next item
+waiting instead of waiting for a request. An item
+taken ahead reached no agent; like an item in flight, it lives in the operator's memory only (the
+HTTP source is not replayable), so at an operator restart it runs when the source service hands
+it out again, and then as its first attempt, which it is. A source that answers more items than
+it was asked for loses none: the extra ones are handed out, to slots as they free, before it is
+asked again.
+
 A source that may be slow (any but a list known up front: a source service over HTTP) is asked in a
 task of its own, which the asker waits on for ``patience`` at most. One that takes longer is noted
 as a wait (reason SourcePending, naming the source) and left running, so the engine writes status
@@ -21,12 +33,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from collections.abc import Callable, Sequence
 
 from agentpool.api.reasons import Reason
 from agentpool.runs.contracts import Clock, SystemClock, Waiting
 from agentpool.runs.items import ItemKeys, Named
-from agentpool.runs.sources import DONE, NOT_READY, ItemSource, ListSource, Pulled, Signal
+from agentpool.runs.sources import DONE, NOT_READY, Batch, ItemSource, ListSource, Pulled, Signal
 from agentpool.runs.status import RunLedger
 from agentpool.settings import RunSettings
 
@@ -48,8 +61,12 @@ class Intake:
         id_field: str | None = None,
         ledger: RunLedger | None = None,
         settings: RunSettings | None = None,
+        cap: int = 1,
     ) -> None:
         settings = settings or RunSettings()
+        self._cap = cap
+        self._batch_max = max(1, settings.source_batch_max)
+        self._ledger = ledger
         self._poll_first = settings.source_poll_first_seconds
         self._poll_max = settings.source_poll_max_seconds
         self._source = source
@@ -70,62 +87,92 @@ class Intake:
         self._ready = ready
         # A list known up front answers at once: no task, no wait.
         self._slow = not isinstance(source, ListSource)
-        self.done = False
-        """The source said it has no more items."""
+        self._source_done = False
+        self._batch: deque[Named] = deque()
+        """Items of the last answer, named, not handed out yet."""
         self.next_poll = 0.0
         """When the source, having had nothing ready, may be asked again."""
         self._delay = self._poll_first
         self._asking = False
-        self._request: asyncio.Task[Pulled | Signal] | None = None
+        self._request: asyncio.Task[Pulled | Batch | Signal] | None = None
+        self._awaited = False
+        """Someone waited on :attr:`_request` for the patience already."""
         # The run has been waiting for the source since the first request without an item.
         self._waiting_since_noted = False
+
+    @property
+    def done(self) -> bool:
+        """The source said it has no more items, and every item it gave is handed out."""
+        return self._source_done and not self._batch
+
+    def room(self, *, taking: int = 0) -> int:
+        """How many items the next request may bring: twice cap less those in flight (and
+        ``taking``, handed out and about to start), so that up to cap wait ahead of the slots;
+        at least one."""
+        held = (self._ledger.attempts.active if self._ledger is not None else 0) + taking
+        return max(1, min(self._batch_max, 2 * self._cap - held))
 
     async def take(self, active: Sequence[str], now: float) -> Named | None:
         """The source's next item, named; None when there is none now: the source is done, has
         nothing ready, is still answering, or another slot is asking it. Raises the source's
         SourceError."""
-        pulled = await self._pull(active, now)
-        if pulled is None:
+        if not self._batch:
+            await self._pull(active, now)
+        if not self._batch:
             return None
-        index = self._next_index
-        self._next_index += 1
-        return self._keys.name(pulled.value, index, id_field=self._id_field)
+        named = self._batch.popleft()
+        if not self._batch:
+            self._ask_ahead([*active, named.key], now)
+        return named
 
-    async def _pull(self, active: Sequence[str], now: float) -> Pulled | None:
+    def _ask_ahead(self, active: Sequence[str], now: float) -> None:
+        """The batch's last item is handed out: ask for the next one now, while the slots are
+        busy, so that a slot that frees finds items waiting rather than a request to make."""
+        if self._slow and not self._source_done and self._request is None and now >= self.next_poll:
+            self._send(active, taking=1)
+
+    async def _pull(self, active: Sequence[str], now: float) -> None:
+        """Ask the source, and name what it gives into the batch."""
         if self.done or self._asking or (self._request is None and now < self.next_poll):
-            return None
+            return
         self._asking = True
         try:
             pulled = await self._answer(active)
         finally:
             self._asking = False
         if pulled is None:
-            return None
-        if pulled is DONE:
-            self.done = True
-            self._end_wait()
-            return None
+            return
         if pulled is NOT_READY:
             self.next_poll = now + self._delay
             self._delay = min(self._poll_max, self._delay * 2)
             self._note(f"{self._source.name} has no item ready yet", after=self._patience)
-            return None
-        self._delay = self._poll_first
+            return
         self._end_wait()
-        assert isinstance(pulled, Pulled)
-        return pulled
+        if pulled is DONE:
+            self._source_done = True
+            return
+        self._delay = self._poll_first
+        if isinstance(pulled, Pulled):
+            self._name(pulled.value)
+            return
+        assert isinstance(pulled, Batch)
+        for value in pulled.values:
+            self._name(value)
+        self._source_done = pulled.done
 
-    async def _answer(self, active: Sequence[str]) -> Pulled | Signal | None:
+    def _name(self, value: object) -> None:
+        index = self._next_index
+        self._next_index += 1
+        self._batch.append(self._keys.name(value, index, id_field=self._id_field))
+
+    async def _answer(self, active: Sequence[str]) -> Pulled | Batch | Signal | None:
         """The source's answer, or None while a slow one is still on its way."""
         if not self._slow:
-            return await self._source.next(active)
-        request = self._request
-        if request is None:
-            if not self._waiting_since_noted:
-                # From now on, shown once it has lasted the patience: a quick answer ends it.
-                self._note(f"{self._source.name} has not answered yet", after=self._patience)
-            request = self._request = asyncio.ensure_future(self._source.next(active))
-            request.add_done_callback(self._answered)
+            return await self._source.next(active, self.room())
+        request = self._request or self._send(active)
+        if not self._awaited:
+            # The first to ask waits for the answer, up to the patience; later ones do not.
+            self._awaited = True
             timer = asyncio.ensure_future(self._clock.sleep(self._patience))
             try:
                 await asyncio.wait({request, timer}, return_when=asyncio.FIRST_COMPLETED)
@@ -138,7 +185,23 @@ class Intake:
         self._request = None
         return request.result()
 
-    def _answered(self, _: asyncio.Task[Pulled | Signal]) -> None:
+    def _send(
+        self, active: Sequence[str], *, taking: int = 0
+    ) -> asyncio.Task[Pulled | Batch | Signal]:
+        """Ask the source, in a task of its own: :attr:`_request`."""
+        if not self._waiting_since_noted:
+            # From now on, shown once it has lasted the patience: a quick answer ends it.
+            self._note(f"{self._source.name} has not answered yet", after=self._patience)
+        request = asyncio.ensure_future(self._source.next(active, self.room(taking=taking)))
+        request.add_done_callback(self._answered)
+        self._request, self._awaited = request, False
+        return request
+
+    def _answered(self, request: asyncio.Task[Pulled | Batch | Signal]) -> None:
+        answered = not request.cancelled() and request.exception() is None
+        if answered and isinstance(request.result(), Pulled | Batch):
+            # It answered: an answer asked ahead may wait a while for a slot to take it.
+            self._end_wait()
         if self._ready is not None:
             self._ready()
 

@@ -1,11 +1,13 @@
 """Where a PoolRun's items come from: an inline list, a ConfigMap's text, or an HTTP source service.
 
-The engine asks a source for the next item, telling it which ids are active; a source answers with
-an item, "nothing ready yet" or "done". Inline and ConfigMap sources are replayable (the same items
-in the same order every time), so a resumed run skips what it recorded; the HTTP source is not, so
-the engine keeps the bodies of its in-flight items in status. The daemon builds the source (it
-reads the ConfigMap) and hands it to the engine; since the engine does no I/O of its own, the HTTP
-source is :class:`agentpool.handlers.sources.HttpSource`, which reads the service's answers with
+The engine asks a source for items, telling it which ids are active and how many it may take in
+this answer (its ``room``); a source answers with an item, a batch of up to that many, "nothing
+ready yet" or "done". Inline and ConfigMap sources are replayable (the same items in the same
+order every time), so a resumed run skips what it recorded; the HTTP source is not: a resumed run
+goes on numbering after the items it counted, and runs an unfinished item again when the service
+hands it out again. The daemon builds the source (it reads the ConfigMap) and hands it to the
+engine; since the engine does no I/O of its own, the HTTP source is
+:class:`agentpool.handlers.sources.HttpSource`, which reads the service's answers with
 :func:`read_answer`.
 """
 
@@ -39,6 +41,14 @@ class Pulled:
     value: Any
 
 
+@dataclass(frozen=True)
+class Batch:
+    """Items from one answer of a source, in order; ``done``: they are its last."""
+
+    values: tuple[Any, ...]
+    done: bool = False
+
+
 class ItemSource(Protocol):
     """What the engine pulls items from."""
 
@@ -57,8 +67,9 @@ class ItemSource(Protocol):
         """How many items there are, when known up front."""
         ...
 
-    async def next(self, active: Sequence[str]) -> Pulled | Signal:
-        """The next item, :data:`NOT_READY` or :data:`DONE`; raises :class:`SourceError`."""
+    async def next(self, active: Sequence[str], room: int = 1) -> Pulled | Batch | Signal:
+        """The next item, a batch of up to ``room`` items, :data:`NOT_READY` or :data:`DONE`;
+        raises :class:`SourceError`."""
         ...
 
     async def close(self) -> None: ...
@@ -90,7 +101,7 @@ class ListSource:
         """Every item, known before the first pull."""
         return self._items
 
-    async def next(self, active: Sequence[str]) -> Pulled | Signal:
+    async def next(self, active: Sequence[str], room: int = 1) -> Pulled | Signal:
         if self._error is not None:
             raise self._error
         if self._next >= len(self._items):
@@ -159,18 +170,37 @@ def source_digest(source: Any, text: str | None = None) -> str:
     return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def read_answer(url: str, text: str) -> Pulled | Signal:
-    """What a source service's answer says: an item, nothing ready yet, or done."""
+def read_answer(url: str, text: str) -> Batch | Signal:
+    """What a source service's answer says: items, nothing ready yet, or done.
+
+    ``{"item": x}`` is one item, ``{"items": [...]}`` several (an empty list: nothing ready yet);
+    ``"done": true`` beside either says they are the last, alone that there are no more.
+    Anything else, ``item`` and ``items`` together, or ``items`` that is not a list, is a
+    :class:`SourceError` naming the source. A batch of more items than the request allowed is
+    read whole: the intake keeps the extra ones, and nothing a source gave is dropped.
+    """
     try:
         answer = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise SourceError(f"http source {url} answered with invalid JSON: {error.msg}") from None
+    except (json.JSONDecodeError, RecursionError) as error:
+        why = error.msg if isinstance(error, json.JSONDecodeError) else "nested too deep"
+        raise SourceError(f"http source {url} answered with invalid JSON: {why}") from None
     if not isinstance(answer, dict):
         raise SourceError(f"http source {url} answered {type(answer).__name__}, not an object")
-    if answer.get("done") is True:
-        return DONE
-    if "item" not in answer:
+    done = answer.get("done") is True
+    if "item" in answer and "items" in answer:
+        raise SourceError(f'http source {url} answered both "item" and "items": {text[:200]}')
+    if "items" in answer:
+        items = answer["items"]
+        if not isinstance(items, list):
+            kind = type(items).__name__
+            raise SourceError(f'http source {url} answered "items" that is {kind}, not a list')
+        values = tuple(items)
+    elif "item" in answer:
+        values = () if answer["item"] is None else (answer["item"],)
+    elif done:
+        values = ()
+    else:
         raise SourceError(f'http source {url} answered neither "item" nor "done": {text[:200]}')
-    if answer["item"] is None:
-        return NOT_READY
-    return Pulled(answer["item"])
+    if not values:
+        return DONE if done else NOT_READY
+    return Batch(values, done=done)
