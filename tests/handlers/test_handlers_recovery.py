@@ -40,14 +40,22 @@ def busy(item: str) -> AgentStatus:
     return AgentStatus(busy=True, current=item, uses=1, ready=True, draining=False)
 
 
-def agent(name: str, ip: str) -> ObservedAgent:
-    return ObservedAgent(name=name, created_at=900.0, ready=True, ready_at=950.0, ip=ip)
+def agent(name: str, ip: str, token_hash: str = "") -> ObservedAgent:
+    return ObservedAgent(
+        name=name, created_at=900.0, ready=True, ready_at=950.0, ip=ip, token_hash=token_hash
+    )
 
 
-def restart(answers: dict[str, AgentStatus | None]) -> tuple[Any, Any, Agents]:
-    """A pool of one agent per answer (named after its address), as a restarted operator sees it."""
-    broker = Broker("p", PoolPolicy(min_size=len(answers), max_size=len(answers)))
-    broker.update_agents([agent(f"pod-{ip}", ip) for ip in answers])
+def restart(
+    answers: dict[str, AgentStatus | None], *, old_token: set[str] = frozenset()
+) -> tuple[Any, Any, Agents]:
+    """A pool of one agent per answer (named after its address), as a restarted operator sees it;
+    the agents at ``old_token`` hold a token the pool no longer has."""
+    size = len(answers)
+    broker = Broker("p", PoolPolicy(min_size=size, max_size=size, token_hash="new"))
+    broker.update_agents(
+        [agent(f"pod-{ip}", ip, "old" if ip in old_token else "new") for ip in answers]
+    )
     agents = Agents(dict(answers))
     recovery = RecoverySettings(poll_seconds=0.01, silence_seconds=30.0)
     runtime = SimpleNamespace(
@@ -90,3 +98,17 @@ async def test_an_agent_that_may_be_busy_is_not_handed_out_after_a_restart(
     async with asyncio.timeout(10):
         await asyncio.gather(*runtime.restorers)
     assert await free_agents(handle.broker) == {"pod-10.0.0.1", "pod-10.0.0.2"}
+
+
+async def test_a_silent_agent_with_an_old_token_is_left_to_be_replaced() -> None:
+    """An agent started with a token the pool no longer has refuses the restarted operator's
+    ``/status``: it is never handed out as it is, so it is not held either, and the reconciler
+    may retire it at once instead of after the silence allowed a busy agent."""
+    runtime, handle, _ = restart({"10.0.0.1": None, "10.0.0.2": idle()}, old_token={"10.0.0.1"})
+    await restore_held_agents(runtime, handle)
+    assert not runtime.restorers
+    assert {a.name: a.busy for a in handle.broker.agents()} == {
+        "pod-10.0.0.1": False,
+        "pod-10.0.0.2": False,
+    }
+    assert await free_agents(handle.broker) == {"pod-10.0.0.2"}

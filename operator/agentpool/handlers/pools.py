@@ -120,7 +120,8 @@ async def start_pool(
     """The pool's handle, serving checkouts once it knows its pods, its token and what was held
     before a restart."""
     namespace, name = key
-    policy = policy_of(AgentPoolSpec.model_validate(body.get("spec") or {}))
+    spec = AgentPoolSpec.model_validate(body.get("spec") or {})
+    policy = policy_of(spec)
     wake = asyncio.Event()
     handle = PoolHandle(
         namespace=namespace,
@@ -137,6 +138,8 @@ async def start_pool(
             if owned_by(pod, handle.uid):
                 handle.pods.setdefault(pod["metadata"]["name"], pod)
         handle.token = await tokens.open_token(runtime, handle, body)
+        # With the token known, the agents that hold another are told apart before recovery.
+        handle.broker.update_policy(policy_of(spec, token=handle.token))
         handle.pods.update(runtime.pools.orphan_pods.pop(key, {}))
         sync_broker(handle)
         await restore_held_agents(runtime, handle)

@@ -18,6 +18,7 @@ from typing import Any
 from agentpool.broker import CheckinOutcome, Checkout
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import AgentClient
+from agentpool.pool.checkout import is_available
 from agentpool.pool.restoring import IdleWatch, bound_lease_agents
 
 
@@ -47,14 +48,20 @@ async def restore_held_agents(runtime: Runtime, handle: PoolHandle) -> None:
             for a in agents
         )
     )
+    now = time.time()
     for agent, found in zip(agents, statuses, strict=True):
         if found is not None:
             # The agent's own count, so maxUses holds across the restart.
             handle.broker.restore_uses(agent.name, found.uses)
             if not found.busy:
                 continue
-        # Busy, or silent (no answer in time on a loaded machine): it may still be running an
-        # item from before the restart, so it is held until it reports idle, or lost.
+        elif not is_available(handle.broker.policy, agent, now=now):
+            # Silent, but never handed out as it is (it holds an old token, say): it is retired
+            # and replaced as an idle agent would be.
+            continue
+        # Busy, or silent where it could be handed out (no answer in time on a loaded machine):
+        # it may still be running an item from before the restart, so it is held until it
+        # reports idle, or lost.
         item = None if found is None else _item_id(found.current)
         checkout = handle.broker.restore_busy(agent.name, item)
         if checkout is not None:
