@@ -29,6 +29,7 @@ from typing import Any
 
 from bench import (
     clients,
+    huge,
     leasing,
     machine,
     overhead,
@@ -53,6 +54,15 @@ REQUIRED = {
         "inline_operator_cpu_ms_per_item",
     ],
     "scale": ["items_per_second", "peak_rss_mib", "object_bytes"],
+    "huge": [
+        "items",
+        "items_per_second",
+        "peak_rss_mib",
+        "object_bytes",
+        "results_read_seconds",
+        "client_results_read_seconds",
+        "results_exactly_once",
+    ],
     "reactivity": ["overflow_ms", "replacement_ms", "checkout_p99_ms"],
     "lease": ["p50_ms", "p99_ms", "bind_p50_ms", "bind_p99_ms"],
     "client": ["call_p50_ms", "call_p99_ms", "direct_p50_ms", "direct_p99_ms"],
@@ -64,6 +74,7 @@ FULL = {
     "warm_vs_cold": 200,
     "warm_vs_cold_turns": 3,
     "scale": 20000,
+    "huge": 100000,
     "samples": 5,
     "warm": 500,
     "leases": 50,
@@ -76,6 +87,7 @@ QUICK = {
     "warm_vs_cold": 40,
     "warm_vs_cold_turns": 1,
     "scale": 1000,
+    "huge": 2000,
     "samples": 2,
     "warm": 60,
     "leases": 10,
@@ -91,6 +103,7 @@ SCENARIOS: dict[str, Scenario] = {
         work, items=n["warm_vs_cold"], turns=n["warm_vs_cold_turns"]
     ),
     "scale": lambda work, n: scale.run(work, items=n["scale"]),
+    "huge": lambda work, n: huge.run(work, items=n["huge"]),
     "reactivity": lambda work, n: reactivity.run(work, samples=n["samples"], items=n["warm"]),
     "lease": lambda work, n: leasing.run(work, leases=n["leases"]),
     "client": lambda work, n: clients.run(work, calls=n["calls"]),
@@ -120,6 +133,13 @@ TARGETS: list[tuple[str, str, str, Callable[[Any, dict[str, Any]], bool]]] = [
     ("scale", "items_per_second", "", lambda v, s: True),
     ("scale", "peak_rss_mib", "<= 250", lambda v, s: v <= 250),
     ("scale", "object_bytes", "<= 262144", lambda v, s: v <= 262144),
+    ("huge", "items", "", lambda v, s: True),
+    ("huge", "items_per_second", "", lambda v, s: True),
+    ("huge", "peak_rss_mib", "<= 250", lambda v, s: v <= 250),
+    ("huge", "object_bytes", "<= 262144", lambda v, s: v <= 262144),
+    ("huge", "results_read_seconds", "", lambda v, s: True),
+    ("huge", "client_results_read_seconds", "", lambda v, s: True),
+    ("huge", "results_exactly_once", "true", lambda v, s: v is True),
     ("reactivity", "overflow_ms", "<= 100", lambda v, s: v <= 100),
     ("reactivity", "replacement_ms", "<= 100", lambda v, s: v <= 100),
     ("reactivity", "checkout_p99_ms", "<= 100", lambda v, s: v <= 100),
@@ -204,6 +224,15 @@ def explain(results: dict[str, Any]) -> str:
         notes.append(
             f"scale: {s['items']} items in {s['seconds']} s, "
             f"{s['agents_at_end']} agents at the end, {s['result_configmaps']} result ConfigMaps"
+        )
+    if (h := results.get("huge")) and h.get("items_per_second") is not None:
+        notes.append(
+            f"huge: {h['items']} items from a batched HTTP source ({h['source_requests']} "
+            f"requests) at cap {h['cap']} in {h['seconds']} s, {h['agents_at_end']} agents at "
+            f"the end, {h['result_configmaps']} result ConfigMaps; read back by agentpool "
+            f"results in {h['results_read_seconds']} s and by the client's Run.results() in "
+            f"{h['client_results_read_seconds']} s, every item exactly once: "
+            f"{h['results_exactly_once']}"
         )
     if (c := results.get("client")) and c.get("call_p50_ms") is not None:
         lease = results.get("lease") or {}
