@@ -34,6 +34,7 @@ from bench import (
     machine,
     overhead,
     plots,
+    priorities,
     reactivity,
     report,
     scale,
@@ -67,6 +68,7 @@ REQUIRED = {
     "lease": ["p50_ms", "p99_ms", "bind_p50_ms", "bind_p99_ms"],
     "client": ["call_p50_ms", "call_p99_ms", "direct_p50_ms", "direct_p99_ms"],
     "simulated": ["max_agents", "max_pools", "checkout_p99_ms", "recovery_seconds"],
+    "priorities": ["max_wait_seconds", "inversions", "fifo_breaks", "starved"],
 }
 
 FULL = {
@@ -81,6 +83,7 @@ FULL = {
     "calls": 200,
     "simulated_sizes": len(simulated.SIZES),
     "simulated_budget_seconds": 480,
+    "priority_runs": priorities.RUNS,
 }
 QUICK = {
     "overhead": 240,
@@ -94,6 +97,7 @@ QUICK = {
     "calls": 10,
     "simulated_sizes": 1,
     "simulated_budget_seconds": 300,
+    "priority_runs": 12,
 }
 
 Scenario = Callable[[Path, dict[str, int]], Awaitable[dict[str, Any]]]
@@ -110,6 +114,7 @@ SCENARIOS: dict[str, Scenario] = {
     "simulated": lambda work, n: simulated.run(
         work, sizes=n["simulated_sizes"], budget=n["simulated_budget_seconds"]
     ),
+    "priorities": lambda work, n: priorities.run(work, runs=n["priority_runs"]),
 }
 
 # (section, figure, target text, test): what the issue asks of this machine (2 cores).
@@ -155,6 +160,10 @@ TARGETS: list[tuple[str, str, str, Callable[[Any, dict[str, Any]], bool]]] = [
     ("simulated", "max_pools", "", lambda v, s: True),
     ("simulated", "checkout_p99_ms", "", lambda v, s: True),
     ("simulated", "recovery_seconds", "", lambda v, s: True),
+    ("priorities", "max_wait_seconds", "", lambda v, s: True),
+    ("priorities", "inversions", "0", lambda v, s: v == 0),
+    ("priorities", "fifo_breaks", "0", lambda v, s: v == 0),
+    ("priorities", "starved", "0", lambda v, s: v == 0),
 ]
 
 
@@ -254,6 +263,17 @@ def explain(results: dict[str, Any]) -> str:
             f"{m['plan_p99_ms']} ms at the largest; after a SIGKILL the new operator knew "
             f"{big['busy_known_again']} of {big['busy_at_kill']} busy "
             f"agents there within {m.get('recovery_limit_seconds')} s; stopped: {m['stopped']}"
+        )
+    if (p := results.get("priorities")) and p.get("max_wait_seconds") is not None:
+        levels = ", ".join(f"{k}: {v} s" for k, v in p["max_wait_by_priority"].items())
+        notes.append(
+            f"priorities: {p['runs']} runs of {p['items_per_run']} items at cap {p['cap']}, "
+            f"priorities {p['levels']} in turn, on {p['agents']} agents of "
+            f"{p['work_seconds']} s an item; {p['queued_before_gate']} of "
+            f"{p['expected_queued']} checkouts queued before the agents turned Ready; served "
+            f"in {p['span_seconds']} s; longest wait by priority {levels}; out of order beyond "
+            f"{p['tolerance_seconds']} s: {p['inversions']} inversions, {p['fifo_breaks']} FIFO "
+            f"breaks; unfinished {len(p['unfinished'])}"
         )
     return "\n".join(notes)
 
