@@ -266,6 +266,7 @@ def explain(results: dict[str, Any]) -> str:
         )
     if (p := results.get("priorities")) and p.get("max_wait_seconds") is not None:
         levels = ", ".join(f"{k}: {v} s" for k, v in p["max_wait_by_priority"].items())
+        warm = p["warm"]
         notes.append(
             f"priorities: {p['runs']} runs of {p['items_per_run']} items at cap {p['cap']}, "
             f"priorities {p['levels']} in turn, on {p['agents']} agents of "
@@ -273,7 +274,9 @@ def explain(results: dict[str, Any]) -> str:
             f"{p['expected_queued']} checkouts queued before the agents turned Ready; served "
             f"in {p['span_seconds']} s; longest wait by priority {levels}; out of order beyond "
             f"{p['tolerance_seconds']} s: {p['inversions']} inversions, {p['fifo_breaks']} FIFO "
-            f"breaks; unfinished {len(p['unfinished'])}"
+            f"breaks; unfinished {len(p['unfinished'])}; the same runs created on the Ready "
+            f"pool: longest wait {warm['max_wait_seconds']} s, {warm['inversions']} inversions, "
+            f"{warm['fifo_breaks']} FIFO breaks, unfinished {len(warm['unfinished'])}"
         )
     return "\n".join(notes)
 
