@@ -2,14 +2,16 @@
 
 Runs the scenarios of issue 8 on the local cluster, each on a fresh cluster and operator process:
 overhead and API economy (1, 3), warm against cold (2), scale (4), reactivity (5), lease
-binding (6), the Python client beside a direct call (7) and one operator against up to 1,000
-pools of simulated agents (8, :mod:`bench.simulated`). It prints a summary table beside the
-targets, writes ``results.json`` (every figure the issue names, null where a scenario did not
-run, and the machine) and PNG plots under ``plots/`` in ``--out`` (default ``bench/``); with
-``--only`` the sections of the scenarios left out keep their figures from the ``results.json``
-already there. ``--quick`` uses smaller counts and finishes in about two minutes; ``.ci/run``
-runs it as a smoke check. Targets are reported, never asserted: the exit code is 1 only when a
-scenario crashed, not when it was slow or missed a target.
+binding (6), the Python client beside a direct call (7), one operator against up to 1,000
+pools of simulated agents (8, :mod:`bench.simulated`), a 100,000-item run read back whole (9,
+:mod:`bench.huge`) and fifty runs of mixed priorities on one pool (10,
+:mod:`bench.priorities`). It prints a summary table beside the targets, writes ``results.json``
+(every figure the issue names, null where a scenario did not run, and the machine) and PNG
+plots under ``plots/`` in ``--out`` (default ``bench/``); with ``--only`` the sections of the
+scenarios left out keep their figures from the ``results.json`` already there. ``--quick`` uses
+smaller counts and finishes in about two minutes; ``.ci/run`` runs it as a smoke check. Targets
+are reported, never asserted: the exit code is 1 only when a scenario crashed, not when it was
+slow or missed a target.
 """
 
 from __future__ import annotations
