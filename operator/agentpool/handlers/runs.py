@@ -122,6 +122,19 @@ async def pool_timeouts(
     return found
 
 
+async def pin_source(
+    runtime: Runtime, body: kopf.Body, spec: PoolRunSpec, raw_source: Any, status: dict[str, Any]
+) -> tuple[ItemSource, str]:
+    """The run's source and its digest, which a run's first start records in status before any
+    item starts, so that a restarted operator can tell whether the source changed since."""
+    namespace = str(body["metadata"]["namespace"])
+    source, digest = await open_source(runtime, namespace, spec, raw_source)
+    if status.get("sourceDigest") is None:
+        await KubeSink(runtime, body).write({"sourceDigest": digest})
+        status["sourceDigest"] = digest
+    return source, digest
+
+
 def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
     """Bind the PoolRun handlers to ``registry``, each given ``runtime``."""
     handlers = KindHandlers("poolruns", registry, runtime)
@@ -261,7 +274,15 @@ async def build_engine(
     ConfigMaps, and its source stopped at once when it no longer matches the digest the run
     started on."""
     namespace, name = key
-    pools = await pool_timeouts(runtime, namespace, pools=lifecycle.named_pools(spec))
+    # The run's first items wait on both the pools' specs and the source: read side by side.
+    reading = asyncio.ensure_future(
+        pool_timeouts(runtime, namespace, pools=lifecycle.named_pools(spec))
+    )
+    try:
+        source, digest = await pin_source(runtime, body, spec, raw_spec.get("source"), status)
+        pools = await reading
+    finally:
+        reading.cancel()
     config = config_from_spec(name, spec, pools=pools)
     configmaps = {}
     for ref in status.get("resultRefs") or []:
@@ -274,10 +295,6 @@ async def build_engine(
     )
     uid = lifecycle.run_uid(body["metadata"])
     journal = runtime.journals.open(uid) if runtime.journals is not None else None
-    source, digest = await open_source(runtime, namespace, spec, raw_spec.get("source"))
-    if status.get("sourceDigest") is None:
-        await KubeSink(runtime, body).write({"sourceDigest": digest})
-        status["sourceDigest"] = digest
     engine = RunEngine(
         config,
         source=source,
