@@ -24,6 +24,11 @@ ROWS = [
     ("scale", "items_per_second", "items/s, 20,000 via HTTP, cap 64, pool 8-32 (4)", ""),
     ("scale", "peak_rss_mib", "operator peak memory, MiB", "<= 250"),
     ("scale", "object_bytes", "PoolRun object, bytes", "<= 262144"),
+    ("huge", "items_per_second", "items/s, 100,000 via batched HTTP, cap 64 (9)", ""),
+    ("huge", "peak_rss_mib", "operator peak memory there, MiB", "<= 250"),
+    ("huge", "object_bytes", "PoolRun object there, bytes", "<= 262144"),
+    ("huge", "results_read_seconds", "agentpool results reads all 100,000 back, s", ""),
+    ("huge", "client_results_read_seconds", "the client's Run.results() reads them, s", ""),
     ("reactivity", "overflow_ms", "waiter -> overflow pod created, ms (scenario 5)", "<= 100"),
     ("reactivity", "replacement_ms", "agent killed -> replacement pod created, ms", "<= 100"),
     ("reactivity", "checkout_p99_ms", "warm checkout p99, ms (histogram bucket bound)", "<= 100"),
@@ -40,6 +45,9 @@ ROWS = [
     ("simulated", "max_pools", "pools it held", ""),
     ("simulated", "checkout_p99_ms", "warm checkout p99 there, ms (bucket bound)", ""),
     ("simulated", "recovery_seconds", "operator SIGKILL -> every busy agent known, s", ""),
+    ("priorities", "max_wait_seconds", "50 runs, 3 priorities, 4 agents: longest wait, s (10)", ""),
+    ("priorities", "inversions", "items served before a waiting higher priority's", "0"),
+    ("priorities", "fifo_breaks", "items served before an earlier waiter of their priority", "0"),
 ]
 
 

@@ -63,10 +63,14 @@ class Broker:
 
     # -- checkout and checkin -------------------------------------------------------------------
 
-    async def checkout(self, *, timeout: float, priority: int = 0, holder: str) -> Checkout:
+    async def checkout(
+        self, *, timeout: float, priority: int = 0, holder: str, since: float | None = None
+    ) -> Checkout:
         """Take an idle Ready agent by strategy, or wait up to `timeout` seconds for one.
 
-        Waiters are served by priority, then in arrival order. Raises `PoolExhausted` when the
+        Waiters are served by priority, then by when they began waiting (`since`, on the
+        broker's clock, when the wait began before this call; never later than now), then in
+        arrival order. Raises `PoolExhausted` when the
         timeout passes (at once for a timeout <= 0 with no agent free) and `PoolClosed` when the
         pool is deleted. A caller cancelled after an agent was handed to it gives the agent back.
         """
@@ -83,7 +87,7 @@ class Broker:
             priority=priority,
             seq=next(self._arrivals),
             holder=holder,
-            since=self._clock(),
+            since=self._clock() if since is None else min(since, self._clock()),
             future=loop.create_future(),
         )
         heapq.heappush(self._queue, waiter)
