@@ -31,7 +31,7 @@ from typing import Any
 
 from aiohttp import web
 
-from agentpool.agent import answers, binding, protocol
+from agentpool.agent import answers, binding, protocol, routes
 from agentpool.agent.envelopes import Envelope, parse_envelope
 
 DELAY_INPUT = "delaySeconds"
@@ -92,13 +92,7 @@ class Simulator:
         self._items: set[asyncio.Task[Any]] = set()
 
     async def start(self) -> None:
-        app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_get(protocol.HEALTHZ_PATH, self._healthz)
-        app.router.add_post(protocol.INVOKE_PATH, self._invoke)
-        app.router.add_get(protocol.STATUS_PATH, self._status)
-        app.router.add_post(protocol.RESET_PATH, self._reset)
-        app.router.add_post(protocol.BIND_PATH, self._bind)
-        app.router.add_post(protocol.UNBIND_PATH, self._unbind)
+        app = routes.application(self)
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await self._runner.setup()
 
