@@ -153,7 +153,7 @@ def simulated(plt: Any, results: dict[str, Any], samples: dict[str, Any]) -> Any
     steps = figures.get("steps") or []
     if not steps:
         return None
-    figure, (memory, times) = plt.subplots(1, 2, figsize=(11, 4))
+    figure, (memory, cpu, times) = plt.subplots(1, 3, figsize=(16, 4))
     agents = [s["agents"] for s in steps]
     labels = [f"{s['pools']} pools" for s in steps]
     memory.scatter(agents, [s["rss_mib"] for s in steps], color="tab:red")
@@ -170,6 +170,7 @@ def simulated(plt: Any, results: dict[str, Any], samples: dict[str, Any]) -> Any
             f"RSS ~ {figures['rss_base_mib']} MiB + {figures['rss_per_pool_kib']} KiB/pool"
             f" + {figures['rss_per_agent_kib']} KiB/agent"
         )
+    _simulated_cpu(cpu, steps, agents)
     for key, label in (
         ("plan_p99_ms", "spec change -> plan applied p99 (ms)"),
         ("checkout_p99_ms", "warm checkout p99 (ms, bucket bound)"),
@@ -191,6 +192,43 @@ def simulated(plt: Any, results: dict[str, Any], samples: dict[str, Any]) -> Any
     times.grid(True, which="both", alpha=0.3)
     times.legend(fontsize=8)
     return figure
+
+
+def _simulated_cpu(axes: Any, steps: list[dict[str, Any]], agents: list[int]) -> None:
+    """CPU against size: what settling cost the operator and the cluster, and what the settled
+    operator spends doing nothing, so the curve says which of them grows first."""
+    for key, label in (
+        ("settle_operator_cpu_seconds", "operator CPU to settle (s)"),
+        ("settle_cluster_cpu_seconds", "cluster CPU to settle (s; API server + kubelet)"),
+    ):
+        measured = [(a, s[key]) for a, s in zip(agents, steps, strict=True) if s.get(key)]
+        axes.plot(*zip(*measured, strict=True), marker="o", linestyle="none", label=label)
+    idle = [
+        (a, s["idle_operator_cpu_cores"] * 100)
+        for a, s in zip(agents, steps, strict=True)
+        if s.get("idle_operator_cpu_cores")
+    ]
+    if idle:
+        axes.plot(
+            *zip(*idle, strict=True),
+            marker="s",
+            linestyle="none",
+            label="settled operator (% of a core)",
+        )
+    for step, x in zip(steps, agents, strict=True):
+        axes.annotate(
+            f"{step['pools']} pools",
+            (x, step.get("settle_operator_cpu_seconds") or 1),
+            textcoords="offset points",
+            xytext=(4, 4),
+            fontsize=8,
+        )
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlabel("simulated agents (log scale)")
+    axes.set_title("One operator: CPU against size")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend(fontsize=8)
 
 
 PAINTERS = {

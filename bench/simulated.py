@@ -2,12 +2,16 @@
 
 The cluster is :mod:`bench.simcluster`: pods turn Ready without a process and one in-process
 agent serves every pod's address (echo after 10 ms), so one machine can hold thousands of agents.
-Each size (pools x agents per pool) gets a fresh cluster and operator process, and is measured
-in turn until a size does not settle within the step's time budget:
+Each size (pools x agents per pool) gets a fresh cluster and operator process and its own time
+budget; a size that does not finish within it is recorded as unreached, with how far it got, and
+the next size is tried. A size is measured in these steps:
 
-- settle: pools created (``minSize = maxSize``), until every pool reports all its agents ready;
+- settle: pools created (``minSize = maxSize``), until every pool reports all its agents ready,
+  with the CPU seconds the operator and the cluster (API server and kubelet, one process) spent
+  on it, so the step says which of them the time went to;
 - RSS: the operator's resident memory once settled (``VmRSS``); per pool and per agent come from
-  a least-squares fit ``rss = base + a * pools + b * agents`` over the sizes reached;
+  a least-squares fit ``rss = base + a * pools + b * agents`` over the sizes reached; and the
+  operator's CPU while nothing happens (its pools' timed passes), in cores;
 - warm checkout p99: runs on up to ``SAMPLES`` pools spread over the namespace, at ``cap`` half
   the pool, so an idle agent always waits; from the operator's ``agentpool_checkout_seconds``
   histogram (``kind="warm"``), as the upper bound of the bucket the percentile falls in;
@@ -15,7 +19,11 @@ in turn until a size does not settle within the step's time budget:
   pool at a time, timed from the patch to the pool's status showing the new replica count;
 - recovery: every agent of those pools held busy by a run of long items (``delaySeconds`` in the
   run's input), then the operator is SIGKILLed and started again; the time from the kill until
-  its metrics count every busy agent busy again, and until every pool is served again.
+  its metrics count every busy agent busy again, and until every pool is served again; where
+  that falls short, the states the new operator gave the held agents instead.
+
+The API server is the local one (:mod:`agentpool.local.apiserver`), in the cluster process with
+the simulated kubelet; each step records it as ``api_server``.
 """
 
 from __future__ import annotations
@@ -42,8 +50,10 @@ from bench.harness import (
 )
 from bench.reactivity import histogram_quantile
 
-#: (pools, agents per pool) in the order they are tried; --quick tries the first only.
-SIZES = [(10, 10), (10, 100), (100, 10), (1000, 10)]
+#: (pools, agents per pool) in the order they are tried, so 10, 100 and 1,000 pools and 100,
+#: 1,000 and 10,000 agents each come up, the issue's corner (1,000 pools, 10,000 agents) before
+#: 10,000 agents in 100 pools; --quick tries the first only.
+SIZES = [(10, 10), (10, 100), (100, 10), (1000, 10), (100, 100)]
 SAMPLES = 10
 ECHO_SECONDS = 0.01
 HOLD_SECONDS = 900
@@ -53,6 +63,9 @@ RECOVERY_SECONDS = 120.0
 CREATORS = 32
 NAMESPACE = "sim"
 IMAGE = "agentpool:0.1.0"
+API_SERVER = "local"
+#: Seconds over which the settled operator's idle CPU is read.
+IDLE_SECONDS = 6.0
 
 
 def spread(names: list[str], count: int) -> list[str]:
@@ -96,6 +109,25 @@ async def metrics(session: aiohttp.ClientSession, port: int) -> str:
             return await response.text() if response.status == 200 else ""
     except aiohttp.ClientError:
         return ""
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds ``pid`` has used so far (``/proc/PID/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def agent_states(text: str, pools: set[str]) -> dict[str, int]:
+    """The operator's agents of ``pools`` by state (busy, idle, starting...) in its metrics."""
+    states: dict[str, int] = {}
+    for line in text.splitlines():
+        if not line.startswith("agentpool_agents{") or f'namespace="{NAMESPACE}"' not in line:
+            continue
+        labels, value = line.rsplit(" ", 1)
+        if labels.split('pool="', 1)[1].split('"', 1)[0] in pools:
+            state = labels.split('state="', 1)[1].split('"', 1)[0]
+            states[state] = states.get(state, 0) + int(float(value))
+    return states
 
 
 def busy_agents(text: str) -> tuple[int, int]:
@@ -183,6 +215,11 @@ class Size:
         self.kube = kube = Kube(ApiAccess.from_kubeconfig(self.cluster.kubeconfig))
         await self.start_operator().wait_ready(self.session)
         await kube.new_namespace(NAMESPACE)
+        assert self.operator is not None
+        assert self.cluster.process is not None
+        cpu = (self.operator.cpu_seconds(), process_cpu_seconds(self.cluster.process.pid))
+        # Other work on the same cores slows both processes: each step says how loaded it was.
+        load = " ".join(f"{value:.2f}" for value in os.getloadavg())
         began = time.monotonic()
         gate = asyncio.Semaphore(CREATORS)
 
@@ -194,17 +231,25 @@ class Size:
         await asyncio.gather(*(create(name) for name in self.names))
         await self.settled({name: self.per_pool for name in self.names})
         settle = time.monotonic() - began
-        assert self.operator is not None
+        operator_cpu = self.operator.cpu_seconds() - cpu[0]
+        cluster_cpu = process_cpu_seconds(self.cluster.process.pid) - cpu[1]
+        idle_from = self.operator.cpu_seconds()
         rss = sorted([await self.rss_kib(), await self.rss_kib(), await self.rss_kib()])[1]
+        idle = (self.operator.cpu_seconds() - idle_from) / IDLE_SECONDS
         sampled = spread(self.names, SAMPLES)
         checkout = await self.warm_checkouts(sampled)
         plans = [await self.spec_change(name) for name in sampled]
-        recovery, whole, known = await self.recovery(sampled)
+        recovery, whole, known, states = await self.recovery(sampled)
         return {
             "pools": self.pools,
             "agents": self.pools * self.per_pool,
             "agents_per_pool": self.per_pool,
+            "api_server": API_SERVER,
+            "load_average": load,
             "settle_seconds": round(settle, 1),
+            "settle_operator_cpu_seconds": round(operator_cpu, 1),
+            "settle_cluster_cpu_seconds": round(cluster_cpu, 1),
+            "idle_operator_cpu_cores": round(idle, 3),
             "rss_mib": round(rss / 1024, 1),
             "checkout_p99_ms": round(checkout * 1000, 2),
             "plan_p50_ms": round(percentile(plans, 50), 1),
@@ -213,11 +258,13 @@ class Size:
             "all_pools_back_seconds": None if whole is None else round(whole, 2),
             "busy_at_kill": len(sampled) * (self.per_pool + 1),
             "busy_known_again": known,
+            "held_agent_states": states,
         }
 
     async def rss_kib(self) -> int:
         assert self.operator is not None
-        await asyncio.sleep(2)  # a few passes of the idle pool loops between samples
+        # A few passes of the idle pool loops between samples; three make IDLE_SECONDS.
+        await asyncio.sleep(IDLE_SECONDS / 3)
         return self.operator.memory_kib("VmRSS")
 
     async def settled(self, sizes: dict[str, int]) -> None:
@@ -267,11 +314,13 @@ class Size:
         await until(applied, timeout=self.left(), what=f"pool {name} resized", interval=0.005)
         return (time.monotonic() - started) * 1000
 
-    async def recovery(self, sampled: list[str]) -> tuple[float | None, float | None, int]:
+    async def recovery(
+        self, sampled: list[str]
+    ) -> tuple[float | None, float | None, int, dict[str, int]]:
         """Hold every agent of ``sampled`` busy, SIGKILL the operator and start another; the
         seconds until every busy agent is counted busy again and until every pool is served
-        (None when it did not happen within RECOVERY_SECONDS), and how many busy agents the new
-        operator counted busy by the end."""
+        (None when it did not happen within RECOVERY_SECONDS), how many busy agents the new
+        operator counted busy by the end, and the states it gave the agents of ``sampled``."""
         assert self.kube is not None
         assert self.operator is not None
         held = self.per_pool + 1
@@ -297,37 +346,39 @@ class Size:
         self.start_operator()
         known: float | None = None
         whole: float | None = None
-        busy = 0
+        busy, text = 0, ""
         while known is None or whole is None:
             now = time.monotonic() - killed
             if now > RECOVERY_SECONDS:
                 break
-            busy, pools = busy_agents(await metrics(self.session, self.port))
+            text = await metrics(self.session, self.port)
+            busy, pools = busy_agents(text)
             if busy >= expected and known is None:
                 known = now
             if pools >= self.pools and whole is None:
                 whole = now
             await asyncio.sleep(0.1)
-        return known, whole, busy
+        return known, whole, busy, agent_states(text, set(sampled))
 
 
 async def run(work: Path, *, sizes: int, budget: float) -> dict[str, Any]:
     """Scenario 7 over the first ``sizes`` sizes, each within ``budget`` seconds."""
     steps: list[dict[str, Any]] = []
-    unreached: dict[str, Any] | None = None
-    stopped = "every size was reached"
+    unreached: list[dict[str, Any]] = []
+    missed: list[str] = []
     for pools, per_pool in SIZES[:sizes]:
         print(f"   {pools} pools x {per_pool} agents", flush=True)
         size = Size(work, pools, per_pool, budget)
         try:
             steps.append(await size.measure())
+            print(f"   {steps[-1]}", flush=True)
         except TimeoutError as error:
-            stopped = f"{pools} pools x {per_pool} agents: {error} (budget {budget:g} s)"
-            unreached = size.unreached()
-            break
+            missed.append(f"{pools} pools x {per_pool} agents: {error} (budget {budget:g} s)")
+            unreached.append(size.unreached())
+            print(f"   unreached: {unreached[-1]}", flush=True)
         finally:
             await size.close()
-        print(f"   {steps[-1]}", flush=True)
+    stopped = "; ".join(missed) or "every size was reached"
     return {"simulated": summarise(steps, stopped=stopped, unreached=unreached, budget=budget)}
 
 
@@ -335,7 +386,7 @@ def summarise(
     steps: list[dict[str, Any]],
     *,
     stopped: str,
-    unreached: dict[str, Any] | None,
+    unreached: list[dict[str, Any]],
     budget: float,
 ) -> dict[str, Any]:
     """The scenario's section of results.json from the sizes measured: the figures the issue
@@ -351,6 +402,7 @@ def summarise(
         "rss_base_mib": round(slope[0] / 1024, 1) if slope else None,
         "rss_per_pool_kib": round(slope[1], 1) if slope else None,
         "rss_per_agent_kib": round(slope[2], 1) if slope else None,
+        "api_server": API_SERVER,
         "echo_seconds": ECHO_SECONDS,
         "step_budget_seconds": budget,
         "recovery_limit_seconds": RECOVERY_SECONDS,

@@ -4,6 +4,7 @@ it (the connection refused or timed out) does not, although the operator tried t
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import kubernetes
@@ -14,16 +15,37 @@ from kubernetes.client.exceptions import ApiException
 from agentpool.io.kube import Conflict, Kube
 
 
+class Answer:
+    """What the client's call returns with ``_preload_content=False``: the bytes it was sent."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.body = json.dumps(body).encode()
+        self.released = False
+
+    def read(self) -> bytes:
+        return self.body
+
+    def release_conn(self) -> None:
+        self.released = True
+
+
 class Pods:
-    """CoreV1Api whose pod creates fail as scripted: an exception to raise, or None to succeed."""
+    """CoreV1Api whose pod creates fail as scripted: an exception to raise, or None to succeed
+    (answering the pod as the API server would, with its creation time)."""
 
     def __init__(self, fault: BaseException | None) -> None:
         self.fault = fault
+        self.answers: list[Answer] = []
 
     def create_namespaced_pod(self, namespace: str, body: dict[str, Any], **_: Any) -> Any:
         if self.fault is not None:
             raise self.fault
-        return body
+        created = {**body, "metadata": {**body["metadata"], "creationTimestamp": CREATED}}
+        self.answers.append(Answer(created))
+        return self.answers[-1]
+
+
+CREATED = "2026-12-02T04:01:46Z"
 
 
 def kube_with(fault: BaseException | None) -> Kube:
@@ -36,6 +58,18 @@ async def test_a_write_the_api_server_answered_is_counted() -> None:
     kube = kube_with(None)
     await kube.create_pod("ns", {"metadata": {"name": "a"}})
     assert kube.writes["create", "pods"] == 1
+
+
+async def test_a_created_pod_is_the_object_the_api_server_sent() -> None:
+    """The pod a create returns is the API server's JSON as it came (the same form a watch
+    event brings, timestamps included), and the connection goes back to the pool."""
+    kube = kube_with(None)
+    pod = await kube.create_pod("ns", {"metadata": {"name": "a"}, "spec": {"nodeName": None}})
+    assert pod == {
+        "metadata": {"name": "a", "creationTimestamp": CREATED},
+        "spec": {"nodeName": None},
+    }
+    assert all(answer.released for answer in kube._core.answers)
 
 
 async def test_a_write_the_api_server_refused_is_counted() -> None:

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from agentpool.agent import answers, binding, protocol
+from agentpool.agent import answers, binding, protocol, routes
 from agentpool.agent.context import Context
 from agentpool.agent.envelopes import Envelope, parse_envelope
 from agentpool.agent.settings import Settings
@@ -34,8 +34,6 @@ from agentpool.agent.worker import Worker, is_async
 
 log = logging.getLogger("agentpool.agent")
 
-#: Bodies larger than aiohttp's 1 MiB default are accepted: items may be documents.
-MAX_BODY_BYTES = 64 * 1024 * 1024
 _JSON = answers.JSON_TYPE
 
 
@@ -87,14 +85,7 @@ class AgentServer:
 
     def application(self) -> web.Application:
         """The aiohttp application serving the protocol's paths."""
-        app = web.Application(client_max_size=MAX_BODY_BYTES)
-        app.router.add_get(protocol.HEALTHZ_PATH, self._healthz)
-        app.router.add_post(protocol.INVOKE_PATH, self._invoke)
-        app.router.add_get(protocol.STATUS_PATH, self._status)
-        app.router.add_post(protocol.RESET_PATH, self._reset)
-        app.router.add_post(protocol.BIND_PATH, self._bind)
-        app.router.add_post(protocol.UNBIND_PATH, self._unbind)
-        return app
+        return routes.application(self)
 
     async def serve_until(self, stop: asyncio.Event) -> int:
         """Listen, start up, serve until ``stop`` is set, drain; the exit status

@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import signal
-import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -309,28 +309,27 @@ class PodWorker:
         failed: asyncio.Event | None = None,
     ) -> None:
         """Run one probe on its schedule; readiness publishes, liveness sets ``failed``."""
-        tracker = probes.ProbeTracker(
-            spec.success_threshold, spec.failure_threshold, state=failed is not None
-        )
-        await asyncio.sleep(spec.initial_delay)
+
+        def changed(state: bool) -> bool:
+            if ready:
+                self._publish(ready=state)
+            elif failed is not None and not state:
+                failed.set()
+                return True
+            return False
+
+        attempt = functools.partial(self._attempt, spec, env, cwd)
+        await probes.probe_on_schedule(spec, attempt, changed, initial=failed is not None)
+
+    async def _attempt(
+        self, spec: probes.ProbeSpec, env: Mapping[str, str], cwd: Path
+    ) -> probes.ProbeResult:
+        """One attempt of ``spec`` against this pod's address."""
         assert self.ip is not None
-        while True:
-            began = time.monotonic()
-            result = await probes.run_probe(
-                spec,
-                pod_ip=self.ip,
-                container=self.container,
-                session=self.host.probe_session,
-                env=env,
-                cwd=cwd,
-            )
-            if tracker.observe(result):
-                if ready:
-                    self._publish(ready=tracker.state)
-                elif failed is not None and not tracker.state:
-                    failed.set()
-                    return
-            await asyncio.sleep(max(0.0, spec.period - (time.monotonic() - began)))
+        session, container = self.host.probe_session, self.container
+        return await probes.run_probe(
+            spec, pod_ip=self.ip, container=container, session=session, env=env, cwd=cwd
+        )
 
     def _grace(self) -> float:
         """The deletion's grace period, else the pod's terminationGracePeriodSeconds.

@@ -1,15 +1,17 @@
 """Container probes as the kubelet runs them: httpGet, tcpSocket and exec, with their thresholds.
 
-:class:`ProbeSpec` reads a probe from a pod spec, :func:`run_probe` performs one attempt, and
+:class:`ProbeSpec` reads a probe from a pod spec, :func:`run_probe` performs one attempt,
 :class:`ProbeTracker` applies successThreshold and failureThreshold to the attempts (pure, so the
-threshold rules are tested without processes). :mod:`agentpool.local.kubelet` schedules them.
+threshold rules are tested without processes), and :func:`probe_on_schedule` runs attempts on the
+probe's schedule for both kinds of pod worker: the one that runs a process and the simulated one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,6 +80,26 @@ class ProbeTracker:
             self.streak = 0
             return True
         return False
+
+
+async def probe_on_schedule(
+    spec: ProbeSpec,
+    attempt: Callable[[], Awaitable[ProbeResult]],
+    changed: Callable[[bool], bool],
+    *,
+    initial: bool,
+) -> None:
+    """Attempt the probe after its initial delay and then every period, counting from each
+    attempt's start, from the probed state ``initial`` (False for readiness, True for liveness);
+    ``changed`` hears each flip of the state, through the thresholds, and returns True to stop.
+    Cancelled by the worker when the container ends."""
+    tracker = ProbeTracker(spec.success_threshold, spec.failure_threshold, state=initial)
+    await asyncio.sleep(spec.initial_delay)
+    while True:
+        began = time.monotonic()
+        if tracker.observe(await attempt()) and changed(tracker.state):
+            return
+        await asyncio.sleep(max(0.0, spec.period - (time.monotonic() - began)))
 
 
 def resolve_port(port: Any, container: Mapping[str, Any]) -> int:

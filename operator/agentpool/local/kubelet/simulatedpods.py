@@ -14,9 +14,8 @@ period, then drops the agent and the pod. The kubelet makes one instead of a
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import logging
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -94,30 +93,19 @@ class SimulatedPod(PodWorker):
             self._publish(ready=False)
 
     async def _first_ready(self, env: Mapping[str, str], cwd: Path) -> None:
-        """Probe readiness on the probe's schedule until it passes, then publish Ready."""
+        """Probe readiness on the probe's schedule until it first passes, then publish Ready."""
         raw = self.container.get("readinessProbe")
         if raw:
             spec = probes.ProbeSpec.parse(raw)
-            tracker = probes.ProbeTracker(spec.success_threshold, spec.failure_threshold, False)
-            await _sleep_unless(self.deleting, spec.initial_delay)
-            assert self.ip is not None
-            while not self.deleting.is_set():
-                began = time.monotonic()
-                result = await probes.run_probe(
-                    spec,
-                    pod_ip=self.ip,
-                    container=self.container,
-                    session=self.host.probe_session,
-                    env=env,
-                    cwd=cwd,
-                )
-                if tracker.observe(result) and tracker.state:
-                    break
-                await _sleep_unless(self.deleting, spec.period - (time.monotonic() - began))
+            attempt = functools.partial(self._attempt, spec, env, cwd)
+            probing = asyncio.ensure_future(
+                probes.probe_on_schedule(spec, attempt, bool, initial=False)
+            )
+            deleting = asyncio.ensure_future(self.deleting.wait())
+            try:
+                await asyncio.wait({probing, deleting}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                probing.cancel()
+                deleting.cancel()
         if not self.deleting.is_set():
             self._publish(ready=True)
-
-
-async def _sleep_unless(event: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(event.wait(), max(0.0, seconds))

@@ -25,17 +25,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
-from agentpool.agent import answers, binding, protocol
+from agentpool.agent import answers, binding, protocol, routes
 from agentpool.agent.envelopes import Envelope, parse_envelope
 
 DELAY_INPUT = "delaySeconds"
 _BACKLOG = 64
+
+Parsed = TypeVar("Parsed")
 
 
 @dataclass(eq=False)
@@ -92,13 +95,7 @@ class Simulator:
         self._items: set[asyncio.Task[Any]] = set()
 
     async def start(self) -> None:
-        app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_get(protocol.HEALTHZ_PATH, self._healthz)
-        app.router.add_post(protocol.INVOKE_PATH, self._invoke)
-        app.router.add_get(protocol.STATUS_PATH, self._status)
-        app.router.add_post(protocol.RESET_PATH, self._reset)
-        app.router.add_post(protocol.BIND_PATH, self._bind)
-        app.router.add_post(protocol.UNBIND_PATH, self._unbind)
+        app = routes.application(self)
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await self._runner.setup()
 
@@ -229,28 +226,42 @@ class Simulator:
         return answers.answer({"reset": True})
 
     async def _bind(self, request: web.Request) -> web.Response:
-        agent = self._agent(request)
-        if not agent.authorized(request):
-            return _unauthorized()
-        parsed = binding.parse_bind(await request.read())
-        if isinstance(parsed, str):
-            return answers.error(400, protocol.BAD_REQUEST, parsed)
-        bound = agent.binder.binding
-        if bound is not None and bound.lease != parsed.binding.lease:
-            message = f"the agent is bound to lease {bound.lease!r}"
-            return answers.error(409, protocol.ALREADY_BOUND, message)
-        held = agent.binder.renew(parsed) if bound is not None else parsed.binding
-        if bound is None:
-            agent.binder.bind(parsed)
-        return answers.answer({"lease": held.lease, "expireTime": held.expire_time})
+        return await self._operator_request(request, binding.parse_bind, _bound)
 
     async def _unbind(self, request: web.Request) -> web.Response:
+        return await self._operator_request(request, binding.parse_unbind, _unbound)
+
+    async def _operator_request(
+        self,
+        request: web.Request,
+        parse: Callable[[bytes], Parsed | str],
+        answer: Callable[[SimulatedAgent, Parsed], web.Response],
+    ) -> web.Response:
+        """A request only the pool's token may make: refused without it (401) or with a body
+        ``parse`` rejects (400), else ``answer``ed for the pod it came to."""
         agent = self._agent(request)
         if not agent.authorized(request):
             return _unauthorized()
-        parsed = binding.parse_unbind(await request.read())
+        parsed = parse(await request.read())
         if isinstance(parsed, str):
             return answers.error(400, protocol.BAD_REQUEST, parsed)
-        if agent.binder.holds(parsed.lease):
-            agent.binder.unbind()
-        return answers.answer({})
+        return answer(agent, parsed)
+
+
+def _bound(agent: SimulatedAgent, parsed: binding.BindRequest) -> web.Response:
+    """Bind the agent to the lease, or renew the lease it is bound to; 409 for another one."""
+    bound = agent.binder.binding
+    if bound is not None and bound.lease != parsed.binding.lease:
+        message = f"the agent is bound to lease {bound.lease!r}"
+        return answers.error(409, protocol.ALREADY_BOUND, message)
+    held = agent.binder.renew(parsed) if bound is not None else parsed.binding
+    if bound is None:
+        agent.binder.bind(parsed)
+    return answers.answer({"lease": held.lease, "expireTime": held.expire_time})
+
+
+def _unbound(agent: SimulatedAgent, parsed: binding.UnbindRequest) -> web.Response:
+    """Let the lease go if the agent is bound to it; nothing to do otherwise."""
+    if agent.binder.holds(parsed.lease):
+        agent.binder.unbind()
+    return answers.answer({})
