@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import dataclasses
 import heapq
 import itertools
 import json
@@ -20,9 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentpool.api import NameRef, PoolRunSpec, Routes, Source
 from agentpool.io.journal import FileJournal
 from agentpool.pool.checkin import PoolExhausted, PoolNotFound
-from agentpool.runs.config import RunConfig
+from agentpool.runs.config import RunConfig, config_from_spec
 from agentpool.runs.contracts import Clock
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.journaling import Recorder
@@ -375,3 +377,25 @@ def run_parts(
         refused_max=RunSettings().refused_max_seconds,
     )
     return records, report, retries
+
+
+def run_config(
+    name: str,
+    *,
+    pool: str | None = None,
+    routes: Routes | None = None,
+    rerun_limit: int | None = None,
+    **fields: Any,
+) -> RunConfig:
+    """The config of run ``name`` as the daemon resolves it from a spec that sets ``pool`` (or
+    ``routes``) and ``fields`` (snake_case, as the model names them), over an empty source: the
+    engine is handed its source apart. No pool is found, so timeouts are the run's or the
+    default."""
+    spec = PoolRunSpec(
+        pool_ref=NameRef(name=pool) if pool is not None else None,
+        routes=routes,
+        source=Source(items=[]),
+        **fields,
+    )
+    config = config_from_spec(name, spec, pools={})
+    return dataclasses.replace(config, rerun_limit=rerun_limit)

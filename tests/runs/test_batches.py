@@ -22,6 +22,7 @@ from runfakes import (
     KilledJournal,
     crash_after,
     echo,
+    run_config,
     run_engine,
     run_until_crash,
 )
@@ -29,7 +30,6 @@ from runfakes import (
 from agentpool.handlers.sources import HttpSource
 from agentpool.io.journal import FileJournal
 from agentpool.io.sources import SourceClient
-from agentpool.runs.config import RunConfig
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.intake import Intake
 from agentpool.runs.results import iter_results
@@ -153,7 +153,7 @@ def engine_over(
     source: Batches, clock: FakeClock, sink: FakeSink, *, cap: int, **more: Any
 ) -> tuple[RunEngine, FakeInvoker]:
     invoker = FakeInvoker(clock, echo())
-    config = RunConfig(name="run", pool="workers", item_id="id", cap=cap, failures="Report")
+    config = run_config("run", pool="workers", item_id="id", cap=cap, failures="Report")
     engine = RunEngine(
         config,
         source=source,
@@ -317,7 +317,7 @@ async def test_a_batched_http_source_runs_over_one_kept_connection(
     url, state = batch_service
     clock, sink = FakeClock(), FakeSink()
     engine = RunEngine(
-        RunConfig(name="run", pool="workers", item_id="id", cap=4),
+        run_config("run", pool="workers", item_id="id", cap=4),
         source=HttpSource(SourceClient(url)),
         dispatcher=FakeDispatcher(clock, {"workers": 4}),
         invoker=FakeInvoker(clock, echo()),

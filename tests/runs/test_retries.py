@@ -8,10 +8,9 @@ items until they are due and recording the failures that are final.
 from __future__ import annotations
 
 import pytest
-from runfakes import FakeSink
+from runfakes import FakeSink, run_config
 
 from agentpool.runs.backlog import Work
-from agentpool.runs.config import RunConfig
 from agentpool.runs.journaling import Recorder
 from agentpool.runs.reporting import Reporter
 from agentpool.runs.retries import Retries, after_failure, after_refusal
@@ -72,7 +71,7 @@ def retries(
     report = Reporter(
         sink=sink, clock=clock, ledger=ledger, status={}, interval=1.0, failure_event_interval=5.0
     )
-    config = RunConfig(name="run", pool="workers", max_attempts=2, backoff_seconds=1.0)
+    config = run_config("run", pool="workers", max_attempts=2, backoff_seconds=1.0)
     waiting = Retries(
         config,
         records=Recorder(ledger, None),

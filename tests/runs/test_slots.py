@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from runfakes import FakeClock, FakeDispatcher, FakeInvoker, echo, run_parts, running
+from runfakes import FakeClock, FakeDispatcher, FakeInvoker, echo, run_config, run_parts, running
 
 from agentpool.runs.calls import Caller
-from agentpool.runs.config import RunConfig
 from agentpool.runs.feed import Feed
 from agentpool.runs.intake import Intake
 from agentpool.runs.slots import Slots
@@ -23,7 +22,7 @@ from agentpool.runs.waits import WaitNotes, Waits
 def slots(
     clock: FakeClock, dispatcher: FakeDispatcher, items: list[Any], *, cap: int
 ) -> tuple[Slots, RunLedger, Feed]:
-    config = RunConfig(name="run", pool="workers", cap=cap, checkout_timeout_seconds=1.0)
+    config = run_config("run", pool="workers", cap=cap, checkout_timeout_seconds=1.0)
     ledger = RunLedger(run="run", replayable=True)
     records, report, retries = run_parts(config, ledger, clock)
     notes = WaitNotes(Waits(), clock, lambda: None)

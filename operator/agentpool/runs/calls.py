@@ -95,7 +95,7 @@ class Caller:
         checkout = await self._dispatcher.checkout(
             work.pool,
             timeout=config.checkout_timeout(work.pool),
-            priority=config.priority,
+            priority=config.spec.priority,
             holder=holder,
             waiting=self._waiting,
         )
@@ -104,7 +104,7 @@ class Caller:
         # A retry goes to another agent when one is free at once; else to the same one.
         try:
             other = await self._dispatcher.checkout(
-                work.pool, timeout=0.0, priority=config.priority, holder=holder
+                work.pool, timeout=0.0, priority=config.spec.priority, holder=holder
             )
         except CheckoutFailed:
             return checkout
@@ -130,12 +130,13 @@ class Caller:
 
     async def _invoke(self, work: Work, checkout: Checkout) -> Verdict:
         config = self._config
+        spec = config.spec
         body = envelope_body(
-            id=work.key, item=work.value, input=config.input, attempt=work.attempt, run=config.name
+            id=work.key, item=work.value, input=spec.input, attempt=work.attempt, run=config.name
         )
         try:
             result = await self._invoker.invoke(
-                checkout, body, timeout=config.call_timeout(work.pool), cast=config.mode == "Cast"
+                checkout, body, timeout=config.call_timeout(work.pool), cast=spec.mode == "Cast"
             )
         except Exception as error:  # the agent client's own bug must cost one attempt, not the run
             return Verdict(

@@ -100,10 +100,10 @@ class RunEngine:
             waiting=self._notes,
             patience=settings.status_interval_seconds,
             ready=self._alarm.ring,
-            id_field=config.item_id,
+            id_field=config.spec.item_id,
             ledger=self.ledger,
             settings=settings,
-            cap=config.cap,
+            cap=config.spec.cap,
         )
         self._intake = intake
         self._feed = Feed(
@@ -119,7 +119,7 @@ class RunEngine:
             ),
         )
         self._slots = Slots(
-            config.cap,
+            config.spec.cap,
             feed=self._feed,
             calls=Caller(config, dispatcher=dispatcher, invoker=invoker, waiting=self._notes),
             records=self._records,
@@ -161,7 +161,7 @@ class RunEngine:
             await self._intake.close()
 
     async def _run(self) -> RunEnd:
-        await self._report.begin(f"dispatching to {self._pools_text()}, cap {self.config.cap}")
+        await self._report.begin(f"dispatching to {self._pools_text()}, cap {self.config.spec.cap}")
         while True:
             self._alarm.clear()
             self._slots.reap()
@@ -210,7 +210,7 @@ class RunEngine:
 
     def _outcome(self) -> RunEnd | None:
         return outcome_now(
-            policy=self.config.failures,
+            policy=self.config.spec.failures,
             total=self._total(),
             done=self.ledger.succeeded + self.ledger.failed,
             failed=self.ledger.failed,

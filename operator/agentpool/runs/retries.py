@@ -62,8 +62,8 @@ class Retries:
         retry = after_failure(
             work,
             agent,
-            max_attempts=config.max_attempts,
-            backoff_seconds=config.backoff_seconds,
+            max_attempts=config.spec.max_attempts,
+            backoff_seconds=config.spec.backoff_seconds,
             now=self.clock.now(),
         )
         if retry is not None:
