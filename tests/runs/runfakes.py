@@ -25,7 +25,7 @@ from agentpool.api import NameRef, PoolRunSpec, Routes, Source
 from agentpool.io.journal import FileJournal
 from agentpool.pool.checkin import PoolExhausted, PoolNotFound
 from agentpool.runs.config import RunConfig, config_from_spec
-from agentpool.runs.contracts import Clock
+from agentpool.runs.contracts import CheckoutTerms, Clock
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.journaling import Recorder
 from agentpool.runs.outcome import RunEnd
@@ -129,15 +129,8 @@ class FakeDispatcher:
         self.waiters[pool] = deque()
         self._added.setdefault(pool, asyncio.Event()).set()
 
-    async def checkout(
-        self,
-        pool: str,
-        *,
-        timeout: float,
-        priority: int,
-        holder: str,
-        waiting: Any = None,
-    ) -> FakeCheckout:
+    async def checkout(self, terms: CheckoutTerms, *, waiting: Any = None) -> FakeCheckout:
+        pool, timeout = terms.pool, terms.timeout
         if pool not in self.pools:
             if waiting is not None:
                 waiting.begin(f"pool/{pool}", "PoolNotFound", f'pool "{pool}" not found')

@@ -24,6 +24,7 @@ from agentpool.runs.backlog import Work
 from agentpool.runs.config import RunConfig
 from agentpool.runs.contracts import (
     Checkout,
+    CheckoutTerms,
     Dispatcher,
     Invoker,
     InvokeResult,
@@ -86,26 +87,31 @@ class Caller:
         self._dispatcher = dispatcher
         self._invoker = invoker
         self._waiting = waiting
+        self._terms: dict[str, CheckoutTerms] = {}
+
+    def terms(self, pool: str) -> CheckoutTerms:
+        """The terms of every checkout from ``pool``, made on its first item."""
+        terms = self._terms.get(pool)
+        if terms is None:
+            config = self._config
+            terms = self._terms[pool] = CheckoutTerms(
+                pool,
+                timeout=config.checkout_timeout(pool),
+                priority=config.spec.priority,
+                holder=config.name,
+            )
+        return terms
 
     async def checkout(self, work: Work) -> Checkout:
         """An agent for ``work``: another than the last one to fail it, when one is free at
         once. Raises the dispatcher's :class:`CheckoutFailed` (or ``PoolNotFound``)."""
-        config = self._config
-        holder = f"{config.name}/{work.key}"
-        checkout = await self._dispatcher.checkout(
-            work.pool,
-            timeout=config.checkout_timeout(work.pool),
-            priority=config.spec.priority,
-            holder=holder,
-            waiting=self._waiting,
-        )
+        terms = self.terms(work.pool)
+        checkout = await self._dispatcher.checkout(terms, waiting=self._waiting)
         if work.last_agent is None or checkout.agent != work.last_agent:
             return checkout
         # A retry goes to another agent when one is free at once; else to the same one.
         try:
-            other = await self._dispatcher.checkout(
-                work.pool, timeout=0.0, priority=config.spec.priority, holder=holder
-            )
+            other = await self._dispatcher.checkout(terms.at_once())
         except CheckoutFailed:
             return checkout
         except BaseException:
