@@ -25,13 +25,15 @@ from agentpool.api import NameRef, PoolRunSpec, Routes, Source
 from agentpool.io.journal import FileJournal
 from agentpool.pool.checkin import PoolExhausted, PoolNotFound
 from agentpool.runs.config import RunConfig, config_from_spec
-from agentpool.runs.contracts import CheckoutTerms, Clock
+from agentpool.runs.contracts import CheckoutTerms, Clock, SystemClock
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.journaling import Recorder
 from agentpool.runs.outcome import RunEnd
 from agentpool.runs.reporting import Reporter
 from agentpool.runs.retries import Retries
+from agentpool.runs.shared import RunShared
 from agentpool.runs.status import RunLedger
+from agentpool.runs.waits import WaitNotes, Waits
 from agentpool.settings import RunSettings
 
 
@@ -347,29 +349,37 @@ def crash_after(
     return crash_at
 
 
-def run_parts(
-    config: RunConfig, ledger: RunLedger, clock: Clock
-) -> tuple[Recorder, Reporter, Retries]:
-    """The recorder, reporter and retries of a run without a journal, wired as the engine wires
-    them, for tests of the parts that take them."""
-    records = Recorder(ledger, None)
-    report = Reporter(
-        sink=FakeSink(),
+def run_shared(
+    ledger: RunLedger | None = None,
+    *,
+    clock: Clock | None = None,
+    wake: Callable[[], None] = lambda: None,
+    changed: Callable[[], None] = lambda: None,
+) -> RunShared:
+    """What the parts of a run without a journal share, as the engine makes it, for tests of
+    the parts: a fresh ledger of run "run" and the real clock unless given; waits are noted and
+    read by nobody; wake and changed do nothing unless given."""
+    ledger = ledger if ledger is not None else RunLedger(run="run", replayable=True)
+    clock = clock if clock is not None else SystemClock()
+    return RunShared(
         clock=clock,
         ledger=ledger,
-        status={},
-        interval=1.0,
-        failure_event_interval=5.0,
+        records=Recorder(ledger, None),
+        waiting=WaitNotes(Waits(), clock, changed),
+        wake=wake,
+        changed=changed,
     )
-    retries = Retries(
-        config,
-        records=records,
-        report=report,
-        clock=clock,
-        wake=lambda: None,
-        refused_max=RunSettings().refused_max_seconds,
-    )
-    return records, report, retries
+
+
+def run_parts(
+    config: RunConfig, ledger: RunLedger, clock: Clock
+) -> tuple[RunShared, Reporter, Retries]:
+    """What the parts share, the reporter and the retries of a run without a journal, wired as
+    the engine wires them, for tests of the parts that take them."""
+    shared = run_shared(ledger, clock=clock)
+    report = Reporter(shared, sink=FakeSink(), status={}, interval=1.0, failure_event_interval=5.0)
+    retries = Retries(config, shared, report=report, refused_max=RunSettings().refused_max_seconds)
+    return shared, report, retries
 
 
 def run_config(

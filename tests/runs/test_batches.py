@@ -24,6 +24,7 @@ from runfakes import (
     echo,
     run_config,
     run_engine,
+    run_shared,
     run_until_crash,
 )
 
@@ -209,11 +210,11 @@ async def test_a_duplicate_id_in_a_batch_fails_alone() -> None:
 
 
 async def test_a_batch_size_is_capped_by_the_settings() -> None:
-    intake = Intake(Batches([]), cap=1000, settings=RunSettings(source_batch_max=16))
+    intake = Intake(Batches([]), run_shared(), cap=1000, settings=RunSettings(source_batch_max=16))
     assert intake.room() == 16
     ledger = RunLedger.restore("run", replayable=False, status={"inFlight": {}})
     ledger.start("x", attempt=1)
-    assert Intake(Batches([]), cap=3, ledger=ledger).room() == 5
+    assert Intake(Batches([]), run_shared(ledger), cap=3).room() == 5
 
 
 class Rehanding(Batches):

@@ -38,17 +38,10 @@ def feed(
         max_attempts=2,
     )
     ledger = RunLedger.restore("run", replayable=True, status=status)
-    records, report, retries = run_parts(config, ledger, Clock())
-    intake = Intake(inline_source(items), id_field="id", ledger=ledger)
+    shared, report, retries = run_parts(config, ledger, Clock())
+    intake = Intake(inline_source(items), shared, id_field="id")
     made = Feed(
-        config,
-        intake=intake,
-        ledger=ledger,
-        records=records,
-        retries=retries,
-        report=report,
-        changed=lambda: None,
-        rerun_limit=rerun_limit,
+        config, shared, intake=intake, retries=retries, report=report, rerun_limit=rerun_limit
     )
     return made, ledger, retries
 

@@ -16,7 +16,6 @@ from agentpool.runs.intake import Intake
 from agentpool.runs.slots import Slots
 from agentpool.runs.sources import inline_source
 from agentpool.runs.status import RunLedger
-from agentpool.runs.waits import WaitNotes, Waits
 
 
 def slots(
@@ -24,32 +23,18 @@ def slots(
 ) -> tuple[Slots, RunLedger, Feed]:
     config = run_config("run", pool="workers", cap=cap, checkout_timeout_seconds=1.0)
     ledger = RunLedger(run="run", replayable=True)
-    records, report, retries = run_parts(config, ledger, clock)
-    notes = WaitNotes(Waits(), clock, lambda: None)
-    intake = Intake(inline_source(items), clock=clock, ledger=ledger)
-    feed = Feed(
-        config,
-        intake=intake,
-        ledger=ledger,
-        records=records,
-        retries=retries,
-        report=report,
-        changed=lambda: None,
-        rerun_limit=None,
-    )
+    shared, report, retries = run_parts(config, ledger, clock)
+    intake = Intake(inline_source(items), shared)
+    feed = Feed(config, shared, intake=intake, retries=retries, report=report, rerun_limit=None)
     invoker = FakeInvoker(clock, echo())
     made = Slots(
         cap,
+        shared,
         feed=feed,
-        calls=Caller(config, dispatcher=dispatcher, invoker=invoker, waiting=notes),
-        records=records,
+        calls=Caller(config, dispatcher=dispatcher, invoker=invoker, waiting=shared.waiting),
         retries=retries,
         intake=intake,
-        waiting=notes,
-        clock=clock,
         may_start=lambda: True,
-        changed=lambda: None,
-        wake=lambda: None,
     )
     return made, ledger, feed
 
