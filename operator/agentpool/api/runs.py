@@ -243,7 +243,7 @@ class PoolRunStatus(ApiModel):
     failed: int = Field(default=0, ge=0)
     """Items that failed after their last attempt."""
     retries: int = Field(default=0, ge=0)
-    """Attempts beyond each item's first, as the agents were given them: an item on attempt n
+    """Attempts beyond each item's first, as the agents were given them. An item on attempt n
     counts n - 1, whether it was retried after a failure or resumed after an operator
     restart."""
     start_time: datetime | None = None
