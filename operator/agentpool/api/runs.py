@@ -190,11 +190,6 @@ class PoolRunSpec(ApiModel):
     """Delete the run this many seconds after it ends; unset keeps it."""
 
 
-RUN_DEFAULTS = PoolRunSpec(source=Source(items=[]))
-"""A run spec that sets nothing but an empty source: each other field at its default. A run's
-settings built without a spec read their defaults from here rather than restating them."""
-
-
 class ItemFailure(ApiModel):
     """Why one item failed, after its last attempt."""
 
