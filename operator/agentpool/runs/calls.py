@@ -89,23 +89,21 @@ class Caller:
         self._waiting = waiting
         self._terms: dict[str, CheckoutTerms] = {}
 
-    def terms(self, pool: str) -> CheckoutTerms:
-        """The terms of every checkout from ``pool``, made on its first item."""
-        terms = self._terms.get(pool)
-        if terms is None:
-            config = self._config
-            terms = self._terms[pool] = CheckoutTerms(
-                pool,
-                timeout=config.checkout_timeout(pool),
-                priority=config.spec.priority,
-                holder=config.name,
-            )
+    def _new_terms(self, pool: str) -> CheckoutTerms:
+        """The terms of every checkout from ``pool``, made for its first item."""
+        config = self._config
+        terms = self._terms[pool] = CheckoutTerms(
+            pool,
+            timeout=config.checkout_timeout(pool),
+            priority=config.spec.priority,
+            holder=config.name,
+        )
         return terms
 
     async def checkout(self, work: Work) -> Checkout:
         """An agent for ``work``: another than the last one to fail it, when one is free at
         once. Raises the dispatcher's :class:`CheckoutFailed` (or ``PoolNotFound``)."""
-        terms = self.terms(work.pool)
+        terms = self._terms.get(work.pool) or self._new_terms(work.pool)
         checkout = await self._dispatcher.checkout(terms, waiting=self._waiting)
         if work.last_agent is None or checkout.agent != work.last_agent:
             return checkout

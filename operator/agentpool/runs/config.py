@@ -38,12 +38,13 @@ class RunConfig:
         if self.spec.pool_ref is None and self.spec.routes is None:
             raise ValueError(f"run {self.name}: needs poolRef or routes")
 
-    @property
+    # The engine reads these for every item: each is worked out once, on the first read.
+    @cached_property
     def pool(self) -> str | None:
         """The one pool of every item, or None for a routed run."""
         return self.spec.pool_ref.name if self.spec.pool_ref is not None else None
 
-    @property
+    @cached_property
     def routes(self) -> Routes | None:
         """The pool per item, or None for a run of one pool."""
         return self.spec.routes
