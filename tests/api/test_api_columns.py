@@ -27,6 +27,7 @@ from agentpool.api import (
     PoolRunStatus,
     Source,
 )
+from agentpool.api.crds import Column, printer_column
 
 CREATED = datetime(2025, 1, 1, 10, 0, tzinfo=UTC)
 
@@ -159,3 +160,41 @@ def test_jsonpath_forms(path: str, expected: list[Any]) -> None:
         ),
     ).to_wire()
     assert resolve(obj, path) == expected
+
+
+def test_every_column_has_the_type_of_the_field_it_shows(
+    crds: dict[str, dict[str, Any]], schemas: dict[str, dict[str, Any]]
+) -> None:
+    """A column's type is that of the field its path reads, as the schema declares it (a
+    date-time string is a date), so kubectl formats and sorts the cell as the field is."""
+    for kind, column in columns(crds):
+        if column["jsonPath"].startswith(".metadata."):
+            continue
+        node = schemas[kind]
+        for name in column["jsonPath"].strip(".").split("."):
+            node = node["properties"][name]
+        declared = "date" if node.get("format") == "date-time" else node["type"]
+        assert column["type"] == declared, f"{kind} {column['name']} ({column['jsonPath']})"
+
+
+def test_every_column_is_described_in_one_short_line(crds: dict[str, dict[str, Any]]) -> None:
+    """A column's description is its field's first sentence, trimmed to one line a reader takes
+    in at a glance."""
+    for kind, column in columns(crds):
+        description = column["description"]
+        assert description, f"{kind} {column['name']} has no description"
+        assert len(description) <= 100, f"{kind} {column['name']}: {description!r}"
+        assert "\n" not in description
+        assert "(" not in description
+        assert not description.endswith(".")
+
+
+def test_a_column_on_a_field_the_model_lacks_is_refused() -> None:
+    """A column whose field was renamed fails CRD generation, naming the model and the field,
+    rather than showing an empty cell in every `kubectl get`."""
+    with pytest.raises(ValueError, match="AgentPoolStatus has no field readyAgents"):
+        printer_column(
+            Column("READY", ".status.readyAgents"), spec=AgentPoolSpec, status=AgentPoolStatus
+        )
+    with pytest.raises(ValueError, match="not a spec or status field"):
+        printer_column(Column("NAME", ".metadata.name"), spec=AgentPoolSpec, status=AgentPoolStatus)

@@ -117,12 +117,12 @@ USED: dict[tuple[str, str], Callable[[Runtime], list[Any]]] = {
     # The pool handler reads it from the parsed spec.
     ("AgentPool", "spec.resetBetweenItems"): lambda r: [r.pool.reset_between_items],
     ("AgentPool", "spec.quarantineAfterFailures"): lambda r: [r.policy.quarantine_after_failures],
-    ("PoolRun", "spec.priority"): lambda r: [r.run.priority],
-    ("PoolRun", "spec.cap"): lambda r: [r.run.cap],
-    ("PoolRun", "spec.mode"): lambda r: [r.run.mode],
-    ("PoolRun", "spec.failures"): lambda r: [r.run.failures],
-    ("PoolRun", "spec.maxAttempts"): lambda r: [r.run.max_attempts],
-    ("PoolRun", "spec.backoffSeconds"): lambda r: [r.run.backoff_seconds],
+    ("PoolRun", "spec.priority"): lambda r: [r.run.spec.priority],
+    ("PoolRun", "spec.cap"): lambda r: [r.run.spec.cap],
+    ("PoolRun", "spec.mode"): lambda r: [r.run.spec.mode],
+    ("PoolRun", "spec.failures"): lambda r: [r.run.spec.failures],
+    ("PoolRun", "spec.maxAttempts"): lambda r: [r.run.spec.max_attempts],
+    ("PoolRun", "spec.backoffSeconds"): lambda r: [r.run.spec.backoff_seconds],
     # The run handler hands the parsed spec's suspend to the engine.
     ("PoolRun", "spec.suspend"): lambda r: [r.run_spec.suspend],
     # The lease handler reads these from the parsed spec.
@@ -154,4 +154,6 @@ def test_values_built_without_a_spec_take_the_same_defaults() -> None:
     """A policy or run settings built directly equal those built from a minimal spec."""
     runtime = Runtime.of_minimal_specs()
     assert PoolPolicy() == runtime.policy
-    assert RunConfig(name="run", pool="pool") == config_from_spec("run", runtime.run_spec, pools={})
+    assert RunConfig(name="run", spec=runtime.run_spec) == config_from_spec(
+        "run", runtime.run_spec, pools={}
+    )

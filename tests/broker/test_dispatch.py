@@ -15,6 +15,7 @@ from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import AgentClient
 from agentpool.io.kube import Kube
 from agentpool.pool import ObservedAgent, PoolPolicy
+from agentpool.runs.contracts import CheckoutTerms
 
 ENVELOPE = {"id": "a", "item": 1, "input": None, "attempt": 1, "run": "r"}
 
@@ -80,7 +81,7 @@ async def test_an_agent_lost_mid_call_fails_its_item_at_once(
     """The pod's failure, seen by the broker while the agent holds the call, ends the call with
     AgentLost long before its timeout, and leaves the calling task free to go on."""
     runs, broker = dispatcher
-    checkout = await runs.checkout("p", timeout=1, priority=0, holder="r/a")
+    checkout = await runs.checkout(CheckoutTerms("p", timeout=1, priority=0, holder="r"))
 
     async def call() -> Any:
         result = await runs.invoke(checkout, dict(ENVELOPE), timeout=300, cast=False)
@@ -115,7 +116,7 @@ async def test_a_run_stopping_mid_call_stops(
     is marked as still working on the item; the broker's word that the agent died, arriving in
     the same moment, does not turn the stop into a lost call."""
     runs, broker = dispatcher
-    checkout = await runs.checkout("p", timeout=1, priority=0, holder="r/a")
+    checkout = await runs.checkout(CheckoutTerms("p", timeout=1, priority=0, holder="r"))
     calling = asyncio.create_task(runs.invoke(checkout, dict(ENVELOPE), timeout=300, cast=False))
     async with asyncio.timeout(10):
         await agent.called.wait()
@@ -145,7 +146,9 @@ async def test_a_runs_first_checkouts_wait_from_when_the_run_arrived() -> None:
     held = await broker.checkout(timeout=1, holder="other/x")
     runs = BrokerDispatcher(runtime, "ns", arrived=40.0, backdated=2)
     tasks = [
-        asyncio.create_task(runs.checkout("p", timeout=5, priority=0, holder=f"r/{key}"))
+        asyncio.create_task(
+            runs.checkout(CheckoutTerms("p", timeout=5, priority=0, holder=f"r/{key}"))
+        )
         for key in "abc"
     ]
     async with asyncio.timeout(5):

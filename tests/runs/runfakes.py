@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import dataclasses
 import heapq
 import itertools
 import json
@@ -20,16 +21,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentpool.api import NameRef, PoolRunSpec, Routes, Source
 from agentpool.io.journal import FileJournal
 from agentpool.pool.checkin import PoolExhausted, PoolNotFound
-from agentpool.runs.config import RunConfig
-from agentpool.runs.contracts import Clock
+from agentpool.runs.config import RunConfig, config_from_spec
+from agentpool.runs.contracts import CheckoutTerms, Clock, SystemClock
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.journaling import Recorder
 from agentpool.runs.outcome import RunEnd
 from agentpool.runs.reporting import Reporter
 from agentpool.runs.retries import Retries
+from agentpool.runs.shared import RunShared
 from agentpool.runs.status import RunLedger
+from agentpool.runs.waits import WaitNotes, Waits
 from agentpool.settings import RunSettings
 
 
@@ -127,15 +131,8 @@ class FakeDispatcher:
         self.waiters[pool] = deque()
         self._added.setdefault(pool, asyncio.Event()).set()
 
-    async def checkout(
-        self,
-        pool: str,
-        *,
-        timeout: float,
-        priority: int,
-        holder: str,
-        waiting: Any = None,
-    ) -> FakeCheckout:
+    async def checkout(self, terms: CheckoutTerms, *, waiting: Any = None) -> FakeCheckout:
+        pool, timeout = terms.pool, terms.timeout
         if pool not in self.pools:
             if waiting is not None:
                 waiting.begin(f"pool/{pool}", "PoolNotFound", f'pool "{pool}" not found')
@@ -352,26 +349,56 @@ def crash_after(
     return crash_at
 
 
-def run_parts(
-    config: RunConfig, ledger: RunLedger, clock: Clock
-) -> tuple[Recorder, Reporter, Retries]:
-    """The recorder, reporter and retries of a run without a journal, wired as the engine wires
-    them, for tests of the parts that take them."""
-    records = Recorder(ledger, None)
-    report = Reporter(
-        sink=FakeSink(),
+def run_shared(
+    ledger: RunLedger | None = None,
+    *,
+    clock: Clock | None = None,
+    wake: Callable[[], None] = lambda: None,
+    changed: Callable[[], None] = lambda: None,
+) -> RunShared:
+    """What the parts of a run without a journal share, as the engine makes it, for tests of
+    the parts: a fresh ledger of run "run" and the real clock unless given; waits are noted and
+    read by nobody; wake and changed do nothing unless given."""
+    ledger = ledger if ledger is not None else RunLedger(run="run", replayable=True)
+    clock = clock if clock is not None else SystemClock()
+    return RunShared(
         clock=clock,
         ledger=ledger,
-        status={},
-        interval=1.0,
-        failure_event_interval=5.0,
+        records=Recorder(ledger, None),
+        waiting=WaitNotes(Waits(), clock, changed),
+        wake=wake,
+        changed=changed,
     )
-    retries = Retries(
-        config,
-        records=records,
-        report=report,
-        clock=clock,
-        wake=lambda: None,
-        refused_max=RunSettings().refused_max_seconds,
+
+
+def run_parts(
+    config: RunConfig, ledger: RunLedger, clock: Clock
+) -> tuple[RunShared, Reporter, Retries]:
+    """What the parts share, the reporter and the retries of a run without a journal, wired as
+    the engine wires them, for tests of the parts that take them."""
+    shared = run_shared(ledger, clock=clock)
+    report = Reporter(shared, sink=FakeSink(), status={}, interval=1.0, failure_event_interval=5.0)
+    retries = Retries(config, shared, report=report, refused_max=RunSettings().refused_max_seconds)
+    return shared, report, retries
+
+
+def run_config(
+    name: str,
+    *,
+    pool: str | None = None,
+    routes: Routes | None = None,
+    rerun_limit: int | None = None,
+    **fields: Any,
+) -> RunConfig:
+    """The config of run ``name`` as the daemon resolves it from a spec that sets ``pool`` (or
+    ``routes``) and ``fields`` (snake_case, as the model names them), over an empty source: the
+    engine is handed its source apart. No pool is found, so timeouts are the run's or the
+    default."""
+    spec = PoolRunSpec(
+        pool_ref=NameRef(name=pool) if pool is not None else None,
+        routes=routes,
+        source=Source(items=[]),
+        **fields,
     )
-    return records, report, retries
+    config = config_from_spec(name, spec, pools={})
+    return dataclasses.replace(config, rerun_limit=rerun_limit)

@@ -22,14 +22,15 @@ from runfakes import (
     KilledJournal,
     crash_after,
     echo,
+    run_config,
     run_engine,
+    run_shared,
     run_until_crash,
 )
 
 from agentpool.handlers.sources import HttpSource
 from agentpool.io.journal import FileJournal
 from agentpool.io.sources import SourceClient
-from agentpool.runs.config import RunConfig
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.intake import Intake
 from agentpool.runs.results import iter_results
@@ -153,7 +154,7 @@ def engine_over(
     source: Batches, clock: FakeClock, sink: FakeSink, *, cap: int, **more: Any
 ) -> tuple[RunEngine, FakeInvoker]:
     invoker = FakeInvoker(clock, echo())
-    config = RunConfig(name="run", pool="workers", item_id="id", cap=cap, failures="Report")
+    config = run_config("run", pool="workers", item_id="id", cap=cap, failures="Report")
     engine = RunEngine(
         config,
         source=source,
@@ -209,11 +210,11 @@ async def test_a_duplicate_id_in_a_batch_fails_alone() -> None:
 
 
 async def test_a_batch_size_is_capped_by_the_settings() -> None:
-    intake = Intake(Batches([]), cap=1000, settings=RunSettings(source_batch_max=16))
+    intake = Intake(Batches([]), run_shared(), cap=1000, settings=RunSettings(source_batch_max=16))
     assert intake.room() == 16
     ledger = RunLedger.restore("run", replayable=False, status={"inFlight": {}})
     ledger.start("x", attempt=1)
-    assert Intake(Batches([]), cap=3, ledger=ledger).room() == 5
+    assert Intake(Batches([]), run_shared(ledger), cap=3).room() == 5
 
 
 class Rehanding(Batches):
@@ -317,7 +318,7 @@ async def test_a_batched_http_source_runs_over_one_kept_connection(
     url, state = batch_service
     clock, sink = FakeClock(), FakeSink()
     engine = RunEngine(
-        RunConfig(name="run", pool="workers", item_id="id", cap=4),
+        run_config("run", pool="workers", item_id="id", cap=4),
         source=HttpSource(SourceClient(url)),
         dispatcher=FakeDispatcher(clock, {"workers": 4}),
         invoker=FakeInvoker(clock, echo()),

@@ -10,11 +10,10 @@ import asyncio
 from typing import Any
 
 import pytest
-from runfakes import FakeClock, FakeDispatcher, FakeInvoker, Result, echo, running
+from runfakes import FakeClock, FakeDispatcher, FakeInvoker, Result, echo, run_config, running
 
 from agentpool.runs.backlog import Work
 from agentpool.runs.calls import OUTPUT_MAX, Caller, Verdict, judge
-from agentpool.runs.config import RunConfig
 
 BIG = "x" * OUTPUT_MAX
 
@@ -58,7 +57,7 @@ def test_an_answer_becomes_a_verdict(result: Result, verdict: Verdict) -> None:
 
 def caller(clock: FakeClock, dispatcher: FakeDispatcher, invoker: Any, **config: Any) -> Caller:
     return Caller(
-        RunConfig(name="run", pool="workers", input={"k": 1}, **config),
+        run_config("run", pool="workers", input={"k": 1}, **config),
         dispatcher=dispatcher,
         invoker=invoker,
     )

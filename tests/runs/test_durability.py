@@ -17,11 +17,11 @@ from runfakes import (
     FakeSink,
     Result,
     echo,
+    run_config,
     run_engine,
     run_until_crash,
 )
 
-from agentpool.runs.config import RunConfig
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.results import iter_results
 from agentpool.runs.sources import inline_source
@@ -49,7 +49,7 @@ async def test_a_crashed_run_resumes_without_running_recorded_items_again(
     """After a crash, recorded items never run again; those in flight run again with attempt + 1,
     at most cap of them; in the end every item is recorded once."""
     items = [{"id": f"i{n}", "n": n} for n in range(count)]
-    config = RunConfig(name="run", pool="workers", item_id="id", cap=cap)
+    config = run_config("run", pool="workers", item_id="id", cap=cap)
     clock = FakeClock()
     sink = FakeSink()
     crashed = asyncio.Event()
@@ -117,7 +117,7 @@ async def test_500_items_cost_at_most_30_status_writes() -> None:
     clock = FakeClock()
     sink = FakeSink()
     engine = RunEngine(
-        RunConfig(name="run", pool="workers", item_id="id", cap=20),
+        run_config("run", pool="workers", item_id="id", cap=20),
         source=inline_source(items),
         dispatcher=FakeDispatcher(clock, {"workers": 20}),
         invoker=FakeInvoker(clock, varied),
@@ -142,7 +142,7 @@ async def test_writes_are_at_least_an_interval_apart() -> None:
             await super().write(patch)
 
     sink = TimedSink()
-    config = RunConfig(name="run", pool="workers", cap=4, rerun_limit=0)
+    config = run_config("run", pool="workers", cap=4, rerun_limit=0)
     engine = RunEngine(
         config,
         source=inline_source(list(range(60))),
@@ -177,7 +177,7 @@ async def test_short_items_held_by_the_rerun_limit_do_not_wait_for_the_interval(
     sink = TimedSink()
     invoker = FakeInvoker(clock, echo(0.05))
     engine = RunEngine(
-        RunConfig(name="run", pool="workers", cap=8),
+        run_config("run", pool="workers", cap=8),
         source=inline_source(list(range(200))),
         dispatcher=FakeDispatcher(clock, {"workers": 8}),
         invoker=invoker,
@@ -212,7 +212,7 @@ async def test_20000_items_with_2_kib_outputs_keep_status_small() -> None:
     clock = FakeClock()
     sink = FakeSink()
     engine = RunEngine(
-        RunConfig(name="big", pool="workers", item_id="id", cap=200),
+        run_config("big", pool="workers", item_id="id", cap=200),
         source=inline_source(items),
         dispatcher=FakeDispatcher(clock, {"workers": 200}),
         invoker=FakeInvoker(clock, big),
@@ -245,7 +245,7 @@ async def test_an_output_over_4_kib_goes_to_a_configmap() -> None:
     clock = FakeClock()
     sink = FakeSink()
     engine = RunEngine(
-        RunConfig(name="run", pool="workers", item_id="id", cap=2),
+        run_config("run", pool="workers", item_id="id", cap=2),
         source=inline_source([{"id": "small", "size": 10}, {"id": "large", "size": 5000}]),
         dispatcher=FakeDispatcher(clock, {"workers": 2}),
         invoker=FakeInvoker(clock, sized),
@@ -273,7 +273,7 @@ async def test_items_that_finish_during_a_status_write_are_written_later() -> No
     sink = SlowSink()
 
     engine = RunEngine(
-        RunConfig(name="run", pool="workers", cap=4),
+        run_config("run", pool="workers", cap=4),
         source=inline_source(list(range(200))),
         dispatcher=FakeDispatcher(clock, {"workers": 4}),
         invoker=FakeInvoker(clock, echo(0.05)),

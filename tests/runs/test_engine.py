@@ -16,12 +16,12 @@ from runfakes import (
     FakeSink,
     Result,
     echo,
+    run_config,
     run_engine,
     running,
 )
 
 from agentpool.api import Routes
-from agentpool.runs.config import RunConfig
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.results import iter_results
 from agentpool.runs.sources import inline_source
@@ -36,7 +36,7 @@ def build(
 ) -> tuple[RunEngine, FakeClock, FakeDispatcher, FakeInvoker, FakeSink]:
     clock = FakeClock()
     settings.setdefault("pool", "workers")
-    config = RunConfig(name="run", **settings)
+    config = run_config("run", **settings)
     dispatcher = FakeDispatcher(clock, pools if pools is not None else {"workers": 8})
     invoker = FakeInvoker(clock, behaviour or echo())
     sink = FakeSink()

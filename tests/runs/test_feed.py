@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from runfakes import run_parts
+from runfakes import run_config, run_parts
 
+from agentpool.api import Routes
 from agentpool.runs.backlog import Work
-from agentpool.runs.config import Routes, RunConfig
 from agentpool.runs.feed import Feed
 from agentpool.runs.intake import Intake
 from agentpool.runs.retries import Retries
@@ -31,24 +31,17 @@ class Clock:
 def feed(
     items: list[Any], *, rerun_limit: int | None = None, status: dict[str, Any] | None = None
 ) -> tuple[Feed, RunLedger, Retries]:
-    config = RunConfig(
-        name="run",
+    config = run_config(
+        "run",
         item_id="id",
         routes=Routes(field="kind", pools={"a": "pool-a", "b": "pool-b"}),
         max_attempts=2,
     )
     ledger = RunLedger.restore("run", replayable=True, status=status)
-    records, report, retries = run_parts(config, ledger, Clock())
-    intake = Intake(inline_source(items), id_field="id", ledger=ledger)
+    shared, report, retries = run_parts(config, ledger, Clock())
+    intake = Intake(inline_source(items), shared, id_field="id")
     made = Feed(
-        config,
-        intake=intake,
-        ledger=ledger,
-        records=records,
-        retries=retries,
-        report=report,
-        changed=lambda: None,
-        rerun_limit=rerun_limit,
+        config, shared, intake=intake, retries=retries, report=report, rerun_limit=rerun_limit
     )
     return made, ledger, retries
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from runfakes import run_shared
+
 from agentpool.runs.intake import Intake
 from agentpool.runs.sources import DONE, Pulled, Signal, inline_source
 from agentpool.runs.status import RunLedger
@@ -32,7 +34,7 @@ async def test_items_come_named_by_their_id_in_the_order_given() -> None:
     """Each item has its index in the source and its key; one without an id gets a made-up
     key that no id of the list has, and the source's end is noted."""
     items = [{"id": "a"}, {"n": 1}, {"id": "[1]"}]
-    intake = Intake(inline_source(items), id_field="id")
+    intake = Intake(inline_source(items), run_shared(), id_field="id")
     named = [await intake.take([], 0.0) for _ in items]
     assert [(n.key, n.index) for n in named if n is not None] == [
         ("a", 0),
@@ -48,7 +50,7 @@ async def test_an_unreplayable_source_goes_on_after_what_it_gave_before_a_restar
     the ledger, and the ids recorded before still count as seen."""
     status = {"total": 5, "items": {"a": 1}, "succeeded": 1}
     ledger = RunLedger.restore("run", replayable=False, status=status)
-    intake = Intake(Feed([{"id": "b"}, {"id": "a"}]), id_field="id", ledger=ledger)
+    intake = Intake(Feed([{"id": "b"}, {"id": "a"}]), run_shared(ledger), id_field="id")
     b = await intake.take([], 0.0)
     a = await intake.take([], 0.0)
     assert b is not None

@@ -11,9 +11,8 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from runfakes import FakeClock, FakeDispatcher, FakeInvoker, FakeSink, echo, run_engine
+from runfakes import FakeClock, FakeDispatcher, FakeInvoker, FakeSink, echo, run_config, run_engine
 
-from agentpool.runs.config import RunConfig
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.results import iter_results
 from agentpool.runs.sources import DONE, Pulled, inline_source
@@ -56,7 +55,7 @@ async def drive(items: list[Any], *, replayable: bool) -> tuple[dict[str, Any], 
     invoker = FakeInvoker(clock, echo())
     sink = FakeSink()
     engine = RunEngine(
-        RunConfig(name="run", pool="workers", item_id="id", failures="Report", cap=3),
+        run_config("run", pool="workers", item_id="id", failures="Report", cap=3),
         source=inline_source(items) if replayable else Feed(items),
         dispatcher=FakeDispatcher(clock, {"workers": 3}),
         invoker=invoker,

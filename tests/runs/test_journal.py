@@ -16,12 +16,12 @@ from runfakes import (
     KilledJournal,
     Result,
     crash_after,
+    run_config,
     run_engine,
     run_until_crash,
 )
 
 from agentpool.io.journal import FileJournal, Journals
-from agentpool.runs.config import RunConfig
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.results import iter_results
 from agentpool.runs.sources import DONE, Pulled, inline_source
@@ -76,7 +76,7 @@ async def test_a_crash_re_runs_only_items_in_flight_and_writes_stay_rare(tmp_pat
     reached the journal is recorded from it; at most cap items run again."""
     count, cap = 2000, 8
     items = [{"id": f"i{n}", "n": n} for n in range(count)]
-    config = RunConfig(name="run", pool="workers", item_id="id", cap=cap)
+    config = run_config("run", pool="workers", item_id="id", cap=cap)
     clock = FakeClock()
     sink = FakeSink()
     journal = KilledJournal(tmp_path / "run")
@@ -155,7 +155,7 @@ async def test_a_resumed_run_raises_the_attempt_only_of_items_that_reached_an_ag
     invoker = FakeInvoker(clock, quick)
     items = [{"id": key, "n": n} for n, key in enumerate(["started", "no-agent", "done"])]
     engine = RunEngine(
-        RunConfig(name="run", pool="workers", item_id="id", cap=2),
+        run_config("run", pool="workers", item_id="id", cap=2),
         source=inline_source(items),
         dispatcher=FakeDispatcher(clock, {"workers": 2}),
         invoker=invoker,
@@ -208,7 +208,7 @@ async def test_items_named_by_index_after_a_crash_are_not_taken_for_recorded_one
     the run goes on numbering after what its journal holds, so an item given after the restart
     is never mistaken for one recorded before it, and none is dropped."""
     count, cap = 400, 4
-    config = RunConfig(name="run", pool="workers", cap=cap)
+    config = run_config("run", pool="workers", cap=cap)
     clock = FakeClock()
     sink = FakeSink()
     journal = KilledJournal(tmp_path / "run")
@@ -281,7 +281,7 @@ async def test_a_made_up_key_taken_over_by_a_later_real_id_survives_a_crash(
     early = [{"id": f"e{n}", "n": n} for n in range(2, 40)]
     late = [{"id": f"i{n}", "n": n} for n in range(40, 80)]
     values = [*early, {"n": 0}, {"id": "[38]", "n": 1}, *late]
-    config = RunConfig(name="run", pool="workers", item_id="id", cap=4, failures="Report")
+    config = run_config("run", pool="workers", item_id="id", cap=4, failures="Report")
     clock = FakeClock()
     sink = FakeSink()
     journal = KilledJournal(tmp_path / "run")

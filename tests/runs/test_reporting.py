@@ -7,10 +7,9 @@ through :meth:`Reporter.mark_dirty` and follows ``spec.suspend`` through
 
 from __future__ import annotations
 
-from runfakes import FakeSink
+from runfakes import FakeSink, run_shared
 
 from agentpool.runs.reporting import Reporter
-from agentpool.runs.status import RunLedger
 
 
 class Clock:
@@ -28,12 +27,7 @@ class Clock:
 
 def reporter(clock: Clock, sink: FakeSink) -> Reporter:
     return Reporter(
-        sink=sink,
-        clock=clock,
-        ledger=RunLedger(run="run", replayable=True),
-        status={},
-        interval=1.0,
-        failure_event_interval=5.0,
+        run_shared(clock=clock), sink=sink, status={}, interval=1.0, failure_event_interval=5.0
     )
 
 

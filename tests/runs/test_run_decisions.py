@@ -6,10 +6,11 @@ import json
 from typing import Any
 
 import pytest
+from runfakes import run_config
 
 from agentpool.api import AgentPoolSpec, PoolRunSpec, Routes
 from agentpool.api.conditions import set_condition
-from agentpool.runs.config import RunConfig, config_from_spec
+from agentpool.runs.config import config_from_spec
 from agentpool.runs.items import ItemKeys, Rejection, route_item
 from agentpool.runs.outcome import decide_outcome
 from agentpool.runs.results import (
@@ -49,7 +50,7 @@ def test_items_are_named_by_field_or_index(
 
 def test_routes_pick_a_pool_or_reject_with_the_known_routes() -> None:
     """The routing field's value picks the pool; an unknown value names the routes there are."""
-    config = RunConfig(name="r", routes=Routes(field="role", pools={"a": "pool-a", "1": "one"}))
+    config = run_config("r", routes=Routes(field="role", pools={"a": "pool-a", "1": "one"}))
     assert route_item({"role": "a"}, config) == "pool-a"
     assert route_item({"role": 1}, config) == "one"
     rejected = route_item({"role": "z"}, config)
@@ -57,7 +58,7 @@ def test_routes_pick_a_pool_or_reject_with_the_known_routes() -> None:
     assert rejected.reason == "NoRoute"
     assert rejected.message == "item field 'role' is 'z', which no route names (routes: 1, a)"
     assert isinstance(route_item({"other": 1}, config), Rejection)
-    assert route_item({"role": "z"}, RunConfig(name="r", pool="p")) == "p"
+    assert route_item({"role": "z"}, run_config("r", pool="p")) == "p"
 
 
 @pytest.mark.parametrize(
@@ -200,9 +201,10 @@ def test_config_from_spec_resolves_defaults_and_overrides() -> None:
         run_spec({"poolRef": {"name": "p"}, "callTimeoutSeconds": 5, "cap": 3}),
         pools={"p": pool_spec(checkout=12, call=99)},
     )
-    assert (config.pool, config.cap, config.mode, config.failures) == ("p", 3, "Call", "Fail")
+    spec = config.spec
+    assert (config.pool, spec.cap, spec.mode, spec.failures) == ("p", 3, "Call", "Fail")
     assert (config.checkout_timeout("p"), config.call_timeout("p")) == (12, 5)
-    assert config.backoff_seconds == 1.0
+    assert spec.backoff_seconds == 1.0
     assert config.effective_rerun_limit(replayable=True) == 3
     assert config.effective_rerun_limit(replayable=False) is None
     routed = config_from_spec(

@@ -20,13 +20,13 @@ from runfakes import (
     Result,
     crash_after,
     echo,
+    run_config,
     run_engine,
     run_until_crash,
     running,
 )
 
 from agentpool.io.journal import FileJournal
-from agentpool.runs.config import RunConfig
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.journaling import decode_entry, replay
 from agentpool.runs.sources import DONE, Pulled, Signal, inline_source
@@ -61,7 +61,7 @@ async def test_items_waiting_for_a_retry_are_not_active(tmp_path: Path, journale
     clock = FakeClock()
     sink = RecordingSink()
     engine = RunEngine(
-        RunConfig(name="run", pool="workers", cap=2, max_attempts=2, backoff_seconds=30.0),
+        run_config("run", pool="workers", cap=2, max_attempts=2, backoff_seconds=30.0),
         source=inline_source(list(range(10))),
         dispatcher=FakeDispatcher(clock, {"workers": 2}),
         invoker=FakeInvoker(clock, fail_first_attempt),
@@ -100,8 +100,8 @@ async def test_attempts_and_retries_agree_across_a_crash(tmp_path: Path, journal
     it had, with a state directory or without, and `retries` counts every attempt past an
     item's first, as the agents were given them, in both lives."""
     items = [{"id": f"i{n}", "n": n} for n in range(120)]
-    config = RunConfig(
-        name="run", pool="workers", item_id="id", cap=6, max_attempts=3, backoff_seconds=0.5
+    config = run_config(
+        "run", pool="workers", item_id="id", cap=6, max_attempts=3, backoff_seconds=1
     )
     clock = FakeClock()
     sink = FakeSink()
@@ -171,7 +171,7 @@ async def test_a_retry_named_in_status_before_a_crash_counts_once_it_runs_again(
                 crashed.set()
 
     sink = CrashingSink()
-    config = RunConfig(name="run", pool="workers", max_attempts=3, backoff_seconds=1.0)
+    config = run_config("run", pool="workers", max_attempts=3, backoff_seconds=1.0)
     first = RunEngine(
         config,
         source=inline_source(["only"]),
@@ -255,7 +255,7 @@ async def test_a_missing_pool_is_named_at_once_and_the_wait_ends_when_it_comes()
     sink = TimedSink(clock)
     dispatcher = FakeDispatcher(clock, {})
     engine = RunEngine(
-        RunConfig(name="run", pool="workers", cap=2, checkout_timeout_seconds=60.0),
+        run_config("run", pool="workers", cap=2, checkout_timeout_seconds=60.0),
         source=inline_source(list(range(4))),
         dispatcher=dispatcher,
         invoker=FakeInvoker(clock, echo()),
@@ -333,7 +333,7 @@ async def test_a_source_that_does_not_answer_is_named_while_the_run_waits() -> N
     clock = FakeClock()
     sink = TimedSink(clock)
     engine = RunEngine(
-        RunConfig(name="run", pool="workers", cap=2),
+        run_config("run", pool="workers", cap=2),
         source=HangingSource(clock, hang=40.0, count=3),
         dispatcher=FakeDispatcher(clock, {"workers": 2}),
         invoker=FakeInvoker(clock, echo()),

@@ -8,49 +8,33 @@ from __future__ import annotations
 
 from typing import Any
 
-from runfakes import FakeClock, FakeDispatcher, FakeInvoker, echo, run_parts, running
+from runfakes import FakeClock, FakeDispatcher, FakeInvoker, echo, run_config, run_parts, running
 
 from agentpool.runs.calls import Caller
-from agentpool.runs.config import RunConfig
 from agentpool.runs.feed import Feed
 from agentpool.runs.intake import Intake
 from agentpool.runs.slots import Slots
 from agentpool.runs.sources import inline_source
 from agentpool.runs.status import RunLedger
-from agentpool.runs.waits import WaitNotes, Waits
 
 
 def slots(
     clock: FakeClock, dispatcher: FakeDispatcher, items: list[Any], *, cap: int
 ) -> tuple[Slots, RunLedger, Feed]:
-    config = RunConfig(name="run", pool="workers", cap=cap, checkout_timeout_seconds=1.0)
+    config = run_config("run", pool="workers", cap=cap, checkout_timeout_seconds=1.0)
     ledger = RunLedger(run="run", replayable=True)
-    records, report, retries = run_parts(config, ledger, clock)
-    notes = WaitNotes(Waits(), clock, lambda: None)
-    intake = Intake(inline_source(items), clock=clock, ledger=ledger)
-    feed = Feed(
-        config,
-        intake=intake,
-        ledger=ledger,
-        records=records,
-        retries=retries,
-        report=report,
-        changed=lambda: None,
-        rerun_limit=None,
-    )
+    shared, report, retries = run_parts(config, ledger, clock)
+    intake = Intake(inline_source(items), shared)
+    feed = Feed(config, shared, intake=intake, retries=retries, report=report, rerun_limit=None)
     invoker = FakeInvoker(clock, echo())
     made = Slots(
         cap,
+        shared,
         feed=feed,
-        calls=Caller(config, dispatcher=dispatcher, invoker=invoker, waiting=notes),
-        records=records,
+        calls=Caller(config, dispatcher=dispatcher, invoker=invoker, waiting=shared.waiting),
         retries=retries,
         intake=intake,
-        waiting=notes,
-        clock=clock,
         may_start=lambda: True,
-        changed=lambda: None,
-        wake=lambda: None,
     )
     return made, ledger, feed
 

@@ -8,11 +8,10 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from runfakes import FakeClock, FakeDispatcher, FakeInvoker, FakeSink, echo, run_engine
+from runfakes import FakeClock, FakeDispatcher, FakeInvoker, FakeSink, echo, run_config, run_engine
 
 from agentpool.handlers.sources import HttpSource
 from agentpool.io.sources import SourceClient
-from agentpool.runs.config import RunConfig
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.sources import (
     DONE,
@@ -62,7 +61,7 @@ async def run_with(source: ItemSource, **settings: Any) -> tuple[RunEngine, Fake
     clock = FakeClock()
     sink = FakeSink()
     engine = RunEngine(
-        RunConfig(name="run", pool="workers", **settings),
+        run_config("run", pool="workers", **settings),
         source=source,
         dispatcher=FakeDispatcher(clock, {"workers": 2}),
         invoker=FakeInvoker(clock, echo()),

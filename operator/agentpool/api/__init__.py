@@ -31,7 +31,6 @@ from agentpool.api.pools import (
 )
 from agentpool.api.resources import AgentLease, AgentPool, ObjectMeta, PoolRun
 from agentpool.api.runs import (
-    RUN_DEFAULTS,
     FailurePolicy,
     HttpSource,
     ItemFailure,
@@ -47,7 +46,6 @@ from agentpool.api.runs import (
 
 __all__ = [
     "POOL_DEFAULTS",
-    "RUN_DEFAULTS",
     "AgentLease",
     "AgentLeaseSpec",
     "AgentLeaseStatus",

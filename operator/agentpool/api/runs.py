@@ -190,11 +190,6 @@ class PoolRunSpec(ApiModel):
     """Delete the run this many seconds after it ends; unset keeps it."""
 
 
-RUN_DEFAULTS = PoolRunSpec(source=Source(items=[]))
-"""A run spec that sets nothing but an empty source: each other field at its default. A run's
-settings built without a spec read their defaults from here rather than restating them."""
-
-
 class ItemFailure(ApiModel):
     """Why one item failed, after its last attempt."""
 
@@ -243,7 +238,7 @@ class PoolRunStatus(ApiModel):
     failed: int = Field(default=0, ge=0)
     """Items that failed after their last attempt."""
     retries: int = Field(default=0, ge=0)
-    """Attempts beyond each item's first, as the agents were given them: an item on attempt n
+    """Attempts beyond each item's first, as the agents were given them. An item on attempt n
     counts n - 1, whether it was retried after a failure or resumed after an operator
     restart."""
     start_time: datetime | None = None

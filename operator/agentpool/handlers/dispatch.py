@@ -25,7 +25,7 @@ from agentpool.io.kube import NotFound
 from agentpool.pool.checkin import PoolNotFound
 from agentpool.pool.restoring import IdleWatch
 from agentpool.runs.contracts import Checkout as RunCheckout
-from agentpool.runs.contracts import Waiting
+from agentpool.runs.contracts import CheckoutTerms, Waiting
 
 
 @dataclass
@@ -69,14 +69,9 @@ class BrokerDispatcher:
         self._series: dict[tuple[str, ...], Any] = {}
 
     async def checkout(
-        self,
-        pool: str,
-        *,
-        timeout: float,
-        priority: int,
-        holder: str,
-        waiting: Waiting | None = None,
+        self, terms: CheckoutTerms, *, waiting: Waiting | None = None
     ) -> AgentCheckout:
+        pool, timeout = terms.pool, terms.timeout
         key = (self._namespace, pool)
         handle = self._runtime.pools.get(key)
         if handle is None:
@@ -108,7 +103,7 @@ class BrokerDispatcher:
         started = time.monotonic()
         try:
             inner = await handle.broker.checkout(
-                timeout=timeout, priority=priority, holder=holder, since=since
+                timeout=timeout, priority=terms.priority, holder=terms.holder, since=since
             )
         except PoolExhausted:
             metrics.CHECKOUT_TIMEOUTS.labels(self._namespace, pool).inc()
@@ -116,7 +111,7 @@ class BrokerDispatcher:
         elapsed = time.monotonic() - started
         kind = "scaleup" if inner.waited else "warm"
         metrics.CHECKOUT_SECONDS.labels(self._namespace, pool, kind).observe(elapsed)
-        return AgentCheckout(handle=handle, inner=inner, run=holder.split("/", 1)[0])
+        return AgentCheckout(handle=handle, inner=inner, run=terms.holder)
 
     async def _pool_exists(self, pool: str) -> bool:
         try:

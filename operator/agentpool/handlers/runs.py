@@ -291,7 +291,7 @@ async def build_engine(
             configmaps[ref["name"]] = dict(data or {})
     # A run that starts suspended was not waiting: its first items queue when it resumes.
     dispatcher = BrokerDispatcher(
-        runtime, namespace, arrived=None if spec.suspend else arrived, backdated=config.cap
+        runtime, namespace, arrived=None if spec.suspend else arrived, backdated=config.spec.cap
     )
     uid = lifecycle.run_uid(body["metadata"])
     journal = runtime.journals.open(uid) if runtime.journals is not None else None

@@ -24,6 +24,7 @@ from agentpool.runs.backlog import Work
 from agentpool.runs.config import RunConfig
 from agentpool.runs.contracts import (
     Checkout,
+    CheckoutTerms,
     Dispatcher,
     Invoker,
     InvokeResult,
@@ -86,26 +87,29 @@ class Caller:
         self._dispatcher = dispatcher
         self._invoker = invoker
         self._waiting = waiting
+        self._terms: dict[str, CheckoutTerms] = {}
+
+    def _new_terms(self, pool: str) -> CheckoutTerms:
+        """The terms of every checkout from ``pool``, made for its first item."""
+        config = self._config
+        terms = self._terms[pool] = CheckoutTerms(
+            pool,
+            timeout=config.checkout_timeout(pool),
+            priority=config.spec.priority,
+            holder=config.name,
+        )
+        return terms
 
     async def checkout(self, work: Work) -> Checkout:
         """An agent for ``work``: another than the last one to fail it, when one is free at
         once. Raises the dispatcher's :class:`CheckoutFailed` (or ``PoolNotFound``)."""
-        config = self._config
-        holder = f"{config.name}/{work.key}"
-        checkout = await self._dispatcher.checkout(
-            work.pool,
-            timeout=config.checkout_timeout(work.pool),
-            priority=config.priority,
-            holder=holder,
-            waiting=self._waiting,
-        )
+        terms = self._terms.get(work.pool) or self._new_terms(work.pool)
+        checkout = await self._dispatcher.checkout(terms, waiting=self._waiting)
         if work.last_agent is None or checkout.agent != work.last_agent:
             return checkout
         # A retry goes to another agent when one is free at once; else to the same one.
         try:
-            other = await self._dispatcher.checkout(
-                work.pool, timeout=0.0, priority=config.priority, holder=holder
-            )
+            other = await self._dispatcher.checkout(terms.at_once())
         except CheckoutFailed:
             return checkout
         except BaseException:
@@ -130,12 +134,13 @@ class Caller:
 
     async def _invoke(self, work: Work, checkout: Checkout) -> Verdict:
         config = self._config
+        spec = config.spec
         body = envelope_body(
-            id=work.key, item=work.value, input=config.input, attempt=work.attempt, run=config.name
+            id=work.key, item=work.value, input=spec.input, attempt=work.attempt, run=config.name
         )
         try:
             result = await self._invoker.invoke(
-                checkout, body, timeout=config.call_timeout(work.pool), cast=config.mode == "Cast"
+                checkout, body, timeout=config.call_timeout(work.pool), cast=spec.mode == "Cast"
             )
         except Exception as error:  # the agent client's own bug must cost one attempt, not the run
             return Verdict(

@@ -1,47 +1,29 @@
-"""The settings one PoolRun is driven by, resolved from its spec and its pools' specs.
+"""The settings one PoolRun is driven by: its validated spec and what its pools' specs resolve.
 
 The daemon validates the run's spec into :class:`agentpool.api.PoolRunSpec`, then builds a
-:class:`RunConfig` with :func:`config_from_spec` and hands it to the engine, so the engine never
-reads a spec. Every default is the API model's: a field a spec leaves out, and a field a test
-leaves out when it builds a :class:`RunConfig` directly, take the value the CRD documents.
+:class:`RunConfig` with :func:`config_from_spec` and hands it to the engine. The config holds the
+spec itself, so every default is the API model's and stands nowhere else; it adds only what the
+spec cannot say alone: the timeouts of the pools the run names, and the limit on re-runs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
 
-from agentpool.api import (
-    POOL_DEFAULTS,
-    RUN_DEFAULTS,
-    AgentPoolSpec,
-    FailurePolicy,
-    PoolRunSpec,
-    Routes,
-    RunMode,
-    refuse_below,
-)
+from agentpool.api import POOL_DEFAULTS, AgentPoolSpec, PoolRunSpec, Routes
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Everything the engine needs to know about a run, with defaults resolved."""
+    """Everything the engine needs to know about a run: its spec and what the spec leaves to
+    its pools."""
 
     name: str
-    pool: str | None = None
-    routes: Routes | None = None
-    item_id: str | None = RUN_DEFAULTS.item_id
-    priority: int = RUN_DEFAULTS.priority
-    input: Any = RUN_DEFAULTS.input
-    cap: int = RUN_DEFAULTS.cap
-    mode: RunMode = RUN_DEFAULTS.mode
-    failures: FailurePolicy = RUN_DEFAULTS.failures
-    max_attempts: int = RUN_DEFAULTS.max_attempts
-    backoff_seconds: float = RUN_DEFAULTS.backoff_seconds
-    checkout_timeout_seconds: float = POOL_DEFAULTS.checkout_timeout_seconds
-    """The run's checkout timeout, or, where it sets none, that of a pool not found yet."""
-    call_timeout_seconds: float = POOL_DEFAULTS.call_timeout_seconds
+    spec: PoolRunSpec
+    """The run's validated spec: the engine reads ``cap``, ``mode``, ``priority`` and the rest
+    from it."""
     pool_checkout_timeouts: Mapping[str, float] = field(default_factory=dict)
     """Each pool's own checkout timeout, where the run sets none: a routed run follows each."""
     pool_call_timeouts: Mapping[str, float] = field(default_factory=dict)
@@ -53,9 +35,31 @@ class RunConfig:
     started: the price of the guarantee without a journal. ``0`` lifts the limit."""
 
     def __post_init__(self) -> None:
-        if self.pool is None and self.routes is None:
+        if self.spec.pool_ref is None and self.spec.routes is None:
             raise ValueError(f"run {self.name}: needs poolRef or routes")
-        refuse_below(self, 1, "cap", "max_attempts", subject=f"run {self.name}: ")
+
+    # The engine reads these for every item: each is worked out once, on the first read.
+    @cached_property
+    def pool(self) -> str | None:
+        """The one pool of every item, or None for a routed run."""
+        return self.spec.pool_ref.name if self.spec.pool_ref is not None else None
+
+    @cached_property
+    def routes(self) -> Routes | None:
+        """The pool per item, or None for a run of one pool."""
+        return self.spec.routes
+
+    @cached_property
+    def checkout_timeout_seconds(self) -> float:
+        """The run's checkout timeout, or, where it sets none, that of a pool not found yet."""
+        own = self.spec.checkout_timeout_seconds
+        return float(own if own is not None else POOL_DEFAULTS.checkout_timeout_seconds)
+
+    @cached_property
+    def call_timeout_seconds(self) -> float:
+        """The run's call timeout, or, where it sets none, that of a pool not found yet."""
+        own = self.spec.call_timeout_seconds
+        return float(own if own is not None else POOL_DEFAULTS.call_timeout_seconds)
 
     def checkout_timeout(self, pool: str) -> float:
         """The checkout timeout for an item of ``pool``: the run's, else the pool's."""
@@ -75,7 +79,7 @@ class RunConfig:
         """
         if journaled or not replayable or self.rerun_limit == 0:
             return None
-        return self.rerun_limit if self.rerun_limit is not None else self.cap
+        return self.rerun_limit if self.rerun_limit is not None else self.spec.cap
 
 
 def config_from_spec(
@@ -86,32 +90,17 @@ def config_from_spec(
     ``pools`` holds the specs of the pools the run names (those found): where the run sets no
     timeout of its own, each item follows its pool's, and a pool not found yet the pool default.
     """
-    checkout = spec.checkout_timeout_seconds
-    call = spec.call_timeout_seconds
     return RunConfig(
         name=name,
-        pool=spec.pool_ref.name if spec.pool_ref is not None else None,
-        routes=spec.routes,
-        item_id=spec.item_id,
-        priority=spec.priority,
-        input=spec.input,
-        cap=spec.cap,
-        mode=spec.mode,
-        failures=spec.failures,
-        max_attempts=spec.max_attempts,
-        backoff_seconds=float(spec.backoff_seconds),
-        checkout_timeout_seconds=float(
-            checkout if checkout is not None else POOL_DEFAULTS.checkout_timeout_seconds
-        ),
-        call_timeout_seconds=float(
-            call if call is not None else POOL_DEFAULTS.call_timeout_seconds
-        ),
+        spec=spec,
         pool_checkout_timeouts=(
             {}
-            if checkout is not None
+            if spec.checkout_timeout_seconds is not None
             else {k: float(p.checkout_timeout_seconds) for k, p in pools.items()}
         ),
         pool_call_timeouts=(
-            {} if call is not None else {k: float(p.call_timeout_seconds) for k, p in pools.items()}
+            {}
+            if spec.call_timeout_seconds is not None
+            else {k: float(p.call_timeout_seconds) for k, p in pools.items()}
         ),
     )

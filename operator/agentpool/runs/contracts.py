@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from agentpool.pool.checkin import CheckinOutcome
@@ -38,19 +39,30 @@ class Waiting(Protocol):
     def end(self, subject: str) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class CheckoutTerms:
+    """What a run's checkouts from one pool ask for. They are the same for every item of that
+    pool, so the run makes them once per pool and hands the same value to every checkout."""
+
+    pool: str
+    """The AgentPool the agent comes from."""
+    timeout: float
+    """Seconds a checkout waits for an agent before it fails."""
+    priority: int
+    """The run's priority: waiters of a higher one are served first."""
+    holder: str
+    """Who holds the agent while it is checked out: the run's name."""
+
+    def at_once(self) -> CheckoutTerms:
+        """The same terms for an agent that is free at once, or none."""
+        return replace(self, timeout=0.0)
+
+
 class Dispatcher(Protocol):
     """The broker as a run sees it: checkout an agent of a pool, and give it back."""
 
-    async def checkout(
-        self,
-        pool: str,
-        *,
-        timeout: float,
-        priority: int,
-        holder: str,
-        waiting: Waiting | None = None,
-    ) -> Checkout:
-        """An agent of ``pool``; raises ``PoolNotFound`` or another ``CheckoutFailed``.
+    async def checkout(self, terms: CheckoutTerms, *, waiting: Waiting | None = None) -> Checkout:
+        """An agent of ``terms.pool``; raises ``PoolNotFound`` or another ``CheckoutFailed``.
 
         While the pool is not there, the checkout says so through ``waiting``, at once.
         """

@@ -13,7 +13,9 @@ from the source and names them; the :mod:`~agentpool.runs.feed` admits them into
 them, each attempt made by :mod:`~agentpool.runs.calls`; :mod:`~agentpool.runs.retries` decide
 when a failed one goes again; :mod:`~agentpool.runs.journaling` records outcomes in the ledger
 and the journal; :mod:`~agentpool.runs.reporting` writes status; the :mod:`~agentpool.runs.alarm`
-wakes the loop. Decisions are the pure functions of those modules.
+wakes the loop. Each part takes the run's :class:`~agentpool.runs.shared.RunShared` (its clock,
+ledger, recorder, wait notes and signals), made once here, and only what is its own besides.
+Decisions are the pure functions of those modules.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from agentpool.runs.journaling import Recorder, decode_entry, replay
 from agentpool.runs.outcome import RunEnd, outcome_now
 from agentpool.runs.reporting import Reporter
 from agentpool.runs.retries import Retries
+from agentpool.runs.shared import RunShared
 from agentpool.runs.slots import Slots
 from agentpool.runs.sources import ItemSource
 from agentpool.runs.waits import WaitNotes, Waits
@@ -75,10 +78,17 @@ class RunEngine:
             configmaps=configmaps,
         )
         self._records = Recorder(self.ledger, journal)
-        self._report = Reporter(
-            sink=sink,
+        shared = RunShared(
             clock=self._clock,
             ledger=self.ledger,
+            records=self._records,
+            waiting=self._notes,
+            wake=self._alarm.ring,
+            changed=self._mark_dirty,
+        )
+        self._report = Reporter(
+            shared,
+            sink=sink,
             status=status,
             interval=settings.status_interval_seconds,
             failure_event_interval=settings.failure_event_interval_seconds,
@@ -87,49 +97,30 @@ class RunEngine:
             waits=waits,
         )
         self._retries = Retries(
-            config,
-            records=self._records,
-            report=self._report,
-            clock=self._clock,
-            wake=self._alarm.ring,
-            refused_max=settings.refused_max_seconds,
+            config, shared, report=self._report, refused_max=settings.refused_max_seconds
         )
         intake = Intake(
-            source,
-            clock=self._clock,
-            waiting=self._notes,
-            patience=settings.status_interval_seconds,
-            ready=self._alarm.ring,
-            id_field=config.item_id,
-            ledger=self.ledger,
-            settings=settings,
-            cap=config.cap,
+            source, shared, id_field=config.spec.item_id, settings=settings, cap=config.spec.cap
         )
         self._intake = intake
         self._feed = Feed(
             config,
+            shared,
             intake=intake,
-            ledger=self.ledger,
-            records=self._records,
             retries=self._retries,
             report=self._report,
-            changed=self._mark_dirty,
             rerun_limit=config.effective_rerun_limit(
                 replayable=source.replayable, journaled=journal is not None
             ),
         )
         self._slots = Slots(
-            config.cap,
+            config.spec.cap,
+            shared,
             feed=self._feed,
             calls=Caller(config, dispatcher=dispatcher, invoker=invoker, waiting=self._notes),
-            records=self._records,
             retries=self._retries,
             intake=intake,
-            waiting=self._notes,
-            clock=self._clock,
             may_start=self._may_dispatch,
-            changed=self._mark_dirty,
-            wake=self._alarm.ring,
         )
 
     def set_suspended(self, suspended: bool) -> None:
@@ -161,7 +152,7 @@ class RunEngine:
             await self._intake.close()
 
     async def _run(self) -> RunEnd:
-        await self._report.begin(f"dispatching to {self._pools_text()}, cap {self.config.cap}")
+        await self._report.begin(f"dispatching to {self._pools_text()}, cap {self.config.spec.cap}")
         while True:
             self._alarm.clear()
             self._slots.reap()
@@ -210,7 +201,7 @@ class RunEngine:
 
     def _outcome(self) -> RunEnd | None:
         return outcome_now(
-            policy=self.config.failures,
+            policy=self.config.spec.failures,
             total=self._total(),
             done=self.ledger.succeeded + self.ledger.failed,
             failed=self.ledger.failed,

@@ -12,7 +12,7 @@ finds changed under the run (:meth:`Feed.stop`).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 
 from agentpool.api.reasons import Reason
 from agentpool.runs.backlog import Backlog, Work
@@ -22,6 +22,7 @@ from agentpool.runs.items import Named, Rejection, route_item
 from agentpool.runs.journaling import Recorder
 from agentpool.runs.reporting import Reporter
 from agentpool.runs.retries import Retries
+from agentpool.runs.shared import RunShared
 from agentpool.runs.sources import SourceError
 from agentpool.runs.status import RunLedger
 
@@ -31,21 +32,25 @@ class Feed:
     """The items a run's slots start, one at a time, in order."""
 
     config: RunConfig
+    shared: InitVar[RunShared]
     _: KW_ONLY
     intake: Intake
-    ledger: RunLedger
-    records: Recorder
     retries: Retries
     report: Reporter
-    changed: Callable[[], None]
-    """Called when status has news."""
     rerun_limit: int | None
+    ledger: RunLedger = field(init=False)
+    records: Recorder = field(init=False)
+    changed: Callable[[], None] = field(init=False)
+    """Called when status has news."""
     held: bool = field(default=False, init=False)
     """The re-run limit stopped the feed: only a status write lets more items start."""
     source_error: str | None = field(default=None, init=False)
     """Why the source gives no more items, when it failed."""
     source_reason: str = field(default=Reason.SOURCE_FAILED, init=False)
     _backlog: Backlog = field(default_factory=Backlog, init=False)
+
+    def __post_init__(self, shared: RunShared) -> None:
+        self.ledger, self.records, self.changed = shared.ledger, shared.records, shared.changed
 
     def stop(self, reason: str, message: str) -> bool:
         """The source can no longer be trusted: take nothing more from it. False when it had

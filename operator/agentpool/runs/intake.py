@@ -23,10 +23,10 @@ it was asked for loses none: the extra ones are handed out, to slots as they fre
 asked again.
 
 A source that may be slow (any but a list known up front: a source service over HTTP) is asked in a
-task of its own, which the asker waits on for ``patience`` at most. One that takes longer is noted
-as a wait (reason SourcePending, naming the source) and left running, so the engine writes status
-meanwhile and a hanging source shows at once; ``ready`` is called when it answers. A source with no
-item ready for ``patience`` is noted the same way. The wait ends with an item.
+task of its own, which the asker waits on for one status interval at most. One that takes longer is
+noted as a wait (reason SourcePending, naming the source) and left running, so the engine writes
+status meanwhile and a hanging source shows at once; the engine's loop is woken when it answers. A
+source with no item ready for a status interval is noted the same way. The wait ends with an item.
 """
 
 from __future__ import annotations
@@ -34,13 +34,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from agentpool.api.reasons import Reason
-from agentpool.runs.contracts import Clock, SystemClock, Waiting
 from agentpool.runs.items import ItemKeys, Named
+from agentpool.runs.shared import RunShared
 from agentpool.runs.sources import DONE, NOT_READY, Batch, ItemSource, ListSource, Pulled, Signal
-from agentpool.runs.status import RunLedger
 from agentpool.settings import RunSettings
 
 SOURCE = "source"
@@ -53,17 +52,14 @@ class Intake:
     def __init__(
         self,
         source: ItemSource,
+        shared: RunShared,
         *,
-        clock: Clock | None = None,
-        waiting: Waiting | None = None,
-        patience: float = 1.0,
-        ready: Callable[[], None] | None = None,
         id_field: str | None = None,
-        ledger: RunLedger | None = None,
         settings: RunSettings | None = None,
         cap: int = 1,
     ) -> None:
         settings = settings or RunSettings()
+        ledger = shared.ledger
         self._cap = cap
         self._batch_max = max(1, settings.source_batch_max)
         self._ledger = ledger
@@ -76,15 +72,16 @@ class Intake:
             source.items if isinstance(source, ListSource) else None, id_field=id_field
         )
         self._next_index = 0
-        if ledger is not None and not source.replayable:
+        if not source.replayable:
             # A source that does not give its items again goes on where it was, and what it
             # gave before an operator restart keeps its keys.
             self._keys.resume(recorded=ledger.recorded, made_up=ledger.made_up.keys())
             self._next_index = ledger.seen
-        self._clock = clock or SystemClock()
-        self._waiting = waiting
-        self._patience = patience
-        self._ready = ready
+        self._clock = shared.clock
+        self._waiting = shared.waiting
+        # A source slow to answer is waited on for one status interval before the run says so.
+        self._patience = settings.status_interval_seconds
+        self._ready = shared.wake
         # A list known up front answers at once: no task, no wait.
         self._slow = not isinstance(source, ListSource)
         self._source_done = False
@@ -109,7 +106,7 @@ class Intake:
         """How many items the next request may bring: twice cap less those in flight (and
         ``taking``, handed out and about to start), so that up to cap wait ahead of the slots;
         at least one."""
-        held = (self._ledger.attempts.active if self._ledger is not None else 0) + taking
+        held = self._ledger.attempts.active + taking
         return max(1, min(self._batch_max, 2 * self._cap - held))
 
     async def take(self, active: Sequence[str], now: float) -> Named | None:
@@ -202,18 +199,15 @@ class Intake:
         if answered and isinstance(request.result(), Pulled | Batch):
             # It answered: an answer asked ahead may wait a while for a slot to take it.
             self._end_wait()
-        if self._ready is not None:
-            self._ready()
+        self._ready()
 
     def _note(self, message: str, *, after: float = 0.0) -> None:
         self._waiting_since_noted = True
-        if self._waiting is not None:
-            self._waiting.begin(SOURCE, Reason.SOURCE_PENDING, message, after=after)
+        self._waiting.begin(SOURCE, Reason.SOURCE_PENDING, message, after=after)
 
     def _end_wait(self) -> None:
         self._waiting_since_noted = False
-        if self._waiting is not None:
-            self._waiting.end(SOURCE)
+        self._waiting.end(SOURCE)
 
     def poke(self) -> None:
         """The run's active items changed: a source with nothing ready may have something now."""

@@ -18,9 +18,10 @@ from typing import Any
 
 from agentpool.api.conditions import format_time
 from agentpool.api.reasons import EventReason
-from agentpool.runs.contracts import Clock, Journal, StatusSink
+from agentpool.runs.contracts import Journal, StatusSink
 from agentpool.runs.outcome import RunEnd, final_conditions, running_conditions
-from agentpool.runs.status import RunLedger, flush_due
+from agentpool.runs.shared import RunShared
+from agentpool.runs.status import flush_due
 from agentpool.runs.waits import Waits
 
 WRITE_RETRY_DELAYS = (0.5, 1.0, 2.0)
@@ -31,10 +32,9 @@ class Reporter:
 
     def __init__(
         self,
+        shared: RunShared,
         *,
         sink: StatusSink,
-        clock: Clock,
-        ledger: RunLedger,
         status: Mapping[str, Any],
         interval: float,
         failure_event_interval: float,
@@ -51,8 +51,8 @@ class Reporter:
         # status.message as last written: a running run's is what it waits for, if anything.
         self._message: str | None = status.get("message")
         self._journal = journal
-        self._clock = clock
-        self._ledger = ledger
+        self._clock = shared.clock
+        self._ledger = shared.ledger
         self._interval = interval
         self._held_gap = held_gap
         self._failure_event_interval = failure_event_interval

@@ -12,13 +12,14 @@ engine's feed puts those due back at the front of its backlog, and the engine wa
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 
 from agentpool.runs.backlog import Work
 from agentpool.runs.config import RunConfig
 from agentpool.runs.contracts import Clock
 from agentpool.runs.journaling import Recorder
 from agentpool.runs.reporting import Reporter
+from agentpool.runs.shared import RunShared
 
 
 def after_failure(
@@ -43,14 +44,18 @@ class Retries:
     """The items waiting for their next attempt, each with the time it is due."""
 
     config: RunConfig
+    shared: InitVar[RunShared]
     _: KW_ONLY
-    records: Recorder
     report: Reporter
-    clock: Clock
-    wake: Callable[[], None]
-    """Called for each retry added: the engine's loop arms its timer."""
     refused_max: float
+    records: Recorder = field(init=False)
+    clock: Clock = field(init=False)
+    wake: Callable[[], None] = field(init=False)
+    """Called for each retry added: the engine's loop arms its timer."""
     _waiting: list[tuple[float, Work]] = field(default_factory=list, init=False)
+
+    def __post_init__(self, shared: RunShared) -> None:
+        self.records, self.clock, self.wake = shared.records, shared.clock, shared.wake
 
     def __bool__(self) -> bool:
         return bool(self._waiting)
@@ -62,8 +67,8 @@ class Retries:
         retry = after_failure(
             work,
             agent,
-            max_attempts=config.max_attempts,
-            backoff_seconds=config.backoff_seconds,
+            max_attempts=config.spec.max_attempts,
+            backoff_seconds=config.spec.backoff_seconds,
             now=self.clock.now(),
         )
         if retry is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 
 from agentpool.api.reasons import Reason
 from agentpool.pool.checkin import CheckoutFailed, PoolNotFound
@@ -23,6 +23,7 @@ from agentpool.runs.feed import Feed
 from agentpool.runs.intake import Intake
 from agentpool.runs.journaling import Recorder
 from agentpool.runs.retries import Retries
+from agentpool.runs.shared import RunShared
 
 
 @dataclass(slots=True, eq=False, repr=False)
@@ -30,24 +31,29 @@ class Slots:
     """The run's items in flight, at most ``cap`` of them."""
 
     cap: int
+    shared: InitVar[RunShared]
     _: KW_ONLY
     feed: Feed
     calls: Caller
-    records: Recorder
     retries: Retries
     intake: Intake
-    waiting: Waiting
-    clock: Clock
     may_start: Callable[[], bool]
     """Whether items may start: the run is not suspended, deadlocked or out of source."""
-    changed: Callable[[], None]
+    records: Recorder = field(init=False)
+    waiting: Waiting = field(init=False)
+    clock: Clock = field(init=False)
+    changed: Callable[[], None] = field(init=False)
     """Called when status has news."""
-    wake: Callable[[], None]
+    wake: Callable[[], None] = field(init=False)
     """Called when the engine's loop must look: a slot is free, or a task is done."""
     deadlock: str | None = field(default=None, init=False)
     """Why a checkout found no agent while no slot held one."""
     _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
     _holding: int = field(default=0, init=False)
+
+    def __post_init__(self, shared: RunShared) -> None:
+        self.records, self.waiting, self.clock = shared.records, shared.waiting, shared.clock
+        self.changed, self.wake = shared.changed, shared.wake
 
     def __len__(self) -> int:
         """Slots in use."""
