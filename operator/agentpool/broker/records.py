@@ -7,6 +7,7 @@ module reads as the checkout service itself.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass, field
 
 from agentpool.broker.handles import Checkout
@@ -16,10 +17,15 @@ from agentpool.pool.checkout import waiter_key
 
 @dataclass(eq=False)
 class AgentRecord:
-    """The broker's bookkeeping for one agent beside the pod facts it was last told."""
+    """The broker's bookkeeping for one agent beside the pod facts it was last told.
+
+    ``holders`` are the checkouts holding its slots, one slot each; ``whole`` means one of them
+    (a lease, an agent silent after a restart) holds every slot.
+    """
 
     pod: ObservedAgent
-    holder: Checkout | None = None
+    holders: list[Checkout] = field(default_factory=list)
+    whole: bool = False
     uses: int = 0
     consecutive_failures: int = 0
     idle_since: float | None = None
@@ -29,6 +35,49 @@ class AgentRecord:
     quarantined: bool = False
     retired: bool = False
     key: tuple[float, int, str] = (0.0, 0, "")
+
+    def holds(self, checkout: Checkout) -> bool:
+        """This very checkout (by identity) holds a slot of the agent."""
+        return any(held is checkout for held in self.holders)
+
+    def release(self, checkout: Checkout) -> None:
+        """The checkout gives its slot (or, if whole, every slot) back."""
+        self.holders = [held for held in self.holders if held is not checkout]
+        if not self.holders:
+            self.whole = False
+
+    def busy_slots(self, slots: int) -> int:
+        """Slots held, of ``slots``: all of them when held whole."""
+        return max(slots, len(self.holders)) if self.whole else len(self.holders)
+
+    def full(self, slots: int) -> bool:
+        """No slot is free to hand out."""
+        return self.busy_slots(slots) >= slots
+
+    def lose_holders(self, reason: str) -> bool:
+        """The agent's pod is gone: tell every holder, and let them go; whether it had any."""
+        holders, self.holders, self.whole = self.holders, [], False
+        for held in holders:
+            held.mark_lost(reason)
+        return bool(holders)
+
+    def view(self, slots: int) -> ObservedAgent:
+        """The agent as the pool core sees it: pod facts with the broker's bookkeeping."""
+        pod = self.pod
+        return dataclasses.replace(
+            pod,
+            busy=bool(self.holders),
+            busy_slots=self.busy_slots(slots),
+            slots=slots,
+            uses=self.uses,
+            idle_since=self.idle_since,
+            idle_seq=self.idle_seq,
+            consecutive_failures=self.consecutive_failures,
+            lost=pod.lost or self.lost,
+            reset_failed=pod.reset_failed or self.reset_failed,
+            quarantined=pod.quarantined or self.quarantined,
+            deleting=pod.deleting or self.retired,
+        )
 
 
 @dataclass(eq=False)
@@ -40,6 +89,7 @@ class WaiterRecord:
     holder: str
     since: float
     future: asyncio.Future[Checkout] = field(repr=False)
+    whole: bool = False
     gone: bool = False
 
     def __lt__(self, other: WaiterRecord) -> bool:
