@@ -2,8 +2,9 @@
 
 Runs the scenarios of issue 8 on the local cluster, each on a fresh cluster and operator process:
 overhead and API economy (1, 3), warm against cold (2), scale (4), reactivity (5), lease
-binding (6), the Python client beside a direct call (7) and one operator against up to 1,000
-pools of simulated agents (8, :mod:`bench.simulated`). It prints a summary table beside the
+binding (6), the Python client beside a direct call (7), one operator against up to 1,000
+pools of simulated agents (8, :mod:`bench.simulated`) and, from issue 17, agents with several
+slots against one-slot pods (:mod:`bench.slots`). It prints a summary table beside the
 targets, writes ``results.json`` (every figure the issue names, null where a scenario did not
 run, and the machine) and PNG plots under ``plots/`` in ``--out`` (default ``bench/``); with
 ``--only`` the sections of the scenarios left out keep their figures from the ``results.json``
@@ -37,6 +38,7 @@ from bench import (
     report,
     scale,
     simulated,
+    slots,
     warmcold,
 )
 
@@ -57,6 +59,7 @@ REQUIRED = {
     "lease": ["p50_ms", "p99_ms", "bind_p50_ms", "bind_p99_ms"],
     "client": ["call_p50_ms", "call_p99_ms", "direct_p50_ms", "direct_p99_ms"],
     "simulated": ["max_agents", "max_pools", "checkout_p99_ms", "recovery_seconds"],
+    "slots": ["ratio_to_ideal", "items_per_second", "speedup_over_one_slot", "overhead_p95_ms"],
 }
 
 FULL = {
@@ -70,6 +73,7 @@ FULL = {
     "calls": 200,
     "simulated_sizes": len(simulated.SIZES),
     "simulated_budget_seconds": 480,
+    "slots": 3200,
 }
 QUICK = {
     "overhead": 240,
@@ -82,6 +86,7 @@ QUICK = {
     "calls": 10,
     "simulated_sizes": 1,
     "simulated_budget_seconds": 300,
+    "slots": 640,
 }
 
 Scenario = Callable[[Path, dict[str, int]], Awaitable[dict[str, Any]]]
@@ -97,6 +102,7 @@ SCENARIOS: dict[str, Scenario] = {
     "simulated": lambda work, n: simulated.run(
         work, sizes=n["simulated_sizes"], budget=n["simulated_budget_seconds"]
     ),
+    "slots": lambda work, n: slots.run(work, items=n["slots"]),
 }
 
 # (section, figure, target text, test): what the issue asks of this machine (2 cores).
@@ -135,6 +141,10 @@ TARGETS: list[tuple[str, str, str, Callable[[Any, dict[str, Any]], bool]]] = [
     ("simulated", "max_pools", "", lambda v, s: True),
     ("simulated", "checkout_p99_ms", "", lambda v, s: True),
     ("simulated", "recovery_seconds", "", lambda v, s: True),
+    ("slots", "ratio_to_ideal", ">= 0.85", lambda v, s: v >= 0.85),
+    ("slots", "items_per_second", "", lambda v, s: True),
+    ("slots", "speedup_over_one_slot", "", lambda v, s: True),
+    ("slots", "overhead_p95_ms", "", lambda v, s: True),
 ]
 
 
@@ -225,6 +235,17 @@ def explain(results: dict[str, Any]) -> str:
             f"{m['plan_p99_ms']} ms at the largest; after a SIGKILL the new operator knew "
             f"{big['busy_known_again']} of {big['busy_at_kill']} busy "
             f"agents there within {m.get('recovery_limit_seconds')} s; stopped: {m['stopped']}"
+        )
+    if (t := results.get("slots")) and t.get("ratio_to_ideal") is not None:
+        pools = ", ".join(
+            f"{p['pods']}x{p['slots']} {p['items_per_second']}/{p['ideal_items_per_second']} "
+            f"items/s (slot gap p95 {p['gap_p95_ms']} ms)"
+            for p in t["pools"].values()
+        )
+        notes.append(
+            f"slots: sleep-{t['sleep_ms']:g} ms agents at cap {t['cap']}, pods x slots measured/"
+            f"ideal: {pools}; slots 8 serve {t['speedup_over_one_slot']}x slots 1 on 4 pods "
+            f"(ideal 8) and {t['ratio_to_32_pods']} of 32 one-slot pods"
         )
     return "\n".join(notes)
 

@@ -40,6 +40,10 @@ ROWS = [
     ("simulated", "max_pools", "pools it held", ""),
     ("simulated", "checkout_p99_ms", "warm checkout p99 there, ms (bucket bound)", ""),
     ("simulated", "recovery_seconds", "operator SIGKILL -> every busy agent known, s", ""),
+    ("slots", "ratio_to_ideal", "4 pods x 8 slots, sleep-100 ms: throughput / ideal", ">= 0.85"),
+    ("slots", "speedup_over_one_slot", "slots 8 / slots 1 on 4 pods (ideal 8)", ""),
+    ("slots", "ratio_to_32_pods", "4 pods x 8 slots / 32 one-slot pods (ideal 1)", ""),
+    ("slots", "overhead_p95_ms", "a freed slot's wait for its next item p95, ms", ""),
 ]
 
 
