@@ -5,6 +5,7 @@ every slot to be free."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections import Counter
 
 import pytest
@@ -113,3 +114,17 @@ async def test_restore_holds_one_slot_per_item_and_leaves_the_rest() -> None:
     more = [await broker.checkout(timeout=0, holder=f"run/{n}") for n in range(2)]
     assert {checkout.agent for checkout in more} == {"a"}
     assert broker.restore_busy("a", "z", whole=False) is None
+
+
+async def test_a_raised_slot_count_opens_the_held_agents_at_once() -> None:
+    """Raising slots from 1 to 2 on a pool whose one agent is busy lets the next checkout have
+    its second slot; lowering it back keeps a third from being handed out."""
+    broker = make_broker(["a"])
+    await broker.checkout(timeout=0, holder="run/1")
+    with pytest.raises(PoolExhausted):
+        await broker.checkout(timeout=0, holder="run/2")
+    broker.update_policy(dataclasses.replace(broker.policy, slots=2))
+    assert (await broker.checkout(timeout=0, holder="run/2")).agent == "a"
+    broker.update_policy(dataclasses.replace(broker.policy, slots=1))
+    with pytest.raises(PoolExhausted):
+        await broker.checkout(timeout=0, holder="run/3")

@@ -152,8 +152,7 @@ class Broker:
         usable = view is not None and is_available(self.policy, view, now=self._clock())
         self._dispatch()
         if not agent.holders and not usable:
-            # Worn out, quarantined or broken, and its last slot free: the reconciler retires
-            # and replaces it.
+            # Worn out, quarantined or broken, its last slot free: the reconciler replaces it.
             self._notify()
         return True
 
@@ -245,8 +244,10 @@ class Broker:
             self._notify()
 
     def update_policy(self, policy: PoolPolicy) -> None:
-        """The spec changed: hand out by the new strategy and limits from now on."""
+        """The spec changed: hand out by the new strategy, limits and slot count from now on."""
         self.policy = policy
+        for agent in [agent for agent in self._agents.values() if agent.holders]:
+            self._free_again(agent)  # a new slot count may free or fill its slots
         self._dispatch()
 
     def agents(self) -> tuple[ObservedAgent, ...]:
@@ -367,7 +368,6 @@ class Broker:
             self._dispatch()
 
     def _mark_idle(self, agent: AgentRecord, *, since: float | None = None) -> ObservedAgent | None:
-        self._unfree(agent)
         agent.idle_since = self._clock() if since is None else since
         agent.idle_seq = next(self._idle_order)
         return self._free_again(agent)
