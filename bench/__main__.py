@@ -74,6 +74,7 @@ FULL = {
     "simulated_sizes": len(simulated.SIZES),
     "simulated_budget_seconds": 480,
     "slots": 3200,
+    "slots_turns": 3,
 }
 QUICK = {
     "overhead": 240,
@@ -87,6 +88,7 @@ QUICK = {
     "simulated_sizes": 1,
     "simulated_budget_seconds": 300,
     "slots": 640,
+    "slots_turns": 1,
 }
 
 Scenario = Callable[[Path, dict[str, int]], Awaitable[dict[str, Any]]]
@@ -102,7 +104,7 @@ SCENARIOS: dict[str, Scenario] = {
     "simulated": lambda work, n: simulated.run(
         work, sizes=n["simulated_sizes"], budget=n["simulated_budget_seconds"]
     ),
-    "slots": lambda work, n: slots.run(work, items=n["slots"]),
+    "slots": lambda work, n: slots.run(work, items=n["slots"], turns=n["slots_turns"]),
 }
 
 # (section, figure, target text, test): what the issue asks of this machine (2 cores).
