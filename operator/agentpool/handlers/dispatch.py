@@ -189,6 +189,7 @@ class BrokerDispatcher:
             handle.token,
             watch=watch,
             poll_seconds=self._runtime.settings.runs.cast_poll_seconds,
+            item=inner.holder.split("/", 1)[1],  # the item's key, as the envelope's id
         ):
             await return_agent(self._runtime, handle, inner, CheckinOutcome.SUCCESS)
             return
