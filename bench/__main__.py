@@ -3,14 +3,16 @@
 Runs the scenarios of issue 8 on the local cluster, each on a fresh cluster and operator process:
 overhead and API economy (1, 3), warm against cold (2), scale (4), reactivity (5), lease
 binding (6), the Python client beside a direct call (7), one operator against up to 1,000
-pools of simulated agents (8, :mod:`bench.simulated`) and, from issue 17, agents with several
-slots against one-slot pods (:mod:`bench.slots`). It prints a summary table beside the
-targets, writes ``results.json`` (every figure the issue names, null where a scenario did not
-run, and the machine) and PNG plots under ``plots/`` in ``--out`` (default ``bench/``); with
-``--only`` the sections of the scenarios left out keep their figures from the ``results.json``
-already there. ``--quick`` uses smaller counts and finishes in about two minutes; ``.ci/run``
-runs it as a smoke check. Targets are reported, never asserted: the exit code is 1 only when a
-scenario crashed, not when it was slow or missed a target.
+pools of simulated agents (8, :mod:`bench.simulated`), a 100,000-item run read back whole (9,
+:mod:`bench.huge`), fifty runs of mixed priorities on one pool (10,
+:mod:`bench.priorities`) and agents with several slots against one-slot pods (11,
+:mod:`bench.slots`). It prints a summary table beside the targets, writes ``results.json``
+(every figure the issue names, null where a scenario did not run, and the machine) and PNG
+plots under ``plots/`` in ``--out`` (default ``bench/``); with ``--only`` the sections of the
+scenarios left out keep their figures from the ``results.json`` already there. ``--quick`` uses
+smaller counts and finishes in about two minutes; ``.ci/run`` runs it as a smoke check. Targets
+are reported, never asserted: the exit code is 1 only when a scenario crashed, not when it was
+slow or missed a target.
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ from typing import Any
 
 from bench import (
     clients,
+    huge,
     leasing,
     machine,
     overhead,
     plots,
+    priorities,
     reactivity,
     report,
     scale,
@@ -55,10 +59,20 @@ REQUIRED = {
         "inline_operator_cpu_ms_per_item",
     ],
     "scale": ["items_per_second", "peak_rss_mib", "object_bytes"],
+    "huge": [
+        "items",
+        "items_per_second",
+        "peak_rss_mib",
+        "object_bytes",
+        "results_read_seconds",
+        "client_results_read_seconds",
+        "results_exactly_once",
+    ],
     "reactivity": ["overflow_ms", "replacement_ms", "checkout_p99_ms"],
     "lease": ["p50_ms", "p99_ms", "bind_p50_ms", "bind_p99_ms"],
     "client": ["call_p50_ms", "call_p99_ms", "direct_p50_ms", "direct_p99_ms"],
     "simulated": ["max_agents", "max_pools", "checkout_p99_ms", "recovery_seconds"],
+    "priorities": ["max_wait_seconds", "inversions", "fifo_breaks", "starved"],
     "slots": ["ratio_to_ideal", "items_per_second", "speedup_over_one_slot", "overhead_p95_ms"],
 }
 
@@ -67,12 +81,14 @@ FULL = {
     "warm_vs_cold": 200,
     "warm_vs_cold_turns": 3,
     "scale": 20000,
+    "huge": 100000,
     "samples": 5,
     "warm": 500,
     "leases": 50,
     "calls": 200,
     "simulated_sizes": len(simulated.SIZES),
     "simulated_budget_seconds": 480,
+    "priority_runs": priorities.RUNS,
     "slots": 3200,
     "slots_turns": 3,
 }
@@ -81,12 +97,14 @@ QUICK = {
     "warm_vs_cold": 40,
     "warm_vs_cold_turns": 1,
     "scale": 1000,
+    "huge": 2000,
     "samples": 2,
     "warm": 60,
     "leases": 10,
     "calls": 10,
     "simulated_sizes": 1,
     "simulated_budget_seconds": 300,
+    "priority_runs": 12,
     "slots": 640,
     "slots_turns": 1,
 }
@@ -98,12 +116,14 @@ SCENARIOS: dict[str, Scenario] = {
         work, items=n["warm_vs_cold"], turns=n["warm_vs_cold_turns"]
     ),
     "scale": lambda work, n: scale.run(work, items=n["scale"]),
+    "huge": lambda work, n: huge.run(work, items=n["huge"]),
     "reactivity": lambda work, n: reactivity.run(work, samples=n["samples"], items=n["warm"]),
     "lease": lambda work, n: leasing.run(work, leases=n["leases"]),
     "client": lambda work, n: clients.run(work, calls=n["calls"]),
     "simulated": lambda work, n: simulated.run(
         work, sizes=n["simulated_sizes"], budget=n["simulated_budget_seconds"]
     ),
+    "priorities": lambda work, n: priorities.run(work, runs=n["priority_runs"]),
     "slots": lambda work, n: slots.run(work, items=n["slots"], turns=n["slots_turns"]),
 }
 
@@ -128,6 +148,13 @@ TARGETS: list[tuple[str, str, str, Callable[[Any, dict[str, Any]], bool]]] = [
     ("scale", "items_per_second", "", lambda v, s: True),
     ("scale", "peak_rss_mib", "<= 250", lambda v, s: v <= 250),
     ("scale", "object_bytes", "<= 262144", lambda v, s: v <= 262144),
+    ("huge", "items", "", lambda v, s: True),
+    ("huge", "items_per_second", "", lambda v, s: True),
+    ("huge", "peak_rss_mib", "<= 250", lambda v, s: v <= 250),
+    ("huge", "object_bytes", "<= 262144", lambda v, s: v <= 262144),
+    ("huge", "results_read_seconds", "", lambda v, s: True),
+    ("huge", "client_results_read_seconds", "", lambda v, s: True),
+    ("huge", "results_exactly_once", "true", lambda v, s: v is True),
     ("reactivity", "overflow_ms", "<= 100", lambda v, s: v <= 100),
     ("reactivity", "replacement_ms", "<= 100", lambda v, s: v <= 100),
     ("reactivity", "checkout_p99_ms", "<= 100", lambda v, s: v <= 100),
@@ -143,6 +170,10 @@ TARGETS: list[tuple[str, str, str, Callable[[Any, dict[str, Any]], bool]]] = [
     ("simulated", "max_pools", "", lambda v, s: True),
     ("simulated", "checkout_p99_ms", "", lambda v, s: True),
     ("simulated", "recovery_seconds", "", lambda v, s: True),
+    ("priorities", "max_wait_seconds", "", lambda v, s: True),
+    ("priorities", "inversions", "0", lambda v, s: v == 0),
+    ("priorities", "fifo_breaks", "0", lambda v, s: v == 0),
+    ("priorities", "starved", "0", lambda v, s: v == 0),
     ("slots", "ratio_to_ideal", ">= 0.85", lambda v, s: v >= 0.85),
     ("slots", "items_per_second", "", lambda v, s: True),
     ("slots", "speedup_over_one_slot", "", lambda v, s: True),
@@ -217,6 +248,15 @@ def explain(results: dict[str, Any]) -> str:
             f"scale: {s['items']} items in {s['seconds']} s, "
             f"{s['agents_at_end']} agents at the end, {s['result_configmaps']} result ConfigMaps"
         )
+    if (h := results.get("huge")) and h.get("items_per_second") is not None:
+        notes.append(
+            f"huge: {h['items']} items from a batched HTTP source ({h['source_requests']} "
+            f"requests) at cap {h['cap']} in {h['seconds']} s, {h['agents_at_end']} agents at "
+            f"the end, {h['result_configmaps']} result ConfigMaps; read back by agentpool "
+            f"results in {h['results_read_seconds']} s and by the client's Run.results() in "
+            f"{h['client_results_read_seconds']} s, every item exactly once: "
+            f"{h['results_exactly_once']}"
+        )
     if (c := results.get("client")) and c.get("call_p50_ms") is not None:
         lease = results.get("lease") or {}
         notes.append(
@@ -237,6 +277,20 @@ def explain(results: dict[str, Any]) -> str:
             f"{m['plan_p99_ms']} ms at the largest; after a SIGKILL the new operator knew "
             f"{big['busy_known_again']} of {big['busy_at_kill']} busy "
             f"agents there within {m.get('recovery_limit_seconds')} s; stopped: {m['stopped']}"
+        )
+    if (p := results.get("priorities")) and p.get("max_wait_seconds") is not None:
+        levels = ", ".join(f"{k}: {v} s" for k, v in p["max_wait_by_priority"].items())
+        warm = p["warm"]
+        notes.append(
+            f"priorities: {p['runs']} runs of {p['items_per_run']} items at cap {p['cap']}, "
+            f"priorities {p['levels']} in turn, on {p['agents']} agents of "
+            f"{p['work_seconds']} s an item; {p['queued_before_gate']} of "
+            f"{p['expected_queued']} checkouts queued before the agents turned Ready; served "
+            f"in {p['span_seconds']} s; longest wait by priority {levels}; out of order beyond "
+            f"{p['tolerance_seconds']} s: {p['inversions']} inversions, {p['fifo_breaks']} FIFO "
+            f"breaks; unfinished {len(p['unfinished'])}; the same runs created on the Ready "
+            f"pool: longest wait {warm['max_wait_seconds']} s, {warm['inversions']} inversions, "
+            f"{warm['fifo_breaks']} FIFO breaks, unfinished {len(warm['unfinished'])}"
         )
     if (t := results.get("slots")) and t.get("ratio_to_ideal") is not None:
         pools = ", ".join(

@@ -136,6 +136,34 @@ async def test_waiters_served_by_priority_then_arrival_across_holders() -> None:
     ]
 
 
+async def test_a_checkout_that_began_waiting_earlier_goes_ahead_within_its_priority() -> None:
+    """A run created first whose checkout reaches the pool after another run's is served first:
+    the broker orders by when each began waiting, and priority still comes before that."""
+    clock = FakeClock()
+    broker = make_broker(["a"], clock=clock)
+    current = await broker.checkout(timeout=1, holder="owner")
+    tasks = []
+    for holder, priority, since in [("later", 0, None), ("earlier", 0, 990.0), ("high", 1, None)]:
+        clock.tick()
+        tasks.append(
+            asyncio.create_task(
+                broker.checkout(timeout=5, priority=priority, holder=holder, since=since)
+            )
+        )
+        await wait_until(broker, queued(broker, len(tasks)))
+    assert [w.holder for w in broker.waiters()] == ["high", "earlier", "later"]
+    assert [w.since for w in broker.waiters()] == [1003.0, 990.0, 1001.0]
+
+    served = []
+    pending = set(tasks)
+    for _ in tasks:
+        broker.checkin(current)
+        done, pending = await asyncio.wait(pending, timeout=5, return_when="FIRST_COMPLETED")
+        current = done.pop().result()
+        served.append(current.holder)
+    assert served == ["high", "earlier", "later"]
+
+
 async def test_timeout_raises_pool_exhausted_with_the_facts() -> None:
     """A checkout that waits past its timeout fails naming the pool, its size, ready, waiters."""
     broker = make_broker(["a", "b"], min_size=1, max_size=2)

@@ -128,3 +128,37 @@ async def test_a_run_stopping_mid_call_stops(
         await calling
     assert isinstance(checkout, AgentCheckout)
     assert checkout.abandoned
+
+
+async def test_a_runs_first_checkouts_wait_from_when_the_run_arrived() -> None:
+    """A run's first ``cap`` checkouts queue as waiting since the run arrived, so the time it
+    took to start (reading its pool, writing its status) does not put it behind runs that came
+    after it; its later checkouts wait from when they are made."""
+    broker = Broker("p", PoolPolicy(min_size=1, max_size=1), clock=lambda: 100.0)
+    broker.update_agents(
+        [ObservedAgent(name="a", created_at=0.0, ready=True, ready_at=1.0, ip="127.0.0.1")]
+    )
+    runtime = Runtime(kube=cast(Kube, None), agents=cast(AgentClient, None))
+    runtime.pools[("ns", "p")] = PoolHandle(
+        namespace="ns", name="p", broker=broker, port=8080, wake=asyncio.Event()
+    )
+    held = await broker.checkout(timeout=1, holder="other/x")
+    runs = BrokerDispatcher(runtime, "ns", arrived=40.0, backdated=2)
+    tasks = [
+        asyncio.create_task(runs.checkout("p", timeout=5, priority=0, holder=f"r/{key}"))
+        for key in "abc"
+    ]
+    async with asyncio.timeout(5):
+        while len(broker.waiters()) < 3:
+            broker.changed.clear()
+            if len(broker.waiters()) < 3:
+                await broker.changed.wait()
+    assert {w.holder: w.since for w in broker.waiters()} == {
+        "r/a": 40.0,
+        "r/b": 40.0,
+        "r/c": 100.0,
+    }
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    broker.checkin(held)

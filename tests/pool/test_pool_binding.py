@@ -57,7 +57,7 @@ def test_a_lease_resumes_its_binding_or_starts_a_new_one(
 ) -> None:
     """After a restart the lease keeps its times; otherwise its ttl runs from now."""
     hold = hold_of(status, agent, secret=SECRET, ttl_seconds=60, renew_time=None, now=NOW)
-    assert (hold.resumed, hold.term.bound, hold.expires) == (resumed, bound, bound + 60)
+    assert (hold.resumed, hold.term.bound, hold.term.expires) == (resumed, bound, bound + 60)
     if resumed:
         assert (hold.bound_time, hold.expire_time) == (status["boundTime"], status["expireTime"])
 
@@ -67,7 +67,7 @@ def test_a_renewal_made_while_the_operator_was_away_counts() -> None:
     hold = hold_of(
         BOUND, "a", secret=SECRET, ttl_seconds=60, renew_time="1970-01-01T02:30:00Z", now=NOW
     )
-    assert (hold.resumed, hold.expires) == (True, TWO + 1_800 + 60)
+    assert (hold.resumed, hold.term.expires) == (True, TWO + 1_800 + 60)
 
 
 @pytest.mark.parametrize(

@@ -148,3 +148,20 @@ def test_waiter_key_orders_by_priority_then_arrival(
 ) -> None:
     """The broker's waiter heap and order_waiters share this key."""
     assert (waiter_key(first) < waiter_key(second)) is first_goes_first
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "first_goes_first"),
+    [
+        (Waiter(0, seq=2, since=10.0), Waiter(0, seq=1, since=11.0), True),
+        (Waiter(0, seq=1, since=11.0), Waiter(0, seq=2, since=10.0), False),
+        (Waiter(1, seq=2, since=12.0), Waiter(0, seq=1, since=10.0), True),
+        (Waiter(0, seq=1, since=10.0), Waiter(0, seq=2, since=10.0), True),
+    ],
+)
+def test_waiter_key_orders_by_when_the_wait_began_within_a_priority(
+    first: Waiter, second: Waiter, first_goes_first: bool
+) -> None:
+    """A waiter that began waiting earlier (a run created before another, whose first checkout
+    reached the pool later) goes first within its priority; equal starts go by arrival."""
+    assert (waiter_key(first) < waiter_key(second)) is first_goes_first

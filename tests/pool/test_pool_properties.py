@@ -131,6 +131,34 @@ def test_waiters_served_by_priority_then_arrival(waiters: list[Waiter]) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(
+    waiters=st.lists(
+        st.builds(
+            Waiter,
+            priority=st.integers(-3, 3),
+            seq=st.integers(0, 1000),
+            since=st.floats(0, 100) | st.sampled_from([5.0, 6.0]),
+        ),
+        max_size=10,
+        unique_by=lambda waiter: waiter.seq,
+    )
+)
+def test_waiters_served_by_priority_then_wait_then_arrival(waiters: list[Waiter]) -> None:
+    """Within a priority, a waiter whose wait began earlier goes first, however late it came;
+    waits that began together go in arrival order."""
+    ordered = order_waiters(waiters)
+    assert sorted(ordered, key=lambda w: w.seq) == sorted(waiters, key=lambda w: w.seq)
+    for first, second in itertools.pairwise(ordered):
+        assert first.since is not None
+        assert second.since is not None
+        assert first.priority >= second.priority
+        if first.priority == second.priority:
+            assert first.since <= second.since
+            if first.since == second.since:
+                assert first.seq < second.seq
+
+
+@settings(max_examples=300, deadline=None)
+@given(
     stamps=st.lists(st.integers(0, 10_000), min_size=1, max_size=12, unique=True),
     strategy=st.sampled_from(["LIFO", "FIFO"]),
 )

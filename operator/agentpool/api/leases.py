@@ -14,15 +14,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from agentpool.api.base import (
-    CONDITION_LIST,
-    AnyJson,
-    ApiModel,
-    CelRule,
-    Condition,
-    KeyRef,
-    NameRef,
-)
+from agentpool.api import base
 from agentpool.api.pools import AgentPoolSpec
 
 LeasePhase = Literal["Pending", "Bound", "Released", "Expired", "Failed"]
@@ -36,17 +28,17 @@ TOKEN_SECRET_SUFFIX = "-lease-token"
 
 #: The Secret that holds a lease's token is named after the lease, so the lease's name leaves
 #: room for the suffix within the 253 characters of a Secret's name.
-LEASE_NAME_RULE = CelRule(
+LEASE_NAME_RULE = base.CelRule(
     rule=f"self.metadata.name.size() <= {253 - len(TOKEN_SECRET_SUFFIX)}",
     message=f"an AgentLease's name prefixes its token Secret's (<name>{TOKEN_SECRET_SUFFIX}), "
     f"at most {253 - len(TOKEN_SECRET_SUFFIX)} characters: choose a shorter name",
 )
 
 
-class AgentLeaseSpec(ApiModel):
+class AgentLeaseSpec(base.ApiModel):
     """The claim: which pool, for how long, and whether to queue for an agent."""
 
-    pool_ref: NameRef
+    pool_ref: base.NameRef
     """The AgentPool, in the same namespace, to take an agent from."""
     ttl_seconds: int = Field(default=300, ge=1)
     """Seconds the agent is held once bound; past that the lease expires and the agent returns
@@ -60,7 +52,7 @@ class AgentLeaseSpec(ApiModel):
     """How long to wait for an agent; overrides the pool's."""
     # Free JSON is out of CEL's view (the API server refuses a rule on a field without a type),
     # so no rule can keep it fixed: the operator reads it once, when the lease binds.
-    context: AnyJson = None
+    context: base.AnyJson = None
     """Any JSON value handed to the agent when the lease binds (a session, a user, a task), at
     most 64 KiB as compact JSON. It is read once, when the lease binds: a change afterwards does
     not reach the agent, and the agent forgets it when the lease ends."""
@@ -77,7 +69,7 @@ class AgentLeaseSpec(ApiModel):
         return pool.checkout_timeout_seconds
 
 
-class AgentLeaseStatus(ApiModel):
+class AgentLeaseStatus(base.ApiModel):
     """The lease as the operator last observed it."""
 
     phase: LeasePhase | None = None
@@ -88,7 +80,7 @@ class AgentLeaseStatus(ApiModel):
     endpoint: str | None = None
     """The agent's URL, for example http://10.0.0.7:8080, to send protocol requests to; set only
     while Bound, and cleared once the lease is released, expires or fails."""
-    token_secret_ref: KeyRef | None = None
+    token_secret_ref: base.KeyRef | None = None
     """The Secret key holding this lease's own bearer token (the Secret <lease>-lease-token,
     owned by the lease): it is accepted by this lease's agent only, on /invoke and /status, and
     only while the lease is Bound. Set only while Bound; the Secret is deleted when it ends."""
@@ -104,7 +96,9 @@ class AgentLeaseStatus(ApiModel):
     """Why the lease is in its phase, as a sentence."""
     observed_generation: int | None = Field(default=None, ge=0)
     """The metadata.generation this status reflects."""
-    conditions: list[Condition] = Field(default_factory=list, json_schema_extra=CONDITION_LIST)
+    conditions: list[base.Condition] = Field(
+        default_factory=list, json_schema_extra=base.CONDITION_LIST
+    )
     """Bound (True while an agent is held; its message names the pod), Expired (True once the
     lease passed its ttl) and Failed (True once it could not be served), each with the phase's
     reason and message, so kubectl wait --for=condition=Bound waits for an agent."""

@@ -8,7 +8,7 @@ typed values in a single call (``AgentPool.model_validate(raw)``) and back (``to
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import ConfigDict, Field
 
@@ -38,33 +38,37 @@ class ObjectMeta(ApiModel):
     owner_references: list[dict[str, Any]] = Field(default_factory=list)
 
 
-class KubeObject(ApiModel):
-    """What every object of the three kinds has around its spec and status."""
+SpecT = TypeVar("SpecT", bound=ApiModel)
+StatusT = TypeVar("StatusT", bound=ApiModel)
+
+
+class KubeObject(ApiModel, Generic[SpecT, StatusT]):
+    """What every object of the three kinds is: the envelope, its spec, and its status.
+
+    An object read before the operator wrote any status has an empty one: ``{}`` validated
+    into the kind's status model, so every field holds its default.
+    """
 
     api_version: str = API_VERSION
     kind: str
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: SpecT
+    status: StatusT = Field(default_factory=dict, validate_default=True)
 
 
-class AgentPool(KubeObject):
+class AgentPool(KubeObject[AgentPoolSpec, AgentPoolStatus]):
     """A pool of warm agents."""
 
     kind: Literal["AgentPool"] = "AgentPool"
-    spec: AgentPoolSpec
-    status: AgentPoolStatus = Field(default_factory=AgentPoolStatus)
 
 
-class PoolRun(KubeObject):
+class PoolRun(KubeObject[PoolRunSpec, PoolRunStatus]):
     """A stream of work items driven through pools."""
 
     kind: Literal["PoolRun"] = "PoolRun"
-    spec: PoolRunSpec
-    status: PoolRunStatus = Field(default_factory=PoolRunStatus)
 
 
-class AgentLease(KubeObject):
+class AgentLease(KubeObject[AgentLeaseSpec, AgentLeaseStatus]):
     """One agent held for a client."""
 
     kind: Literal["AgentLease"] = "AgentLease"
-    spec: AgentLeaseSpec
-    status: AgentLeaseStatus = Field(default_factory=AgentLeaseStatus)

@@ -12,7 +12,6 @@ serves ``policy.slots`` items at once: it stays among the free while a slot is f
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
 import heapq
 import itertools
@@ -20,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from agentpool.broker.handles import Checkout
-from agentpool.broker.records import AgentRecord, WaiterRecord
+from agentpool.broker.records import AgentRecord, IdleOrder, WaiterRecord
 from agentpool.pool import ObservedAgent, PoolPolicy, Waiter, order_waiters, quarantine
 from agentpool.pool.checkin import CheckinOutcome, PoolClosed, exhausted
 from agentpool.pool.checkout import first_available, handout_order, idle_key, is_available
@@ -48,14 +47,12 @@ class Broker:
         self._clock = clock
         self.on_change = on_change
         self._agents: dict[str, AgentRecord] = {}
-        # Every agent with a free slot, not retired, that has been Ready, in idle order (oldest
-        # first), so a checkout looks at one end instead of sorting the pool; agents there that
-        # cannot be handed out now (unready, worn out) are skipped.
-        self._free: list[AgentRecord] = []
+        # Every agent with a free slot, not retired, that has been Ready, in idle order, so a
+        # checkout looks at one end; those that cannot be handed out now are skipped.
+        self._free = IdleOrder()
         self._queue: list[WaiterRecord] = []
         self._waiting = 0
         self._arrivals = itertools.count(1)
-        self._idle_order = itertools.count(1)
         self._leases = itertools.count(1)
         self._closed: PoolClosed | None = None
         # The pool's latest outcomes, so quarantine can tell a broken agent from bad items.
@@ -64,14 +61,22 @@ class Broker:
     # -- checkout and checkin -------------------------------------------------------------------
 
     async def checkout(
-        self, *, timeout: float, priority: int = 0, holder: str, whole: bool = False
+        self,
+        *,
+        timeout: float,
+        priority: int = 0,
+        holder: str,
+        since: float | None = None,
+        whole: bool = False,
     ) -> Checkout:
         """Take a free slot of a Ready agent by strategy, or wait up to `timeout` seconds for one;
         with `whole` (a lease), an agent with no slot busy, held with all of its slots.
 
-        Waiters are served by priority, then in arrival order. Raises `PoolExhausted` when the
-        timeout passes (at once for a timeout <= 0 with no agent free) and `PoolClosed` when the
-        pool is deleted. A caller cancelled after an agent was handed to it gives the agent back.
+        Waiters are served by priority, then by when they began waiting (`since`, on the
+        broker's clock, when the wait began before this call; never later than now), then in
+        arrival order. Raises `PoolExhausted` when the timeout passes (at once for a timeout
+        <= 0 with no agent free) and `PoolClosed` when the pool is deleted. A caller cancelled
+        after an agent was handed to it gives the agent back.
         """
         if self._closed is not None:
             raise self._closed
@@ -86,7 +91,7 @@ class Broker:
             priority=priority,
             seq=next(self._arrivals),
             holder=holder,
-            since=self._clock(),
+            since=self._clock() if since is None else min(since, self._clock()),
             future=loop.create_future(),
             whole=whole,
         )
@@ -197,7 +202,7 @@ class Broker:
         agent = self._agents.pop(name, None)
         if agent is None:
             return
-        self._unfree(agent)
+        self._free.remove(agent)
         agent.lose_holders(f"agent {name} was deleted while it held the work")
 
     def retire(self, names: Iterable[str]) -> tuple[str, ...]:
@@ -213,7 +218,7 @@ class Broker:
             if agent is None or agent.holders:
                 continue
             agent.retired = True
-            self._unfree(agent)
+            self._free.remove(agent)
             retired.append(name)
         return tuple(retired)
 
@@ -321,7 +326,7 @@ class Broker:
 
     def _pick(self, *, whole: bool = False) -> AgentRecord | None:
         """The agent the strategy hands out next, if any is available."""
-        views = map(self._view, handout_order(self.policy.strategy, self._free))
+        views = map(self._view, handout_order(self.policy.strategy, self._free.agents))
         chosen = first_available(self.policy, views, now=self._clock(), whole=whole)
         return None if chosen is None else self._agents[chosen.name]
 
@@ -341,7 +346,7 @@ class Broker:
         if count_use:
             agent.uses += 1
         if agent.full(self.policy.slots):
-            self._unfree(agent)
+            self._free.remove(agent)
         else:
             # Touched: the idle order counts from now, so LIFO fills this agent next and FIFO
             # turns to the others first.
@@ -368,25 +373,18 @@ class Broker:
             self._dispatch()
 
     def _mark_idle(self, agent: AgentRecord, *, since: float | None = None) -> ObservedAgent | None:
-        agent.idle_since = self._clock() if since is None else since
-        agent.idle_seq = next(self._idle_order)
+        self._free.stamp(agent, self._clock() if since is None else since)
         return self._free_again(agent)
 
     def _free_again(self, agent: AgentRecord) -> ObservedAgent | None:
         """Put the agent (back) in the idle order by its stamp; returns its view then, None if it
         stays out (retired, or no slot free)."""
-        self._unfree(agent)
+        self._free.remove(agent)
         if agent.retired or agent.full(self.policy.slots):
             return None
         view = self._view(agent)
-        agent.key = idle_key(view)
-        bisect.insort(self._free, agent, key=lambda free: free.key)
+        self._free.add(agent, idle_key(view))
         return view
-
-    def _unfree(self, agent: AgentRecord) -> None:
-        # AgentRecord compares by identity (eq=False), so this removes exactly this agent.
-        with contextlib.suppress(ValueError):
-            self._free.remove(agent)
 
     def _view(self, agent: AgentRecord) -> ObservedAgent:
         return agent.view(self.policy.slots)

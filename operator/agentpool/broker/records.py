@@ -1,4 +1,4 @@
-"""The broker's bookkeeping records: one per agent, one per waiting checkout.
+"""The broker's bookkeeping records: one per agent, one per waiting checkout, and the idle order.
 
 Kept apart from :mod:`agentpool.broker.broker`, which alone creates and changes them, so that
 module reads as the checkout service itself.
@@ -7,7 +7,10 @@ module reads as the checkout service itself.
 from __future__ import annotations
 
 import asyncio
+import bisect
+import contextlib
 import dataclasses
+import itertools
 from dataclasses import dataclass, field
 
 from agentpool.broker.handles import Checkout
@@ -94,3 +97,28 @@ class WaiterRecord:
 
     def __lt__(self, other: WaiterRecord) -> bool:
         return waiter_key(self) < waiter_key(other)
+
+
+class IdleOrder:
+    """The broker's agents with a free slot, oldest idle first (by ``AgentRecord.key``), so a
+    checkout looks at one end instead of sorting the pool."""
+
+    def __init__(self) -> None:
+        self.agents: list[AgentRecord] = []
+        self._seq = itertools.count(1)
+
+    def stamp(self, agent: AgentRecord, since: float) -> None:
+        """The agent fell idle (or was touched) at ``since``: ties go by the order of stamps."""
+        agent.idle_since = since
+        agent.idle_seq = next(self._seq)
+
+    def add(self, agent: AgentRecord, key: tuple[float, int, str]) -> None:
+        """File the agent under ``key`` (it must not be filed already)."""
+        agent.key = key
+        bisect.insort(self.agents, agent, key=lambda free: free.key)
+
+    def remove(self, agent: AgentRecord) -> None:
+        """Take the agent out, if it is in."""
+        # AgentRecord compares by identity (eq=False), so this removes exactly this agent.
+        with contextlib.suppress(ValueError):
+            self.agents.remove(agent)

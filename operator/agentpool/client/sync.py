@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
+import functools
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar
 
 from agentpool.api import AgentPoolStatus, FailurePolicy, PoolRunStatus, RunMode, Source
 from agentpool.client import client as async_client
@@ -36,6 +36,8 @@ from agentpool.client.records import Result
 from agentpool.client.settings import ClientSettings
 
 T = TypeVar("T")
+P = ParamSpec("P")
+Inner = TypeVar("Inner")
 
 
 class _Loop:
@@ -74,12 +76,19 @@ class _Loop:
         self.loop.close()
 
 
-class LeasedAgent:
+class _OnLoop(Generic[Inner]):
+    """An object of the asynchronous client, its calls run on the client's loop."""
+
+    def __init__(self, inner: Inner, loop: _Loop) -> None:
+        self._inner = inner
+        self._loop = loop
+
+
+class LeasedAgent(_OnLoop[leases.LeasedAgent]):
     """:class:`agentpool.client.LeasedAgent`, called without ``await``."""
 
     def __init__(self, agent: leases.LeasedAgent, loop: _Loop) -> None:
-        self._agent = agent
-        self._loop = loop
+        super().__init__(agent, loop)
         self.lease = agent.lease
         self.name = agent.name
         self.endpoint = agent.endpoint
@@ -87,30 +96,29 @@ class LeasedAgent:
 
     @property
     def ended(self) -> Exception | None:
-        return self._agent.ended
+        return self._inner.ended
 
     def invoke(self, item: Any, input: Any = None, *, timeout: float | None = None) -> Any:
-        return self._loop.run(self._agent.invoke(item, input, timeout=timeout))
+        return self._loop.run(self._inner.invoke(item, input, timeout=timeout))
 
 
-class Run:
+class Run(_OnLoop[runs.Run]):
     """:class:`agentpool.client.Run`, followed without ``await``."""
 
     def __init__(self, run: runs.Run, loop: _Loop) -> None:
-        self._run = run
-        self._loop = loop
+        super().__init__(run, loop)
         self.name = run.name
         self.namespace = run.namespace
 
     @property
     def status(self) -> PoolRunStatus:
-        return self._run.status
+        return self._inner.status
 
     def refresh(self) -> PoolRunStatus:
-        return self._loop.run(self._run.refresh())
+        return self._loop.run(self._inner.refresh())
 
     def results(self) -> Iterator[Result]:
-        stream = self._run.results()
+        stream = self._inner.results()
         try:
             while True:
                 try:
@@ -121,10 +129,25 @@ class Run:
             self._loop.run(stream.aclose())
 
     def wait(self, timeout: float | None = None) -> PoolRunStatus:
-        return self._loop.run(self._run.wait(timeout))
+        return self._loop.run(self._inner.wait(timeout))
 
     def delete(self) -> None:
-        self._loop.run(self._run.delete())
+        self._loop.run(self._inner.delete())
+
+
+def _opened_by(build: Callable[P, async_client.Client]) -> Callable[P, Client]:
+    """The sync client opened as ``build`` opens the asynchronous one: with its parameters and
+    its documentation, so the facade cannot drift from the client it runs."""
+
+    @functools.wraps(build)
+    def opened(*args: P.args, **kwargs: P.kwargs) -> Client:
+        settings = kwargs.get("settings")
+        return Client(
+            lambda: build(*args, **kwargs),
+            settings=settings if isinstance(settings, ClientSettings) else None,
+        )
+
+    return opened
 
 
 class Client:
@@ -133,42 +156,20 @@ class Client:
 
     def __init__(
         self,
-        make: Callable[[ClientSettings], async_client.Client],
+        make: Callable[[], async_client.Client],
         *,
         settings: ClientSettings | None = None,
     ) -> None:
         settings = settings or ClientSettings()
         self._loop = _Loop(cancel_wait=settings.cancel_wait_seconds)
         try:
-            self._client = self._loop.run(_made(make, settings))
+            self._client = self._loop.run(_made(make))
         except BaseException:
             self._loop.close()
             raise
 
-    @classmethod
-    def from_kubeconfig(
-        cls,
-        path: str | os.PathLike[str] | None = None,
-        context: str | None = None,
-        *,
-        namespace: str | None = None,
-        settings: ClientSettings | None = None,
-    ) -> Client:
-        return cls(
-            lambda chosen: async_client.Client.from_kubeconfig(
-                path, context, namespace=namespace, settings=chosen
-            ),
-            settings=settings,
-        )
-
-    @classmethod
-    def in_cluster(
-        cls, *, namespace: str | None = None, settings: ClientSettings | None = None
-    ) -> Client:
-        return cls(
-            lambda chosen: async_client.Client.in_cluster(namespace=namespace, settings=chosen),
-            settings=settings,
-        )
+    from_kubeconfig = staticmethod(_opened_by(async_client.Client.from_kubeconfig))
+    in_cluster = staticmethod(_opened_by(async_client.Client.in_cluster))
 
     @property
     def namespace(self) -> str:
@@ -239,8 +240,6 @@ async def _next(stream: AsyncIterator[T]) -> T:
     return await anext(stream)
 
 
-async def _made(
-    make: Callable[[ClientSettings], async_client.Client], settings: ClientSettings
-) -> async_client.Client:
+async def _made(make: Callable[[], async_client.Client]) -> async_client.Client:
     # Built on the loop that will use it, as an asyncio object should be.
-    return make(settings)
+    return make()

@@ -45,11 +45,24 @@ class AgentCheckout:
 
 
 class BrokerDispatcher:
-    """Checkouts, calls and checkins for the runs of one namespace."""
+    """Checkouts, calls and checkins for the runs of one namespace.
 
-    def __init__(self, runtime: Runtime, namespace: str) -> None:
+    The first ``backdated`` checkouts wait as from ``arrived`` (the broker's clock), when the
+    run arrived: its first items are in line from then, not from when it got through starting.
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        namespace: str,
+        *,
+        arrived: float | None = None,
+        backdated: int = 0,
+    ) -> None:
         self._runtime = runtime
         self._namespace = namespace
+        self._arrived = arrived
+        self._backdated = backdated
         self._background: set[asyncio.Task[None]] = set()
         # The run's metric series, looked up once rather than on every item. The dispatcher
         # lives as long as its run, and a run's series are dropped only once it is gone.
@@ -88,9 +101,15 @@ class BrokerDispatcher:
                     f"(waited {timeout:g}s for it)"
                 )
             raise PoolExhausted(f'AgentPool "{pool}" is not served yet after {timeout:g}s')
+        since = None
+        if self._backdated > 0:
+            self._backdated -= 1
+            since = self._arrived
         started = time.monotonic()
         try:
-            inner = await handle.broker.checkout(timeout=timeout, priority=priority, holder=holder)
+            inner = await handle.broker.checkout(
+                timeout=timeout, priority=priority, holder=holder, since=since
+            )
         except PoolExhausted:
             metrics.CHECKOUT_TIMEOUTS.labels(self._namespace, pool).inc()
             raise

@@ -117,7 +117,7 @@ async def take_agent(
         renew_time=renew_time_of(body),
         now=now,
     )
-    expire_time = hold.expire_time or format_time(hold.expires)
+    expire_time = hold.expire_time or format_time(hold.term.expires)
     pool, context = spec.pool_ref.name, spec.context
     held = binds.Binding(key, pool, checkout, "", context, hold.term, expire_time)
     async with runtime.leases.lock(key):

@@ -122,6 +122,19 @@ async def pool_timeouts(
     return found
 
 
+async def pin_source(
+    runtime: Runtime, body: kopf.Body, spec: PoolRunSpec, raw_source: Any, status: dict[str, Any]
+) -> tuple[ItemSource, str]:
+    """The run's source and its digest, which a run's first start records in status before any
+    item starts, so that a restarted operator can tell whether the source changed since."""
+    namespace = str(body["metadata"]["namespace"])
+    source, digest = await open_source(runtime, namespace, spec, raw_source)
+    if status.get("sourceDigest") is None:
+        await KubeSink(runtime, body).write({"sourceDigest": digest})
+        status["sourceDigest"] = digest
+    return source, digest
+
+
 def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
     """Bind the PoolRun handlers to ``registry``, each given ``runtime``."""
     handlers = KindHandlers("poolruns", registry, runtime)
@@ -210,6 +223,9 @@ async def drive(
 ) -> float | None:
     """Run the engine until the run ends; when it ended, or None if it did not (stopped first,
     or its spec is invalid)."""
+    # On the brokers' clock: the run's first items wait in line from here, not from when the
+    # reads and writes of its start are done.
+    arrived = time.time()
     raw_spec = dict(body.get("spec") or {})
     try:
         spec = PoolRunSpec.model_validate(raw_spec)
@@ -219,7 +235,9 @@ async def drive(
         patch = lifecycle.invalid_spec_status(f"the spec is invalid: {error}", finished=now_time())
         await KubeSink(runtime, body).write(patch)
         return None
-    engine, journal = await build_engine(runtime, body, key, spec, raw_spec=raw_spec, status=status)
+    engine, journal = await build_engine(
+        runtime, body, key, spec, raw_spec=raw_spec, status=status, arrived=arrived
+    )
     generation = int(body["metadata"].get("generation") or 0)
     digest = source_digest(raw_spec.get("source"))
     runtime.runs.start(key, engine, generation=generation, digest=digest)
@@ -250,25 +268,33 @@ async def build_engine(
     *,
     raw_spec: dict[str, Any],
     status: dict[str, Any],
+    arrived: float | None = None,
 ) -> tuple[RunEngine, FileJournal | None]:
     """The run's engine and journal, with its progress restored from status and its result
     ConfigMaps, and its source stopped at once when it no longer matches the digest the run
     started on."""
     namespace, name = key
-    pools = await pool_timeouts(runtime, namespace, pools=lifecycle.named_pools(spec))
+    # The run's first items wait on both the pools' specs and the source: read side by side.
+    reading = asyncio.ensure_future(
+        pool_timeouts(runtime, namespace, pools=lifecycle.named_pools(spec))
+    )
+    try:
+        source, digest = await pin_source(runtime, body, spec, raw_spec.get("source"), status)
+        pools = await reading
+    finally:
+        reading.cancel()
     config = config_from_spec(name, spec, pools=pools)
     configmaps = {}
     for ref in status.get("resultRefs") or []:
         with contextlib.suppress(NotFound):
             data = (await runtime.kube.read_configmap(namespace, ref["name"])).get("data")
             configmaps[ref["name"]] = dict(data or {})
-    dispatcher = BrokerDispatcher(runtime, namespace)
+    # A run that starts suspended was not waiting: its first items queue when it resumes.
+    dispatcher = BrokerDispatcher(
+        runtime, namespace, arrived=None if spec.suspend else arrived, backdated=config.cap
+    )
     uid = lifecycle.run_uid(body["metadata"])
     journal = runtime.journals.open(uid) if runtime.journals is not None else None
-    source, digest = await open_source(runtime, namespace, spec, raw_spec.get("source"))
-    if status.get("sourceDigest") is None:
-        await KubeSink(runtime, body).write({"sourceDigest": digest})
-        status["sourceDigest"] = digest
     engine = RunEngine(
         config,
         source=source,

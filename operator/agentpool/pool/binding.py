@@ -80,10 +80,6 @@ class Hold:
     bound_time: str | None = None
     expire_time: str | None = None
 
-    @property
-    def expires(self) -> float:
-        return self.term.expires
-
     def needs_report(self, status: dict[str, Any]) -> bool:
         """The Bound status is still to be written: a new binding, or one written before by an
         operator that wrote no conditions."""

@@ -2,8 +2,9 @@
 
 LIFO hands out the agent returned most recently, so the others stay idle long enough for the
 overflow to time out and the pool to shrink; FIFO hands out the agent idle longest, spreading the
-load. Waiters are served by priority, higher first, then in arrival order. The broker calls
-these on every checkout and checkin; the planner and the tests call them too.
+load. Waiters are served by priority, higher first, then by when each began waiting, then in
+arrival order. The broker calls these on every checkout and checkin; the planner and the tests
+call them too.
 
 An agent with several slots is handed out while it has a free slot, and the order between
 agents counts from when each was last touched (a slot taken or freed): so LIFO keeps handing
@@ -32,6 +33,8 @@ class Queued(Protocol):
     def priority(self) -> int: ...
     @property
     def seq(self) -> int: ...
+    @property
+    def since(self) -> float | None: ...
 
 
 def available_agents(
@@ -109,13 +112,19 @@ def free_slots(policy: PoolPolicy, agents: Iterable[ObservedAgent], *, now: floa
     return sum(agent.free_slots for agent in agents if is_available(policy, agent, now=now))
 
 
-def waiter_key(waiter: Queued) -> tuple[int, int]:
-    """Sort key of the waiter order: priority descending, then arrival."""
-    return (-waiter.priority, waiter.seq)
+def waiter_key(waiter: Queued) -> tuple[int, float, int]:
+    """Sort key of the waiter order: priority descending, then when the wait began, then arrival.
+
+    A wait may begin before its checkout reaches the pool: a run's first checkouts wait from when
+    the run arrived, so the time it took to start does not put it behind runs that came after
+    it. A waiter with no start stamp counts as waiting from the beginning.
+    """
+    return (-waiter.priority, waiter.since or 0.0, waiter.seq)
 
 
 def order_waiters(waiters: Iterable[Waiter]) -> list[Waiter]:
-    """Waiters in the order they are served: priority descending, then arrival."""
+    """Waiters in the order they are served: priority descending, then when the wait began,
+    then arrival."""
     return sorted(waiters, key=waiter_key)
 
 

@@ -126,7 +126,8 @@ class ObservedAgent:
 
 @dataclass(frozen=True, slots=True)
 class Waiter:
-    """A checkout that waits for an agent: served by priority (higher first), then arrival."""
+    """A checkout that waits for an agent: served by priority (higher first), then by ``since``
+    (when its wait began, on the broker's clock), then arrival."""
 
     priority: int
     seq: int
