@@ -4,8 +4,9 @@ Runs the scenarios of issue 8 on the local cluster, each on a fresh cluster and 
 overhead and API economy (1, 3), warm against cold (2), scale (4), reactivity (5), lease
 binding (6), the Python client beside a direct call (7), one operator against up to 1,000
 pools of simulated agents (8, :mod:`bench.simulated`), a 100,000-item run read back whole (9,
-:mod:`bench.huge`) and fifty runs of mixed priorities on one pool (10,
-:mod:`bench.priorities`). It prints a summary table beside the targets, writes ``results.json``
+:mod:`bench.huge`), fifty runs of mixed priorities on one pool (10,
+:mod:`bench.priorities`) and agents with several slots against one-slot pods (11,
+:mod:`bench.slots`). It prints a summary table beside the targets, writes ``results.json``
 (every figure the issue names, null where a scenario did not run, and the machine) and PNG
 plots under ``plots/`` in ``--out`` (default ``bench/``); with ``--only`` the sections of the
 scenarios left out keep their figures from the ``results.json`` already there. ``--quick`` uses
@@ -41,6 +42,7 @@ from bench import (
     report,
     scale,
     simulated,
+    slots,
     warmcold,
 )
 
@@ -71,6 +73,7 @@ REQUIRED = {
     "client": ["call_p50_ms", "call_p99_ms", "direct_p50_ms", "direct_p99_ms"],
     "simulated": ["max_agents", "max_pools", "checkout_p99_ms", "recovery_seconds"],
     "priorities": ["max_wait_seconds", "inversions", "fifo_breaks", "starved"],
+    "slots": ["ratio_to_ideal", "items_per_second", "speedup_over_one_slot", "overhead_p95_ms"],
 }
 
 FULL = {
@@ -86,6 +89,8 @@ FULL = {
     "simulated_sizes": len(simulated.SIZES),
     "simulated_budget_seconds": 480,
     "priority_runs": priorities.RUNS,
+    "slots": 3200,
+    "slots_turns": 3,
 }
 QUICK = {
     "overhead": 240,
@@ -100,6 +105,8 @@ QUICK = {
     "simulated_sizes": 1,
     "simulated_budget_seconds": 300,
     "priority_runs": 12,
+    "slots": 640,
+    "slots_turns": 1,
 }
 
 Scenario = Callable[[Path, dict[str, int]], Awaitable[dict[str, Any]]]
@@ -117,6 +124,7 @@ SCENARIOS: dict[str, Scenario] = {
         work, sizes=n["simulated_sizes"], budget=n["simulated_budget_seconds"]
     ),
     "priorities": lambda work, n: priorities.run(work, runs=n["priority_runs"]),
+    "slots": lambda work, n: slots.run(work, items=n["slots"], turns=n["slots_turns"]),
 }
 
 # (section, figure, target text, test): what the issue asks of this machine (2 cores).
@@ -166,6 +174,10 @@ TARGETS: list[tuple[str, str, str, Callable[[Any, dict[str, Any]], bool]]] = [
     ("priorities", "inversions", "0", lambda v, s: v == 0),
     ("priorities", "fifo_breaks", "0", lambda v, s: v == 0),
     ("priorities", "starved", "0", lambda v, s: v == 0),
+    ("slots", "ratio_to_ideal", ">= 0.85", lambda v, s: v >= 0.85),
+    ("slots", "items_per_second", "", lambda v, s: True),
+    ("slots", "speedup_over_one_slot", "", lambda v, s: True),
+    ("slots", "overhead_p95_ms", "", lambda v, s: True),
 ]
 
 
@@ -279,6 +291,17 @@ def explain(results: dict[str, Any]) -> str:
             f"breaks; unfinished {len(p['unfinished'])}; the same runs created on the Ready "
             f"pool: longest wait {warm['max_wait_seconds']} s, {warm['inversions']} inversions, "
             f"{warm['fifo_breaks']} FIFO breaks, unfinished {len(warm['unfinished'])}"
+        )
+    if (t := results.get("slots")) and t.get("ratio_to_ideal") is not None:
+        pools = ", ".join(
+            f"{p['pods']}x{p['slots']} {p['items_per_second']}/{p['ideal_items_per_second']} "
+            f"items/s (slot gap p95 {p['gap_p95_ms']} ms)"
+            for p in t["pools"].values()
+        )
+        notes.append(
+            f"slots: sleep-{t['sleep_ms']:g} ms agents at cap {t['cap']}, pods x slots measured/"
+            f"ideal: {pools}; slots 8 serve {t['speedup_over_one_slot']}x slots 1 on 4 pods "
+            f"(ideal 8) and {t['ratio_to_32_pods']} of 32 one-slot pods"
         )
     return "\n".join(notes)
 

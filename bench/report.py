@@ -48,6 +48,10 @@ ROWS = [
     ("priorities", "max_wait_seconds", "50 runs, 3 priorities, 4 agents: longest wait, s (10)", ""),
     ("priorities", "inversions", "items served before a waiting higher priority's", "0"),
     ("priorities", "fifo_breaks", "items served before an earlier waiter of their priority", "0"),
+    ("slots", "ratio_to_ideal", "4 pods x 8 slots, sleep-100 ms: throughput / ideal", ">= 0.85"),
+    ("slots", "speedup_over_one_slot", "slots 8 / slots 1 on 4 pods (ideal 8)", ""),
+    ("slots", "ratio_to_32_pods", "4 pods x 8 slots / 32 one-slot pods (ideal 1)", ""),
+    ("slots", "overhead_p95_ms", "a freed slot's wait for its next item p95, ms", ""),
 ]
 
 

@@ -38,6 +38,12 @@ AGENTS = _family(
 WAITERS = _family(
     Gauge, "agentpool_waiters", "Checkouts waiting for an agent of the pool.", POOL_LABELS
 )
+SLOTS = _family(
+    Gauge,
+    "agentpool_slots",
+    "Slots of a pool's Ready agents (items they serve at once) by state: busy, free.",
+    (*POOL_LABELS, "state"),
+)
 CHECKOUT_SECONDS = _family(
     Histogram,
     "agentpool_checkout_seconds",
@@ -81,7 +87,7 @@ FORGET_AFTER_SECONDS = 300.0
 
 def forget_pool_gauges(namespace: str, pool: str) -> None:
     """Drop a deleted pool's gauges: its agents and waiters are no more."""
-    for metric in (AGENTS, WAITERS):
+    for metric in (AGENTS, WAITERS, SLOTS):
         metric.remove_by_labels({"namespace": namespace, "pool": pool})
 
 

@@ -117,6 +117,7 @@ USED: dict[tuple[str, str], Callable[[Runtime], list[Any]]] = {
     # The pool handler reads it from the parsed spec.
     ("AgentPool", "spec.resetBetweenItems"): lambda r: [r.pool.reset_between_items],
     ("AgentPool", "spec.quarantineAfterFailures"): lambda r: [r.policy.quarantine_after_failures],
+    ("AgentPool", "spec.slots"): lambda r: [r.policy.slots, int(r.env("AGENTPOOL_SLOTS"))],
     ("PoolRun", "spec.priority"): lambda r: [r.run.spec.priority],
     ("PoolRun", "spec.cap"): lambda r: [r.run.spec.cap],
     ("PoolRun", "spec.mode"): lambda r: [r.run.spec.mode],

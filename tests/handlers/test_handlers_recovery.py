@@ -112,3 +112,37 @@ async def test_a_silent_agent_with_an_old_token_is_left_to_be_replaced() -> None
         "pod-10.0.0.2": False,
     }
     assert await free_agents(handle.broker) == {"pod-10.0.0.2"}
+
+
+async def test_an_agent_with_several_slots_keeps_one_busy_per_item_it_reports() -> None:
+    """After a restart an agent of four slots reporting two items has two slots held and two to
+    hand out; each held slot comes back once its own item is done, not when the agent is idle."""
+    runtime, handle, agents = restart({"10.0.0.1": idle()})
+    handle.broker.update_policy(dataclasses.replace(handle.broker.policy, slots=4))
+    agents.answers["10.0.0.1"] = AgentStatus(
+        busy=True,
+        current="x",
+        uses=2,
+        ready=True,
+        draining=False,
+        slots=4,
+        busy_slots=2,
+        items=("x", "y"),
+    )
+    await restore_held_agents(runtime, handle)
+    assert len(runtime.restorers) == 2
+    assert handle.broker.agents()[0].busy_slots == 2
+    agents.answers["10.0.0.1"] = dataclasses.replace(
+        agents.answers["10.0.0.1"],  # type: ignore[type-var]
+        busy_slots=1,
+        items=("y",),
+    )
+    done, _ = await asyncio.wait(
+        set(runtime.restorers), timeout=10, return_when=asyncio.FIRST_COMPLETED
+    )
+    assert len(done) == 1
+    assert handle.broker.agents()[0].busy_slots == 1
+    agents.answers["10.0.0.1"] = idle(uses=2)
+    async with asyncio.timeout(10):
+        await asyncio.gather(*runtime.restorers)
+    assert handle.broker.agents()[0].busy_slots == 0

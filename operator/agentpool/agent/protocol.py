@@ -26,6 +26,8 @@ RESPOND_ASYNC: Final = "respond-async"
 TOKEN_ENV: Final = "AGENTPOOL_TOKEN"
 HOST_ENV: Final = "AGENT_HOST"
 PORT_ENV: Final = "AGENT_PORT"
+#: How many items the agent serves at once (the pool's ``slots``); 1 when unset.
+SLOTS_ENV: Final = "AGENTPOOL_SLOTS"
 DRAIN_ENV: Final = "AGENT_DRAIN_SECONDS"
 LOG_LEVEL_ENV: Final = "AGENT_LOG_LEVEL"
 
@@ -34,6 +36,7 @@ DEFAULT_HOST: Final = "0.0.0.0"
 DEFAULT_PORT: Final = 8080
 #: Kubernetes' default termination grace period, so an agent drains for as long as it is allowed.
 DEFAULT_DRAIN_SECONDS: Final = 30.0
+DEFAULT_SLOTS: Final = 1
 
 # Reasons in ``{"error": {"reason", "message"}}`` answers, and the ones the client adds itself.
 BAD_REQUEST: Final = "BadRequest"

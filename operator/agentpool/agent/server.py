@@ -2,9 +2,10 @@
 
 ``agentpool.agent.running`` runs it as a process; tests and embedders may drive an ``AgentServer``
 themselves (``serve_until``). The server listens first and runs the start-up after, so
-``/healthz`` answers 503 until the agent is warm and the readiness probe admits it only then. One
-item runs at a time; SIGTERM drains: no new work, the current item finishes, then the process
-exits 0.
+``/healthz`` answers 503 until the agent is warm and the readiness probe admits it only then. It
+serves as many items at once as it has slots (``agentpool.agent.slots``: async handlers side by
+side on the loop, sync ones on a thread each); SIGTERM drains: no new work, the current items
+finish, then the process exits 0.
 
 Tokens are compared in constant time and never logged; ``/healthz`` is the one path that needs
 no token, because a kubelet's readiness probe cannot carry a secret without writing it into the
@@ -30,6 +31,7 @@ from agentpool.agent import answers, binding, protocol, routes
 from agentpool.agent.context import Context
 from agentpool.agent.envelopes import Envelope, parse_envelope
 from agentpool.agent.settings import Settings
+from agentpool.agent.slots import Slots
 from agentpool.agent.worker import Worker, is_async
 
 log = logging.getLogger("agentpool.agent")
@@ -57,8 +59,9 @@ class Served(Protocol):
 
 
 class AgentServer:
-    """Serves one agent: readiness, one item at a time, status, reset, leases and a graceful
-    drain. ``clock`` (UTC now) is the agent's own, against which a lease's expiry is read."""
+    """Serves one agent: readiness, an item per slot at a time, status, reset, leases and a
+    graceful drain. ``clock`` (UTC now) is the agent's own, against which a lease's expiry is
+    read."""
 
     def __init__(
         self, agent: Served, settings: Settings, *, clock: Callable[[], datetime] | None = None
@@ -67,8 +70,7 @@ class AgentServer:
         self.settings = settings
         self.ready = False
         self.draining = False
-        self.busy = False
-        self.current: Any = None
+        self.slots = Slots(settings.slots)
         self.uses = 0
         self.port: int | None = None
         self._state: Any = None
@@ -77,11 +79,19 @@ class AgentServer:
         self._binder = binding.Binder()
         # One bind or unbind at a time: a second waits, then finds the first one's outcome.
         self._binding_one = asyncio.Lock()
-        self._idle = asyncio.Event()
-        self._idle.set()
         self._items: set[asyncio.Task[tuple[int, bytes]]] = set()
         self._handler_is_async = is_async(agent.handler)
         self._worker: Worker | None = None
+
+    @property
+    def busy(self) -> bool:
+        """At least one slot is busy."""
+        return self.slots.busy
+
+    @property
+    def current(self) -> Any:
+        """The id of the oldest item served now, or None."""
+        return self.slots.current
 
     def application(self) -> web.Application:
         """The aiohttp application serving the protocol's paths."""
@@ -90,7 +100,7 @@ class AgentServer:
     async def serve_until(self, stop: asyncio.Event) -> int:
         """Listen, start up, serve until ``stop`` is set, drain; the exit status
         (``agentpool.agent.running`` sets ``stop`` on SIGTERM; an embedder sets it itself)."""
-        self._worker = Worker(f"agent-{self.agent.name}")
+        self._worker = Worker(f"agent-{self.agent.name}", threads=self.settings.slots)
         runner = web.AppRunner(
             self.application(), access_log=None, handle_signals=False, shutdown_timeout=5.0
         )
@@ -128,13 +138,15 @@ class AgentServer:
             log.info("stopped during start-up")
             return 0
         if self.busy:
-            log.info("draining: finishing item %s", json.dumps(self.current, default=str))
+            items = json.dumps(self.slots.items, default=str)
+            log.info("draining: finishing items %s", items)
             try:
-                await asyncio.wait_for(self._idle.wait(), self.settings.drain_seconds)
+                await asyncio.wait_for(self.slots.wait_idle(), self.settings.drain_seconds)
             except TimeoutError:
+                items = json.dumps(self.slots.items, default=str)
                 log.error(
-                    "item %s did not finish within %.1fs of SIGTERM",
-                    json.dumps(self.current, default=str),
+                    "items %s did not finish within %.1fs of SIGTERM",
+                    items,
                     self.settings.drain_seconds,
                 )
                 return 1
@@ -202,15 +214,12 @@ class AgentServer:
             return answers.error(
                 503, protocol.DRAINING, "the agent is shutting down and takes no work"
             )
-        if self.busy:
-            current = json.dumps(self.current, default=str)
-            return answers.error(409, protocol.BUSY, f"the agent is busy with item {current}")
+        if self.slots.full:
+            return self._busy_answer()
         # No await between the check above and this claim, so two calls cannot both claim it.
-        self.busy = True
-        self.current = parsed.id
+        ticket = self.slots.take(parsed.id)
         self.uses += 1
-        self._idle.clear()
-        item = asyncio.create_task(self._run_item(parsed, self.uses))
+        item = asyncio.create_task(self._run_item(parsed, self.uses, ticket))
         self._items.add(item)
         item.add_done_callback(self._items.discard)
         if parsed.cast:
@@ -219,7 +228,17 @@ class AgentServer:
         status, body = await asyncio.shield(item)
         return web.Response(status=status, body=body, content_type=_JSON)
 
-    async def _run_item(self, envelope: Envelope, uses: int) -> tuple[int, bytes]:
+    def _busy_answer(self) -> web.Response:
+        if self.slots.count == 1 and self.slots.current is not None:
+            current = json.dumps(self.slots.current, default=str)
+            return answers.error(409, protocol.BUSY, f"the agent is busy with item {current}")
+        items = json.dumps(self.slots.items, default=str)
+        message = f"all {self.slots.count} slots of the agent are busy (items {items})"
+        if not self.slots.items:
+            message = "the agent is busy with a reset or a lease's hooks"
+        return answers.error(409, protocol.BUSY, message)
+
+    async def _run_item(self, envelope: Envelope, uses: int, ticket: int) -> tuple[int, bytes]:
         started = time.perf_counter()
         context = Context(
             id=envelope.id,
@@ -252,9 +271,7 @@ class AgentServer:
                 exc_info=exc,
             )
         finally:
-            self.busy = False
-            self.current = None
-            self._idle.set()
+            self.slots.give_back(ticket)
         log.info(
             "item id=%s attempt=%d run=%s outcome=%s duration_ms=%.1f%s",
             json.dumps(envelope.id, default=str),
@@ -273,6 +290,9 @@ class AgentServer:
         body = {
             "busy": self.busy,
             "current": self.current,
+            "slots": self.slots.count,
+            "busySlots": self.slots.busy_slots,
+            "items": self.slots.items,
             "uses": self.uses,
             "ready": self.ready,
             "draining": self.draining,
@@ -289,8 +309,7 @@ class AgentServer:
                 501, protocol.RESET_UNSUPPORTED, "this agent has no reset function"
             )
         if self.busy:
-            current = json.dumps(self.current, default=str)
-            return answers.error(409, protocol.BUSY, f"the agent is busy with item {current}")
+            return self._busy_answer()
         failure = await self._run_claimed((self.agent.reset, (self._state,)))
         if failure is not None:  # a failed reset is reported; the pool retires the agent
             log.warning("reset failed: %s", answers.describe(failure), exc_info=failure)
@@ -349,24 +368,18 @@ class AgentServer:
     async def _run_claimed(
         self, *calls: tuple[Callable[..., Any] | None, tuple[Any, ...]]
     ) -> BaseException | None:
-        """Run the author's functions given (skipping the absent) in order with the agent
-        claimed busy, so no item runs beside them; the exception that stopped them, if any.
-        An item already running (one a lease's holder started, say) is let finish first."""
-        while self.busy:
-            await self._idle.wait()
-        self.busy = True
-        self._idle.clear()
-        try:
-            for fn, args in calls:
-                if fn is not None:
-                    await self._call(fn, *args)
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:  # the author's failure, handed to the caller to report
-            return exc
-        finally:
-            self.busy = False
-            self._idle.set()
+        """Run the author's functions given (skipping the absent) in order with every slot
+        claimed, so no item runs beside them; the exception that stopped them, if any. Items
+        already running (ones a lease's holder started, say) are let finish first."""
+        async with self.slots.exclusive():
+            try:
+                for fn, args in calls:
+                    if fn is not None:
+                        await self._call(fn, *args)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # the author's failure, handed to the caller to report
+                return exc
         return None
 
 

@@ -29,6 +29,8 @@ class Settings:
     port: int
     token: str = field(repr=False)
     drain_seconds: float = protocol.DEFAULT_DRAIN_SECONDS
+    slots: int = protocol.DEFAULT_SLOTS
+    """Items served at once (``AGENTPOOL_SLOTS``, which the operator sets from the pool)."""
 
     @classmethod
     def from_env(
@@ -62,7 +64,19 @@ class Settings:
             port=port,
             token=token,
             drain_seconds=drain_seconds,
+            slots=_slots(env),
         )
+
+
+def _slots(env: Mapping[str, str]) -> int:
+    raw = env.get(protocol.SLOTS_ENV, str(protocol.DEFAULT_SLOTS))
+    try:
+        slots = int(raw)
+    except ValueError:
+        raise ConfigError(f"{protocol.SLOTS_ENV}={raw!r} is not a whole number") from None
+    if slots < 1:
+        raise ConfigError(f"{protocol.SLOTS_ENV}={slots} must be at least 1")
+    return slots
 
 
 def configure_logging() -> None:

@@ -1,10 +1,10 @@
-"""The one thread that runs an agent's synchronous functions, off the event loop.
+"""The threads that run an agent's synchronous functions, off the event loop.
 
-``agentpool.agent.server`` hands it the start-up, each synchronous handler call, the reset and the
-lease hooks, so
-the server keeps answering ``/healthz`` and ``/status`` while they run. One thread is enough: an
-agent runs one item at a time. It is a daemon thread, unlike an executor's, so an agent whose
-handler hangs past the drain period can still exit.
+``agentpool.agent.server`` hands them the start-up, each synchronous handler call, the reset and
+the lease hooks, so the server keeps answering ``/healthz`` and ``/status`` while they run. One
+thread per slot: an agent of several slots runs that many sync handler calls at once. They are
+daemon threads, unlike an executor's, so an agent whose handler hangs past the drain period can
+still exit.
 """
 
 from __future__ import annotations
@@ -21,12 +21,17 @@ _Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[..., Any
 
 
 class Worker:
-    """A daemon thread running submitted calls in order, resolving one asyncio future each."""
+    """``threads`` daemon threads running submitted calls in the order submitted (one at a time
+    with one thread), resolving one asyncio future each."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, threads: int = 1) -> None:
         self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=self._serve, name=f"{name}-{n}", daemon=True)
+            for n in range(1, threads + 1)
+        ]
+        for thread in self._threads:
+            thread.start()
 
     def call(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
         """Run ``fn(*args)`` in the worker thread; await the returned future for its result."""

@@ -26,6 +26,8 @@ Strategy = Literal["LIFO", "FIFO"]
 PoolState = Literal["Ready", "Overflow", "Full", "Starting", "ScaledToZero"]
 
 DEFAULT_HEALTH_PATH = "/healthz"
+#: The most items one agent may serve at once: past this, more pods serve better than more slots.
+MAX_SLOTS = 256
 
 #: A pool's name is the value of its pods' ``agentpool.dev/pool`` and ``app.kubernetes.io/name``
 #: labels (and of its token Secret's), and prefixes their names, so it must be a label value.
@@ -118,6 +120,13 @@ class AgentPoolSpec(ApiModel):
                 field_path=".image",
                 reason="FieldValueRequired",
             ),
+            CelRule(
+                rule="!has(self.resetBetweenItems) || !self.resetBetweenItems"
+                " || !has(self.slots) || self.slots == 1",
+                message="resetBetweenItems resets the whole agent, so it needs slots 1: set slots"
+                " to 1, or turn resetBetweenItems off",
+                field_path=".slots",
+            ),
         )
     )
 
@@ -153,8 +162,14 @@ class AgentPoolSpec(ApiModel):
     call_timeout_seconds: int = Field(default=300, ge=1)
     """How long one call to an agent may take; runs may override. An agent whose call timed out
     is retired."""
+    slots: int = Field(default=1, ge=1, le=MAX_SLOTS)
+    """Items one agent serves at once (like Knative's containerConcurrency); a PoolRun's cap is
+    the items of one run in flight. Each agent is handed out while it has a free slot and learns
+    the count as AGENTPOOL_SLOTS. 1 (the default) serves one item at a time; a lease always takes
+    a whole agent."""
     reset_between_items: bool = False
-    """Call the agent's POST /reset after every item; an agent whose reset fails is retired."""
+    """Call the agent's POST /reset after every item; an agent whose reset fails is retired.
+    Needs slots 1."""
     quarantine_after_failures: int = Field(default=3, ge=0)
     """An agent that fails this many items in a row, while the pool's other agents serve items
     successfully, is retired (replacements back off exponentially); items that fail on every
@@ -208,9 +223,14 @@ class AgentPoolStatus(ApiModel):
     ready_replicas: int = Field(default=0, ge=0)
     """Agent pods that are Ready."""
     available: int = Field(default=0, ge=0)
-    """Agents that are Ready and idle: what a checkout can have at once."""
+    """Agents that are Ready with a free slot (idle, with slots 1): what a checkout can have at
+    once."""
     busy: int = Field(default=0, ge=0)
-    """Agents holding work (an item or a lease)."""
+    """Agents holding work (an item in at least one slot, or a lease)."""
+    slots: int = Field(default=0, ge=0)
+    """Slots of the Ready agents: items they can serve at once (spec.slots each)."""
+    busy_slots: int = Field(default=0, ge=0)
+    """Slots holding an item now (a leased agent holds all of its slots)."""
     overflow: int = Field(default=0, ge=0)
     """Agent pods above minSize, busy or idle (an idle one goes after idleTimeoutSeconds)."""
     max_size: int | None = Field(default=None, ge=0)

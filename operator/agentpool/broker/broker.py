@@ -5,22 +5,21 @@ feeds it the pool's agents as observed (`update_agents`), reads `agents()` and `
 the planner, removes agents with `retire` before deleting their pods, and re-plans when `changed`
 is set. It never talks to Kubernetes or to an agent: everything arrives as values, and the
 choices (which agent, which waiter) are the pure pool core's. All calls happen on one asyncio
-loop, so each method runs without interleaving and an agent is never handed out twice.
+loop, so each method runs without interleaving and a slot is never handed out twice. An agent
+serves ``policy.slots`` items at once: it stays among the free while a slot is free.
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
-import dataclasses
 import heapq
 import itertools
 import time
 from collections.abc import Callable, Iterable
 
 from agentpool.broker.handles import Checkout
-from agentpool.broker.records import AgentRecord, WaiterRecord
+from agentpool.broker.records import AgentRecord, IdleOrder, WaiterRecord
 from agentpool.pool import ObservedAgent, PoolPolicy, Waiter, order_waiters, quarantine
 from agentpool.pool.checkin import CheckinOutcome, PoolClosed, exhausted
 from agentpool.pool.checkout import first_available, handout_order, idle_key, is_available
@@ -48,14 +47,12 @@ class Broker:
         self._clock = clock
         self.on_change = on_change
         self._agents: dict[str, AgentRecord] = {}
-        # Every agent neither held nor retired that has been Ready, in idle order (oldest
-        # first), so a checkout looks at one end instead of sorting the pool; agents there that
-        # cannot be handed out now (unready, worn out) are skipped.
-        self._free: list[AgentRecord] = []
+        # Every agent with a free slot, not retired, that has been Ready, in idle order, so a
+        # checkout looks at one end; those that cannot be handed out now are skipped.
+        self._free = IdleOrder()
         self._queue: list[WaiterRecord] = []
         self._waiting = 0
         self._arrivals = itertools.count(1)
-        self._idle_order = itertools.count(1)
         self._leases = itertools.count(1)
         self._closed: PoolClosed | None = None
         # The pool's latest outcomes, so quarantine can tell a broken agent from bad items.
@@ -64,24 +61,31 @@ class Broker:
     # -- checkout and checkin -------------------------------------------------------------------
 
     async def checkout(
-        self, *, timeout: float, priority: int = 0, holder: str, since: float | None = None
+        self,
+        *,
+        timeout: float,
+        priority: int = 0,
+        holder: str,
+        since: float | None = None,
+        whole: bool = False,
     ) -> Checkout:
-        """Take an idle Ready agent by strategy, or wait up to `timeout` seconds for one.
+        """Take a free slot of a Ready agent by strategy, or wait up to `timeout` seconds for one;
+        with `whole` (a lease), an agent with no slot busy, held with all of its slots.
 
         Waiters are served by priority, then by when they began waiting (`since`, on the
         broker's clock, when the wait began before this call; never later than now), then in
-        arrival order. Raises `PoolExhausted` when the
-        timeout passes (at once for a timeout <= 0 with no agent free) and `PoolClosed` when the
-        pool is deleted. A caller cancelled after an agent was handed to it gives the agent back.
+        arrival order. Raises `PoolExhausted` when the timeout passes (at once for a timeout
+        <= 0 with no agent free) and `PoolClosed` when the pool is deleted. A caller cancelled
+        after an agent was handed to it gives the agent back.
         """
         if self._closed is not None:
             raise self._closed
         if not self._queue:
             # Nobody waits ahead of this caller: an available agent is its at once, with no
             # waiter to queue (the common case of a warm pool, once per item).
-            agent = self._pick()
+            agent = self._pick(whole=whole)
             if agent is not None:
-                return self._hand_out(agent, holder=holder)
+                return self._hand_out(agent, holder=holder, whole=whole)
         loop = asyncio.get_running_loop()
         waiter = WaiterRecord(
             priority=priority,
@@ -89,6 +93,7 @@ class Broker:
             holder=holder,
             since=self._clock() if since is None else min(since, self._clock()),
             future=loop.create_future(),
+            whole=whole,
         )
         heapq.heappush(self._queue, waiter)
         self._waiting += 1
@@ -106,14 +111,9 @@ class Broker:
             checkout: Checkout = waiter.future.result()
             checkout.waited = True
             return checkout
-        policy = self.policy
-        error = exhausted(
-            self.pool_name,
-            timeout=timeout,
-            min_size=policy.min_size,
-            max_size=policy.max_size,
-            **self.counts(),
-        )
+        policy, counts = self.policy, self.counts()
+        sizes = {"min_size": policy.min_size, "max_size": policy.max_size, "slots": policy.slots}
+        error = exhausted(self.pool_name, timeout=timeout, **sizes, **counts)
         self._abandon(waiter)
         self._notify()
         raise error
@@ -131,9 +131,9 @@ class Broker:
         """
         outcome = CheckinOutcome(outcome)
         agent = self._agents.get(checkout.agent)
-        if agent is None or agent.holder is not checkout:
+        if agent is None or not agent.holds(checkout):
             return False
-        agent.holder = None
+        agent.release(checkout)
         if outcome is CheckinOutcome.UNUSED:
             agent.uses -= 1
             self._free_again(agent)
@@ -156,8 +156,8 @@ class Broker:
         # Judged before a waiter may take it, from the view the idle order was keyed by.
         usable = view is not None and is_available(self.policy, view, now=self._clock())
         self._dispatch()
-        if agent.holder is None and not usable:
-            # Worn out, quarantined or broken: the reconciler retires and replaces it.
+        if not agent.holders and not usable:
+            # Worn out, quarantined or broken, its last slot free: the reconciler replaces it.
             self._notify()
         return True
 
@@ -167,7 +167,7 @@ class Broker:
         """Take in the pool's pods as observed; with `complete`, a pod not listed is gone.
 
         A newly Ready agent serves the next waiter at once; an idle agent that turns unready
-        leaves the idle set; a held agent whose pod failed or vanished is lost to its holder.
+        leaves the idle set; a held agent whose pod failed or vanished is lost to its holders.
         Busy, uses and failures come from the broker's own bookkeeping, except for an agent seen
         for the first time, whose uses and failures are taken as given.
         """
@@ -187,11 +187,10 @@ class Broker:
                 continue
             was_ready = agent.pod.ready
             agent.pod = pod
-            if pod.ready and not was_ready and agent.holder is None:
+            if pod.ready and not was_ready and not agent.holders:
                 self._mark_idle(agent)
-            if agent.holder is not None and pod.failed:
-                agent.holder.mark_lost(f"agent {pod.name} failed while it held the work")
-                agent.holder, agent.lost = None, True
+            if pod.failed and agent.lose_holders(f"agent {pod.name} failed while it held the work"):
+                agent.lost = True
                 self._notify()
         if complete:
             for name in [name for name in self._agents if name not in seen]:
@@ -199,43 +198,47 @@ class Broker:
         self._dispatch()
 
     def forget_agent(self, name: str) -> None:
-        """The pod is gone: drop it, failing its holder if it had one."""
+        """The pod is gone: drop it, failing its holders if it had any."""
         agent = self._agents.pop(name, None)
         if agent is None:
             return
-        self._unfree(agent)
-        if agent.holder is not None:
-            agent.holder.mark_lost(f"agent {name} was deleted while it held the work")
-            agent.holder = None
+        self._free.remove(agent)
+        agent.lose_holders(f"agent {name} was deleted while it held the work")
 
     def retire(self, names: Iterable[str]) -> tuple[str, ...]:
         """Take agents out of the idle set before their pods are deleted, in one step.
 
-        Returns the names now retired, which the caller may delete: never a busy agent and never
-        a name the broker does not know. Asking again for an agent already retired returns it
-        again, so a failed delete can be retried.
+        Returns the names now retired, which the caller may delete: never an agent with a busy
+        slot and never a name the broker does not know. Asking again for an agent already
+        retired returns it again, so a failed delete can be retried.
         """
         retired = []
         for name in names:
             agent = self._agents.get(name)
-            if agent is None or agent.holder is not None:
+            if agent is None or agent.holders:
                 continue
             agent.retired = True
-            self._unfree(agent)
+            self._free.remove(agent)
             retired.append(name)
         return tuple(retired)
 
-    def restore_busy(self, agent: str, current_item: str | None) -> Checkout | None:
-        """Mark an agent busy again after an operator restart, from its `GET /status`.
+    def restore_busy(
+        self, agent: str, current_item: str | None, *, whole: bool = True
+    ) -> Checkout | None:
+        """Mark an agent busy again after an operator restart, from its `GET /status`: with
+        `whole` (a lease's agent, or one that did not answer) every slot, else one slot for
+        `current_item`.
 
-        Returns the handle to check in once the agent reports idle, or None when the agent is
-        unknown, retired or already held.
+        Returns the handle to check in once the agent reports the item (or all) done, or None
+        when the agent is unknown, retired, or has no such slot free.
         """
         state = self._agents.get(agent)
-        if state is None or state.holder is not None or state.retired:
+        if state is None or state.retired or state.full(self.policy.slots):
+            return None
+        if state.whole or (whole and state.holders):
             return None
         item = current_item if current_item is not None else "unknown"
-        return self._hand_out(state, holder=f"restored:{item}", count_use=False)
+        return self._hand_out(state, holder=f"restored:{item}", whole=whole, count_use=False)
 
     def restore_uses(self, agent: str, uses: int) -> None:
         """Take an agent's own count of items served (``GET /status``) after an operator
@@ -246,12 +249,15 @@ class Broker:
             self._notify()
 
     def update_policy(self, policy: PoolPolicy) -> None:
-        """The spec changed: hand out by the new strategy and limits from now on."""
+        """The spec changed: hand out by the new strategy, limits and slot count from now on."""
         self.policy = policy
+        for agent in [agent for agent in self._agents.values() if agent.holders]:
+            self._free_again(agent)  # a new slot count may free or fill its slots
         self._dispatch()
 
     def agents(self) -> tuple[ObservedAgent, ...]:
-        """Every known agent as the planner needs it: pod facts plus busy, uses and failures.
+        """Every known agent as the planner needs it: pod facts plus busy slots, uses and
+        failures.
 
         A retired agent shows as deleting, since its pod is about to be.
         """
@@ -267,11 +273,12 @@ class Broker:
         return tuple(order_waiters(live))
 
     def counts(self) -> dict[str, int]:
-        """agents, busy, ready and waiting, as the exhaustion message reports them."""
+        """agents, busy, busy_slots, ready and waiting, as the exhaustion message reports them."""
         live = [agent for agent in self._agents.values() if not agent.retired]
         return {
             "agents": len(live),
-            "busy": sum(1 for agent in live if agent.holder is not None),
+            "busy": sum(1 for agent in live if agent.holders),
+            "busy_slots": sum(agent.busy_slots(self.policy.slots) for agent in live),
             "ready": sum(1 for agent in live if agent.pod.ready),
             "waiting": self._waiting,
         }
@@ -306,21 +313,26 @@ class Broker:
             if waiter.gone:
                 heapq.heappop(self._queue)
                 continue
-            agent = self._pick()
+            agent = self._pick(whole=waiter.whole)
             if agent is None:
+                # Strict order: a lease at the head waits for a whole agent, and the items
+                # behind it wait too, so the agent it waits for drains.
                 return
             heapq.heappop(self._queue)
             waiter.gone = True
             self._waiting -= 1
-            waiter.future.set_result(self._hand_out(agent, holder=waiter.holder))
+            checkout = self._hand_out(agent, holder=waiter.holder, whole=waiter.whole)
+            waiter.future.set_result(checkout)
 
-    def _pick(self) -> AgentRecord | None:
+    def _pick(self, *, whole: bool = False) -> AgentRecord | None:
         """The agent the strategy hands out next, if any is available."""
-        views = map(self._view, handout_order(self.policy.strategy, self._free))
-        chosen = first_available(self.policy, views, now=self._clock())
+        views = map(self._view, handout_order(self.policy.strategy, self._free.agents))
+        chosen = first_available(self.policy, views, now=self._clock(), whole=whole)
         return None if chosen is None else self._agents[chosen.name]
 
-    def _hand_out(self, agent: AgentRecord, *, holder: str, count_use: bool = True) -> Checkout:
+    def _hand_out(
+        self, agent: AgentRecord, *, holder: str, whole: bool = False, count_use: bool = True
+    ) -> Checkout:
         checkout = Checkout(
             pool=self.pool_name,
             agent=agent.pod.name,
@@ -329,10 +341,16 @@ class Broker:
             holder=holder,
             lease=next(self._leases),
         )
-        agent.holder = checkout
-        self._unfree(agent)
+        agent.holders.append(checkout)
+        agent.whole = agent.whole or whole
         if count_use:
             agent.uses += 1
+        if agent.full(self.policy.slots):
+            self._free.remove(agent)
+        else:
+            # Touched: the idle order counts from now, so LIFO fills this agent next and FIFO
+            # turns to the others first.
+            self._mark_idle(agent)
         return checkout
 
     def _abandon(self, waiter: WaiterRecord) -> None:
@@ -343,52 +361,33 @@ class Broker:
         if not waiter.future.done():
             waiter.future.cancel()
             return
-        if waiter.future.cancelled():
-            return
-        if waiter.future.exception() is not None:
+        if waiter.future.cancelled() or waiter.future.exception() is not None:
             return
         checkout = waiter.future.result()
         agent = self._agents.get(checkout.agent)
-        if agent is not None and agent.holder is checkout:
+        if agent is not None and agent.holds(checkout):
             # Never used: it goes back where it was in the idle order, uncounted.
-            agent.holder = None
+            agent.release(checkout)
             agent.uses -= 1
             self._free_again(agent)
             self._dispatch()
 
     def _mark_idle(self, agent: AgentRecord, *, since: float | None = None) -> ObservedAgent | None:
-        self._unfree(agent)
-        agent.idle_since = self._clock() if since is None else since
-        agent.idle_seq = next(self._idle_order)
+        self._free.stamp(agent, self._clock() if since is None else since)
         return self._free_again(agent)
 
     def _free_again(self, agent: AgentRecord) -> ObservedAgent | None:
-        """Put the agent back in the idle order; returns its view then, None if it stays out."""
-        if agent.retired or agent.holder is not None:
+        """Put the agent (back) in the idle order by its stamp; returns its view then, None if it
+        stays out (retired, or no slot free)."""
+        self._free.remove(agent)
+        if agent.retired or agent.full(self.policy.slots):
             return None
         view = self._view(agent)
-        agent.key = idle_key(view)
-        bisect.insort(self._free, agent, key=lambda free: free.key)
+        self._free.add(agent, idle_key(view))
         return view
 
-    def _unfree(self, agent: AgentRecord) -> None:
-        # AgentRecord compares by identity (eq=False), so this removes exactly this agent.
-        with contextlib.suppress(ValueError):
-            self._free.remove(agent)
-
     def _view(self, agent: AgentRecord) -> ObservedAgent:
-        return dataclasses.replace(
-            agent.pod,
-            busy=agent.holder is not None,
-            uses=agent.uses,
-            idle_since=agent.idle_since,
-            idle_seq=agent.idle_seq,
-            consecutive_failures=agent.consecutive_failures,
-            lost=agent.pod.lost or agent.lost,
-            reset_failed=agent.pod.reset_failed or agent.reset_failed,
-            quarantined=agent.pod.quarantined or agent.quarantined,
-            deleting=agent.pod.deleting or agent.retired,
-        )
+        return agent.view(self.policy.slots)
 
     def _notify(self) -> None:
         self.changed.set()

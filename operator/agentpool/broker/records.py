@@ -1,4 +1,4 @@
-"""The broker's bookkeeping records: one per agent, one per waiting checkout.
+"""The broker's bookkeeping records: one per agent, one per waiting checkout, and the idle order.
 
 Kept apart from :mod:`agentpool.broker.broker`, which alone creates and changes them, so that
 module reads as the checkout service itself.
@@ -7,6 +7,10 @@ module reads as the checkout service itself.
 from __future__ import annotations
 
 import asyncio
+import bisect
+import contextlib
+import dataclasses
+import itertools
 from dataclasses import dataclass, field
 
 from agentpool.broker.handles import Checkout
@@ -16,10 +20,15 @@ from agentpool.pool.checkout import waiter_key
 
 @dataclass(eq=False)
 class AgentRecord:
-    """The broker's bookkeeping for one agent beside the pod facts it was last told."""
+    """The broker's bookkeeping for one agent beside the pod facts it was last told.
+
+    ``holders`` are the checkouts holding its slots, one slot each; ``whole`` means one of them
+    (a lease, an agent silent after a restart) holds every slot.
+    """
 
     pod: ObservedAgent
-    holder: Checkout | None = None
+    holders: list[Checkout] = field(default_factory=list)
+    whole: bool = False
     uses: int = 0
     consecutive_failures: int = 0
     idle_since: float | None = None
@@ -29,6 +38,49 @@ class AgentRecord:
     quarantined: bool = False
     retired: bool = False
     key: tuple[float, int, str] = (0.0, 0, "")
+
+    def holds(self, checkout: Checkout) -> bool:
+        """This very checkout (by identity) holds a slot of the agent."""
+        return any(held is checkout for held in self.holders)
+
+    def release(self, checkout: Checkout) -> None:
+        """The checkout gives its slot (or, if whole, every slot) back."""
+        self.holders = [held for held in self.holders if held is not checkout]
+        if not self.holders:
+            self.whole = False
+
+    def busy_slots(self, slots: int) -> int:
+        """Slots held, of ``slots``: all of them when held whole."""
+        return max(slots, len(self.holders)) if self.whole else len(self.holders)
+
+    def full(self, slots: int) -> bool:
+        """No slot is free to hand out."""
+        return self.busy_slots(slots) >= slots
+
+    def lose_holders(self, reason: str) -> bool:
+        """The agent's pod is gone: tell every holder, and let them go; whether it had any."""
+        holders, self.holders, self.whole = self.holders, [], False
+        for held in holders:
+            held.mark_lost(reason)
+        return bool(holders)
+
+    def view(self, slots: int) -> ObservedAgent:
+        """The agent as the pool core sees it: pod facts with the broker's bookkeeping."""
+        pod = self.pod
+        return dataclasses.replace(
+            pod,
+            busy=bool(self.holders),
+            busy_slots=self.busy_slots(slots),
+            slots=slots,
+            uses=self.uses,
+            idle_since=self.idle_since,
+            idle_seq=self.idle_seq,
+            consecutive_failures=self.consecutive_failures,
+            lost=pod.lost or self.lost,
+            reset_failed=pod.reset_failed or self.reset_failed,
+            quarantined=pod.quarantined or self.quarantined,
+            deleting=pod.deleting or self.retired,
+        )
 
 
 @dataclass(eq=False)
@@ -40,7 +92,33 @@ class WaiterRecord:
     holder: str
     since: float
     future: asyncio.Future[Checkout] = field(repr=False)
+    whole: bool = False
     gone: bool = False
 
     def __lt__(self, other: WaiterRecord) -> bool:
         return waiter_key(self) < waiter_key(other)
+
+
+class IdleOrder:
+    """The broker's agents with a free slot, oldest idle first (by ``AgentRecord.key``), so a
+    checkout looks at one end instead of sorting the pool."""
+
+    def __init__(self) -> None:
+        self.agents: list[AgentRecord] = []
+        self._seq = itertools.count(1)
+
+    def stamp(self, agent: AgentRecord, since: float) -> None:
+        """The agent fell idle (or was touched) at ``since``: ties go by the order of stamps."""
+        agent.idle_since = since
+        agent.idle_seq = next(self._seq)
+
+    def add(self, agent: AgentRecord, key: tuple[float, int, str]) -> None:
+        """File the agent under ``key`` (it must not be filed already)."""
+        agent.key = key
+        bisect.insort(self.agents, agent, key=lambda free: free.key)
+
+    def remove(self, agent: AgentRecord) -> None:
+        """Take the agent out, if it is in."""
+        # AgentRecord compares by identity (eq=False), so this removes exactly this agent.
+        with contextlib.suppress(ValueError):
+            self.agents.remove(agent)

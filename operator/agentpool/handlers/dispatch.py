@@ -35,6 +35,8 @@ class AgentCheckout:
     handle: PoolHandle
     inner: Checkout
     run: str = ""
+    item: str = ""
+    """The key of the item the agent was handed, as its envelope's id."""
     cast: bool = False
     abandoned: bool = False
     call_timeout: float = POOL_DEFAULTS.call_timeout_seconds
@@ -128,6 +130,7 @@ class BrokerDispatcher:
         if inner.is_lost:
             return _lost(inner)
         checkout.call_timeout = timeout
+        checkout.item = str(envelope.get("id", ""))
         # The agent's pod dying ends the call at once, not at its timeout: the broker's word
         # cancels the calling task itself (a task of its own per call would cost every item).
         task = asyncio.current_task()
@@ -203,6 +206,7 @@ class BrokerDispatcher:
             handle.token,
             watch=watch,
             poll_seconds=self._runtime.settings.runs.cast_poll_seconds,
+            item=checkout.item,
         ):
             await return_agent(self._runtime, handle, inner, CheckinOutcome.SUCCESS)
             return

@@ -294,7 +294,10 @@ async def checkout_agent(
     holder = f"lease:{namespace}/{name}"
     try:
         return await handle.broker.checkout(
-            timeout=timeout if spec.wait else 0.0, priority=spec.priority, holder=holder
+            timeout=timeout if spec.wait else 0.0,
+            priority=spec.priority,
+            holder=holder,
+            whole=True,
         )
     except PoolExhausted as error:
         await report(failed_status(binding.failure_reason(waited=spec.wait), str(error)))

@@ -69,7 +69,7 @@ def current_status(
         window_seconds=handle.settings.sample_window_seconds,
         readiness_grace_seconds=handle.settings.readiness_grace_seconds,
     )
-    record_metrics(handle, view.waiting)
+    record_metrics(handle, view.waiting, slots=view.slots, busy_slots=view.busy_slots)
     generation = pool["metadata"].get("generation")
     status = status_body(view, policy, selector=pool_selector(handle.name), generation=generation)
     conditions = with_trouble(
@@ -85,9 +85,13 @@ def current_status(
     return status
 
 
-def record_metrics(handle: PoolHandle, waiting: int) -> None:
-    """Set the pool's gauges: its agents by state, and its waiters."""
+def record_metrics(
+    handle: PoolHandle, waiting: int, *, slots: int = 0, busy_slots: int = 0
+) -> None:
+    """Set the pool's gauges: its agents by state, its waiters, and its slots busy and free."""
     states = agent_states(handle.broker.agents(), kept=handle.kept)
     for state, count in states.items():
         metrics.AGENTS.labels(handle.namespace, handle.name, state).set(count)
     metrics.WAITERS.labels(handle.namespace, handle.name).set(waiting)
+    metrics.SLOTS.labels(handle.namespace, handle.name, "busy").set(busy_slots)
+    metrics.SLOTS.labels(handle.namespace, handle.name, "free").set(max(0, slots - busy_slots))

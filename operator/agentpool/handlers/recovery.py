@@ -3,21 +3,21 @@
 The operator keeps who holds which agent in memory only. When a pool's loop starts it calls
 :func:`restore_held_agents` before serving any checkout: agents of Bound leases go back to their
 leases (see :mod:`agentpool.handlers.leases`), and agents that report work in progress, or do not
-answer in time, stay busy until they report idle. :func:`wait_until_idle` is that wait, and also
-the one :mod:`agentpool.handlers.dispatch` holds an agent with while it finishes a cast item or
-one whose run stopped mid-call; :class:`agentpool.pool.restoring.IdleWatch` decides when it gives
-up.
+answer in time, stay busy until they report idle; an agent with several slots keeps one slot
+busy per item it reports, each until that item is done. :func:`wait_until_idle` is that wait,
+and also the one :mod:`agentpool.handlers.dispatch` holds an agent with while it finishes a cast
+item or one whose run stopped mid-call; :class:`agentpool.pool.restoring.IdleWatch` decides when
+it gives up.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
 
 from agentpool.broker import CheckinOutcome, Checkout
 from agentpool.handlers.runtime import PoolHandle, Runtime
-from agentpool.io.agents import AgentClient
+from agentpool.io.agents import AgentClient, AgentStatus
 from agentpool.pool.checkout import is_available
 from agentpool.pool.restoring import IdleWatch, bound_lease_agents
 
@@ -60,22 +60,32 @@ async def restore_held_agents(runtime: Runtime, handle: PoolHandle) -> None:
             # and replaced as an idle agent would be.
             continue
         # Busy, or silent where it could be handed out (no answer in time on a loaded machine):
-        # it may still be running an item from before the restart, so it is held until it
-        # reports idle, or lost.
-        item = None if found is None else _item_id(found.current)
-        checkout = handle.broker.restore_busy(agent.name, item)
-        if checkout is not None:
-            task = asyncio.create_task(release_when_idle(runtime, handle, checkout))
-            runtime.restorers.add(task)
-            task.add_done_callback(runtime.restorers.discard)
+        # it may still be running items from before the restart, so it is held until it
+        # reports them done, or lost.
+        for item, whole in _held_slots(found, handle.broker.policy.slots):
+            checkout = handle.broker.restore_busy(agent.name, item, whole=whole)
+            if checkout is not None:
+                task = asyncio.create_task(
+                    release_when_idle(runtime, handle, checkout, item=None if whole else item)
+                )
+                runtime.restorers.add(task)
+                task.add_done_callback(runtime.restorers.discard)
 
 
-def _item_id(current: Any) -> str | None:
-    return None if current is None else str(current)
+def _held_slots(found: AgentStatus | None, slots: int) -> list[tuple[str | None, bool]]:
+    """What to hold of a busy or silent agent, as (item, whole) pairs: one slot per item it
+    names when it serves several at once and names them all, else the whole agent."""
+    if found is not None and slots > 1 and found.items and len(found.items) >= found.busy_slots:
+        return [(str(item), False) for item in found.items]
+    current = None if found is None else found.current
+    return [(None if current is None else str(current), True)]
 
 
-async def release_when_idle(runtime: Runtime, handle: PoolHandle, checkout: Checkout) -> None:
-    """Hold a restored agent until it reports idle; one that stops answering is lost."""
+async def release_when_idle(
+    runtime: Runtime, handle: PoolHandle, checkout: Checkout, *, item: str | None = None
+) -> None:
+    """Hold a restored agent until it reports idle (with ``item``, until that item is done);
+    one that stops answering is lost."""
     settings = runtime.settings.recovery
     watch = IdleWatch(silence_seconds=settings.silence_seconds)
     idle = await wait_until_idle(
@@ -85,6 +95,7 @@ async def release_when_idle(runtime: Runtime, handle: PoolHandle, checkout: Chec
         watch=watch,
         poll_seconds=settings.poll_seconds,
         status_timeout=settings.status_timeout_seconds,
+        item=item,
     )
     handle.broker.checkin(checkout, CheckinOutcome.SUCCESS if idle else CheckinOutcome.LOST)
 
@@ -97,16 +108,23 @@ async def wait_until_idle(
     watch: IdleWatch,
     poll_seconds: float,
     status_timeout: float | None = None,
+    item: str | None = None,
 ) -> bool:
-    """Ask the checked-out agent ``GET /status`` every ``poll_seconds`` until it reports idle
-    (True); False once it is lost or ``watch`` gives up."""
+    """Ask the checked-out agent ``GET /status`` every ``poll_seconds`` until it reports idle,
+    or with ``item`` until that item is no longer among its busy slots (True); False once it is
+    lost or ``watch`` gives up."""
     timeout = {} if status_timeout is None else {"timeout": status_timeout}
     current: IdleWatch | None = watch
     while current is not None and not checkout.is_lost and current.open(time.monotonic()):
         status = await agents.status(checkout.endpoint, token, **timeout)
-        if status is not None and not status.busy:
+        if status is not None and (not status.busy or _done(item, status)):
             return True
         current = current.heard(answered=status is not None, now=time.monotonic())
         if current is not None:
             await asyncio.sleep(poll_seconds)
     return False
+
+
+def _done(item: str | None, status: AgentStatus) -> bool:
+    """The agent names its busy items and ``item`` is not among them."""
+    return item is not None and bool(status.items) and item not in map(str, status.items)

@@ -61,13 +61,49 @@ class InvokeResult:
 
 @dataclass(frozen=True, slots=True)
 class AgentStatus:
-    """An agent's own account of itself, from ``GET /status``."""
+    """An agent's own account of itself, from ``GET /status``.
+
+    ``busy`` means at least one of its ``slots`` is busy; ``busy_slots`` counts them and
+    ``items`` names the items they serve (an agent of one slot that predates slots reports only
+    ``current``, which stands for both).
+    """
 
     busy: bool
     current: Any
     uses: int
     ready: bool
     draining: bool
+    slots: int = 1
+    busy_slots: int = 0
+    items: tuple[Any, ...] = ()
+
+
+def parse_status(data: Any) -> AgentStatus | None:
+    """The ``GET /status`` body as an :class:`AgentStatus`, or None when it is not one."""
+    if not isinstance(data, dict) or not isinstance(data.get("busy"), bool):
+        return None
+    busy, current = data["busy"], data.get("current")
+    listed = data.get("items")
+    if isinstance(listed, list):
+        items = tuple(listed)
+    else:
+        items = (current,) if busy and current is not None else ()
+    try:
+        uses = int(data.get("uses", 0))
+        slots = max(1, int(data.get("slots", 1)))
+        busy_slots = max(0, int(data.get("busySlots", max(len(items), int(busy)))))
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return AgentStatus(
+        busy=busy or busy_slots > 0,
+        current=current,
+        uses=uses,
+        ready=bool(data.get("ready", True)),
+        draining=bool(data.get("draining", False)),
+        slots=slots,
+        busy_slots=max(busy_slots, int(busy)),
+        items=items,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,13 +297,7 @@ class AgentClient:
                 if response.status != 200:
                     return None
                 data = json.loads(await response.read())
-            return AgentStatus(
-                busy=bool(data["busy"]),
-                current=data.get("current"),
-                uses=int(data.get("uses", 0)),
-                ready=bool(data.get("ready", True)),
-                draining=bool(data.get("draining", False)),
-            )
+            return parse_status(data)
         except (TimeoutError, aiohttp.ClientError, OSError, ValueError, TypeError, KeyError):
             return None
 

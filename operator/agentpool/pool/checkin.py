@@ -59,12 +59,15 @@ def exhausted(
     waiting: int,
     min_size: int,
     max_size: int,
+    busy_slots: int = 0,
+    slots: int = 1,
 ) -> PoolExhausted:
     """The error of a checkout that waited ``timeout`` in vain: it names the pool, its size, how
-    many agents are Ready and busy, and how many checkouts wait, so the user can tell a pool that
-    is too small from one that cannot start."""
+    many agents are Ready and busy (and, with several slots each, how many slots), and how many
+    checkouts wait, so the user can tell a pool that is too small from one that cannot start."""
     noun = "agent" if agents == 1 else "agents"
+    in_use = f", {busy_slots} of {agents * slots} slots busy" if slots > 1 else ""
     return PoolExhausted(
-        f'pool "{pool}" exhausted after {timeout:g}s: {busy} of {agents} {noun} busy '
+        f'pool "{pool}" exhausted after {timeout:g}s: {busy} of {agents} {noun} busy{in_use} '
         f"(minSize {min_size}, maxSize {max_size}, ready {ready}), {waiting} waiting"
     )

@@ -5,6 +5,12 @@ overflow to time out and the pool to shrink; FIFO hands out the agent idle longe
 load. Waiters are served by priority, higher first, then by when each began waiting, then in
 arrival order. The broker calls these on every checkout and checkin; the planner and the tests
 call them too.
+
+An agent with several slots is handed out while it has a free slot, and the order between
+agents counts from when each was last touched (a slot taken or freed): so LIFO keeps handing
+out the agent it just handed out, filling it before it opens another, and FIFO hands out the one
+touched longest ago, spreading items across agents. A lease takes a whole agent (``whole``):
+only one with no slot busy.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import Protocol, TypeVar
 from agentpool.api import Strategy
 from agentpool.pool.observed import ObservedAgent, Waiter
 from agentpool.pool.policy import PoolPolicy
-from agentpool.pool.recycling import retirement_reason
+from agentpool.pool.recycling import due_reason
 
 T = TypeVar("T")
 
@@ -36,20 +42,27 @@ def available_agents(
     agents: Iterable[ObservedAgent],
     *,
     now: float | None = None,
+    whole: bool = False,
 ) -> list[ObservedAgent]:
     """The agents a checkout may take, in the order the strategy hands them out.
 
-    An agent qualifies when it is idle (Ready, free, sound) and not due for retirement, so an
-    agent that wore out or is outdated is not handed out in the window before it is deleted.
+    An agent qualifies when it is Ready and sound with a free slot (with ``whole``, with no
+    slot busy) and not due for retirement, so an agent that wore out or is outdated takes no
+    new item in the window before it is deleted, even while other slots finish theirs.
     """
-    idle = [agent for agent in agents if is_available(policy, agent, now=now)]
+    idle = [agent for agent in agents if is_available(policy, agent, now=now, whole=whole)]
     idle.sort(key=idle_key)
     return list(handout_order(policy.strategy, idle))
 
 
-def is_available(policy: PoolPolicy, agent: ObservedAgent, *, now: float | None = None) -> bool:
-    """The agent is idle (Ready, free, sound) and not due for retirement."""
-    return agent.idle and retirement_reason(policy, agent, now) is None
+def is_available(
+    policy: PoolPolicy, agent: ObservedAgent, *, now: float | None = None, whole: bool = False
+) -> bool:
+    """The agent could take an item now (with ``whole``, a lease of all its slots): Ready and
+    sound with a free slot (or none busy), and not due for retirement."""
+    if not (agent.idle if whole else agent.open):
+        return False
+    return due_reason(policy, agent, now) is None
 
 
 def idle_key(agent: ObservedAgent) -> tuple[float, int, str]:
@@ -68,11 +81,15 @@ def handout_order(strategy: Strategy, idle: Sequence[T]) -> Iterator[T]:
 
 
 def first_available(
-    policy: PoolPolicy, candidates: Iterable[ObservedAgent], *, now: float | None = None
+    policy: PoolPolicy,
+    candidates: Iterable[ObservedAgent],
+    *,
+    now: float | None = None,
+    whole: bool = False,
 ) -> ObservedAgent | None:
     """The first of ``candidates`` (in hand-out order) a checkout may take, if any."""
     for agent in candidates:
-        if is_available(policy, agent, now=now):
+        if is_available(policy, agent, now=now, whole=whole):
             return agent
     return None
 
@@ -82,11 +99,17 @@ def choose_agent(
     agents: Iterable[ObservedAgent],
     *,
     now: float | None = None,
+    whole: bool = False,
 ) -> str | None:
     """The name of the agent the next checkout gets, or None when none is available."""
     ordered = sorted(agents, key=idle_key)
-    chosen = first_available(policy, handout_order(policy.strategy, ordered), now=now)
+    chosen = first_available(policy, handout_order(policy.strategy, ordered), now=now, whole=whole)
     return chosen.name if chosen is not None else None
+
+
+def free_slots(policy: PoolPolicy, agents: Iterable[ObservedAgent], *, now: float) -> int:
+    """Items the pool's agents could take at once now: the free slots of available agents."""
+    return sum(agent.free_slots for agent in agents if is_available(policy, agent, now=now))
 
 
 def waiter_key(waiter: Queued) -> tuple[int, float, int]:

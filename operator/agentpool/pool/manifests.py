@@ -91,6 +91,9 @@ def template_hash(spec: AgentPoolSpec) -> str:
         "port": spec.port,
         "readinessProbe": _given(probe) if probe is not None else None,
     }
+    if spec.slots != 1:
+        # Only when set, so that pools from before slots keep their digest and their agents.
+        shaping["slots"] = spec.slots
     canonical = json.dumps(shaping, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
@@ -168,9 +171,10 @@ def agent_pod(pool: dict[str, Any], *, spec: AgentPoolSpec, token: str = "") -> 
     """The manifest of one new agent pod for ``pool``, whose validated spec is ``spec``.
 
     ``template`` gives everything; ``image`` fills the first container. The operator adds the
-    labels, an ownerReference, the port, the token from the pool's Secret and, unless the spec
-    or template names them, the readiness probe on ``/healthz`` that admits the agent to the pool,
-    the termination message policy FallbackToLogsOnError, and no service account token.
+    labels, an ownerReference, the port, the slot count, the token from the pool's Secret and,
+    unless the spec or template names them, the readiness probe on ``/healthz`` that admits the
+    agent to the pool, the termination message policy FallbackToLogsOnError, and no service
+    account token.
     """
     name = pool["metadata"]["name"]
     port = spec.port
@@ -189,6 +193,7 @@ def agent_pod(pool: dict[str, Any], *, spec: AgentPoolSpec, token: str = "") -> 
     env = [e for e in agent.get("env", []) if e.get("name") not in _OPERATOR_ENV]
     env += [
         {"name": protocol.PORT_ENV, "value": str(port)},
+        {"name": protocol.SLOTS_ENV, "value": str(spec.slots)},
         {"name": "AGENTPOOL_POOL", "value": name},
         {
             "name": protocol.TOKEN_ENV,
@@ -237,4 +242,6 @@ def agent_pod(pool: dict[str, Any], *, spec: AgentPoolSpec, token: str = "") -> 
     }
 
 
-_OPERATOR_ENV = frozenset({protocol.PORT_ENV, "AGENTPOOL_POOL", protocol.TOKEN_ENV})
+_OPERATOR_ENV = frozenset(
+    {protocol.PORT_ENV, protocol.SLOTS_ENV, "AGENTPOOL_POOL", protocol.TOKEN_ENV}
+)

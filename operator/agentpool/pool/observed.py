@@ -29,6 +29,11 @@ class ObservedAgent:
     is unknown; `reset_failed` means its `POST /reset` failed; `quarantined` means it failed
     items the rest of the pool served (see :mod:`agentpool.pool.quarantine`). `waiting_reason`
     is the agent container's waiting reason, such as ImagePullBackOff.
+
+    `slots` is how many items the agent serves at once and `busy_slots` how many it serves now;
+    `busy` means at least one slot is busy (a leased agent holds all of them). For an agent with
+    several slots `idle_since` moves whenever a slot is taken or freed, so the hand-out order
+    reads it as "last touched".
     """
 
     name: str
@@ -36,6 +41,8 @@ class ObservedAgent:
     scheduled: bool = True
     ready: bool = False
     busy: bool = False
+    busy_slots: int = 0
+    slots: int = 1
     uses: int = 0
     ready_at: float | None = None
     idle_since: float | None = None
@@ -58,16 +65,35 @@ class ObservedAgent:
         return not self.deleting
 
     @property
-    def idle(self) -> bool:
-        """Ready, free and sound: the agent could be handed out by its health alone."""
+    def sound(self) -> bool:
+        """Ready and healthy, busy or not: nothing is known against it."""
         return (
             self.ready
-            and not self.busy
             and not self.failed
             and not self.deleting
             and not self.lost
             and not self.reset_failed
         )
+
+    @property
+    def idle(self) -> bool:
+        """Ready, free and sound, with no slot busy: what a lease can have by health alone."""
+        return self.sound and not self.busy
+
+    @property
+    def slots_in_use(self) -> int:
+        """Busy slots, at least one when the agent is busy at all."""
+        return max(self.busy_slots, 1 if self.busy else 0)
+
+    @property
+    def free_slots(self) -> int:
+        """Slots that could take an item now, by the count alone."""
+        return max(0, self.slots - self.slots_in_use)
+
+    @property
+    def open(self) -> bool:
+        """Sound with a free slot: the agent could take an item by its health alone."""
+        return self.sound and self.free_slots > 0
 
     @property
     def pending(self) -> bool:

@@ -62,10 +62,13 @@ class Plan:
 def desired_size(policy: PoolPolicy, *, busy: int, waiting: int) -> int:
     """How many live agents the pool wants: minSize, every waiter served with minIdle to spare.
 
-    Waiters count as the busy agents they are about to be, so a burst grows the pool ahead of
-    demand by `minIdle` as well. Capped at maxSize.
+    `busy` counts busy slots (a leased agent's every slot): with `slots` per agent, busy slots
+    and waiters together need that many slots, so ceil((busy + waiting) / slots) agents. Waiters
+    count as the busy slots they are about to be, so a burst grows the pool ahead of demand by
+    `minIdle` agents as well. Capped at maxSize.
     """
-    wanted = max(policy.min_size, busy + waiting + policy.min_idle)
+    needed = -(-(busy + waiting) // policy.slots)
+    wanted = max(policy.min_size, needed + policy.min_idle)
     return min(policy.max_size, wanted)
 
 
@@ -77,7 +80,7 @@ def plan(
 ) -> Plan:
     """Decide which pods to create and which agents to retire, from what is observed at `now`."""
     live = [agent for agent in agents if agent.live]
-    busy = sum(1 for agent in live if agent.busy)
+    busy = sum(agent.slots_in_use for agent in live)
     retire: list[Retirement] = []
     keep: list[ObservedAgent] = []
     for agent in live:

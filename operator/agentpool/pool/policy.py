@@ -36,6 +36,8 @@ class PoolPolicy:
     token_hash: str = ""
     """The digest of the pool's token now: agents started with another are replaced."""
     port: int = POOL_DEFAULTS.port
+    slots: int = POOL_DEFAULTS.slots
+    """Items one agent serves at once."""
 
     def __post_init__(self) -> None:
         if self.min_size < 0:
@@ -55,6 +57,7 @@ class PoolPolicy:
             "max_lifetime_seconds",
             "quarantine_after_failures",
         )
+        refuse_below(self, 1, "slots")
 
     @property
     def max_overflow(self) -> int:
@@ -83,4 +86,5 @@ class PoolPolicy:
             template_hash=template_hash,
             token_hash=token_hash,
             port=spec.port,
+            slots=spec.slots,
         )

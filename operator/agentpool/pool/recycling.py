@@ -19,12 +19,25 @@ def retirement_reason(
     agent: ObservedAgent,
     now: float | None,
 ) -> RetireReason | None:
-    """The reason this agent must go, or None if it may stay; None always for a busy agent.
+    """The reason this agent must go, or None if it may stay; None always for a busy agent
+    (one with any slot busy), which finishes its items first.
 
     Rules are checked in order of urgency, so the reason given is the most telling one. With
     `now` None the age rule is skipped (for callers that have no clock at hand).
     """
-    if agent.busy or agent.deleting:
+    if agent.busy:
+        return None
+    return due_reason(policy, agent, now)
+
+
+def due_reason(
+    policy: PoolPolicy,
+    agent: ObservedAgent,
+    now: float | None,
+) -> RetireReason | None:
+    """The reason this agent is due to go, busy or not: an agent with several slots that is due
+    takes no new item, and is retired (:func:`retirement_reason`) once its slots are free."""
+    if agent.deleting:
         return None
     if agent.failed:
         return RetireReason.FAILED

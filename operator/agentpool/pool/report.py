@@ -53,6 +53,8 @@ def status_body(
             "readyReplicas": view.ready_replicas,
             "available": view.available,
             "busy": view.busy,
+            "slots": view.slots,
+            "busySlots": view.busy_slots,
             "overflow": view.overflow,
             "maxSize": policy.max_size,
             "waiting": view.waiting,

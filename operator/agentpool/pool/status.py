@@ -53,6 +53,8 @@ class PoolStatusView:
     overflow: int
     waiting: int
     state: PoolState
+    slots: int = 0
+    busy_slots: int = 0
     conditions: list[ConditionView] = field(default_factory=list)
     recommendation: Recommendation | None = None
     cold_start_seconds: float | None = None
@@ -98,6 +100,8 @@ def compute_status(
     replicas = len(live)
     ready = sum(1 for agent in live if agent.ready)
     busy = sum(1 for agent in live if agent.busy)
+    busy_slots = sum(agent.slots_in_use for agent in live)
+    slots = sum(policy.slots for agent in live if agent.ready)
     available = len(available_agents(policy, live, now=now))
     overflow = max(0, replicas - policy.min_size)
     state = state_name(
@@ -110,7 +114,7 @@ def compute_status(
     )
     # The agents the pool keeps or is starting: what it wants now, or more while idle overflow
     # waits out its timeout (or busy agents outlive a lowered maxSize).
-    wanted = max(replicas, desired_size(policy, busy=busy, waiting=len(waiters)))
+    wanted = max(replicas, desired_size(policy, busy=busy_slots, waiting=len(waiters)))
     current = DemandSample(at=now, busy=busy, waiting=len(waiters))
     cold_starts = sorted(
         start for agent in agents if (start := agent.cold_start_seconds) is not None
@@ -123,6 +127,8 @@ def compute_status(
         overflow=overflow,
         waiting=len(waiters),
         state=state,
+        slots=slots,
+        busy_slots=busy_slots,
         conditions=[
             ready_condition(policy, ready=ready, wanted=wanted, available=available),
             degraded_condition(live, now=now, readiness_grace_seconds=readiness_grace_seconds),

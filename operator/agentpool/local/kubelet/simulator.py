@@ -210,6 +210,9 @@ class Simulator:
             {
                 "busy": agent.busy,
                 "current": agent.current,
+                "slots": 1,
+                "busySlots": int(agent.busy),
+                "items": [agent.current] if agent.busy else [],
                 "uses": agent.uses,
                 "ready": True,
                 "draining": False,
