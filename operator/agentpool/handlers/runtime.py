@@ -84,6 +84,8 @@ class Pools:
     draining: dict[PoolKey, PoolHandle] = field(default_factory=dict)
     # Pods seen before their pool's loop started; the loop adopts them when it starts.
     orphan_pods: dict[PoolKey, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    # Uids of pods deleted before their pool was served: its listing must not bring them back.
+    deleted_pods: dict[PoolKey, set[str]] = field(default_factory=dict)
     started: dict[PoolKey, asyncio.Event] = field(default_factory=dict)
 
     def get(self, key: PoolKey) -> PoolHandle | None:
