@@ -74,7 +74,7 @@ def test_no_deleted_pod_returns_and_no_seen_pod_is_lost(
     )
     assert set(joined) == set(seen) | (set(listed) - deleted)
     for name, found in joined.items():
-        rv = int(found["metadata"]["resourceVersion"])
-        assert rv == max(int(v[name]) for v in (listed, seen) if name in v and v is seen or (
-            v is listed and name in v and name not in deleted
-        ))
+        views = [int(seen[name])] if name in seen else []
+        if name in listed and name not in deleted:
+            views.append(int(listed[name]))
+        assert int(found["metadata"]["resourceVersion"]) == max(views)
