@@ -213,3 +213,5 @@ class Runtime:
     # Agents found busy after a restart, released when they report idle; they outlive a
     # restarted pool loop so that such an agent is never held forever.
     restorers: set[asyncio.Task[None]] = field(default_factory=set)
+    # Bounds the restart's ``GET /status`` calls across all pools (made on first use, in the loop).
+    status_gate: asyncio.Semaphore | None = None
