@@ -130,13 +130,13 @@ def size_row(step: dict[str, Any], limit: float | None) -> str:
         else f"not within {_shown(limit)} s ({known})"
     )
     idle = step.get("idle_operator_cpu_cores")
+    cpu = _pair(step.get("settle_operator_cpu_seconds"), step.get("settle_cluster_cpu_seconds"))
     return (
         f"| {step['pools']:,} x {step['agents_per_pool']:,} | {_shown(step.get('settle_seconds'))} "
-        f"| {_shown(step.get('settle_operator_cpu_seconds'))} / "
-        f"{_shown(step.get('settle_cluster_cpu_seconds'))} "
+        f"| {cpu} "
         f"| {_shown(None if idle is None else round(idle * 100, 1))} "
         f"| {_shown(step.get('rss_mib'))} | <= {_shown(step.get('checkout_p99_ms'))} "
-        f"| {_shown(step.get('plan_p50_ms'))} / {_shown(step.get('plan_p99_ms'))} "
+        f"| {_pair(step.get('plan_p50_ms'), step.get('plan_p99_ms'))} "
         f"| {recovery} | {_shown(step.get('all_pools_back_seconds'))} "
         f"| {step.get('load_average') or ''} |"
     )
@@ -144,3 +144,7 @@ def size_row(step: dict[str, Any], limit: float | None) -> str:
 
 def _shown(value: Any) -> str:
     return "" if value is None else f"{value:g}"
+
+
+def _pair(first: Any, second: Any) -> str:
+    return "" if first is None and second is None else f"{_shown(first)} / {_shown(second)}"
