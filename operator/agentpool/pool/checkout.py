@@ -83,19 +83,6 @@ def first_available(
     return None
 
 
-def choose_agent(
-    policy: PoolPolicy,
-    agents: Iterable[ObservedAgent],
-    *,
-    now: float | None = None,
-    whole: bool = False,
-) -> str | None:
-    """The name of the agent the next checkout gets, or None when none is available."""
-    ordered = sorted(agents, key=idle_key)
-    chosen = first_available(policy, handout_order(policy.strategy, ordered), now=now, whole=whole)
-    return chosen.name if chosen is not None else None
-
-
 def free_slots(policy: PoolPolicy, agents: Iterable[ObservedAgent], *, now: float) -> int:
     """Items the pool's agents could take at once now: the free slots of available agents."""
     return sum(agent.free_slots for agent in agents if is_available(policy, agent, now=now))
