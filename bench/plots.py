@@ -202,7 +202,8 @@ def _simulated_cpu(axes: Any, steps: list[dict[str, Any]], agents: list[int]) ->
         ("settle_cluster_cpu_seconds", "cluster CPU to settle (s; API server + kubelet)"),
     ):
         measured = [(a, s[key]) for a, s in zip(agents, steps, strict=True) if s.get(key)]
-        axes.plot(*zip(*measured, strict=True), marker="o", linestyle="none", label=label)
+        if measured:
+            axes.plot(*zip(*measured, strict=True), marker="o", linestyle="none", label=label)
     idle = [
         (a, s["idle_operator_cpu_cores"] * 100)
         for a, s in zip(agents, steps, strict=True)
@@ -215,6 +216,11 @@ def _simulated_cpu(axes: Any, steps: list[dict[str, Any]], agents: list[int]) ->
             linestyle="none",
             label="settled operator (% of a core)",
         )
+    if not axes.lines:
+        # Results from before CPU was recorded: an empty panel that says so, not a log axis
+        # over no data.
+        axes.set_title("One operator: CPU against size (not recorded in these results)")
+        return
     for step, x in zip(steps, agents, strict=True):
         axes.annotate(
             f"{step['pools']} pools",

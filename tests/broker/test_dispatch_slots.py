@@ -20,6 +20,7 @@ from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import AgentClient
 from agentpool.io.kube import Kube
 from agentpool.pool import ObservedAgent, PoolPolicy
+from agentpool.runs.contracts import CheckoutTerms
 
 TOKEN = "pool-token-cast"
 
@@ -83,12 +84,13 @@ async def test_a_cast_item_frees_its_slot_when_it_is_done_not_when_the_agent_is(
     gets its slot while the second still runs."""
     runs, broker = served
     for key in ("a", "b"):
-        checkout = await runs.checkout("p", timeout=1, priority=0, holder=f"r/{key}")
+        checkout = await runs.checkout(CheckoutTerms("p", timeout=1, priority=0, holder="r"))
         result = await runs.invoke(checkout, envelope(key), timeout=60, cast=True)
         assert result.ok
         await runs.checkin(checkout, CheckinOutcome.SUCCESS)
     assert broker.agents()[0].busy_slots == 2
-    waiting = asyncio.create_task(runs.checkout("p", timeout=20, priority=0, holder="r/c"))
+    later = CheckoutTerms("p", timeout=20, priority=0, holder="r")
+    waiting = asyncio.create_task(runs.checkout(later))
     gates["a"].set()
     third = await waiting  # the slot of "a", while "b" still runs
     assert third.agent == "a"

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from choosing import choose_agent
 
 from agentpool.api import Strategy
-from agentpool.pool import ObservedAgent, PoolPolicy, Waiter, choose_agent, order_waiters
+from agentpool.pool import ObservedAgent, PoolPolicy, Waiter, order_waiters
 from agentpool.pool.checkout import available_agents, first_available, handout_order, waiter_key
 
 

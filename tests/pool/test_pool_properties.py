@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+from choosing import choose_agent
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -12,7 +13,6 @@ from agentpool.pool import (
     PoolPolicy,
     Waiter,
     available_agents,
-    choose_agent,
     compute_status,
     order_waiters,
     plan,

@@ -88,10 +88,12 @@ class Broker:
                 return self._hand_out(agent, holder=holder, whole=whole)
         loop = asyncio.get_running_loop()
         waiter = WaiterRecord(
-            priority=priority,
-            seq=next(self._arrivals),
-            holder=holder,
-            since=self._clock() if since is None else min(since, self._clock()),
+            Waiter(
+                priority=priority,
+                seq=next(self._arrivals),
+                holder=holder,
+                since=self._clock() if since is None else min(since, self._clock()),
+            ),
             future=loop.create_future(),
             whole=whole,
         )
@@ -265,11 +267,7 @@ class Broker:
 
     def waiters(self) -> tuple[Waiter, ...]:
         """The checkouts waiting now, in the order they will be served."""
-        live = [
-            Waiter(priority=w.priority, seq=w.seq, holder=w.holder, since=w.since)
-            for w in self._queue
-            if not w.gone
-        ]
+        live = [w.waiter for w in self._queue if not w.gone]
         return tuple(order_waiters(live))
 
     def counts(self) -> dict[str, int]:
@@ -321,7 +319,7 @@ class Broker:
             heapq.heappop(self._queue)
             waiter.gone = True
             self._waiting -= 1
-            checkout = self._hand_out(agent, holder=waiter.holder, whole=waiter.whole)
+            checkout = self._hand_out(agent, holder=waiter.waiter.holder, whole=waiter.whole)
             waiter.future.set_result(checkout)
 
     def _pick(self, *, whole: bool = False) -> AgentRecord | None:

@@ -14,7 +14,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from agentpool.broker.handles import Checkout
-from agentpool.pool import ObservedAgent
+from agentpool.pool import ObservedAgent, Waiter
 from agentpool.pool.checkout import waiter_key
 
 
@@ -85,18 +85,23 @@ class AgentRecord:
 
 @dataclass(eq=False)
 class WaiterRecord:
-    """One waiting checkout; the broker's heap keeps them in the pool core's waiter order."""
+    """One waiting checkout: the pool core's view of it, and what only the broker needs.
 
-    priority: int
-    seq: int
-    holder: str
-    since: float
+    The heap keeps these in the core's waiter order; the key is worked out once, when the
+    checkout starts to wait, not on every comparison.
+    """
+
+    waiter: Waiter
     future: asyncio.Future[Checkout] = field(repr=False)
     whole: bool = False
     gone: bool = False
+    key: tuple[int, float, int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.key = waiter_key(self.waiter)
 
     def __lt__(self, other: WaiterRecord) -> bool:
-        return waiter_key(self) < waiter_key(other)
+        return self.key < other.key
 
 
 class IdleOrder:

@@ -6,7 +6,7 @@ fake clock.
 """
 
 from agentpool.api.conditions import ConditionView
-from agentpool.pool.checkout import available_agents, choose_agent, order_waiters
+from agentpool.pool.checkout import available_agents, order_waiters
 from agentpool.pool.observed import ObservedAgent, Waiter
 from agentpool.pool.plan import Plan, Retirement, desired_size, plan
 from agentpool.pool.policy import PoolPolicy
@@ -25,7 +25,6 @@ __all__ = [
     "Retirement",
     "Waiter",
     "available_agents",
-    "choose_agent",
     "compute_status",
     "desired_size",
     "order_waiters",

@@ -16,7 +16,7 @@ only one with no slot busy.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from agentpool.api import Strategy
 from agentpool.pool.observed import ObservedAgent, Waiter
@@ -24,17 +24,6 @@ from agentpool.pool.policy import PoolPolicy
 from agentpool.pool.recycling import due_reason
 
 T = TypeVar("T")
-
-
-class Queued(Protocol):
-    """Anything served in waiter order: a :class:`Waiter`, or the broker's own record of one."""
-
-    @property
-    def priority(self) -> int: ...
-    @property
-    def seq(self) -> int: ...
-    @property
-    def since(self) -> float | None: ...
 
 
 def available_agents(
@@ -94,25 +83,12 @@ def first_available(
     return None
 
 
-def choose_agent(
-    policy: PoolPolicy,
-    agents: Iterable[ObservedAgent],
-    *,
-    now: float | None = None,
-    whole: bool = False,
-) -> str | None:
-    """The name of the agent the next checkout gets, or None when none is available."""
-    ordered = sorted(agents, key=idle_key)
-    chosen = first_available(policy, handout_order(policy.strategy, ordered), now=now, whole=whole)
-    return chosen.name if chosen is not None else None
-
-
 def free_slots(policy: PoolPolicy, agents: Iterable[ObservedAgent], *, now: float) -> int:
     """Items the pool's agents could take at once now: the free slots of available agents."""
     return sum(agent.free_slots for agent in agents if is_available(policy, agent, now=now))
 
 
-def waiter_key(waiter: Queued) -> tuple[int, float, int]:
+def waiter_key(waiter: Waiter) -> tuple[int, float, int]:
     """Sort key of the waiter order: priority descending, then when the wait began, then arrival.
 
     A wait may begin before its checkout reaches the pool: a run's first checkouts wait from when
