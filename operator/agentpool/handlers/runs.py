@@ -280,9 +280,16 @@ async def build_engine(
     )
     try:
         source, digest = await pin_source(runtime, body, spec, raw_spec.get("source"), status)
-        pools = await reading
-    finally:
+    except BaseException:
         reading.cancel()
+        # Its own error, if any, is not the one to report; retrieve it so none is logged.
+        reading.add_done_callback(lambda done: done.cancelled() or done.exception())
+        raise
+    try:
+        pools = await reading
+    except BaseException:
+        await source.close()
+        raise
     config = config_from_spec(name, spec, pools=pools)
     configmaps = {}
     for ref in status.get("resultRefs") or []:
