@@ -260,21 +260,16 @@ async def drive(
     return time.time()
 
 
-async def build_engine(
+async def read_inputs(
     runtime: Runtime,
     body: kopf.Body,
-    key: PoolKey,
     spec: PoolRunSpec,
-    *,
     raw_spec: dict[str, Any],
     status: dict[str, Any],
-    arrived: float | None = None,
-) -> tuple[RunEngine, FileJournal | None]:
-    """The run's engine and journal, with its progress restored from status and its result
-    ConfigMaps, and its source stopped at once when it no longer matches the digest the run
-    started on."""
-    namespace, name = key
-    # The run's first items wait on both the pools' specs and the source: read side by side.
+) -> tuple[ItemSource, str, dict[str, AgentPoolSpec]]:
+    """The run's pinned source, its digest and its pools' specs, read side by side, since its
+    first items wait on both; a source opened for a start that fails is closed again."""
+    namespace = str(body["metadata"]["namespace"])
     reading = asyncio.ensure_future(
         pool_timeouts(runtime, namespace, pools=lifecycle.named_pools(spec))
     )
@@ -290,6 +285,24 @@ async def build_engine(
     except BaseException:
         await source.close()
         raise
+    return source, digest, pools
+
+
+async def build_engine(
+    runtime: Runtime,
+    body: kopf.Body,
+    key: PoolKey,
+    spec: PoolRunSpec,
+    *,
+    raw_spec: dict[str, Any],
+    status: dict[str, Any],
+    arrived: float | None = None,
+) -> tuple[RunEngine, FileJournal | None]:
+    """The run's engine and journal, with its progress restored from status and its result
+    ConfigMaps, and its source stopped at once when it no longer matches the digest the run
+    started on."""
+    namespace, name = key
+    source, digest, pools = await read_inputs(runtime, body, spec, raw_spec, status)
     config = config_from_spec(name, spec, pools=pools)
     configmaps = {}
     for ref in status.get("resultRefs") or []:
