@@ -260,6 +260,34 @@ async def drive(
     return time.time()
 
 
+async def read_inputs(
+    runtime: Runtime,
+    body: kopf.Body,
+    spec: PoolRunSpec,
+    raw_spec: dict[str, Any],
+    status: dict[str, Any],
+) -> tuple[ItemSource, str, dict[str, AgentPoolSpec]]:
+    """The run's pinned source, its digest and its pools' specs, read side by side, since its
+    first items wait on both; a source opened for a start that fails is closed again."""
+    namespace = str(body["metadata"]["namespace"])
+    reading = asyncio.ensure_future(
+        pool_timeouts(runtime, namespace, pools=lifecycle.named_pools(spec))
+    )
+    try:
+        source, digest = await pin_source(runtime, body, spec, raw_spec.get("source"), status)
+    except BaseException:
+        reading.cancel()
+        # Its own error, if any, is not the one to report; retrieve it so none is logged.
+        reading.add_done_callback(lambda done: done.cancelled() or done.exception())
+        raise
+    try:
+        pools = await reading
+    except BaseException:
+        await source.close()
+        raise
+    return source, digest, pools
+
+
 async def build_engine(
     runtime: Runtime,
     body: kopf.Body,
@@ -274,15 +302,7 @@ async def build_engine(
     ConfigMaps, and its source stopped at once when it no longer matches the digest the run
     started on."""
     namespace, name = key
-    # The run's first items wait on both the pools' specs and the source: read side by side.
-    reading = asyncio.ensure_future(
-        pool_timeouts(runtime, namespace, pools=lifecycle.named_pools(spec))
-    )
-    try:
-        source, digest = await pin_source(runtime, body, spec, raw_spec.get("source"), status)
-        pools = await reading
-    finally:
-        reading.cancel()
+    source, digest, pools = await read_inputs(runtime, body, spec, raw_spec, status)
     config = config_from_spec(name, spec, pools=pools)
     configmaps = {}
     for ref in status.get("resultRefs") or []:
