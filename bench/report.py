@@ -1,7 +1,9 @@
 """The Markdown of the README's Performance section, from a results.json of ``python -m bench``.
 
 ``python -m bench`` writes it as ``performance.md`` beside ``results.json``, so the figures in the
-README are pasted from a run rather than typed by hand.
+README are pasted from a run rather than typed by hand. The simulated scenario's sizes get a table
+of their own, from the steps in ``results.json``; what those figures say about where one operator
+stops is kept by hand in ``simulated.md``, which no run overwrites.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ def render(results: dict[str, Any]) -> str:
         value = (results.get(section) or {}).get(key)
         shown = "not run" if value is None else f"{value:g}"
         lines.append(f"| {label} | {shown} | {target} |")
+    lines += simulated_section(results.get("simulated") or {})
     lines += [
         "",
         f"Made by `{results.get('command', 'python -m bench')}` on {host.get('date')}: "
@@ -73,3 +76,75 @@ def render(results: dict[str, Any]) -> str:
         f"{host.get('load_average')} when it started.",
     ]
     return "\n".join(lines) + "\n"
+
+
+SIZE_HEADER = [
+    "| pools x agents | settle, s | CPU to settle, s: operator / cluster "
+    "| settled operator, % of a core | RSS, MiB | warm checkout p99, ms "
+    "| spec change -> plan, p50 / p99, ms | SIGKILL -> every busy agent known, s "
+    "| SIGKILL -> every pool served, s | load |",
+    "|---|---|---|---|---|---|---|---|---|---|",
+]
+
+
+def simulated_section(simulated: dict[str, Any]) -> list[str]:
+    """The simulated scenario by size, as measured: one row a size reached, one a size that ran
+    out of its budget; then the memory fit. Empty when the scenario did not run."""
+    steps = simulated.get("steps") or []
+    unreached = simulated.get("unreached") or []
+    if not steps and not unreached:
+        return []
+    lines = ["", "## One operator at scale: the simulated cluster", "", *SIZE_HEADER]
+    lines += [size_row(step, simulated.get("recovery_limit_seconds")) for step in steps]
+    budget = simulated.get("step_budget_seconds")
+    for size in unreached:
+        lines.append(
+            f"| {size['pools']:,} x {size['agents'] // max(1, size['pools']):,} "
+            f"| not within {budget:g} s: {size['ready_agents']:,} of {size['agents']:,} "
+            f"agents ready | | | {_shown(size.get('rss_mib'))} when stopped | | | | | |"
+        )
+    if simulated.get("rss_per_pool_kib") is not None:
+        lines += [
+            "",
+            f"Memory, fitted over the sizes reached: {simulated['rss_base_mib']:g} MiB + "
+            f"{simulated['rss_per_pool_kib']:g} KiB a pool + "
+            f"{simulated['rss_per_agent_kib']:g} KiB an agent.",
+        ]
+    lines += [
+        "",
+        "![One operator against size](plots/simulated.png)",
+        "",
+        "What these figures say about where one operator stops, and what sharding would split: "
+        "[simulated.md](simulated.md).",
+    ]
+    return lines
+
+
+def size_row(step: dict[str, Any], limit: float | None) -> str:
+    """One size's row of the simulated scenario's table."""
+    recovered = step.get("recovery_seconds")
+    known = f"{step.get('busy_known_again', 0):,} of {step.get('busy_at_kill', 0):,}"
+    recovery = (
+        f"{recovered:g} ({known})"
+        if recovered is not None
+        else f"not within {_shown(limit)} s ({known})"
+    )
+    idle = step.get("idle_operator_cpu_cores")
+    cpu = _pair(step.get("settle_operator_cpu_seconds"), step.get("settle_cluster_cpu_seconds"))
+    return (
+        f"| {step['pools']:,} x {step['agents_per_pool']:,} | {_shown(step.get('settle_seconds'))} "
+        f"| {cpu} "
+        f"| {_shown(None if idle is None else round(idle * 100, 1))} "
+        f"| {_shown(step.get('rss_mib'))} | <= {_shown(step.get('checkout_p99_ms'))} "
+        f"| {_pair(step.get('plan_p50_ms'), step.get('plan_p99_ms'))} "
+        f"| {recovery} | {_shown(step.get('all_pools_back_seconds'))} "
+        f"| {step.get('load_average') or ''} |"
+    )
+
+
+def _shown(value: Any) -> str:
+    return "" if value is None else f"{value:g}"
+
+
+def _pair(first: Any, second: Any) -> str:
+    return "" if first is None and second is None else f"{_shown(first)} / {_shown(second)}"

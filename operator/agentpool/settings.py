@@ -56,6 +56,11 @@ class RecoverySettings:
     """How often an agent found busy after a restart is asked whether it is done."""
     status_timeout_seconds: float = 2.0
     """How long a restarted loop waits for each agent's ``GET /status``."""
+    status_concurrency: int = 256
+    """``GET /status`` calls of restarting pools in flight at once, across all pools. All pools
+    start together after a restart: 10,000 agents asked at once queued on the agent client's
+    connections, where the wait counted against each call's timeout, so agents that answered in
+    time were taken for silent, held busy and asked again twice a second."""
 
 
 @dataclass(frozen=True)

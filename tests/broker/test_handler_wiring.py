@@ -21,7 +21,6 @@ from agentpool.pool import PoolPolicy
 IDS = {
     "build_registry.<locals>.login",  # an activity: kopf keeps no progress for it
     "pools",
-    "pods_by_pool",
     "pod_event",
     "pool_event",
     "pool_loop",

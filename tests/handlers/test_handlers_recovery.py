@@ -64,6 +64,7 @@ def restart(
         leases=SimpleNamespace(restored={}),
         settings=dataclasses.replace(OperatorSettings(), recovery=recovery),
         restorers=set(),
+        status_gate=None,
     )
     handle = SimpleNamespace(broker=broker, namespace="ns", name="p", port=8080, token="t")
     return runtime, handle, agents
@@ -146,3 +147,57 @@ async def test_an_agent_with_several_slots_keeps_one_busy_per_item_it_reports() 
     async with asyncio.timeout(10):
         await asyncio.gather(*runtime.restorers)
     assert handle.broker.agents()[0].busy_slots == 0
+
+
+class Crowded(Agents):
+    """Agents behind a client that can carry ``room`` calls at once: a call beyond that waits
+    for a connection past its timeout and comes back with no answer, as a restart of thousands
+    of agents did on the operator's shared client."""
+
+    def __init__(self, answers: dict[str, AgentStatus | None], room: int) -> None:
+        super().__init__(answers)
+        self.room, self.in_flight, self.most = room, 0, 0
+
+    async def status(self, endpoint: str, token: str, *, timeout: float = 5.0) -> Any:
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        try:
+            await asyncio.sleep(0)
+            return None if self.in_flight > self.room else await super().status(endpoint, token)
+        finally:
+            self.in_flight -= 1
+
+
+async def test_a_restart_of_many_pools_asks_only_so_many_agents_at_once() -> None:
+    """All pools restart together: their ``/status`` calls are bounded across pools, so an idle
+    agent is not taken for silent (and held busy) because the calls before it filled the
+    client; each pool hands out its idle agents at once."""
+    pools = []
+    crowded = Crowded({}, room=3)
+    for number in range(4):
+        answers = {f"10.0.{number}.{i}": idle() for i in range(5)}
+        runtime, handle, _ = restart(answers)
+        crowded.answers.update(answers)
+        pools.append((runtime, handle))
+    gate = asyncio.Semaphore(3)
+    for runtime, _ in pools:
+        runtime.agents, runtime.status_gate = crowded, gate
+    await asyncio.gather(*(restore_held_agents(runtime, handle) for runtime, handle in pools))
+    assert crowded.most <= 3
+    for runtime, handle in pools:
+        assert not runtime.restorers
+        assert len(await free_agents(handle.broker)) == 5
+
+
+async def test_the_bound_comes_from_the_settings_when_the_runtime_has_none() -> None:
+    """A runtime without a gate gets one of ``status_concurrency`` calls on first use."""
+    runtime, handle, _ = restart({f"10.0.0.{i}": idle() for i in range(6)})
+    crowded = Crowded(dict(runtime.agents.answers), room=2)
+    runtime.agents = crowded
+    runtime.settings = dataclasses.replace(
+        runtime.settings,
+        recovery=dataclasses.replace(runtime.settings.recovery, status_concurrency=2),
+    )
+    await restore_held_agents(runtime, handle)
+    assert crowded.most <= 2
+    assert len(await free_agents(handle.broker)) == 6

@@ -46,6 +46,10 @@ async def pod_event(
         return
     if event.get("type") == "DELETED":
         seen.pop(name, None)
+        if runtime.pools.get(key) is None:
+            # The pool's loop may be listing its pods still: the listing must not revive it.
+            uid = str(pod["metadata"].get("uid") or "")
+            runtime.pools.deleted_pods.setdefault(key, set()).add(uid)
     else:
         seen[name] = pod
     if handle is not None:

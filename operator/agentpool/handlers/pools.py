@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -30,6 +29,7 @@ from agentpool.handlers.recovery import restore_held_agents
 from agentpool.handlers.registration import KindHandlers
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.pool import Plan, PoolPolicy, plan
+from agentpool.pool.listing import join_listing
 from agentpool.pool.manifests import (
     POOL_LABEL,
     agent_pod,
@@ -47,28 +47,14 @@ __all__ = ["POOL_LABEL", "register", "sync_broker"]
 log = logging.getLogger(__name__)
 
 
-PodIndex = kopf.Index[PoolKey, dict[str, Any]]
-
-
 def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
     """Bind the AgentPool handlers to ``registry``, each given ``runtime``."""
-    kopf.index(
-        "v1", "pods", id="pods_by_pool", labels={POOL_LABEL: kopf.PRESENT}, registry=registry
-    )(pods_by_pool)
     handlers = KindHandlers("agentpools", registry, runtime)
     handlers.on_event(pool_event)
     # The loop ends by itself as soon as it is stopped (the deletion handler drains), so kopf
     # never needs to cancel it: a deletion is not a cancellation.
     handlers.daemon(pool_loop, cancellation_backoff=5)
     handlers.on_delete(pool_drain)
-
-
-def pods_by_pool(
-    body: kopf.Body, namespace: str | None, labels: Mapping[str, str], **_: Any
-) -> dict[tuple[str | None, str], dict[str, Any]]:
-    """Index agent pods by pool, so a restarted operator's pool loop knows every pod when it
-    starts (kopf starts no handler before every index has been listed)."""
-    return {(namespace, labels[POOL_LABEL]): dict(body)}
 
 
 async def pool_event(runtime: Runtime, /, namespace: str | None, name: str, **_: Any) -> None:
@@ -107,18 +93,21 @@ async def pool_loop(
 ) -> None:
     """The pool's daemon: start serving it, reconcile until stopped, then let it go."""
     key = (body.metadata.namespace or "", body.metadata.name)
-    handle = await start_pool(runtime, body, key, kwargs["pods_by_pool"])
+    handle = await start_pool(runtime, body, key)
     try:
         await run_passes(runtime, handle, body, stopped)
     finally:
         end_pool(runtime, handle, stopped)
 
 
-async def start_pool(
-    runtime: Runtime, body: kopf.Body, key: PoolKey, pods_by_pool: PodIndex
-) -> PoolHandle:
+async def start_pool(runtime: Runtime, body: kopf.Body, key: PoolKey) -> PoolHandle:
     """The pool's handle, serving checkouts once it knows its pods, its token and what was held
-    before a restart."""
+    before a restart.
+
+    The pool lists its own pods rather than waiting for kopf to index every pod first: with an
+    index, kopf starts no handler until all pods are listed and wakes every waiting handler on
+    each pod listed, which at 10,000 agents kept a restarted operator from serving any pool for
+    minutes."""
     namespace, name = key
     spec = AgentPoolSpec.model_validate(body.get("spec") or {})
     policy = policy_of(spec)
@@ -134,9 +123,7 @@ async def start_pool(
     )
     runtime.pools.starting[key] = handle
     try:
-        for pod in pods_by_pool.get(key, []):
-            if owned_by(pod, handle.uid):
-                handle.pods.setdefault(pod["metadata"]["name"], pod)
+        await adopt_pods(runtime, handle)
         handle.token = await tokens.open_token(runtime, handle, body)
         # With the token known, the agents that hold another are told apart before recovery.
         handle.broker.update_policy(policy_of(spec, token=handle.token))
@@ -149,7 +136,22 @@ async def start_pool(
     handle.pods.update(runtime.pools.orphan_pods.pop(key, {}))
     sync_broker(handle)
     runtime.pools.serve(handle)
+    runtime.pools.deleted_pods.pop(key, None)
     return handle
+
+
+async def adopt_pods(runtime: Runtime, handle: PoolHandle) -> None:
+    """Take the pool's pods from its own listing and from the pod events seen so far."""
+    key = (handle.namespace, handle.name)
+    listed = await runtime.kube.list_pods(handle.namespace, f"{POOL_LABEL}={handle.name}")
+    seen = {**runtime.pools.orphan_pods.pop(key, {}), **handle.pods}
+    handle.pods.clear()
+    joined = join_listing(
+        (pod for pod in listed if owned_by(pod, handle.uid)),
+        seen=seen,
+        deleted=runtime.pools.deleted_pods.get(key, set()),
+    )
+    handle.pods.update(joined)
 
 
 async def run_passes(
@@ -211,8 +213,7 @@ async def pool_drain(runtime: Runtime, /, name: str, namespace: str | None, **kw
         await drain(runtime, handle)
         handle.drained = True
     else:  # the loop never started here (the pool was deleted while the operator was down)
-        index: PodIndex = kwargs["pods_by_pool"]
-        for pod in index.get(key, []):
+        for pod in await runtime.kube.list_pods(key[0], f"{POOL_LABEL}={name}"):
             if owned_by(pod, uid):
                 await runtime.kube.delete_pod(key[0], pod["metadata"]["name"])
     if pools.draining.get(key) is handle:

@@ -39,14 +39,7 @@ async def restore_held_agents(runtime: Runtime, handle: PoolHandle) -> None:
             runtime.leases.restored[(handle.namespace, lease)] = checkout
     agents = [a for a in handle.broker.agents() if a.ready and a.ip and a.name not in leased]
     statuses = await asyncio.gather(
-        *(
-            runtime.agents.status(
-                f"http://{a.ip}:{handle.port}",
-                handle.token,
-                timeout=runtime.settings.recovery.status_timeout_seconds,
-            )
-            for a in agents
-        )
+        *(restart_status(runtime, f"http://{a.ip}:{handle.port}", handle.token) for a in agents)
     )
     now = time.time()
     for agent, found in zip(agents, statuses, strict=True):
@@ -70,6 +63,17 @@ async def restore_held_agents(runtime: Runtime, handle: PoolHandle) -> None:
                 )
                 runtime.restorers.add(task)
                 task.add_done_callback(runtime.restorers.discard)
+
+
+async def restart_status(runtime: Runtime, endpoint: str, token: str) -> AgentStatus | None:
+    """The agent's ``GET /status`` for a restarting pool, once one of the calls the operator
+    allows at once is free: its timeout runs from the call, not from the wait for it."""
+    if runtime.status_gate is None:
+        runtime.status_gate = asyncio.Semaphore(runtime.settings.recovery.status_concurrency)
+    async with runtime.status_gate:
+        return await runtime.agents.status(
+            endpoint, token, timeout=runtime.settings.recovery.status_timeout_seconds
+        )
 
 
 def _held_slots(found: AgentStatus | None, slots: int) -> list[tuple[str | None, bool]]:

@@ -84,6 +84,8 @@ class Pools:
     draining: dict[PoolKey, PoolHandle] = field(default_factory=dict)
     # Pods seen before their pool's loop started; the loop adopts them when it starts.
     orphan_pods: dict[PoolKey, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    # Uids of pods deleted before their pool was served: its listing must not bring them back.
+    deleted_pods: dict[PoolKey, set[str]] = field(default_factory=dict)
     started: dict[PoolKey, asyncio.Event] = field(default_factory=dict)
 
     def get(self, key: PoolKey) -> PoolHandle | None:
@@ -211,3 +213,5 @@ class Runtime:
     # Agents found busy after a restart, released when they report idle; they outlive a
     # restarted pool loop so that such an agent is never held forever.
     restorers: set[asyncio.Task[None]] = field(default_factory=set)
+    # Bounds the restart's ``GET /status`` calls across all pools (made on first use, in the loop).
+    status_gate: asyncio.Semaphore | None = None

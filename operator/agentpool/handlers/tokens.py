@@ -46,6 +46,9 @@ async def open_token(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> s
     """The token a pool's loop starts with; a new one, when agents already run, is announced:
     they hold the old one and are replaced (see ``TokenChanged`` in the pool core)."""
     token, minted = await ensure_token(runtime, dict(body))
+    # Just read or written: the loop's first pass need not look again (a second GET a pool,
+    # queued behind every other pool's, when all start at once after a restart).
+    handle.secret_checked_at = time.monotonic()
     if minted and handle.pods:
         kopf.event(
             body,

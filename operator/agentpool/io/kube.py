@@ -183,6 +183,12 @@ class Kube:
             "create", "pods", self._core.create_namespaced_pod, namespace, body
         )
 
+    async def list_pods(self, namespace: str, labels: str) -> list[dict[str, Any]]:
+        """The pods of ``namespace`` matching the label selector ``labels``, as plain dicts."""
+        call = functools.partial(self._core.list_namespaced_pod, label_selector=labels)
+        listed = await self._plain_call("list", "pods", call, namespace)
+        return list(listed.get("items") or [])
+
     async def delete_pod(self, namespace: str, name: str) -> None:
         """Delete a pod; one already gone is not an error."""
         with contextlib.suppress(NotFound):
