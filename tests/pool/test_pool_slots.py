@@ -133,3 +133,36 @@ def test_status_counts_slots() -> None:
     assert (view.slots, view.busy_slots, view.busy, view.available) == (8, 5, 2, 1)
     assert free_slots(policy, agents, now=10.0) == 3
     assert view.state == "Ready"
+
+
+@pytest.mark.parametrize(
+    ("fields", "slots", "create"),
+    [
+        ({"uses": 10}, 4, 1),  # worn out: its three free slots take nothing
+        ({"template_hash": "old"}, 4, 1),  # outdated by a rollout
+        ({"quarantined": True}, 4, 1),
+        ({}, 4, 0),  # sound: the waiter takes one of its free slots
+        ({"uses": 10}, 1, 1),  # one slot, as before slots
+    ],
+)
+def test_a_due_agent_is_no_capacity_for_waiters(
+    fields: dict[str, object], slots: int, create: int
+) -> None:
+    """A due agent finishing one busy slot takes no new item, so a waiter gets a new agent in
+    the overflow, as it would with one slot per agent."""
+    policy = PoolPolicy(min_size=1, max_size=2, slots=slots, max_uses=10, template_hash="new")
+    agent = _agent("a", 1.0, 1, slots, **{"template_hash": "new", **fields})
+    waiter = Waiter(priority=0, seq=1)
+    assert plan(policy, [agent], [waiter], 10.0).create == create
+
+
+def test_the_pool_shrinks_once_the_due_agent_is_retired() -> None:
+    """After the overflow agent takes the waiter and the due agent's last slot is free, the due
+    agent goes and nothing replaces it: one agent serves the one item."""
+    policy = PoolPolicy(min_size=1, max_size=2, slots=4, max_uses=10)
+    due = _agent("a", 1.0, 0, uses=10)
+    fresh = _agent("b", 5.0, 1)
+    step = plan(policy, [due, fresh], [], 10.0)
+    assert step.retired_names == ("a",)
+    assert step.create == 0
+

@@ -21,7 +21,7 @@ from agentpool.pool.observed import (
     Waiter,
 )
 from agentpool.pool.policy import PoolPolicy
-from agentpool.pool.recycling import retirement_reason
+from agentpool.pool.recycling import due_reason, retirement_reason
 
 HELD_REASONS = frozenset({IMAGE_PULL_BACK_OFF, ERR_IMAGE_PULL, CRASH_LOOP_BACK_OFF})
 
@@ -80,7 +80,7 @@ def plan(
 ) -> Plan:
     """Decide which pods to create and which agents to retire, from what is observed at `now`."""
     live = [agent for agent in agents if agent.live]
-    busy = sum(agent.slots_in_use for agent in live)
+    busy = sum(_slots_taken(policy, agent, now) for agent in live)
     retire: list[Retirement] = []
     keep: list[ObservedAgent] = []
     for agent in live:
@@ -124,6 +124,15 @@ def plan(
         desired=desired,
         held=held,
     )
+
+
+def _slots_taken(policy: PoolPolicy, agent: ObservedAgent, now: float) -> int:
+    """Slots of the pool's capacity the agent takes: its busy slots, or a whole agent's worth
+    when it is due for retirement, since a due agent takes no new item while it finishes its
+    busy slots, so its free slots must not keep waiters from an overflow agent."""
+    if agent.busy and due_reason(policy, agent, now) is not None:
+        return policy.slots
+    return agent.slots_in_use
 
 
 def _scale_down_order(agents: Sequence[ObservedAgent], now: float) -> list[ObservedAgent]:
