@@ -166,3 +166,11 @@ def test_the_pool_shrinks_once_the_due_agent_is_retired() -> None:
     assert step.retired_names == ("a",)
     assert step.create == 0
 
+
+def test_a_waiting_lease_needs_a_whole_agent() -> None:
+    """A lease waits for an agent with no slot busy: the free slots of a partly busy agent do
+    not serve it, so a pod is created for it, where an item would take a free slot."""
+    policy = PoolPolicy(min_size=1, max_size=2, slots=4)
+    agent = _agent("a", 1.0, 1)
+    assert plan(policy, [agent], [Waiter(priority=0, seq=1, whole=True)], 10.0).create == 1
+    assert plan(policy, [agent], [Waiter(priority=0, seq=1)], 10.0).create == 0
