@@ -174,3 +174,31 @@ def test_a_waiting_lease_needs_a_whole_agent() -> None:
     agent = _agent("a", 1.0, 1)
     assert plan(policy, [agent], [Waiter(priority=0, seq=1, whole=True)], 10.0).create == 1
     assert plan(policy, [agent], [Waiter(priority=0, seq=1)], 10.0).create == 0
+
+
+@pytest.mark.parametrize(
+    ("slots", "busy_slots", "waiting", "demand"),
+    [
+        (1, 1, 4, 5),  # one slot: a busy agent and four waiters want five agents
+        (4, 1, 4, 2),  # four slots: one slot busy and four waiting fill two agents
+        (4, 4, 0, 1),
+        (4, 0, 0, 0),
+        (4, 5, 0, 2),
+    ],
+)
+def test_recommendation_counts_demand_in_agents(
+    slots: int, busy_slots: int, waiting: int, demand: int
+) -> None:
+    """The recommended sizes are agents: busy slots and waiting checkouts are divided by the
+    slots of an agent, not added as though each were an agent."""
+    policy = PoolPolicy(min_size=1, max_size=8, slots=slots)
+    agents = []
+    left = busy_slots
+    for n in range(-(-busy_slots // slots) or 1):
+        taken = min(left, slots)
+        left -= taken
+        agents.append(_agent(f"a{n}", 1.0, taken, slots))
+    waiters = [Waiter(priority=0, seq=n) for n in range(waiting)]
+    view = compute_status(policy, agents, waiters, 10.0)
+    assert view.recommendation is not None
+    assert (view.recommendation.peak_demand, view.recommendation.max_size) == (demand, demand)

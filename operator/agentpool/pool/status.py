@@ -116,7 +116,7 @@ def compute_status(
     # waits out its timeout (or busy agents outlive a lowered maxSize).
     waiting = waiting_slots(policy, waiters)
     wanted = max(replicas, desired_size(policy, busy=busy_slots, waiting=waiting))
-    current = DemandSample(at=now, busy=busy, waiting=len(waiters))
+    current = DemandSample(at=now, busy=busy_slots, waiting=waiting, slots=policy.slots)
     cold_starts = sorted(
         start for agent in agents if (start := agent.cold_start_seconds) is not None
     )
