@@ -4,11 +4,11 @@ agent with a busy slot is never retired, however worn out it is."""
 from __future__ import annotations
 
 import pytest
-from choosing import choose_agent
+from choosing import choose_agent, free_slots
 
 from agentpool.api.reasons import RetireReason
 from agentpool.pool import ObservedAgent, PoolPolicy, Waiter, desired_size, plan
-from agentpool.pool.checkout import available_agents, free_slots, is_available
+from agentpool.pool.checkout import available_agents, is_available
 from agentpool.pool.recycling import due_reason, retirement_reason
 from agentpool.pool.status import compute_status
 
