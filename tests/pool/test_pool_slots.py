@@ -119,7 +119,7 @@ def test_plan_creates_an_agent_only_when_the_slots_are_full() -> None:
     pod is created until every slot is busy and a checkout still waits."""
     policy = PoolPolicy(min_size=2, max_size=4, slots=4)
     partly = [_agent("a", 1.0, 4), _agent("b", 2.0, 1)]
-    assert plan(policy, partly, [], 10.0).create == 0
+    assert plan(policy, partly, [Waiter(priority=0, seq=1)], 10.0).create == 0
     full = [_agent("a", 1.0, 4), _agent("b", 2.0, 4)]
     assert plan(policy, full, [Waiter(priority=0, seq=1)], 10.0).create == 1
 
