@@ -154,6 +154,8 @@ def test_a_due_agent_is_no_capacity_for_waiters(
     agent = _agent("a", 1.0, 1, slots, **{"template_hash": "new", **fields})
     waiter = Waiter(priority=0, seq=1)
     assert plan(policy, [agent], [waiter], 10.0).create == create
+    message = compute_status(policy, [agent], [waiter], 10.0).conditions[0].message
+    assert message.startswith(f"1 of {1 + create} ")
 
 
 def test_the_pool_shrinks_once_the_due_agent_is_retired() -> None:

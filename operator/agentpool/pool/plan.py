@@ -87,7 +87,7 @@ def plan(
 ) -> Plan:
     """Decide which pods to create and which agents to retire, from what is observed at `now`."""
     live = [agent for agent in agents if agent.live]
-    busy = sum(_slots_taken(policy, agent, now) for agent in live)
+    busy = sum(slots_taken(policy, agent, now) for agent in live)
     retire: list[Retirement] = []
     keep: list[ObservedAgent] = []
     for agent in live:
@@ -133,10 +133,11 @@ def plan(
     )
 
 
-def _slots_taken(policy: PoolPolicy, agent: ObservedAgent, now: float) -> int:
-    """Slots of the pool's capacity the agent takes: its busy slots, or a whole agent's worth
-    when it is due for retirement, since a due agent takes no new item while it finishes its
-    busy slots, so its free slots must not keep waiters from an overflow agent."""
+def slots_taken(policy: PoolPolicy, agent: ObservedAgent, now: float) -> int:
+    """Slots of the pool's capacity the agent takes, for the planner and the status: its busy
+    slots, or a whole agent's worth when it is due for retirement, since a due agent takes no
+    new item while it finishes its busy slots, so its free slots must not keep waiters from an
+    overflow agent."""
     if agent.busy and due_reason(policy, agent, now) is not None:
         return policy.slots
     return agent.slots_in_use
