@@ -74,6 +74,20 @@ async def test_a_lease_waits_for_a_whole_agent_and_holds_every_slot() -> None:
     assert (await broker.checkout(timeout=0, holder="run/3")).agent == "a"
 
 
+async def test_a_waiting_lease_grows_the_pool_though_slots_are_free() -> None:
+    """A lease queued behind an agent serving one item of four is reported as waiting whole, so
+    the plan creates an agent for it rather than counting the three free slots."""
+    broker = make_broker(["a"], slots=4, max_size=2)
+    item = await broker.checkout(timeout=0, holder="run/1")
+    lease = asyncio.create_task(broker.checkout(timeout=5, holder="lease:l", whole=True))
+    await wait_until(broker, queued(broker, 1))
+    (waiter,) = broker.waiters()
+    assert waiter.whole
+    assert plan(broker.policy, broker.agents(), broker.waiters(), 0.0).create == 1
+    broker.checkin(item)
+    assert (await lease).agent == "a"
+
+
 async def test_max_uses_counts_items_and_retires_once_every_slot_is_free() -> None:
     """maxUses 3 on an agent of four slots: the fourth checkout waits, the agent is never retired
     while a slot is busy, and it is retired for MaxUses once all are back."""

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import pytest
+from test_broker_checkout import queued, wait_until
 
 from agentpool.agent import Agent, Context
 from agentpool.agent.server import AgentServer
@@ -91,8 +92,12 @@ async def test_a_cast_item_frees_its_slot_when_it_is_done_not_when_the_agent_is(
     assert broker.agents()[0].busy_slots == 2
     later = CheckoutTerms("p", timeout=20, priority=0, holder="r")
     waiting = asyncio.create_task(runs.checkout(later))
+    await wait_until(broker, queued(broker, 1))
+    assert not waiting.done()
     gates["a"].set()
-    third = await waiting  # the slot of "a", while "b" still runs
-    assert third.agent == "a"
+    await waiting
+    # The slot of "a" went to the waiting checkout while "b" still runs: both slots busy.
+    assert not gates["b"].is_set()
     (agent,) = broker.agents()
     assert (agent.busy_slots, agent.lost) == (2, False)
+    assert broker.counts()["busy_slots"] == 2

@@ -32,6 +32,7 @@ def policies(draw: st.DrawFn) -> PoolPolicy:
         max_lifetime_seconds=draw(st.sampled_from([0.0, 50.0, 200.0])),
         quarantine_after_failures=draw(st.integers(0, 3)),
         template_hash=draw(st.sampled_from(["", "h1"])),
+        slots=draw(st.sampled_from([1, 2, 4])),
     )
 
 
@@ -41,13 +42,16 @@ def agent_lists(draw: st.DrawFn) -> list[ObservedAgent]:
     agents = []
     for index in range(count):
         was_ready = draw(st.booleans())
+        busy_slots = draw(st.integers(0, 5))
         agents.append(
             ObservedAgent(
                 name=f"agent-{index}",
                 created_at=draw(st.floats(0, 100)),
                 ready=draw(st.booleans()) if was_ready else False,
                 ready_at=draw(st.floats(0, 100)) if was_ready else None,
-                busy=draw(st.booleans()),
+                busy=busy_slots > 0 or draw(st.booleans()),
+                busy_slots=busy_slots,
+                slots=draw(st.sampled_from([1, 2, 4])),
                 uses=draw(st.integers(0, 6)),
                 idle_since=draw(st.none() | st.floats(0, 200)),
                 idle_seq=draw(st.integers(0, 20)),
@@ -64,7 +68,7 @@ def agent_lists(draw: st.DrawFn) -> list[ObservedAgent]:
 
 
 waiter_lists = st.lists(
-    st.builds(Waiter, priority=st.integers(-3, 3), seq=st.integers(0, 1000)),
+    st.builds(Waiter, priority=st.integers(-3, 3), seq=st.integers(0, 1000), whole=st.booleans()),
     max_size=10,
     unique_by=lambda waiter: waiter.seq,
 )

@@ -4,11 +4,11 @@ agent with a busy slot is never retired, however worn out it is."""
 from __future__ import annotations
 
 import pytest
-from choosing import choose_agent
+from choosing import choose_agent, free_slots
 
 from agentpool.api.reasons import RetireReason
 from agentpool.pool import ObservedAgent, PoolPolicy, Waiter, desired_size, plan
-from agentpool.pool.checkout import available_agents, free_slots, is_available
+from agentpool.pool.checkout import available_agents, is_available
 from agentpool.pool.recycling import due_reason, retirement_reason
 from agentpool.pool.status import compute_status
 
@@ -119,7 +119,7 @@ def test_plan_creates_an_agent_only_when_the_slots_are_full() -> None:
     pod is created until every slot is busy and a checkout still waits."""
     policy = PoolPolicy(min_size=2, max_size=4, slots=4)
     partly = [_agent("a", 1.0, 4), _agent("b", 2.0, 1)]
-    assert plan(policy, partly, [], 10.0).create == 0
+    assert plan(policy, partly, [Waiter(priority=0, seq=1)], 10.0).create == 0
     full = [_agent("a", 1.0, 4), _agent("b", 2.0, 4)]
     assert plan(policy, full, [Waiter(priority=0, seq=1)], 10.0).create == 1
 
@@ -133,3 +133,74 @@ def test_status_counts_slots() -> None:
     assert (view.slots, view.busy_slots, view.busy, view.available) == (8, 5, 2, 1)
     assert free_slots(policy, agents, now=10.0) == 3
     assert view.state == "Ready"
+
+
+@pytest.mark.parametrize(
+    ("fields", "slots", "create"),
+    [
+        ({"uses": 10}, 4, 1),  # worn out: its three free slots take nothing
+        ({"template_hash": "old"}, 4, 1),  # outdated by a rollout
+        ({"quarantined": True}, 4, 1),
+        ({}, 4, 0),  # sound: the waiter takes one of its free slots
+        ({"uses": 10}, 1, 1),  # one slot, as before slots
+    ],
+)
+def test_a_due_agent_is_no_capacity_for_waiters(
+    fields: dict[str, object], slots: int, create: int
+) -> None:
+    """A due agent finishing one busy slot takes no new item, so a waiter gets a new agent in
+    the overflow, as it would with one slot per agent."""
+    policy = PoolPolicy(min_size=1, max_size=2, slots=slots, max_uses=10, template_hash="new")
+    agent = _agent("a", 1.0, 1, slots, **{"template_hash": "new", **fields})
+    waiter = Waiter(priority=0, seq=1)
+    assert plan(policy, [agent], [waiter], 10.0).create == create
+    message = compute_status(policy, [agent], [waiter], 10.0).conditions[0].message
+    assert message.startswith(f"1 of {1 + create} ")
+
+
+def test_the_pool_shrinks_once_the_due_agent_is_retired() -> None:
+    """After the overflow agent takes the waiter and the due agent's last slot is free, the due
+    agent goes and nothing replaces it: one agent serves the one item."""
+    policy = PoolPolicy(min_size=1, max_size=2, slots=4, max_uses=10)
+    due = _agent("a", 1.0, 0, uses=10)
+    fresh = _agent("b", 5.0, 1)
+    step = plan(policy, [due, fresh], [], 10.0)
+    assert step.retired_names == ("a",)
+    assert step.create == 0
+
+
+def test_a_waiting_lease_needs_a_whole_agent() -> None:
+    """A lease waits for an agent with no slot busy: the free slots of a partly busy agent do
+    not serve it, so a pod is created for it, where an item would take a free slot."""
+    policy = PoolPolicy(min_size=1, max_size=2, slots=4)
+    agent = _agent("a", 1.0, 1)
+    assert plan(policy, [agent], [Waiter(priority=0, seq=1, whole=True)], 10.0).create == 1
+    assert plan(policy, [agent], [Waiter(priority=0, seq=1)], 10.0).create == 0
+
+
+@pytest.mark.parametrize(
+    ("slots", "busy_slots", "waiting", "demand"),
+    [
+        (1, 1, 4, 5),  # one slot: a busy agent and four waiters want five agents
+        (4, 1, 4, 2),  # four slots: one slot busy and four waiting fill two agents
+        (4, 4, 0, 1),
+        (4, 0, 0, 0),
+        (4, 5, 0, 2),
+    ],
+)
+def test_recommendation_counts_demand_in_agents(
+    slots: int, busy_slots: int, waiting: int, demand: int
+) -> None:
+    """The recommended sizes are agents: busy slots and waiting checkouts are divided by the
+    slots of an agent, not added as though each were an agent."""
+    policy = PoolPolicy(min_size=1, max_size=8, slots=slots)
+    agents = []
+    left = busy_slots
+    for n in range(-(-busy_slots // slots) or 1):
+        taken = min(left, slots)
+        left -= taken
+        agents.append(_agent(f"a{n}", 1.0, taken, slots))
+    waiters = [Waiter(priority=0, seq=n) for n in range(waiting)]
+    view = compute_status(policy, agents, waiters, 10.0)
+    assert view.recommendation is not None
+    assert (view.recommendation.peak_demand, view.recommendation.max_size) == (demand, demand)

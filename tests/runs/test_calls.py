@@ -12,8 +12,12 @@ from typing import Any
 import pytest
 from runfakes import FakeClock, FakeDispatcher, FakeInvoker, Result, echo, run_config, running
 
+from agentpool.broker import Broker
+from agentpool.pool import ObservedAgent, PoolPolicy
+from agentpool.pool.checkin import CheckinOutcome
 from agentpool.runs.backlog import Work
 from agentpool.runs.calls import OUTPUT_MAX, Caller, Verdict, judge
+from agentpool.runs.contracts import Checkout, CheckoutTerms
 
 BIG = "x" * OUTPUT_MAX
 
@@ -132,3 +136,64 @@ async def test_a_call_stopped_midway_gives_its_agent_back_lost() -> None:
         with pytest.raises(asyncio.CancelledError):
             await task
     assert dispatcher.checkins == [("workers-0", "lost")]
+
+
+class BrokerDispatcher:
+    """A real broker as the run sees it, with no Kubernetes in between."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.checkins: list[tuple[str, str]] = []
+
+    async def checkout(self, terms: CheckoutTerms, *, waiting: Any = None) -> Checkout:
+        return await self.broker.checkout(
+            timeout=terms.timeout, priority=terms.priority, holder=terms.holder
+        )
+
+    async def checkin(self, checkout: Checkout, outcome: CheckinOutcome) -> None:
+        self.checkins.append((checkout.agent, outcome))
+        self.broker.checkin(checkout, outcome)
+
+
+def slotted_broker(clock: FakeClock, names: list[str], strategy: str = "LIFO") -> Broker:
+    broker = Broker(
+        "workers",
+        PoolPolicy(min_size=len(names), max_size=len(names), slots=4, strategy=strategy),  # type: ignore[arg-type]
+        clock=clock.now,
+    )
+    broker.update_agents([ObservedAgent(name, ready=True, ready_at=0.0, slots=4) for name in names])
+    return broker
+
+
+@pytest.mark.parametrize("strategy", ["LIFO", "FIFO"])
+async def test_a_retry_goes_to_another_agent_with_several_slots(strategy: str) -> None:
+    """Two agents of four slots: a retry of an item that failed on one goes to the other, though
+    the strategy would hand the failing agent out again for its free slots; the first agent is
+    given back unused, so its failure streak stands."""
+    clock = FakeClock()
+    broker = slotted_broker(clock, ["w-0", "w-1"], strategy)
+    dispatcher = BrokerDispatcher(broker)
+    calls = caller(clock, dispatcher, FakeInvoker(clock, echo()))  # type: ignore[arg-type]
+    first = await calls.checkout(Work(key="a", index=0, value={}, pool="workers"))
+    await dispatcher.checkin(first, CheckinOutcome.FAILURE)
+    work = Work(key="a", index=0, value={}, pool="workers", attempt=2, last_agent=first.agent)
+    retry = await calls.checkout(work)
+    assert retry.agent != first.agent
+    assert broker.counts()["busy_slots"] == 1
+    (failed,) = [agent for agent in broker.agents() if agent.name == first.agent]
+    assert failed.consecutive_failures == 1
+
+
+async def test_a_retry_on_the_only_agent_takes_one_slot_of_it() -> None:
+    """With no other agent, the retry goes to the same one, holding one slot: the slots tried on
+    the way are given back."""
+    clock = FakeClock()
+    broker = slotted_broker(clock, ["w-0"])
+    dispatcher = BrokerDispatcher(broker)
+    calls = caller(clock, dispatcher, FakeInvoker(clock, echo()))  # type: ignore[arg-type]
+    work = Work(key="a", index=0, value={}, pool="workers", attempt=2, last_agent="w-0")
+    retry = await calls.checkout(work)
+    assert retry.agent == "w-0"
+    assert broker.counts()["busy_slots"] == 1
+    (agent,) = broker.agents()
+    assert agent.uses == 1

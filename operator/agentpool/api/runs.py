@@ -172,7 +172,8 @@ class PoolRunSpec(ApiModel):
     """The most items in flight at once."""
     mode: RunMode = "Call"
     """Call waits for each output; Cast hands the item over (the agent answers 202), counts it
-    delivered, and returns the agent to the pool once it reports idle."""
+    delivered, and gives the item's slot back to the pool once the agent reports that item
+    done."""
     failures: FailurePolicy = "Fail"
     """Fail: the run fails if any item fails. Report: failed items are reported and the run
     succeeds once drained."""

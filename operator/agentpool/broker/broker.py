@@ -93,9 +93,9 @@ class Broker:
                 seq=next(self._arrivals),
                 holder=holder,
                 since=self._clock() if since is None else min(since, self._clock()),
+                whole=whole,
             ),
             future=loop.create_future(),
-            whole=whole,
         )
         heapq.heappush(self._queue, waiter)
         self._waiting += 1
@@ -311,7 +311,7 @@ class Broker:
             if waiter.gone:
                 heapq.heappop(self._queue)
                 continue
-            agent = self._pick(whole=waiter.whole)
+            agent = self._pick(whole=waiter.waiter.whole)
             if agent is None:
                 # Strict order: a lease at the head waits for a whole agent, and the items
                 # behind it wait too, so the agent it waits for drains.
@@ -319,7 +319,7 @@ class Broker:
             heapq.heappop(self._queue)
             waiter.gone = True
             self._waiting -= 1
-            checkout = self._hand_out(agent, holder=waiter.waiter.holder, whole=waiter.whole)
+            checkout = self._hand_out(agent, holder=waiter.waiter.holder, whole=waiter.waiter.whole)
             waiter.future.set_result(checkout)
 
     def _pick(self, *, whole: bool = False) -> AgentRecord | None:

@@ -93,7 +93,6 @@ class WaiterRecord:
 
     waiter: Waiter
     future: asyncio.Future[Checkout] = field(repr=False)
-    whole: bool = False
     gone: bool = False
     key: tuple[int, float, int] = field(init=False, repr=False)
 

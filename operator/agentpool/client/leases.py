@@ -66,7 +66,8 @@ class LeaseRequest:
 class LeasedAgent:
     """One agent held by a lease: call it with :meth:`invoke` until the block ends.
 
-    Calls go one at a time (an agent serves one item at a time), in the order they are made.
+    Calls go one at a time, in the order they are made: the lease holds every slot of the
+    agent, but this client sends the next call once the last is answered.
     ``name`` is the agent's pod, ``lease`` the AgentLease's name, ``token_secret_ref`` the Secret
     key holding the token, ``expire_time`` when the lease expires unless renewed.
     """

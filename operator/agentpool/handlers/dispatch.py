@@ -188,8 +188,8 @@ class BrokerDispatcher:
         if (checkout.cast and verdict in (CheckinOutcome.SUCCESS, CheckinOutcome.FAILURE)) or (
             checkout.abandoned and verdict is CheckinOutcome.LOST and not inner.is_lost
         ):
-            # A cast item, or one whose run stopped mid-call, is still running on the agent: it
-            # goes back once it reports idle.
+            # A cast item, or one whose run stopped mid-call, is still running on the agent: its
+            # slot goes back once the agent reports that item done.
             task = asyncio.create_task(self._return_when_idle(checkout))
             self._background.add(task)
             task.add_done_callback(self._background.discard)

@@ -17,6 +17,7 @@ from agentpool.io.kube import NotFound
 from agentpool.pool import PoolPolicy, compute_status
 from agentpool.pool.health import degraded_trouble, with_trouble
 from agentpool.pool.manifests import pool_selector
+from agentpool.pool.plan import waiting_slots
 from agentpool.pool.report import agent_states, sample_demand, status_body, write_delay
 
 
@@ -54,8 +55,9 @@ def current_status(
     counts = handle.broker.counts()
     handle.history = sample_demand(
         handle.history,
-        busy=counts["busy"],
-        waiting=counts["waiting"],
+        busy=counts["busy_slots"],
+        waiting=waiting_slots(policy, handle.broker.waiters()),
+        slots=policy.slots,
         now=now,
         every=handle.settings.sample_seconds,
         window=handle.settings.sample_window_seconds,

@@ -83,11 +83,6 @@ def first_available(
     return None
 
 
-def free_slots(policy: PoolPolicy, agents: Iterable[ObservedAgent], *, now: float) -> int:
-    """Items the pool's agents could take at once now: the free slots of available agents."""
-    return sum(agent.free_slots for agent in agents if is_available(policy, agent, now=now))
-
-
 def waiter_key(waiter: Waiter) -> tuple[int, float, int]:
     """Sort key of the waiter order: priority descending, then when the wait began, then arrival.
 

@@ -127,9 +127,11 @@ class ObservedAgent:
 @dataclass(frozen=True, slots=True)
 class Waiter:
     """A checkout that waits for an agent: served by priority (higher first), then by ``since``
-    (when its wait began, on the broker's clock), then arrival."""
+    (when its wait began, on the broker's clock), then arrival. ``whole`` means a lease, which
+    waits for an agent with no slot busy and takes all of its slots."""
 
     priority: int
     seq: int
     holder: str = ""
     since: float | None = None
+    whole: bool = False

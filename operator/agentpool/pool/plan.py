@@ -21,7 +21,7 @@ from agentpool.pool.observed import (
     Waiter,
 )
 from agentpool.pool.policy import PoolPolicy
-from agentpool.pool.recycling import retirement_reason
+from agentpool.pool.recycling import due_reason, retirement_reason
 
 HELD_REASONS = frozenset({IMAGE_PULL_BACK_OFF, ERR_IMAGE_PULL, CRASH_LOOP_BACK_OFF})
 
@@ -62,14 +62,21 @@ class Plan:
 def desired_size(policy: PoolPolicy, *, busy: int, waiting: int) -> int:
     """How many live agents the pool wants: minSize, every waiter served with minIdle to spare.
 
-    `busy` counts busy slots (a leased agent's every slot): with `slots` per agent, busy slots
-    and waiters together need that many slots, so ceil((busy + waiting) / slots) agents. Waiters
-    count as the busy slots they are about to be, so a burst grows the pool ahead of demand by
-    `minIdle` agents as well. Capped at maxSize.
+    `busy` counts busy slots (a leased agent's every slot, a due agent's too: it takes no new
+    item) and `waiting` the slots the waiters will take (:func:`waiting_slots`): with `slots`
+    per agent, the two together need ceil((busy + waiting) / slots) agents. Waiters count as
+    the busy slots they are about to be, so a burst grows the pool ahead of demand by `minIdle`
+    agents as well. Capped at maxSize.
     """
     needed = -(-(busy + waiting) // policy.slots)
     wanted = max(policy.min_size, needed + policy.min_idle)
     return min(policy.max_size, wanted)
+
+
+def waiting_slots(policy: PoolPolicy, waiters: Iterable[Waiter]) -> int:
+    """Slots the waiters will take once served: one for an item, every slot of an agent for a
+    lease, which the free slots of a partly busy agent cannot serve."""
+    return sum(policy.slots if waiter.whole else 1 for waiter in waiters)
 
 
 def plan(
@@ -80,7 +87,7 @@ def plan(
 ) -> Plan:
     """Decide which pods to create and which agents to retire, from what is observed at `now`."""
     live = [agent for agent in agents if agent.live]
-    busy = sum(agent.slots_in_use for agent in live)
+    busy = sum(slots_taken(policy, agent, now) for agent in live)
     retire: list[Retirement] = []
     keep: list[ObservedAgent] = []
     for agent in live:
@@ -90,7 +97,7 @@ def plan(
         else:
             retire.append(Retirement(agent.name, reason))
 
-    desired = desired_size(policy, busy=busy, waiting=len(waiters))
+    desired = desired_size(policy, busy=busy, waiting=waiting_slots(policy, waiters))
 
     # A lowered maxSize takes effect at once: agents not yet Ready go first (nothing warm is
     # lost), then the longest idle.
@@ -124,6 +131,16 @@ def plan(
         desired=desired,
         held=held,
     )
+
+
+def slots_taken(policy: PoolPolicy, agent: ObservedAgent, now: float) -> int:
+    """Slots of the pool's capacity the agent takes, for the planner and the status: its busy
+    slots, or a whole agent's worth when it is due for retirement, since a due agent takes no
+    new item while it finishes its busy slots, so its free slots must not keep waiters from an
+    overflow agent."""
+    if agent.busy and due_reason(policy, agent, now) is not None:
+        return policy.slots
+    return agent.slots_in_use
 
 
 def _scale_down_order(agents: Sequence[ObservedAgent], now: float) -> list[ObservedAgent]:

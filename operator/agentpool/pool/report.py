@@ -27,15 +27,17 @@ def sample_demand(
     *,
     busy: int,
     waiting: int,
+    slots: int = 1,
     now: float,
     every: float,
     window: float,
 ) -> list[DemandSample]:
     """The demand history with a sample taken at ``now`` when ``every`` seconds passed since the
-    last, and samples older than ``window`` dropped; unchanged otherwise."""
+    last, and samples older than ``window`` dropped; unchanged otherwise. ``busy`` and
+    ``waiting`` count slots, ``slots`` to an agent."""
     if history and now - history[-1].at < every:
         return list(history)
-    sampled = [*history, DemandSample(at=now, busy=busy, waiting=waiting)]
+    sampled = [*history, DemandSample(at=now, busy=busy, waiting=waiting, slots=slots)]
     return [sample for sample in sampled if now - sample.at <= window]
 
 

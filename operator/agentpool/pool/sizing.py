@@ -1,9 +1,9 @@
 """Sizing advice from observed demand: what minSize and maxSize would have served it.
 
-Demand is busy agents plus waiting checkouts, sampled by the AgentPool reconciler on each visit
-and kept for a window. The recommendation is plain arithmetic over those samples so a user can
-check it: maxSize covers the peak, minSize the median, so half the time no checkout waits for a
-cold start and at the peak none waits for lack of room.
+Demand is the agents that busy slots plus waiting checkouts fill, sampled by the AgentPool
+reconciler on each visit and kept for a window. The recommendation is plain arithmetic over
+those samples so a user can check it: maxSize covers the peak, minSize the median, so half the
+time no checkout waits for a cold start and at the peak none waits for lack of room.
 """
 
 from __future__ import annotations
@@ -15,16 +15,19 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class DemandSample:
-    """Demand at one moment: agents busy and checkouts waiting."""
+    """Demand at one moment: slots busy and slots waited for, with ``slots`` per agent (a
+    waiting item wants one slot, a waiting lease every slot of an agent)."""
 
     at: float
     busy: int
     waiting: int
+    slots: int = 1
 
     @property
     def demand(self) -> int:
-        """Agents that would have been in use had there been room for everyone."""
-        return self.busy + self.waiting
+        """Agents that would have been in use had there been room for everyone: the busy and
+        waited-for slots, ``slots`` to an agent."""
+        return -(-(self.busy + self.waiting) // max(1, self.slots))
 
 
 @dataclass(frozen=True, slots=True)

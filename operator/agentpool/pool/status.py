@@ -26,7 +26,7 @@ from agentpool.pool.observed import (
     ObservedAgent,
     Waiter,
 )
-from agentpool.pool.plan import desired_size
+from agentpool.pool.plan import desired_size, slots_taken, waiting_slots
 from agentpool.pool.pods import PodFailure
 from agentpool.pool.policy import PoolPolicy
 from agentpool.pool.sizing import DemandSample, Recommendation, recommend
@@ -114,8 +114,10 @@ def compute_status(
     )
     # The agents the pool keeps or is starting: what it wants now, or more while idle overflow
     # waits out its timeout (or busy agents outlive a lowered maxSize).
-    wanted = max(replicas, desired_size(policy, busy=busy_slots, waiting=len(waiters)))
-    current = DemandSample(at=now, busy=busy, waiting=len(waiters))
+    waiting = waiting_slots(policy, waiters)
+    taken = sum(slots_taken(policy, agent, now) for agent in live)
+    wanted = max(replicas, desired_size(policy, busy=taken, waiting=waiting))
+    current = DemandSample(at=now, busy=busy_slots, waiting=waiting, slots=policy.slots)
     cold_starts = sorted(
         start for agent in agents if (start := agent.cold_start_seconds) is not None
     )

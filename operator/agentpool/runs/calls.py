@@ -107,18 +107,29 @@ class Caller:
         checkout = await self._dispatcher.checkout(terms, waiting=self._waiting)
         if work.last_agent is None or checkout.agent != work.last_agent:
             return checkout
-        # A retry goes to another agent when one is free at once; else to the same one.
+        # A retry goes to another agent when one is free at once; else to the same one. With
+        # several slots the strategy may hand out the same agent again for its free slots, so
+        # those are held until another agent comes or none is free: the count of slots bounds it.
+        same: list[Checkout] = []
         try:
             other = await self._dispatcher.checkout(terms.at_once())
+            while other.agent == work.last_agent:
+                same.append(other)
+                other = await self._dispatcher.checkout(terms.at_once())
         except CheckoutFailed:
+            await self._give_back(same)
             return checkout
         except BaseException:
-            await self._dispatcher.checkin(checkout, CheckinOutcome.UNUSED)
+            await self._give_back([checkout, *same])
             raise
         # The first agent goes back untouched: its failure streak must survive the swap, or a
         # broken agent would never be quarantined.
-        await self._dispatcher.checkin(checkout, CheckinOutcome.UNUSED)
+        await self._give_back([checkout, *same])
         return other
+
+    async def _give_back(self, checkouts: list[Checkout]) -> None:
+        for held in checkouts:
+            await self._dispatcher.checkin(held, CheckinOutcome.UNUSED)
 
     async def call(self, work: Work, checkout: Checkout) -> Verdict:
         """Hand ``work`` to the agent checked out for it, and give the agent back."""
