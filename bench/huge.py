@@ -24,10 +24,8 @@ from typing import Any
 
 from agentpool.client import Client
 from bench.harness import ROOT, Stage, Watcher, finished, pool_spec
-from bench.scale import ItemSource
+from bench.scale import CAP, MAX_AGENTS, MIN_AGENTS, ItemSource, run_figures
 
-CAP = 64
-MIN_AGENTS, MAX_AGENTS = 8, 32
 AGENT = ROOT / "bench" / "echo_agent.py"
 SAMPLE_SECONDS = 0.5
 NAMESPACE, RUN = "bench", "huge"
@@ -126,21 +124,9 @@ async def run(work: Path, *, items: int) -> dict[str, Any]:
     cli_records = [json.loads(line) for line in listing.read_text().splitlines() if line.strip()]
     cli_check = check_records(cli_records, expected)
     client_check = check_records(client_records, expected)
-    status = json.loads(raw).get("status") or {}
     return {
         "huge": {
-            "items": items,
-            "cap": CAP,
-            "min_agents": MIN_AGENTS,
-            "max_agents": MAX_AGENTS,
-            "agents_at_end": agents,
-            "seconds": round(seconds, 3),
-            "items_per_second": round(items / seconds, 1),
-            "peak_rss_mib": round(peak, 1),
-            "object_bytes": len(raw),
-            "result_configmaps": len(status.get("resultRefs") or []),
-            "succeeded": status.get("succeeded"),
-            "phase": status.get("phase"),
+            **run_figures(items, seconds=seconds, peak=peak, raw=raw, agents=agents),
             "source_requests": source.requests,
             "results_read_seconds": round(cli_seconds, 3),
             "client_results_read_seconds": round(client_seconds, 3),

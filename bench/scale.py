@@ -124,21 +124,29 @@ async def run(work: Path, *, items: int) -> dict[str, Any]:
             await runs.stop()
     finally:
         await source.stop()
+    return {
+        "scale": run_figures(items, seconds=seconds, peak=peak, raw=raw, agents=agents),
+        "_samples": {"scale_progress": progress, "scale_rss_mib": memory},
+    }
+
+
+def run_figures(
+    items: int, *, seconds: float, peak: float, raw: bytes, agents: int
+) -> dict[str, Any]:
+    """What a large run through the pool came to: its pace, the operator's peak memory, and
+    the size and outcome of the PoolRun object as read back (``raw``, its JSON)."""
     status = json.loads(raw).get("status") or {}
     return {
-        "scale": {
-            "items": items,
-            "cap": CAP,
-            "min_agents": MIN_AGENTS,
-            "max_agents": MAX_AGENTS,
-            "agents_at_end": agents,
-            "seconds": round(seconds, 3),
-            "items_per_second": round(items / seconds, 1),
-            "peak_rss_mib": round(peak, 1),
-            "object_bytes": len(raw),
-            "result_configmaps": len(status.get("resultRefs") or []),
-            "succeeded": status.get("succeeded"),
-            "phase": status.get("phase"),
-        },
-        "_samples": {"scale_progress": progress, "scale_rss_mib": memory},
+        "items": items,
+        "cap": CAP,
+        "min_agents": MIN_AGENTS,
+        "max_agents": MAX_AGENTS,
+        "agents_at_end": agents,
+        "seconds": round(seconds, 3),
+        "items_per_second": round(items / seconds, 1),
+        "peak_rss_mib": round(peak, 1),
+        "object_bytes": len(raw),
+        "result_configmaps": len(status.get("resultRefs") or []),
+        "succeeded": status.get("succeeded"),
+        "phase": status.get("phase"),
     }
