@@ -1,9 +1,9 @@
 """Reading an agent pod: from its manifest and status to the pool core's :class:`ObservedAgent`.
 
 Pure functions over the pod as a dict in wire form. The pool handler calls :func:`observe_pod`
-for every pod the watch has shown it, adds what the broker knows (busy, uses, failures in a row),
-and passes the result to the planner. Times are seconds since the epoch, the clock the operator
-gives the core as ``now``.
+for every pod the watch has shown it and hands the result to the broker, which adds what only
+it knows (busy, uses, failures in a row) before the planner reads it. Times are seconds since
+the epoch, the clock the operator gives the core as ``now``.
 """
 
 from __future__ import annotations
@@ -92,15 +92,8 @@ def observe_pod(
     pod: dict[str, Any],
     *,
     first_ready: float | None = None,
-    busy: bool = False,
-    uses: int = 0,
-    idle_since: float | None = None,
-    idle_seq: int = 0,
-    consecutive_failures: int = 0,
-    lost: bool = False,
-    reset_failed: bool = False,
 ) -> ObservedAgent:
-    """The pool core's view of one pod, with what the broker knows about its agent.
+    """The pool core's view of one pod, from its manifest and status alone.
 
     ``first_ready`` is when the operator first saw the pod Ready, so a pod that turned unready
     is told apart from one that never was.
@@ -116,15 +109,8 @@ def observe_pod(
         scheduled=bool(spec.get("nodeName"))
         or bool(scheduled_cond and scheduled_cond.get("status") == "True"),
         ready=ready,
-        busy=busy,
-        uses=uses,
         ready_at=first_ready if first_ready is not None else ready_since(pod),
-        idle_since=idle_since,
-        idle_seq=idle_seq,
-        consecutive_failures=consecutive_failures,
         failed=is_failed(pod),
-        lost=lost,
-        reset_failed=reset_failed,
         deleting=bool(meta.get("deletionTimestamp")),
         unschedulable=is_unschedulable(pod),
         waiting_reason=container_waiting_reason(pod),
