@@ -13,14 +13,20 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from agentpool.api.conditions import format_time
 from agentpool.local.apiserver.errors import ApiError, bad_request, forbidden
 from agentpool.local.apiserver.registry import names
 from agentpool.local.apiserver.registry.builtins import BUILTINS
 from agentpool.local.apiserver.resources import Registry, ResourceType
-from agentpool.local.apiserver.storage.store import DEFAULT_HISTORY, HistoryLimits, Key, Store
+from agentpool.local.apiserver.storage.store import (
+    DEFAULT_HISTORY,
+    HistoryLimits,
+    Key,
+    ObjectRef,
+    Store,
+)
 
 NAMESPACES: Key = ("", "namespaces")
 _SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"
@@ -35,15 +41,26 @@ class WriteOptions:
     field_manager: str | None = None
 
 
-@dataclass(frozen=True)
-class GcTask:
-    """One piece of garbage-collection work; ``kind`` says what to re-examine."""
+class OwnerGone(NamedTuple):
+    """An object with this uid left: its dependents lose it as an owner, or go with it."""
 
-    kind: str
-    key: Key
-    namespace: str
+    uid: str
+
+
+class OwnerCheck(NamedTuple):
+    """An owner deleted in the foreground or orphaning its dependents may be free to go."""
+
+    owner: ObjectRef
+
+
+class NamespaceCheck(NamedTuple):
+    """A namespace being deleted: delete what it holds, then the namespace once it is empty."""
+
     name: str
-    uid: str = ""
+
+
+GcTask = OwnerGone | OwnerCheck | NamespaceCheck
+"""One piece of the garbage collector's work: what to re-examine."""
 
 
 class Core:

@@ -14,11 +14,19 @@ import logging
 from typing import Any
 
 from agentpool.local.apiserver.errors import bad_request, conflict, not_found
-from agentpool.local.apiserver.registry.core import NAMESPACES, Core, GcTask, WriteOptions
+from agentpool.local.apiserver.registry.core import (
+    NAMESPACES,
+    Core,
+    GcTask,
+    NamespaceCheck,
+    OwnerCheck,
+    OwnerGone,
+    WriteOptions,
+)
 from agentpool.local.apiserver.registry.writes import after_removal, commit
 from agentpool.local.apiserver.resources import ResourceType
 from agentpool.local.apiserver.storage.selectors import Predicate
-from agentpool.local.apiserver.storage.store import Key, Obj
+from agentpool.local.apiserver.storage.store import Key, Obj, ObjectRef
 
 log = logging.getLogger(__name__)
 FOREGROUND = "foregroundDeletion"
@@ -81,7 +89,7 @@ def delete(
                 "status": {**(obj.get("status") or {}), "phase": "Terminating"},
             }
             obj = core.store.put(rt.key, marked, obj)
-        core.schedule(GcTask("namespace-check", NAMESPACES, "", name))
+        core.schedule(NamespaceCheck(name))
         return obj
     if finalizers:
         if meta.get("deletionTimestamp") and finalizers == list(meta.get("finalizers") or []):
@@ -91,7 +99,7 @@ def delete(
         marked_meta.setdefault("deletionGracePeriodSeconds", 0)
         obj = core.store.put(rt.key, {**obj, "metadata": marked_meta}, obj)
         if FOREGROUND in finalizers or ORPHAN in finalizers:
-            core.schedule(GcTask("owner-check", rt.key, namespace, name))
+            core.schedule(OwnerCheck((rt.key, namespace, name)))
         return obj
     gone = core.store.remove(rt.key, obj)
     after_removal(core, rt, gone)
@@ -137,73 +145,88 @@ def _any_version(core: Core, key: Key) -> ResourceType | None:
 
 
 def _collect(core: Core, task: GcTask) -> None:
+    match task:
+        case OwnerGone(uid):
+            _owner_gone(core, uid)
+        case OwnerCheck(owner):
+            _owner_check(core, owner)
+        case NamespaceCheck(name):
+            _namespace_check(core, name)
+
+
+def _owner_gone(core: Core, uid: str) -> None:
+    """Dependents keep their other live owners, or are deleted when none is left."""
     store = core.store
-    if task.kind == "owner-gone":
-        for key, namespace, name in store.owned_by(task.uid):
+    for key, namespace, name in store.owned_by(uid):
+        dependent = store.get(key, namespace, name)
+        rt = _any_version(core, key)
+        if dependent is None or rt is None:
+            continue
+        refs = dependent["metadata"].get("ownerReferences") or []
+        alive = [r for r in refs if r.get("uid") != uid and r.get("uid") in store.uids]
+        if alive:
+            meta = {**dependent["metadata"], "ownerReferences": alive}
+            commit(core, rt, dependent, {**dependent, "metadata": meta}, WriteOptions())
+        elif not dependent["metadata"].get("deletionTimestamp"):
+            delete(core, rt, namespace, name, {"propagationPolicy": "Background"})
+
+
+def _owner_check(core: Core, ref: ObjectRef) -> None:
+    """An owner being deleted: orphan its dependents, or delete them first (foreground)."""
+    store = core.store
+    owner = store.get(*ref)
+    if owner is None or not owner["metadata"].get("deletionTimestamp"):
+        return
+    uid = owner["metadata"].get("uid", "")
+    finalizers = owner["metadata"].get("finalizers") or []
+    if ORPHAN in finalizers:
+        for key, namespace, name in store.owned_by(uid):
             dependent = store.get(key, namespace, name)
             rt = _any_version(core, key)
-            if dependent is None or rt is None:
-                continue
-            refs = dependent["metadata"].get("ownerReferences") or []
-            alive = [r for r in refs if r.get("uid") != task.uid and r.get("uid") in store.uids]
-            if alive:
-                meta = {**dependent["metadata"], "ownerReferences": alive}
+            if dependent is not None and rt is not None:
+                refs = [
+                    r
+                    for r in dependent["metadata"].get("ownerReferences") or []
+                    if r.get("uid") != uid
+                ]
+                meta = {**dependent["metadata"], "ownerReferences": refs}
                 commit(core, rt, dependent, {**dependent, "metadata": meta}, WriteOptions())
-            elif not dependent["metadata"].get("deletionTimestamp"):
-                delete(core, rt, namespace, name, {"propagationPolicy": "Background"})
+        _release(core, ref[0], owner, ORPHAN)
+    elif FOREGROUND in finalizers:
+        for key, namespace, name in store.owned_by(uid):
+            rt = _any_version(core, key)
+            dependent = store.get(key, namespace, name)
+            if (
+                rt is not None
+                and dependent is not None
+                and not dependent["metadata"].get("deletionTimestamp")
+            ):
+                delete(core, rt, namespace, name, {"propagationPolicy": "Foreground"})
+        # As the garbage collector does: only dependents that block their owner's deletion
+        # (blockOwnerDeletion) hold it; the others are deleted but not waited for.
+        blocking = [
+            dependent
+            for dependent in (store.get(*key) for key in store.owned_by(uid))
+            if dependent is not None and _blocks(dependent, uid)
+        ]
+        if not blocking:
+            _release(core, ref[0], owner, FOREGROUND)
+
+
+def _namespace_check(core: Core, namespace: str) -> None:
+    """A namespace being deleted: delete what it holds, and the namespace once it is empty."""
+    store = core.store
+    ns_obj = store.get(NAMESPACES, "", namespace)
+    if ns_obj is None or not ns_obj["metadata"].get("deletionTimestamp"):
         return
-    if task.kind == "owner-check":
-        owner = store.get(task.key, task.namespace, task.name)
-        if owner is None or not owner["metadata"].get("deletionTimestamp"):
-            return
-        uid = owner["metadata"].get("uid", "")
-        finalizers = owner["metadata"].get("finalizers") or []
-        if ORPHAN in finalizers:
-            for key, namespace, name in store.owned_by(uid):
-                dependent = store.get(key, namespace, name)
-                rt = _any_version(core, key)
-                if dependent is not None and rt is not None:
-                    refs = [
-                        r
-                        for r in dependent["metadata"].get("ownerReferences") or []
-                        if r.get("uid") != uid
-                    ]
-                    meta = {**dependent["metadata"], "ownerReferences": refs}
-                    commit(core, rt, dependent, {**dependent, "metadata": meta}, WriteOptions())
-            _release(core, task.key, owner, ORPHAN)
-        elif FOREGROUND in finalizers:
-            dependents = store.owned_by(uid)
-            for key, namespace, name in dependents:
-                rt = _any_version(core, key)
-                dependent = store.get(key, namespace, name)
-                if (
-                    rt is not None
-                    and dependent is not None
-                    and not dependent["metadata"].get("deletionTimestamp")
-                ):
-                    delete(core, rt, namespace, name, {"propagationPolicy": "Foreground"})
-            # As the garbage collector does: only dependents that block their owner's deletion
-            # (blockOwnerDeletion) hold it; the others are deleted but not waited for.
-            blocking = [
-                dependent
-                for dependent in (store.get(*key) for key in store.owned_by(uid))
-                if dependent is not None and _blocks(dependent, uid)
-            ]
-            if not blocking:
-                _release(core, task.key, owner, FOREGROUND)
-        return
-    if task.kind == "namespace-check":
-        ns_obj = store.get(NAMESPACES, "", task.name)
-        if ns_obj is None or not ns_obj["metadata"].get("deletionTimestamp"):
-            return
-        kinds = [rt for rt in {rt.key: rt for rt in core.registry}.values() if rt.namespaced]
-        for rt in kinds:
-            for obj in list(store.items(rt.key, task.name)):
-                if not obj["metadata"].get("deletionTimestamp"):
-                    delete(core, rt, task.name, obj["metadata"]["name"], {})
-        if not any(store.bucket(rt.key).by_ns.get(task.name) for rt in kinds):
-            gone = store.remove(NAMESPACES, ns_obj)
-            after_removal(core, core.resolve("", "v1", "namespaces"), gone)
+    kinds = [rt for rt in {rt.key: rt for rt in core.registry}.values() if rt.namespaced]
+    for rt in kinds:
+        for obj in list(store.items(rt.key, namespace)):
+            if not obj["metadata"].get("deletionTimestamp"):
+                delete(core, rt, namespace, obj["metadata"]["name"], {})
+    if not any(store.bucket(rt.key).by_ns.get(namespace) for rt in kinds):
+        gone = store.remove(NAMESPACES, ns_obj)
+        after_removal(core, core.resolve("", "v1", "namespaces"), gone)
 
 
 def _blocks(dependent: Obj, owner_uid: str) -> bool:

@@ -22,7 +22,14 @@ from agentpool.local.apiserver.errors import (
     not_found,
 )
 from agentpool.local.apiserver.registry import kinds, metadata, patch
-from agentpool.local.apiserver.registry.core import Core, GcTask, WriteOptions, require_dict
+from agentpool.local.apiserver.registry.core import (
+    Core,
+    NamespaceCheck,
+    OwnerCheck,
+    OwnerGone,
+    WriteOptions,
+    require_dict,
+)
 from agentpool.local.apiserver.registry.crds import resource_types
 from agentpool.local.apiserver.registry.customs import custom_checks
 from agentpool.local.apiserver.registry.scale import apply_scale, scale_of
@@ -207,13 +214,13 @@ def after_removal(core: Core, rt: ResourceType, gone: Obj) -> None:
     """Tell the collector an object left: its dependents and owners may need attention."""
     meta = gone["metadata"]
     namespace = meta.get("namespace", "")
-    core.schedule(GcTask("owner-gone", rt.key, namespace, meta["name"], meta.get("uid", "")))
+    core.schedule(OwnerGone(meta.get("uid", "")))
     for ref in meta.get("ownerReferences") or []:
         owner = core.store.uids.get(ref.get("uid", ""))
         if owner is not None:
-            core.schedule(GcTask("owner-check", *owner))
+            core.schedule(OwnerCheck(owner))
     if namespace:
-        core.schedule(GcTask("namespace-check", ("", "namespaces"), "", namespace))
+        core.schedule(NamespaceCheck(namespace))
     if rt.key == CRDS:
         key = (gone["spec"]["group"], gone["spec"]["names"]["plural"])
         core.registry.remove(key)

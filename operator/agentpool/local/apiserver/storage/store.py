@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 Key = tuple[str, str]
+ObjectRef = tuple[Key, str, str]
+"""Where one object is stored: its resource's key, its namespace and its name."""
 Obj = dict[str, Any]
 MiB = 1024 * 1024
 
@@ -185,21 +187,20 @@ class Bucket:
             yield from list(names.values())
 
 
+@dataclass(eq=False, kw_only=True)
 class Store:
-    """Objects, resource versions, event logs and the owner index."""
+    """Objects, resource versions, event logs and the owner index.
 
-    def __init__(
-        self,
-        *,
-        history: HistoryLimits = DEFAULT_HISTORY,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.rv = 1
-        self.history = history
-        self.clock = clock
-        self.buckets: dict[Key, Bucket] = {}
-        self.dependents: dict[str, set[tuple[Key, str, str]]] = {}
-        self.uids: dict[str, tuple[Key, str, str]] = {}
+    ``rv`` is the last resource version handed out; ``dependents`` maps an owner's uid to the
+    objects that name it, ``uids`` each stored object's uid to where it is stored.
+    """
+
+    history: HistoryLimits = DEFAULT_HISTORY
+    clock: Callable[[], float] = time.monotonic
+    rv: int = field(default=1, init=False)
+    buckets: dict[Key, Bucket] = field(default_factory=dict, init=False)
+    dependents: dict[str, set[ObjectRef]] = field(default_factory=dict, init=False)
+    uids: dict[str, ObjectRef] = field(default_factory=dict, init=False)
 
     def bucket(self, key: Key) -> Bucket:
         bucket = self.buckets.get(key)
@@ -261,7 +262,7 @@ class Store:
             bucket.log.closed = True
             bucket.log.wake()
 
-    def owned_by(self, uid: str) -> list[tuple[Key, str, str]]:
+    def owned_by(self, uid: str) -> list[ObjectRef]:
         return sorted(self.dependents.get(uid, ()))
 
     def compact(self) -> None:
