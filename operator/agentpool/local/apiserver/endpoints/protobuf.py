@@ -3,14 +3,20 @@
 ``kubectl create configmap|secret|namespace|serviceaccount|service`` posts
 ``application/vnd.kubernetes.protobuf`` and does not fall back to JSON when refused, so the
 server reads that encoding for these kinds: the ``k8s\\0`` magic, a ``runtime.Unknown`` wrapper,
-then the object in the field numbers of ``k8s.io/api``'s generated.proto. Zero values are
+then the object in the field numbers of ``k8s.io/api``'s generated.proto, which
+``protobuf.yaml`` beside this module states for the fields read. Zero values are
 dropped, as JSON's ``omitempty`` drops them. ``handlers`` calls ``decode`` for such bodies.
 """
 
 from __future__ import annotations
 
 import base64
+import re
+from collections.abc import Iterable
+from importlib import resources
 from typing import Any
+
+import yaml
 
 from agentpool.api.conditions import format_time
 from agentpool.local.apiserver.errors import ApiError
@@ -18,53 +24,39 @@ from agentpool.local.apiserver.errors import ApiError
 CONTENT_TYPE = "application/vnd.kubernetes.protobuf"
 MAGIC = b"k8s\x00"
 
-Field = tuple[str, str]
-_TIME: dict[int, Field] = {1: ("seconds", "int"), 2: ("nanos", "int")}
-_OWNER: dict[int, Field] = {
-    1: ("kind", "string"), 3: ("name", "string"), 4: ("uid", "string"),
-    5: ("apiVersion", "string"), 6: ("controller", "bool"), 7: ("blockOwnerDeletion", "bool"),
-}  # fmt: skip
-_META: dict[int, Field] = {
-    1: ("name", "string"), 2: ("generateName", "string"), 3: ("namespace", "string"),
-    5: ("uid", "string"), 6: ("resourceVersion", "string"), 7: ("generation", "int"),
-    8: ("creationTimestamp", "time"), 11: ("labels", "map:string"),
-    12: ("annotations", "map:string"), 13: ("ownerReferences", "list:owner"),
-    14: ("finalizers", "list:string"),
-}  # fmt: skip
-_INT_OR_STRING: dict[int, Field] = {
-    1: ("type", "int"),
-    2: ("intVal", "int"),
-    3: ("strVal", "string"),
-}
-_PORT: dict[int, Field] = {
-    1: ("name", "string"), 2: ("protocol", "string"), 3: ("port", "int"),
-    4: ("targetPort", "intorstring"), 5: ("nodePort", "int"), 6: ("appProtocol", "string"),
-}  # fmt: skip
-_SERVICE_SPEC: dict[int, Field] = {
-    1: ("ports", "list:port"), 2: ("selector", "map:string"), 3: ("clusterIP", "string"),
-    4: ("type", "string"), 7: ("sessionAffinity", "string"), 11: ("externalName", "string"),
-}  # fmt: skip
-_NAMESPACE_SPEC: dict[int, Field] = {1: ("finalizers", "list:string")}
-_LOCAL_REF: dict[int, Field] = {1: ("name", "string")}
-_OBJECT_REF: dict[int, Field] = {1: ("kind", "string"), 2: ("namespace", "string"),
-                                 3: ("name", "string")}  # fmt: skip
+SCALARS = frozenset({"string", "bytes", "bool", "int32", "int64"})
 
-_KINDS: dict[str, dict[int, Field]] = {
-    "ConfigMap": {1: ("metadata", "meta"), 2: ("data", "map:string"),
-                  3: ("binaryData", "map:bytes"), 4: ("immutable", "bool")},
-    "Secret": {1: ("metadata", "meta"), 2: ("data", "map:bytes"), 3: ("type", "string"),
-               4: ("stringData", "map:string"), 5: ("immutable", "bool")},
-    "Namespace": {1: ("metadata", "meta"), 2: ("spec", "nsspec")},
-    "ServiceAccount": {1: ("metadata", "meta"), 2: ("secrets", "list:objref"),
-                       3: ("imagePullSecrets", "list:localref"),
-                       4: ("automountServiceAccountToken", "bool")},
-    "Service": {1: ("metadata", "meta"), 2: ("spec", "svcspec")},
-}  # fmt: skip
-_MESSAGES: dict[str, dict[int, Field]] = {
-    "meta": _META, "owner": _OWNER, "port": _PORT, "svcspec": _SERVICE_SPEC,
-    "nsspec": _NAMESPACE_SPEC, "localref": _LOCAL_REF, "objref": _OBJECT_REF,
-    "time": _TIME, "intorstring": _INT_OR_STRING,
-}  # fmt: skip
+Field = tuple[str, str]
+"""A field's JSON name and how to read it: a scalar or message type, ``list:T`` or ``map:T``."""
+Message = dict[int, Field]
+
+
+def _field(name: str, text: str, messages: Iterable[str]) -> tuple[int, Field]:
+    """One field as ``protobuf.yaml`` states it (``13 repeated OwnerReference``)."""
+    number, _, kind = text.partition(" ")
+    if kind.startswith("repeated "):
+        element, wrapper = kind.removeprefix("repeated "), "list:"
+    elif (entry := re.fullmatch(r"map<string, (\w+)>", kind)) is not None:
+        element, wrapper = entry[1], "map:"
+    else:
+        element, wrapper = kind, ""
+    if element not in SCALARS and element not in messages:
+        raise ValueError(f"protobuf.yaml: {name}: {kind!r} is no scalar and no message stated")
+    return int(number), (name, wrapper + element)
+
+
+def _load() -> tuple[tuple[str, ...], dict[str, Message]]:
+    """The kinds read and every message's fields, from the table beside this module."""
+    table = yaml.safe_load(resources.files(__package__).joinpath("protobuf.yaml").read_text())
+    stated: dict[str, dict[str, str]] = table["messages"]
+    messages = {
+        message: dict(_field(name, text, stated) for name, text in fields.items())
+        for message, fields in stated.items()
+    }
+    return tuple(table["kinds"]), messages
+
+
+_KINDS, _MESSAGES = _load()
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -107,20 +99,20 @@ def _scalar(kind: str, value: int | bytes) -> Any:
         return base64.b64encode(value if isinstance(value, bytes) else b"").decode()
     if kind == "bool":
         return bool(value)
-    if kind == "int":
+    if kind in ("int32", "int64"):
         number = int(value) if isinstance(value, int) else 0
         return number - (1 << 64) if number >= 1 << 63 else number
     message = _message(_MESSAGES[kind], value if isinstance(value, bytes) else b"")
-    if kind == "time":
+    if kind == "Time":
         if not message.get("seconds"):
             return None
         return format_time(message["seconds"])
-    if kind == "intorstring":
+    if kind == "IntOrString":
         return message.get("strVal", "") if message.get("type") == 1 else message.get("intVal", 0)
     return message
 
 
-def _message(schema: dict[int, Field], data: bytes) -> dict[str, Any]:
+def _message(schema: Message, data: bytes) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for number, value in _fields(data):
         if number not in schema:
@@ -134,7 +126,7 @@ def _message(schema: dict[int, Field], data: bytes) -> dict[str, Any]:
             result.setdefault(name, []).append(_scalar(kind[5:], value))
         else:
             decoded = _scalar(kind, value)
-            if decoded not in ("", 0, False, {}, None) or kind == "intorstring":
+            if decoded not in ("", 0, False, {}, None) or kind == "IntOrString":
                 result[name] = decoded
     return result
 
@@ -148,7 +140,7 @@ def decode(body: bytes) -> dict[str, Any]:
     type_meta = dict(_fields(wrapped if isinstance(wrapped, bytes) else b""))
     api_version = _scalar("string", type_meta.get(1, b""))
     kind = _scalar("string", type_meta.get(2, b""))
-    schema = _KINDS.get(kind)
+    schema = _MESSAGES.get(kind) if kind in _KINDS else None
     raw = unknown.get(2, b"")
     if schema is None or not isinstance(raw, bytes):
         raise ApiError(
