@@ -3,7 +3,8 @@
 The models are the single source of truth; ``crds/*.yaml`` and the Helm chart's copy are generated
 from them by ``agentpool crds`` (see ``agentpool.cli``), and ``agentpool crds --check`` fails when
 the committed files drift. ``KINDS`` holds what a CRD says beyond the schema: names, printer
-columns, subresources. The output is deterministic: keys in a fixed order, no timestamps.
+columns and subresources, which ``kinds.yaml`` beside this module states, and root-level rules.
+The output is deterministic: keys in a fixed order, no timestamps.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import types
 import typing
 from dataclasses import dataclass
 from datetime import datetime
+from importlib import resources
 from typing import Any
 
 import yaml
@@ -22,9 +24,10 @@ from pydantic.fields import FieldInfo
 from agentpool import GROUP, VERSION
 from agentpool.api.base import VALIDATIONS, CelRule
 from agentpool.api.columns import PrinterColumn
-from agentpool.api.leases import LEASE_NAME_RULE, AgentLeaseSpec, AgentLeaseStatus
-from agentpool.api.pools import POOL_NAME_RULE, AgentPoolSpec, AgentPoolStatus
-from agentpool.api.runs import RUN_NAME_RULE, PoolRunSpec, PoolRunStatus
+from agentpool.api.leases import LEASE_NAME_RULE
+from agentpool.api.pools import POOL_NAME_RULE
+from agentpool.api.resources import AgentLease, AgentPool, KubeObject, PoolRun
+from agentpool.api.runs import RUN_NAME_RULE
 from agentpool.api.schema import order_keys, structural_schema
 
 CATEGORY = "agentpool-all"
@@ -128,7 +131,8 @@ class KindInfo:
     status: type[BaseModel]
     columns: tuple[Column, ...]
     """The columns ``kubectl get`` shows before AGE."""
-    scale: bool = False
+    scale: dict[str, str] | None = None
+    """The scale subresource's stanza, where it reads and writes replicas; None: no scale."""
     rules: tuple[CelRule, ...] = ()
     """Root-level CEL rules: the only place a rule can read ``self.metadata.name``."""
 
@@ -147,66 +151,51 @@ class KindInfo:
         return (*derived, AGE)
 
 
+def _column(text: str, *, wide: bool) -> Column:
+    """A column as ``kinds.yaml`` writes it, kubectl's custom-columns ``HEADER:.path``."""
+    header, colon, path = text.partition(":")
+    if not (header and colon and path.startswith(".")):
+        raise ValueError(f"kinds.yaml: column {text!r} is not HEADER:.path (MIN:.spec.minSize)")
+    return Column(header, path, wide=wide)
+
+
+def _part(model: type[KubeObject[Any, Any]], name: str) -> type[BaseModel]:
+    """The model of a kind's spec or status."""
+    part = model.model_fields[name].annotation
+    if not (isinstance(part, type) and issubclass(part, BaseModel)):
+        raise TypeError(f"{model.__name__}.{name} is not a model")
+    return part
+
+
+def kind_info(model: type[KubeObject[Any, Any]], *, rules: tuple[CelRule, ...] = ()) -> KindInfo:
+    """What the CRD of ``model``'s kind says: the models of its spec and status, what
+    ``kinds.yaml`` states of it, and the root-level ``rules``."""
+    kind: str = model.model_fields["kind"].default
+    stated = _STATED[kind]
+    columns = (
+        *(_column(text, wide=False) for text in stated["columns"]),
+        *(_column(text, wide=True) for text in stated.get("wide", ())),
+    )
+    return KindInfo(
+        kind=kind,
+        plural=stated["plural"],
+        short_name=stated["shortName"],
+        description=stated["description"],
+        spec=_part(model, "spec"),
+        status=_part(model, "status"),
+        columns=columns,
+        scale=stated.get("scale"),
+        rules=rules,
+    )
+
+
+_STATED: dict[str, dict[str, Any]] = yaml.safe_load(
+    resources.files(__package__ or "agentpool.api").joinpath("kinds.yaml").read_text()
+)
 KINDS: tuple[KindInfo, ...] = (
-    KindInfo(
-        kind="AgentPool",
-        plural="agentpools",
-        short_name="ap",
-        description="A pool of pre-warmed agent pods, each serving spec.slots work items at once.",
-        spec=AgentPoolSpec,
-        status=AgentPoolStatus,
-        scale=True,
-        rules=(POOL_NAME_RULE,),
-        columns=(
-            Column("MIN", ".spec.minSize"),
-            Column("MAX", ".status.maxSize"),
-            Column("READY", ".status.readyReplicas"),
-            Column("BUSY", ".status.busy"),
-            Column("STATE", ".status.state"),
-            Column("IDLE", ".status.available", wide=True),
-            Column("WAITING", ".status.waiting", wide=True),
-            Column("SLOTS", ".status.slots", wide=True),
-            Column("BUSY-SLOTS", ".status.busySlots", wide=True),
-            Column("IMAGE", ".spec.image", wide=True),
-        ),
-    ),
-    KindInfo(
-        kind="PoolRun",
-        plural="poolruns",
-        short_name="pr",
-        description="A stream of work items driven through pools of warm agents.",
-        spec=PoolRunSpec,
-        status=PoolRunStatus,
-        rules=(RUN_NAME_RULE,),
-        columns=(
-            Column("POOL", ".spec.poolRef.name"),
-            Column("PHASE", ".status.phase"),
-            Column("RESULT", ".status.result"),
-            Column("DONE", ".status.succeeded"),
-            Column("FAILED", ".status.failed"),
-            Column("ACTIVE", ".status.active"),
-            Column("TOTAL", ".status.total"),
-            Column("RETRYING", ".status.retrying", wide=True),
-            Column("RETRIES", ".status.retries", wide=True),
-            Column("MESSAGE", ".status.message", wide=True),
-        ),
-    ),
-    KindInfo(
-        kind="AgentLease",
-        plural="agentleases",
-        short_name="al",
-        description="One warm agent held for a client that talks to it directly.",
-        spec=AgentLeaseSpec,
-        status=AgentLeaseStatus,
-        rules=(LEASE_NAME_RULE,),
-        columns=(
-            Column("POOL", ".spec.poolRef.name"),
-            Column("PHASE", ".status.phase"),
-            Column("AGENT", ".status.agent"),
-            Column("TTL", ".spec.ttlSeconds"),
-            Column("ENDPOINT", ".status.endpoint", wide=True),
-        ),
-    ),
+    kind_info(AgentPool, rules=(POOL_NAME_RULE,)),
+    kind_info(PoolRun, rules=(RUN_NAME_RULE,)),
+    kind_info(AgentLease, rules=(LEASE_NAME_RULE,)),
 )
 
 
@@ -236,11 +225,7 @@ def render_crd(info: KindInfo) -> dict[str, Any]:
     """The CustomResourceDefinition of one kind, as a dict."""
     subresources: dict[str, Any] = {"status": {}}
     if info.scale:
-        subresources["scale"] = {
-            "specReplicasPath": ".spec.minSize",
-            "statusReplicasPath": ".status.replicas",
-            "labelSelectorPath": ".status.selector",
-        }
+        subresources["scale"] = dict(info.scale)
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
