@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Iterable
+from collections.abc import Container
 from importlib import resources
 from typing import Any
 
@@ -31,7 +31,7 @@ Field = tuple[str, str]
 Message = dict[int, Field]
 
 
-def _field(name: str, text: str, messages: Iterable[str]) -> tuple[int, Field]:
+def _field(name: str, text: str, messages: Container[str]) -> tuple[int, Field]:
     """One field as ``protobuf.yaml`` states it (``13 repeated OwnerReference``)."""
     number, _, kind = text.partition(" ")
     if kind.startswith("repeated "):

@@ -174,6 +174,7 @@ def _owner_gone(core: Core, uid: str) -> None:
 def _owner_check(core: Core, ref: ObjectRef) -> None:
     """An owner being deleted: orphan its dependents, or delete them first (foreground)."""
     store = core.store
+    owner_key = ref[0]
     owner = store.get(*ref)
     if owner is None or not owner["metadata"].get("deletionTimestamp"):
         return
@@ -191,7 +192,7 @@ def _owner_check(core: Core, ref: ObjectRef) -> None:
                 ]
                 meta = {**dependent["metadata"], "ownerReferences": refs}
                 commit(core, rt, dependent, {**dependent, "metadata": meta}, WriteOptions())
-        _release(core, ref[0], owner, ORPHAN)
+        _release(core, owner_key, owner, ORPHAN)
     elif FOREGROUND in finalizers:
         for key, namespace, name in store.owned_by(uid):
             rt = _any_version(core, key)
@@ -210,7 +211,7 @@ def _owner_check(core: Core, ref: ObjectRef) -> None:
             if dependent is not None and _blocks(dependent, uid)
         ]
         if not blocking:
-            _release(core, ref[0], owner, FOREGROUND)
+            _release(core, owner_key, owner, FOREGROUND)
 
 
 def _namespace_check(core: Core, namespace: str) -> None:
