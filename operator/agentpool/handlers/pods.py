@@ -45,11 +45,14 @@ async def pod_event(
         # A pod of an earlier pool of this name, deleted with it: not this pool's agent.
         return
     if event.get("type") == "DELETED":
-        seen.pop(name, None)
+        known = seen.pop(name, None)
+        uid = str(pod["metadata"].get("uid") or "")
         if runtime.pools.get(key) is None:
             # The pool's loop may be listing its pods still: the listing must not revive it.
-            uid = str(pod["metadata"].get("uid") or "")
             runtime.pools.deleted_pods.setdefault(key, set()).add(uid)
+        elif known is None and handle is not None:
+            # Deleted before the answer to the pool's create came: that must not revive it.
+            handle.deleted_unknown.add(uid)
     else:
         seen[name] = pod
     if handle is not None:

@@ -304,11 +304,22 @@ async def create_agents(
             message = f"Creating an agent pod failed: {error}"
             _event(body, "Warning", EventReason.CREATE_FAILED, message)
             break
-        handle.pods[pod["metadata"]["name"]] = pod
+        take_created(handle, pod)
         created += 1
     if created:
         sync_broker(handle)
     return created
+
+
+def take_created(handle: PoolHandle, pod: dict[str, Any]) -> None:
+    """Count a pod the pool just created, unless the watch told of it first: its events can
+    reach the loop before the create's answer does, and are newer (a pod that failed at once
+    is Failed already, and sends no further event to correct an older state)."""
+    uid = str(pod["metadata"].get("uid") or "")
+    if uid in handle.deleted_unknown:
+        handle.deleted_unknown.discard(uid)
+        return
+    handle.pods.setdefault(pod["metadata"]["name"], pod)
 
 
 async def delete_retired(runtime: Runtime, handle: PoolHandle) -> None:

@@ -50,6 +50,9 @@ class PoolHandle:
     history: list[DemandSample] = field(default_factory=list)
     # Retired agents whose pods are still to be deleted.
     undeleted: set[str] = field(default_factory=set)
+    # Uids of pods the watch said were deleted before the pool knew them (their create's answer
+    # still on its way): that answer must not bring them back.
+    deleted_unknown: set[str] = field(default_factory=set)
     # Failed agents' pods kept for a post-mortem, by when they failed; out of the pool already.
     kept: dict[str, float] = field(default_factory=dict)
     # When this pool's loop began: a failure before it was counted by an earlier operator.

@@ -1,0 +1,118 @@
+"""A pod the pool creates is known from the create's answer, but the pod watch may tell of it first:
+a pod that fails at once (no command, a missing image) can be Failed, or deleted, before the
+answer reaches the pool's loop. The answer must not take the pool back to an older pod, or the
+pool waits on a pod that has long failed."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import kopf
+
+from agentpool.api.resources import AgentPoolSpec
+from agentpool.broker import Broker
+from agentpool.handlers import pods, pools
+from agentpool.handlers.runtime import PoolHandle, Pools
+from agentpool.pool import PoolPolicy
+from agentpool.pool.manifests import POOL_LABEL
+
+POOL: dict[str, Any] = {
+    "apiVersion": "agentpool.dev/v1alpha1",
+    "kind": "AgentPool",
+    "metadata": {"name": "p", "namespace": "ns", "uid": "pool-uid"},
+    "spec": {"image": "agent:1", "minSize": 1},
+}
+
+
+def created(body: dict[str, Any], *, rv: str, phase: str) -> dict[str, Any]:
+    """The pod the API server made of ``body``, at ``rv`` and in ``phase``."""
+    metadata = {**body["metadata"], "name": "p-x1", "uid": "uid-x1", "resourceVersion": rv}
+    return {**body, "metadata": metadata, "status": {"phase": phase}}
+
+
+class Kube:
+    """Creates pods; ``before_answer`` runs after the pod exists and before the answer returns,
+    as watch events can."""
+
+    def __init__(self, before_answer: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+        self.before_answer = before_answer
+
+    async def create_pod(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        await self.before_answer(body)
+        return created(body, rv="10", phase="Pending")
+
+
+class Runtime:
+    def __init__(self, kube: Kube) -> None:
+        self.kube, self.pools = kube, Pools()
+
+
+def served(runtime: Runtime) -> PoolHandle:
+    handle = PoolHandle(
+        namespace="ns",
+        name="p",
+        broker=Broker("p", PoolPolicy(min_size=1, max_size=1)),
+        port=8080,
+        wake=asyncio.Event(),
+        uid="pool-uid",
+    )
+    runtime.pools.serve(handle)
+    return handle
+
+
+async def event(runtime: Runtime, kind: str, body: dict[str, Any]) -> None:
+    raw: Any = {"type": kind, "object": body}
+    await pods.pod_event(runtime, event=raw, namespace="ns", labels=body["metadata"]["labels"])  # type: ignore[arg-type]
+
+
+async def create_one(runtime: Runtime, handle: PoolHandle) -> int:
+    return await pools.create_agents(
+        runtime,  # type: ignore[arg-type]
+        handle,
+        body=kopf.Body(POOL),
+        pool=POOL,
+        spec=AgentPoolSpec.model_validate(POOL["spec"]),
+        wanted=1,
+        now=1000.0,
+    )
+
+
+async def test_a_pod_that_failed_before_the_create_answered_stays_failed() -> None:
+    runtime: Runtime
+
+    async def fails_at_once(body: dict[str, Any]) -> None:
+        await event(runtime, "ADDED", created(body, rv="10", phase="Pending"))
+        await event(runtime, "MODIFIED", created(body, rv="12", phase="Failed"))
+
+    runtime = Runtime(Kube(fails_at_once))
+    handle = served(runtime)
+    assert await create_one(runtime, handle) == 1
+    assert handle.pods["p-x1"]["status"]["phase"] == "Failed"
+    (agent,) = handle.broker.agents()
+    assert agent.failed
+
+
+async def test_a_pod_deleted_before_the_create_answered_is_not_brought_back() -> None:
+    runtime: Runtime
+
+    async def deleted_at_once(body: dict[str, Any]) -> None:
+        await event(runtime, "DELETED", created(body, rv="11", phase="Pending"))
+
+    runtime = Runtime(Kube(deleted_at_once))
+    handle = served(runtime)
+    await create_one(runtime, handle)
+    assert handle.pods == {}
+    assert handle.broker.agents() == ()
+
+
+async def test_a_pod_created_without_events_yet_is_counted_at_once() -> None:
+    async def quiet(body: dict[str, Any]) -> None:
+        assert body["metadata"]["labels"][POOL_LABEL] == "p"
+
+    runtime = Runtime(Kube(quiet))
+    handle = served(runtime)
+    assert await create_one(runtime, handle) == 1
+    assert set(handle.pods) == {"p-x1"}
+    assert [agent.name for agent in handle.broker.agents()] == ["p-x1"]
