@@ -6,6 +6,7 @@ pool waits on a pod that has long failed."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -14,9 +15,10 @@ import kopf
 from agentpool.api.resources import AgentPoolSpec
 from agentpool.broker import Broker
 from agentpool.handlers import pods, pools
+from agentpool.handlers.poolstatus import current_status
 from agentpool.handlers.runtime import PoolHandle, Pools
 from agentpool.pool import PoolPolicy
-from agentpool.pool.manifests import POOL_LABEL
+from agentpool.pool.manifests import POOL_LABEL, agent_pod
 
 POOL: dict[str, Any] = {
     "apiVersion": "agentpool.dev/v1alpha1",
@@ -116,3 +118,24 @@ async def test_a_pod_created_without_events_yet_is_counted_at_once() -> None:
     assert await create_one(runtime, handle) == 1
     assert set(handle.pods) == {"p-x1"}
     assert [agent.name for agent in handle.broker.agents()] == ["p-x1"]
+
+
+def test_a_pod_failed_since_the_pass_planned_is_reported_with_its_own_reason() -> None:
+    """The pass wrote its status after the pod failed but before the next pass retired it: the
+    Degraded condition already counts it, with the pod's reason, not a bare PodFailed."""
+    runtime = Runtime(Kube(lambda body: asyncio.sleep(0)))
+    handle = served(runtime)
+    pod = created(
+        agent_pod(POOL, spec=AgentPoolSpec.model_validate(POOL["spec"])), rv="12", phase="Failed"
+    )
+    pod["status"].update(reason="NoLocalCommand", message="give the container a command")
+    handle.pods["p-x1"] = pod
+    pools.sync_broker(handle)
+    status = current_status(handle, POOL, PoolPolicy(min_size=1, max_size=1), time.time())
+    (degraded,) = (c for c in status["conditions"] if c["type"] == "Degraded")
+    assert degraded["status"] == "True"
+    assert degraded["reason"] == "NoLocalCommand"
+    assert (
+        "give the container a command (1 agent failed before turning Ready: p-x1)"
+        in (degraded["message"])
+    )

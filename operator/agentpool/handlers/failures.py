@@ -10,29 +10,46 @@ expires; every other retired pod is deleted at once.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from agentpool.handlers.runtime import PoolHandle
-from agentpool.pool.health import kept_since, note_retirement, note_start_failure
+from agentpool.pool import ObservedAgent
+from agentpool.pool.health import PoolHealth, kept_since, note_retirement, note_start_failure
 from agentpool.pool.postmortem import expired
 
 
 def set_aside(handle: PoolHandle, name: str, reason: str, now: float) -> None:
     """The agent `name` was retired for `reason`: remember what its retirement says of the pool,
     then keep its pod for a post-mortem (it failed and ended) or queue it for deletion."""
-    pod = handle.pods.get(name)
-    health = note_start_failure(
-        handle.health,
-        pod,
+    health = _start_failure(handle, handle.health, name, now)
+    handle.health = note_retirement(health, name, reason, now)
+    since = kept_since(reason, handle.pods.get(name), now)
+    if since is not None:
+        handle.kept[name] = since
+    else:
+        handle.undeleted.add(name)
+
+
+def health_ahead(handle: PoolHandle, agents: Iterable[ObservedAgent], now: float) -> PoolHealth:
+    """The pool's memory with the failed agents not yet retired counted as the next pass will
+    count them: their pods' events can come while a pass is under way, after it planned and
+    before it writes the status, which should not name a bare PodFailed meanwhile."""
+    health = handle.health
+    for agent in agents:
+        if agent.failed and not agent.deleting:
+            health = _start_failure(handle, health, agent.name, now)
+    return health
+
+
+def _start_failure(handle: PoolHandle, health: PoolHealth, name: str, now: float) -> PoolHealth:
+    return note_start_failure(
+        health,
+        handle.pods.get(name),
         ever_ready=name in handle.first_ready,
         loop_started_at=handle.started_at,
         now=now,
         backoff_cap=handle.settings.crash_backoff_max_seconds,
     )
-    handle.health = note_retirement(health, name, reason, now)
-    since = kept_since(reason, pod, now)
-    if since is not None:
-        handle.kept[name] = since
-    else:
-        handle.undeleted.add(name)
 
 
 def release_kept(handle: PoolHandle, now: float) -> None:

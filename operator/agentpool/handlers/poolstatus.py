@@ -12,6 +12,7 @@ from typing import Any
 
 from agentpool import metrics
 from agentpool.api.conditions import merge_conditions, now_time
+from agentpool.handlers.failures import health_ahead
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.kube import NotFound
 from agentpool.pool import PoolPolicy, compute_status
@@ -62,9 +63,10 @@ def current_status(
         every=handle.settings.sample_seconds,
         window=handle.settings.sample_window_seconds,
     )
+    agents = handle.broker.agents()
     view = compute_status(
         policy,
-        handle.broker.agents(),
+        agents,
         handle.broker.waiters(),
         now,
         history=handle.history,
@@ -76,7 +78,11 @@ def current_status(
     status = status_body(view, policy, selector=pool_selector(handle.name), generation=generation)
     conditions = with_trouble(
         view.conditions,
-        degraded_trouble(handle.health, now, memory_seconds=handle.settings.unready_memory_seconds),
+        degraded_trouble(
+            health_ahead(handle, agents, now),
+            now,
+            memory_seconds=handle.settings.unready_memory_seconds,
+        ),
     )
     status["conditions"] = merge_conditions(
         (pool.get("status") or {}).get("conditions"),

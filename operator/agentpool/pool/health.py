@@ -119,10 +119,14 @@ def degraded_trouble(
 def with_trouble(
     conditions: Iterable[ConditionView], trouble: ConditionView | None
 ) -> Sequence[ConditionView]:
-    """The conditions with a Degraded that says False replaced by ``trouble``, if any."""
+    """The conditions with a Degraded that says False, or only that an agent's pod failed,
+    replaced by ``trouble``, if any: what the pool remembers says more than a bare PodFailed."""
     if trouble is None:
         return list(conditions)
     return [
-        trouble if cond.type == ConditionType.DEGRADED and cond.status != "True" else cond
+        trouble
+        if cond.type == ConditionType.DEGRADED
+        and (cond.status != "True" or cond.reason == Reason.POD_FAILED)
+        else cond
         for cond in conditions
     ]
