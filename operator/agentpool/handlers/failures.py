@@ -1,11 +1,12 @@
 """What a pool's loop does with the agents it retires: count failures, keep or delete their pods.
 
 :mod:`agentpool.handlers.pools` calls :func:`set_aside` for each agent a pass retires and
-:func:`release_kept` once per pass. What the pool remembers of a retirement (a failure before
-Ready, a quarantine, readiness lost) and whether a pod is kept are decided by
-:mod:`agentpool.pool.health`; the pod of an agent that failed, whose processes are gone, is kept
-for a post-mortem as :mod:`agentpool.pool.postmortem` decides, and handed to deletion once it
-expires; every other retired pod is deleted at once.
+:func:`release_kept` once per pass; :mod:`agentpool.handlers.poolstatus` asks
+:func:`health_ahead` for the memory with the failed agents not retired yet counted. What the
+pool remembers of a retirement (a failure before Ready, a quarantine, readiness lost) and whether
+a pod is kept are decided by :mod:`agentpool.pool.health`; the pod of an agent that failed, whose
+processes are gone, is kept for a post-mortem as :mod:`agentpool.pool.postmortem` decides, and
+handed to deletion once it expires; every other retired pod is deleted at once.
 """
 
 from __future__ import annotations
