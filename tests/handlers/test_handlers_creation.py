@@ -11,12 +11,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import kopf
+from poolfakes import Runtime, event, pool_handle
 
 from agentpool.api.resources import AgentPoolSpec
-from agentpool.broker import Broker
-from agentpool.handlers import pods, pools
+from agentpool.handlers import pools
 from agentpool.handlers.poolstatus import current_status
-from agentpool.handlers.runtime import PoolHandle, Pools
+from agentpool.handlers.runtime import PoolHandle
 from agentpool.pool import PoolPolicy
 from agentpool.pool.manifests import POOL_LABEL, agent_pod
 
@@ -46,27 +46,10 @@ class Kube:
         return created(body, rv="10", phase="Pending")
 
 
-class Runtime:
-    def __init__(self, kube: Kube) -> None:
-        self.kube, self.pools = kube, Pools()
-
-
 def served(runtime: Runtime) -> PoolHandle:
-    handle = PoolHandle(
-        namespace="ns",
-        name="p",
-        broker=Broker("p", PoolPolicy(min_size=1, max_size=1)),
-        port=8080,
-        wake=asyncio.Event(),
-        uid="pool-uid",
-    )
+    handle = pool_handle(1)
     runtime.pools.serve(handle)
     return handle
-
-
-async def event(runtime: Runtime, kind: str, body: dict[str, Any]) -> None:
-    raw: Any = {"type": kind, "object": body}
-    await pods.pod_event(runtime, event=raw, namespace="ns", labels=body["metadata"]["labels"])  # type: ignore[arg-type]
 
 
 async def create_one(runtime: Runtime, handle: PoolHandle) -> int:

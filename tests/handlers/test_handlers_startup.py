@@ -4,13 +4,12 @@ a pod deleted while the pool starts is not brought back by a listing taken befor
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from agentpool.broker import Broker
-from agentpool.handlers import pods, pools
-from agentpool.handlers.runtime import PoolHandle, Pools
-from agentpool.pool import PoolPolicy
+from poolfakes import Runtime, event, pool_handle
+
+from agentpool.handlers import pools
+from agentpool.handlers.runtime import PoolHandle
 from agentpool.pool.manifests import POOL_LABEL
 
 
@@ -40,27 +39,10 @@ class Kube:
         return self.listed
 
 
-class Runtime:
-    def __init__(self, kube: Kube) -> None:
-        self.kube, self.pools = kube, Pools()
-
-
 def starting(runtime: Runtime) -> PoolHandle:
-    handle = PoolHandle(
-        namespace="ns",
-        name="p",
-        broker=Broker("p", PoolPolicy(min_size=2, max_size=2)),
-        port=8080,
-        wake=asyncio.Event(),
-        uid="pool-uid",
-    )
+    handle = pool_handle(2)
     runtime.pools.starting[("ns", "p")] = handle
     return handle
-
-
-async def event(runtime: Runtime, kind: str, body: dict[str, Any]) -> None:
-    raw: Any = {"type": kind, "object": body}
-    await pods.pod_event(runtime, event=raw, namespace="ns", labels=body["metadata"]["labels"])  # type: ignore[arg-type]
 
 
 async def test_a_starting_pool_adopts_its_listed_pods_and_only_its_own() -> None:
