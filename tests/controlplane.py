@@ -37,7 +37,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentpool.local import certificates
+from agentpool import certificates
 from agentpool.local.kubeconfig import ApiAccess, write_kubeconfig
 from agentpool.local.kubelet import Kubelet
 

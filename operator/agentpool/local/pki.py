@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cryptography import x509
 
-from agentpool.local.certificates import KeyPair, issue, make_ca
+from agentpool.certificates import KeyPair, issue, make_ca
 
 CA_NAME = "ca"
 SERVING_NAME = "apiserver"

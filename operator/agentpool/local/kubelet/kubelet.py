@@ -25,7 +25,7 @@ from typing import Any
 
 import aiohttp
 
-from agentpool.local.certificates import KeyPair
+from agentpool.certificates import KeyPair
 from agentpool.local.kubeconfig import ApiAccess
 from agentpool.local.kubelet import kubeletserver, node, processes
 from agentpool.local.kubelet.addresses import AddressPool

@@ -20,9 +20,9 @@ from typing import Any
 
 from aiohttp import web
 
+from agentpool.certificates import KeyPair
 from agentpool.local.apiserver.endpoints.logs import LOG_PATH_ANNOTATION, serve_log
 from agentpool.local.apiserver.errors import ApiError
-from agentpool.local.certificates import KeyPair
 
 # find(namespace, pod) -> the pod as the kubelet last saw it, or None.
 FindPod = Callable[[str, str], Mapping[str, Any] | None]

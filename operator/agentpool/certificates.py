@@ -1,10 +1,11 @@
-"""A certificate authority of the cluster's own, and the serving certificates it signs.
+"""A certificate authority of one's own, and the serving certificates it signs.
 
 A real API server serves HTTPS with a certificate that its kubeconfig's CA vouches for; the local
-API server does the same, so a client that checks the server's certificate works on both. Built on
-``cryptography`` (the library the Python ecosystem's TLS tooling is built on) rather than an
-``openssl`` subprocess, so nothing outside Python is needed. Used by
-:class:`agentpool.local.cluster.LocalCluster` and by the test suite's real control plane.
+API server does the same, so a client that checks the server's certificate works on both. The
+operator's gateway serves calls the same way, with a CA it makes on first start when it is given
+none. Built on ``cryptography`` (the library the Python ecosystem's TLS tooling is built on)
+rather than an ``openssl`` subprocess, so nothing outside Python is needed. Used by the local
+cluster (:mod:`agentpool.local.pki`), the gateway and the test suite's real control plane.
 """
 
 from __future__ import annotations
