@@ -116,6 +116,8 @@ USED: dict[tuple[str, str], Callable[[Runtime], list[Any]]] = {
     ],
     # The pool handler reads it from the parsed spec.
     ("AgentPool", "spec.resetBetweenItems"): lambda r: [r.pool.reset_between_items],
+    # The gateway reads it from the pool's parsed spec, as its loop last read it.
+    ("AgentPool", "spec.maxWaiters"): lambda r: [r.pool.max_waiters],
     ("AgentPool", "spec.quarantineAfterFailures"): lambda r: [r.policy.quarantine_after_failures],
     ("AgentPool", "spec.slots"): lambda r: [r.policy.slots, int(r.env("AGENTPOOL_SLOTS"))],
     ("PoolRun", "spec.priority"): lambda r: [r.run.spec.priority],

@@ -11,6 +11,7 @@ import pytest
 
 from agentpool.broker import Broker, CheckinOutcome, Checkout, PoolClosed, PoolExhausted
 from agentpool.pool import ObservedAgent, PoolPolicy
+from agentpool.pool.checkin import TooManyWaiters
 
 
 class FakeClock:
@@ -380,3 +381,42 @@ async def test_a_checkout_says_whether_it_waited_for_its_agent() -> None:
     await wait_until(broker, lambda: len(broker.waiters()) == 1)
     broker.checkin(first, CheckinOutcome.SUCCESS)
     assert (await second).waited
+
+
+async def test_a_checkout_past_the_waiting_bound_is_refused_at_once() -> None:
+    """With ``max_waiters`` checkouts in line, one more that would wait is refused at once with
+    TooManyWaiters naming the bound; one that finds an agent free, or would not wait, is not
+    held to it, and a place freed in line is taken again."""
+    broker = make_broker(["a"])
+    held = await broker.checkout(timeout=1, holder="first", max_waiters=1)
+    waiting = asyncio.create_task(broker.checkout(timeout=5, holder="second", max_waiters=1))
+    await wait_until(broker, queued(broker, 1))
+    with pytest.raises(TooManyWaiters, match=r"maxWaiters 1"):
+        await broker.checkout(timeout=5, holder="third", max_waiters=1)
+    with pytest.raises(PoolExhausted):
+        await broker.checkout(timeout=0, holder="at-once", max_waiters=1)
+    assert len(broker.waiters()) == 1
+    broker.checkin(held)
+    second = await waiting
+    third = asyncio.create_task(broker.checkout(timeout=5, holder="third", max_waiters=1))
+    await wait_until(broker, queued(broker, 1))
+    broker.checkin(second)
+    assert (await third).holder == "third"
+
+
+async def test_a_waiter_cancelled_leaves_the_line_at_once() -> None:
+    """A waiting checkout that is cancelled (its caller went away) is out of the line at once:
+    it is not counted as waiting and the next waiter gets the agent."""
+    broker = make_broker(["a"])
+    held = await broker.checkout(timeout=1, holder="holder")
+    gone = asyncio.create_task(broker.checkout(timeout=5, holder="gone"))
+    await wait_until(broker, queued(broker, 1))
+    gone.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+    assert broker.waiters() == ()
+    assert broker.counts()["waiting"] == 0
+    after = asyncio.create_task(broker.checkout(timeout=5, holder="after"))
+    await wait_until(broker, queued(broker, 1))
+    broker.checkin(held)
+    assert (await after).holder == "after"

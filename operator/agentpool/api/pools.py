@@ -170,6 +170,11 @@ class AgentPoolSpec(ApiModel):
     reset_between_items: bool = False
     """Call the agent's POST /reset after every item; an agent whose reset fails is retired.
     Needs slots 1."""
+    max_waiters: int = Field(default=1000, ge=0)
+    """The most checkouts that may wait for an agent of this pool at once, across runs, leases
+    and gateway calls; a gateway call that would wait past it is refused at once (429
+    TooManyWaiters, with Retry-After) rather than held. Runs and leases are bounded by their own
+    cap and count, so they still queue."""
     quarantine_after_failures: int = Field(default=3, ge=0)
     """An agent that fails this many items in a row, while the pool's other agents serve items
     successfully, is retired (replacements back off exponentially); items that fail on every

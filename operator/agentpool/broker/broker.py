@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from agentpool.broker.handles import Checkout
 from agentpool.broker.records import AgentRecord, IdleOrder, WaiterRecord
 from agentpool.pool import ObservedAgent, PoolPolicy, Waiter, order_waiters, quarantine
-from agentpool.pool.checkin import CheckinOutcome, PoolClosed, exhausted
+from agentpool.pool.checkin import CheckinOutcome, PoolClosed, exhausted, too_many_waiters
 from agentpool.pool.checkout import first_available, handout_order, idle_key, is_available
 
 
@@ -68,6 +68,7 @@ class Broker:
         holder: str,
         since: float | None = None,
         whole: bool = False,
+        max_waiters: int | None = None,
     ) -> Checkout:
         """Take a free slot of a Ready agent by strategy, or wait up to `timeout` seconds for one;
         with `whole` (a lease), an agent with no slot busy, held with all of its slots.
@@ -75,8 +76,9 @@ class Broker:
         Waiters are served by priority, then by when they began waiting (`since`, on the
         broker's clock, when the wait began before this call; never later than now), then in
         arrival order. Raises `PoolExhausted` when the timeout passes (at once for a timeout
-        <= 0 with no agent free) and `PoolClosed` when the pool is deleted. A caller cancelled
-        after an agent was handed to it gives the agent back.
+        <= 0 with no agent free), `TooManyWaiters` when it would wait behind `max_waiters`,
+        and `PoolClosed` when the pool is deleted. A caller cancelled while waiting leaves the
+        line at once, and gives back an agent it was handed.
         """
         if self._closed is not None:
             raise self._closed
@@ -86,6 +88,8 @@ class Broker:
             agent = self._pick(whole=whole)
             if agent is not None:
                 return self._hand_out(agent, holder=holder, whole=whole)
+        if max_waiters is not None and self._waiting >= max_waiters and timeout > 0:
+            raise too_many_waiters(self.pool_name, waiting=self._waiting, bound=max_waiters)
         loop = asyncio.get_running_loop()
         waiter = WaiterRecord(
             Waiter(
@@ -286,7 +290,7 @@ class Broker:
         """The pool is gone: every checkout fails at once."""
         return self._closed is not None
 
-    def close(self, reason: str = "was deleted") -> None:
+    def close(self, reason: str = PoolClosed.DELETED) -> None:
         """Fail every waiter, and every later checkout, with a clear error; the pool is gone.
 
         Agents already held stay with their holders, who check them in as usual.

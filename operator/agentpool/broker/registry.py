@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 
 from agentpool.broker.broker import Broker
 from agentpool.pool import PoolPolicy
+from agentpool.pool.checkin import PoolClosed
 
 PoolKey = tuple[str, str]
 
@@ -52,7 +53,7 @@ class Brokers:
         self,
         namespace: str,
         name: str,
-        reason: str = "was deleted",
+        reason: str = PoolClosed.DELETED,
         *,
         broker: Broker | None = None,
     ) -> None:

@@ -39,7 +39,10 @@ class PoolNotFound(CheckoutFailed):
 class PoolClosed(PoolNotFound):
     """The pool was deleted (or its broker stopped) while the checkout waited or before it."""
 
-    def __init__(self, pool: str, reason: str = "was deleted") -> None:
+    DELETED = "was deleted"
+    """The reason of a pool that is gone, as against one no longer served here."""
+
+    def __init__(self, pool: str, reason: str = DELETED) -> None:
         self.pool = pool
         self.reason = reason
         super().__init__(f'pool "{pool}" {reason}: no agent will be handed out')
@@ -47,6 +50,20 @@ class PoolClosed(PoolNotFound):
 
 class PoolExhausted(CheckoutFailed):
     """No agent became free for a checkout within its timeout."""
+
+
+class TooManyWaiters(CheckoutFailed):
+    """The pool's waiting line is at its bound (``spec.maxWaiters``): a checkout that would wait
+    is refused at once rather than queued."""
+
+
+def too_many_waiters(pool: str, *, waiting: int, bound: int) -> TooManyWaiters:
+    """The error of a checkout refused a place in line: it names the pool, the line and its
+    bound, and what to change."""
+    return TooManyWaiters(
+        f'pool "{pool}" has {waiting} checkouts waiting, its bound (maxWaiters {bound}): try '
+        "again shortly, or raise the pool's maxSize or maxWaiters"
+    )
 
 
 def exhausted(
