@@ -152,3 +152,17 @@ def public_pem(private_pem: bytes) -> bytes:
     return key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
+
+
+def serves(cert_pem: bytes, hosts: tuple[str, ...], *, margin: datetime.timedelta) -> bool:
+    """Whether a serving certificate names every one of ``hosts`` and stays valid for at least
+    ``margin`` more; False for anything that is not such a certificate."""
+    try:
+        cert = x509.load_pem_x509_certificate(cert_pem)
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except (ValueError, x509.ExtensionNotFound):
+        return False
+    held = {str(name) for name in names.get_values_for_type(x509.DNSName)}
+    held |= {str(address) for address in names.get_values_for_type(x509.IPAddress)}
+    now = datetime.datetime.now(datetime.UTC)
+    return set(hosts) <= held and cert.not_valid_after_utc - margin > now

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from agentpool.handlers.gatewaysetup import GatewayOptions
     from agentpool.io.connection import Connection
     from agentpool.io.kube import Kube
 
@@ -77,9 +78,27 @@ def _cmd_run(args: argparse.Namespace) -> int:
             liveness_endpoint=args.liveness,
             peering_name=None if args.standalone else args.peering,
             state_dir=Path(args.state_dir) if args.state_dir else None,
+            gateway=_gateway_options(args),
         )
     )
     return 0
+
+
+def _gateway_options(args: argparse.Namespace) -> GatewayOptions | None:
+    from agentpool.handlers.gatewaysetup import GatewayOptions
+
+    if not args.gateway:
+        return None
+    namespace, _, name = args.gateway_secret.rpartition("/")
+    return GatewayOptions(
+        host=args.gateway_host,
+        port=args.gateway_port,
+        url=args.gateway_url,
+        secret_namespace=namespace,
+        secret_name=name,
+        manage_secret=not args.gateway_secret_provided,
+        hosts=tuple(args.gateway_name),
+    )
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -191,6 +210,37 @@ def _add_connection_options(parser: argparse.ArgumentParser, *, server_default: 
     parser.add_argument("--token", help="bearer token for the API server")
 
 
+def _add_gateway_options(parser: argparse.ArgumentParser) -> None:
+    """Where the operator serves calls and casts over HTTPS, and with which certificate."""
+    from agentpool.api.gateway import DEFAULT_PORT, DEFAULT_SECRET
+
+    group = parser.add_argument_group("gateway (calls and casts over HTTPS)")
+    add = group.add_argument
+    add("--no-gateway", dest="gateway", action="store_false", help="serve no gateway")
+    add("--gateway-host", default="0.0.0.0", help="address to listen on (default: 0.0.0.0)")
+    add("--gateway-port", type=int, default=DEFAULT_PORT, help="port (0: any free one)")
+    add("--gateway-url", help="the URL the namespaces' agentpool-gateway ConfigMaps give")
+    add(
+        "--gateway-name",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="a name the certificate holds beside the URL's host and localhost (repeatable)",
+    )
+    add(
+        "--gateway-secret",
+        default=DEFAULT_SECRET,
+        metavar="[NAMESPACE/]NAME",
+        help="the Secret of the gateway's certificate, made on first start "
+        "(default namespace: $POD_NAMESPACE, else default)",
+    )
+    add(
+        "--gateway-secret-provided",
+        action="store_true",
+        help="the Secret is provided (cert-manager, say): use it as it is, never write it",
+    )
+
+
 def _add_client_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--namespace", "-n", default="default", help="the run's namespace")
     _add_connection_options(parser, server_default="kubeconfig")
@@ -261,6 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: $AGENTPOOL_STATE_DIR; without one a crash may re-run up to cap finished items)",
     )
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    _add_gateway_options(run)
     _add_connection_options(run, server_default="in-cluster, then kubeconfig")
     run.set_defaults(func=_cmd_run)
 

@@ -78,6 +78,43 @@ API_WRITES = _family(
     "Writes the operator made to the Kubernetes API, by verb and resource.",
     ("verb", "resource"),
 )
+GATEWAY_REQUESTS = _family(
+    Counter,
+    "agentpool_gateway_requests_total",
+    "Gateway calls and casts that reached a pool, by verb (call, cast) and outcome: OK, or the "
+    "reason of the error answered (PoolExhausted, TooManyWaiters, HandlerError, CallTimeout, "
+    "...).",
+    (*POOL_LABELS, "verb", "outcome"),
+)
+GATEWAY_REFUSALS = _family(
+    Counter,
+    "agentpool_gateway_refusals_total",
+    "Gateway requests refused before any pool was looked at, by verb and reason (Unauthorized, "
+    "Forbidden, Invalid, TooLarge); no pool label, as the pool is the caller's word.",
+    ("verb", "reason"),
+)
+GATEWAY_CHECKOUT_SECONDS = _family(
+    Histogram,
+    "agentpool_gateway_checkout_seconds",
+    "Time a gateway call or cast waited in the pool's line for an agent.",
+    (*POOL_LABELS, "verb"),
+    buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60),
+)
+GATEWAY_SECONDS = _family(
+    Histogram,
+    "agentpool_gateway_request_seconds",
+    "Time from a gateway call or cast reaching its pool to its answer: the wait for an agent "
+    "and, for a call, the agent's work.",
+    (*POOL_LABELS, "verb"),
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+GATEWAY_WAITING = _family(
+    Gauge,
+    "agentpool_gateway_waiting",
+    "Gateway calls and casts waiting in the pool's line now (agentpool_waiters counts every "
+    "checkout waiting, runs' and leases' too).",
+    POOL_LABELS,
+)
 
 
 #: How long the counts of a deleted run or pool stay served, so that a scrape still sees their
@@ -87,13 +124,19 @@ FORGET_AFTER_SECONDS = 300.0
 
 def forget_pool_gauges(namespace: str, pool: str) -> None:
     """Drop a deleted pool's gauges: its agents and waiters are no more."""
-    for metric in (AGENTS, WAITERS, SLOTS):
+    for metric in (AGENTS, WAITERS, SLOTS, GATEWAY_WAITING):
         metric.remove_by_labels({"namespace": namespace, "pool": pool})
 
 
 def forget_pool_counts(namespace: str, pool: str) -> None:
     """Drop a deleted pool's counters and histograms, so they do not pile up."""
-    for metric in (CHECKOUT_SECONDS, CHECKOUT_TIMEOUTS):
+    for metric in (
+        CHECKOUT_SECONDS,
+        CHECKOUT_TIMEOUTS,
+        GATEWAY_REQUESTS,
+        GATEWAY_CHECKOUT_SECONDS,
+        GATEWAY_SECONDS,
+    ):
         metric.remove_by_labels({"namespace": namespace, "pool": pool})
 
 

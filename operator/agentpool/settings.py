@@ -103,6 +103,31 @@ class RunSettings:
 
 
 @dataclass(frozen=True)
+class GatewaySettings:
+    """How the gateway checks its callers and answers them."""
+
+    access_seconds: float = 10.0
+    """How long a TokenReview's and a SubjectAccessReview's answers are kept: a steady caller
+    costs no API request per call, and a deleted RoleBinding or revoked token takes effect
+    within this time (kube-rbac-proxy keeps them as briefly)."""
+    access_entries: int = 4096
+    """Answers of each kind kept at most, the least recently used dropped first, so a stream
+    of callers with fresh tokens cannot grow the operator's memory."""
+    body_limit_bytes: int = 3 * 1024 * 1024
+    """The largest request body taken (413 past it): the API server's own limit on a request,
+    so an item that fits a PoolRun fits a call."""
+    retry_after_seconds: float = 1.0
+    """The ``Retry-After`` of a 429 or 503: a pool that is full now frees an agent within about
+    an item's time, and a caller that waits a second does not add to the line."""
+    refused_tries: int = 3
+    """Agents tried for one call when an agent refuses the pool's token (it was rotated and the
+    agent not yet replaced): the next is taken in its place, and the refusing one retired."""
+    publish_seconds: float = 300.0
+    """How often each namespace's ``agentpool-gateway`` ConfigMap is checked and mended, should
+    someone delete or change it."""
+
+
+@dataclass(frozen=True)
 class OperatorSettings:
     """Every tunable of the operator, grouped by the part that goes by it."""
 
@@ -110,3 +135,4 @@ class OperatorSettings:
     recovery: RecoverySettings = field(default_factory=RecoverySettings)
     leases: LeaseSettings = field(default_factory=LeaseSettings)
     runs: RunSettings = field(default_factory=RunSettings)
+    gateway: GatewaySettings = field(default_factory=GatewaySettings)

@@ -95,6 +95,34 @@ class Reason(StrEnum):
     """The agent refused or failed POST /bind (its bind function raised, say)."""
 
 
+class GatewayReason(StrEnum):
+    """The ``reason`` of a gateway answer that is not the agent's own, one per HTTP status.
+
+    A call the agent failed is answered with the agent's reason (``HandlerError``, ``Busy``,
+    ...) or the operator's word for a call that got no answer (``CallTimeout``, ``AgentLost``).
+    """
+
+    INVALID = "Invalid"
+    """400: the body is not a call (not JSON, a field of the wrong type, an unknown field)."""
+    UNAUTHORIZED = "Unauthorized"
+    """401: no bearer token, or one the cluster does not authenticate."""
+    FORBIDDEN = "Forbidden"
+    """403: the caller may not create agentpools/call (or /cast) of that pool."""
+    NOT_FOUND = "NotFound"
+    """404: no such pool (or no such path)."""
+    METHOD_NOT_ALLOWED = "MethodNotAllowed"
+    """405: the path takes POST only."""
+    TOO_LARGE = "TooLarge"
+    """413: the body is over the gateway's limit."""
+    TOO_MANY_WAITERS = "TooManyWaiters"
+    """429: the pool's waiting line is at its bound (spec.maxWaiters)."""
+    POOL_EXHAUSTED = "PoolExhausted"
+    """503: no agent came free within the checkout timeout, or none was free and the call
+    would not wait."""
+    UNAVAILABLE = "Unavailable"
+    """503: the pool is not served here now (the operator is stopping, or starting it)."""
+
+
 class RetireReason(StrEnum):
     """Why the pool retires an agent (the AgentRetired Event and the pool core's plans)."""
 

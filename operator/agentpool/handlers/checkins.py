@@ -1,15 +1,63 @@
-"""Giving an agent back to its pool: the one way a run's item and a lease return their agent.
+"""Calling a checked-out agent and giving it back: the ways a run's item, a lease and a gateway
+call return their agent.
 
-:mod:`agentpool.handlers.dispatch` calls :func:`return_agent` when an item is done with its
-agent, :mod:`agentpool.handlers.leases` when a lease ends. When the pool asks for a reset between
-items, the agent is reset first, over :mod:`agentpool.io.agents`, and one whose reset fails is
-retired.
+:mod:`agentpool.handlers.dispatch` and :mod:`agentpool.handlers.gateway` call the agent with
+:func:`call_held`, which the broker's word that the agent died cuts short, and give it back with
+:func:`return_agent` when the item is done, or with :func:`return_later` when the item still
+runs on the agent (a cast, or a call whose holder went away mid-call);
+:mod:`agentpool.handlers.leases` calls :func:`return_agent` when a lease ends. When the pool asks
+for a reset between items, the agent is reset first, over :mod:`agentpool.io.agents`, and one
+whose reset fails is retired.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Coroutine
+from typing import Any
+
 from agentpool.broker import CheckinOutcome, Checkout
+from agentpool.handlers.recovery import wait_until_idle
 from agentpool.handlers.runtime import PoolHandle, Runtime
+from agentpool.io.agents import InvokeResult
+from agentpool.pool.restoring import IdleWatch
+
+
+async def call_held(
+    runtime: Runtime,
+    handle: PoolHandle,
+    checkout: Checkout,
+    envelope: dict[str, Any] | bytes,
+    *,
+    timeout: float,
+    cast: bool,
+) -> InvokeResult | None:
+    """``POST /invoke`` to the agent ``checkout`` holds, with the pool's token; None when the
+    agent's pod died meanwhile. The broker's word that it died ends the call at once, not at its
+    timeout: it cancels the calling task itself (a task of its own per call would cost every
+    item). A cancellation from anywhere else goes on to the caller, who decides what becomes of
+    the agent."""
+    task = asyncio.current_task()
+    assert task is not None
+    cut = False
+
+    def cut_short() -> None:
+        nonlocal cut
+        cut = True
+        task.cancel()
+
+    forget = checkout.on_lost(cut_short)
+    try:
+        return await runtime.agents.invoke(
+            checkout.endpoint, handle.token, envelope, timeout=timeout, cast=cast
+        )
+    except asyncio.CancelledError:
+        if not cut or task.uncancel() > 0:
+            raise
+        return None
+    finally:
+        forget()
 
 
 async def return_agent(
@@ -25,3 +73,39 @@ async def return_agent(
     ):
         verdict = CheckinOutcome.RESET_FAILED
     handle.broker.checkin(checkout, verdict)
+
+
+async def return_when_idle(
+    runtime: Runtime, handle: PoolHandle, checkout: Checkout, *, item: str, call_timeout: float
+) -> None:
+    """Give the agent back once it reports ``item`` done (``GET /status``); one still busy with
+    it past ``call_timeout``, or gone, is in an unknown state and retired."""
+    watch = IdleWatch(deadline=time.monotonic() + call_timeout)
+    if await wait_until_idle(
+        runtime.agents,
+        checkout,
+        handle.token,
+        watch=watch,
+        poll_seconds=runtime.settings.runs.cast_poll_seconds,
+        item=item,
+    ):
+        await return_agent(runtime, handle, checkout, CheckinOutcome.SUCCESS)
+        return
+    handle.broker.checkin(checkout, CheckinOutcome.LOST)
+
+
+def return_later(
+    runtime: Runtime, handle: PoolHandle, checkout: Checkout, *, item: str, call_timeout: float
+) -> None:
+    """:func:`return_when_idle` in a task of its own, kept by the runtime until it ends."""
+    in_background(
+        runtime, return_when_idle(runtime, handle, checkout, item=item, call_timeout=call_timeout)
+    )
+
+
+def in_background(runtime: Runtime, returning: Coroutine[Any, Any, None]) -> None:
+    """Run a return of an agent in a task the runtime keeps until it ends, so the holder need
+    not wait for it."""
+    task = asyncio.create_task(returning)
+    runtime.returning.add(task)
+    task.add_done_callback(runtime.returning.discard)

@@ -17,13 +17,11 @@ from agentpool import metrics
 from agentpool.api import POOL_DEFAULTS
 from agentpool.api.reasons import Reason
 from agentpool.broker import CheckinOutcome, Checkout, PoolExhausted
-from agentpool.handlers.checkins import return_agent
-from agentpool.handlers.recovery import wait_until_idle
+from agentpool.handlers.checkins import call_held, return_agent, return_later
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import InvokeResult
 from agentpool.io.kube import NotFound
 from agentpool.pool.checkin import PoolNotFound
-from agentpool.pool.restoring import IdleWatch
 from agentpool.runs.contracts import Checkout as RunCheckout
 from agentpool.runs.contracts import CheckoutTerms, Waiting
 
@@ -65,7 +63,6 @@ class BrokerDispatcher:
         self._namespace = namespace
         self._arrived = arrived
         self._backdated = backdated
-        self._background: set[asyncio.Task[None]] = set()
         # The run's metric series, looked up once rather than on every item. The dispatcher
         # lives as long as its run, and a run's series are dropped only once it is gone.
         self._series: dict[tuple[str, ...], Any] = {}
@@ -131,32 +128,16 @@ class BrokerDispatcher:
             return _lost(inner)
         checkout.call_timeout = timeout
         checkout.item = str(envelope.get("id", ""))
-        # The agent's pod dying ends the call at once, not at its timeout: the broker's word
-        # cancels the calling task itself (a task of its own per call would cost every item).
-        task = asyncio.current_task()
-        assert task is not None
-        cut = False
-
-        def cut_short() -> None:
-            nonlocal cut
-            cut = True
-            task.cancel()
-
-        forget = inner.on_lost(cut_short)
         started = time.monotonic()
         try:
-            result: InvokeResult | None = await self._runtime.agents.invoke(
-                inner.endpoint, checkout.handle.token, envelope, timeout=timeout, cast=cast
+            result = await call_held(
+                self._runtime, checkout.handle, inner, envelope, timeout=timeout, cast=cast
             )
         except asyncio.CancelledError:
-            if not cut or task.uncancel() > 0:
-                # The run stops (suspended, deleted, the operator exiting): the agent carries on
-                # with the item, so it goes back once it reports idle rather than being retired.
-                checkout.abandoned = True
-                raise
-            result = None
-        finally:
-            forget()
+            # The run stops (suspended, deleted, the operator exiting): the agent carries on
+            # with the item, so it goes back once it reports idle rather than being retired.
+            checkout.abandoned = True
+            raise
         run = checkout.run
         self._run_series("seconds", run).observe(time.monotonic() - started)
         if int(envelope.get("attempt", 1)) > 1:
@@ -190,28 +171,15 @@ class BrokerDispatcher:
         ):
             # A cast item, or one whose run stopped mid-call, is still running on the agent: its
             # slot goes back once the agent reports that item done.
-            task = asyncio.create_task(self._return_when_idle(checkout))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+            return_later(
+                self._runtime,
+                handle,
+                inner,
+                item=checkout.item,
+                call_timeout=checkout.call_timeout,
+            )
             return
         await return_agent(self._runtime, handle, inner, verdict)
-
-    async def _return_when_idle(self, checkout: AgentCheckout) -> None:
-        handle, inner = checkout.handle, checkout.inner
-        watch = IdleWatch(deadline=time.monotonic() + checkout.call_timeout)
-        agents = self._runtime.agents
-        if await wait_until_idle(
-            agents,
-            inner,
-            handle.token,
-            watch=watch,
-            poll_seconds=self._runtime.settings.runs.cast_poll_seconds,
-            item=checkout.item,
-        ):
-            await return_agent(self._runtime, handle, inner, CheckinOutcome.SUCCESS)
-            return
-        # Still busy past the call timeout, or gone: its state is unknown, so it is retired.
-        handle.broker.checkin(inner, CheckinOutcome.LOST)
 
 
 def _lost(inner: Checkout) -> InvokeResult:

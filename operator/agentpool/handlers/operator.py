@@ -19,6 +19,7 @@ from typing import Any
 import kopf
 
 from agentpool.handlers import leases, pods, pools, runs
+from agentpool.handlers.gatewaysetup import GatewayOptions, open_gateway
 from agentpool.handlers.runtime import Runtime
 from agentpool.io.agents import AgentClient
 from agentpool.io.connection import Connection, credentials
@@ -91,12 +92,14 @@ async def run_operator(
     peering_name: str | None = None,
     embedded: bool = False,
     state_dir: Path | None = None,
+    gateway: GatewayOptions | None = None,
 ) -> None:
     """Run the operator until ``stop_flag`` is set (or, without one, until cancelled).
 
     ``namespaces`` limits it to those namespaces; empty means cluster-wide. ``peering_name``
     turns on kopf peering so that only one of several replicas acts at a time. ``state_dir``
-    holds the runs' journals, so that a crash re-runs only the items in flight.
+    holds the runs' journals, so that a crash re-runs only the items in flight. ``gateway``
+    opens the HTTPS gateway for calls and casts (none without it).
     """
     kube = Kube.connect(connection)
     agents = AgentClient()
@@ -104,7 +107,10 @@ async def run_operator(
     runtime = Runtime(kube=kube, agents=agents, journals=journals)
     registry = build_registry(runtime, connection)
     settings = build_settings(embedded=embedded)
+    server = None
     try:
+        if gateway is not None:
+            server = await open_gateway(runtime, gateway)
         await kopf.operator(
             registry=registry,
             settings=settings,
@@ -120,8 +126,14 @@ async def run_operator(
             liveness_endpoint=liveness_endpoint,
         )
     finally:
+        if server is not None:
+            await server.stop()
         await agents.close()
         kube.close()
+
+
+#: The gateway of an operator a local cluster runs: on loopback, on any free port.
+LOCAL_GATEWAY = GatewayOptions(host="127.0.0.1", port=0)
 
 
 def embedded_operator(
@@ -130,11 +142,17 @@ def embedded_operator(
     """The operator as a local cluster runs it: in a thread's own event loop, against the
     kubeconfig the cluster wrote (its current context), until the cluster sets the stop flag.
 
-    ``state_dir`` keeps the runs' journals.
+    ``state_dir`` keeps the runs' journals. Its gateway listens on loopback, on a free port.
     """
 
     async def run(kubeconfig: Path, stop_flag: asyncio.Event) -> None:
         connection = Connection(kubeconfig=str(kubeconfig))
-        await run_operator(connection, stop_flag=stop_flag, embedded=True, state_dir=state_dir)
+        await run_operator(
+            connection,
+            stop_flag=stop_flag,
+            embedded=True,
+            state_dir=state_dir,
+            gateway=LOCAL_GATEWAY,
+        )
 
     return run

@@ -23,7 +23,7 @@ from agentpool import metrics
 from agentpool.api import AgentPoolSpec
 from agentpool.api.reasons import EventReason, RetireReason
 from agentpool.broker.registry import PoolKey
-from agentpool.handlers import failures, tokens
+from agentpool.handlers import failures, gatewaysetup, tokens
 from agentpool.handlers.poolstatus import write_status
 from agentpool.handlers.recovery import restore_held_agents
 from agentpool.handlers.registration import KindHandlers
@@ -120,6 +120,7 @@ async def start_pool(runtime: Runtime, body: kopf.Body, key: PoolKey) -> PoolHan
         wake=wake,
         uid=str(body["metadata"].get("uid") or ""),
         settings=runtime.settings.pools,
+        spec=spec,
     )
     runtime.pools.starting[key] = handle
     try:
@@ -230,7 +231,9 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
     pool = dict(body)
     spec = AgentPoolSpec.model_validate(pool.get("spec") or {})
     await tokens.keep_token_secret(runtime, handle, body)
+    await _keep_gateway_published(runtime, handle)
     policy = policy_of(spec, token=handle.token)
+    handle.spec = spec
     handle.port = policy.port
     handle.reset_between_items = spec.reset_between_items
     handle.broker.update_policy(policy)
@@ -260,6 +263,14 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
         idle=handle.settings.idle_pass_seconds,
         timed=handle.settings.timed_pass_seconds,
     )
+
+
+async def _keep_gateway_published(runtime: Runtime, handle: PoolHandle) -> None:
+    """Tell the pool's namespace where the gateway is; a failure is tried on a later pass."""
+    try:
+        await gatewaysetup.keep_published(runtime, handle.namespace)
+    except Exception as error:
+        log.warning("namespace %s: publishing the gateway failed: %s", handle.namespace, error)
 
 
 def retire(

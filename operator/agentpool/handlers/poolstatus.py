@@ -101,5 +101,6 @@ def record_metrics(
     for state, count in states.items():
         metrics.AGENTS.labels(handle.namespace, handle.name, state).set(count)
     metrics.WAITERS.labels(handle.namespace, handle.name).set(waiting)
+    metrics.GATEWAY_WAITING.labels(handle.namespace, handle.name).set(handle.gateway_waiting)
     metrics.SLOTS.labels(handle.namespace, handle.name, "busy").set(busy_slots)
     metrics.SLOTS.labels(handle.namespace, handle.name, "free").set(max(0, slots - busy_slots))

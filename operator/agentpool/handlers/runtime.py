@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentpool.api import AgentPoolSpec
 from agentpool.broker import Broker, Brokers, Checkout
 from agentpool.broker.registry import PoolKey
 from agentpool.io.agents import AgentClient
@@ -65,6 +66,10 @@ class PoolHandle:
     drained: bool = False
     # The operator's pool tunables, as this pool's loop goes by them.
     settings: PoolSettings = field(default_factory=PoolSettings)
+    # The spec as the last pass read it: the gateway's calls take their defaults from it.
+    spec: AgentPoolSpec = field(default_factory=AgentPoolSpec)
+    # Gateway calls and casts waiting in the broker's line now, for the metric.
+    gateway_waiting: int = 0
 
     def poke(self) -> None:
         """Ask the pool's reconcile loop to look again."""
@@ -201,6 +206,16 @@ class RunEngines:
 
 
 @dataclass
+class GatewayPublication:
+    """What the operator tells every namespace with a pool about its gateway."""
+
+    url: str
+    ca_pem: bytes
+    # When each namespace's ConfigMap is next looked at (monotonic seconds).
+    checked: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
 class Runtime:
     """Everything one running operator's handlers share."""
 
@@ -216,5 +231,12 @@ class Runtime:
     # Agents found busy after a restart, released when they report idle; they outlive a
     # restarted pool loop so that such an agent is never held forever.
     restorers: set[asyncio.Task[None]] = field(default_factory=set)
+    # Agents whose item still runs after their holder let go (a cast, a caller gone mid-call),
+    # each given back by a task once the agent reports the item done.
+    returning: set[asyncio.Task[None]] = field(default_factory=set)
+    # The gateway's URL and CA once it listens, for the namespaces' ConfigMaps.
+    gateway: GatewayPublication | None = None
+    # This replica acts (it is not a standby paused by its peers): its gateway takes calls.
+    serving: bool = True
     # Bounds the restart's ``GET /status`` calls across all pools (made on first use, in the loop).
     status_gate: asyncio.Semaphore | None = None

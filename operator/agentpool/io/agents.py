@@ -218,22 +218,28 @@ class AgentClient:
         self,
         endpoint: str,
         token: str,
-        envelope: dict[str, Any],
+        envelope: dict[str, Any] | bytes,
         *,
         timeout: float,
         cast: bool = False,
     ) -> InvokeResult:
-        """Hand ``envelope`` to the agent at ``endpoint`` (``http://host:port``) and wait.
+        """Hand ``envelope`` (or its JSON, already encoded) to the agent at ``endpoint``
+        (``http://host:port``) and wait.
 
         With ``cast`` the agent answers 202 at once and works in the background; poll ``status``
         to see it idle again.
         """
-        try:
-            body = _COMPACT.encode(envelope).encode()
-        except (TypeError, ValueError) as exc:
-            return InvokeResult(
-                ok=False, reason=protocol.BAD_REQUEST, message=f"the envelope is not JSON: {exc}"
-            )
+        if isinstance(envelope, bytes):
+            body = envelope
+        else:
+            try:
+                body = _COMPACT.encode(envelope).encode()
+            except (TypeError, ValueError) as exc:
+                return InvokeResult(
+                    ok=False,
+                    reason=protocol.BAD_REQUEST,
+                    message=f"the envelope is not JSON: {exc}",
+                )
         answer = await self._post(endpoint, protocol.INVOKE_PATH, token, body, timeout, cast=cast)
         if isinstance(answer, InvokeResult):
             return answer

@@ -254,6 +254,45 @@ class Kube:
         except Conflict:
             await patch()
 
+    async def patch_secret(self, namespace: str, name: str, data: dict[str, str]) -> None:
+        """Merge ``data`` (base64 values) into the Secret's data."""
+        await self._call(
+            "patch",
+            "secrets",
+            self._unread(self._core.patch_namespaced_secret, name, namespace, {"data": data}),
+        )
+
+    # Reviews: who holds a token, and what they may do ---------------------------------------
+
+    async def review_token(self, token: str) -> dict[str, Any]:
+        """The status of the cluster's TokenReview of ``token`` (``authenticated``, ``user``,
+        ``error``), for the API server's own audience."""
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenReview",
+            "spec": {"token": token},
+        }
+        answer = await self.request(
+            "POST", "/apis/authentication.k8s.io/v1/tokenreviews", body=body
+        )
+        return dict((answer or {}).get("status") or {})
+
+    async def review_access(
+        self, user: dict[str, Any], attributes: dict[str, str]
+    ) -> dict[str, Any]:
+        """The status of the cluster's SubjectAccessReview (``allowed``, ``denied``, ``reason``)
+        of ``user`` (``user``, ``uid``, ``groups``, ``extra``) for ``attributes`` (a
+        ``resourceAttributes``)."""
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {**user, "resourceAttributes": attributes},
+        }
+        answer = await self.request(
+            "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body=body
+        )
+        return dict((answer or {}).get("status") or {})
+
     # Custom resources -----------------------------------------------------------------------
 
     async def get_custom(self, plural: str, namespace: str, name: str) -> dict[str, Any]:

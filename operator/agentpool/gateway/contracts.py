@@ -1,0 +1,71 @@
+"""What the gateway needs from the rest of the operator, as protocols and values.
+
+The gateway knows nothing of Kubernetes, kopf or the brokers: the operator hands it a
+:class:`Reviewer` (TokenReview and SubjectAccessReview over the Kubernetes API) and a
+:class:`Calls` (a pool's waiting line and its agents). Each is matched by structure, so the
+tests pass fakes and the operator passes the real ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from agentpool.api.gateway import GatewayRequest, GatewayVerb
+from agentpool.gateway.requests import Envelope
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who sent a request, as the cluster's TokenReview names them."""
+
+    username: str
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+class ReviewFailed(Exception):
+    """The cluster could not be asked (the API server did not answer): neither yes nor no."""
+
+
+class Reviewer(Protocol):
+    """The cluster's word on a token and on what its holder may do."""
+
+    async def authenticate(self, token: str) -> Caller | None:
+        """The token's holder, or None when the cluster does not authenticate it. Raises
+        :class:`ReviewFailed` when it cannot tell."""
+        ...
+
+    async def authorize(
+        self, caller: Caller, *, verb: GatewayVerb, namespace: str, pool: str
+    ) -> bool:
+        """Whether ``caller`` may create ``agentpools/<verb>`` of ``pool`` in ``namespace``.
+        Raises :class:`ReviewFailed` when the cluster cannot tell."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What a call or a cast came to: the agent that took the item, and a call's output."""
+
+    agent: str
+    output: Any = None
+
+
+class Calls(Protocol):
+    """A pool's waiting line and agents, as the gateway hands them items."""
+
+    async def serve(
+        self,
+        namespace: str,
+        pool: str,
+        request: GatewayRequest,
+        item: Envelope,
+        *,
+        verb: GatewayVerb,
+    ) -> Answer:
+        """Hand ``item`` to an agent of the pool, waiting in line as ``request`` says; for a
+        call, wait for the output. Raises :class:`~agentpool.gateway.errors.GatewayError` with
+        what to answer when no output (or, for a cast, no agent) can be had."""
+        ...

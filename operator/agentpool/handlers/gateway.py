@@ -1,0 +1,256 @@
+"""The gateway's calls, served from the operator's brokers and agent client.
+
+The gateway (:mod:`agentpool.gateway`) knows only protocols; this adapter gives it
+:class:`GatewayCalls` (a checkout from the pool's broker, in the one waiting line runs and
+leases wait in, a ``POST /invoke`` through :mod:`agentpool.io.agents` with the pool's token, and
+the agent given back with the outcome the broker needs) and :class:`KubeReviewer` (TokenReview
+and SubjectAccessReview through :mod:`agentpool.io.kube`). No Kubernetes object is written per
+call. A caller that goes away while it waits leaves the line (the broker's own cancellation);
+one that goes away mid-call leaves the agent with its item, and the agent is taken back once it
+reports the item done, so no checkout is ever leaked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from agentpool import GROUP, metrics
+from agentpool.agent import protocol
+from agentpool.api import POOL_DEFAULTS
+from agentpool.api.gateway import SUBRESOURCES, GatewayRequest, GatewayVerb
+from agentpool.broker import CheckinOutcome, Checkout, CheckoutFailed
+from agentpool.gateway import errors
+from agentpool.gateway.contracts import Answer, Caller, ReviewFailed
+from agentpool.gateway.requests import Envelope
+from agentpool.handlers.checkins import call_held, in_background, return_agent, return_later
+from agentpool.handlers.runtime import PoolHandle, Runtime
+from agentpool.io.agents import InvokeResult
+from agentpool.io.kube import NotFound
+from agentpool.pool.checkin import PoolExhausted
+
+OK = "OK"
+
+
+class KubeReviewer:
+    """The cluster's TokenReview and SubjectAccessReview, as the gateway asks them."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._kube = runtime.kube
+
+    async def authenticate(self, token: str) -> Caller | None:
+        try:
+            status = await self._kube.review_token(token)
+        except Exception as error:  # the cluster did not answer: neither yes nor no
+            raise ReviewFailed(_failure("TokenReview", error)) from None
+        if not status.get("authenticated"):
+            return None
+        user = status.get("user") or {}
+        extra = user.get("extra") or {}
+        return Caller(
+            username=str(user.get("username") or ""),
+            uid=str(user.get("uid") or ""),
+            groups=tuple(str(group) for group in user.get("groups") or ()),
+            extra=tuple(sorted((str(k), tuple(map(str, v or ()))) for k, v in extra.items())),
+        )
+
+    async def authorize(
+        self, caller: Caller, *, verb: GatewayVerb, namespace: str, pool: str
+    ) -> bool:
+        user: dict[str, Any] = {"user": caller.username, "groups": list(caller.groups)}
+        if caller.uid:
+            user["uid"] = caller.uid
+        if caller.extra:
+            user["extra"] = {key: list(values) for key, values in caller.extra}
+        attributes = {
+            "namespace": namespace,
+            "verb": "create",
+            "group": GROUP,
+            "resource": "agentpools",
+            "subresource": SUBRESOURCES[verb],
+            "name": pool,
+        }
+        try:
+            status = await self._kube.review_access(user, attributes)
+        except Exception as error:
+            raise ReviewFailed(_failure("SubjectAccessReview", error)) from None
+        return bool(status.get("allowed")) and not status.get("denied")
+
+
+def _failure(review: str, error: Exception) -> str:
+    status = getattr(error, "status", None)
+    reason = getattr(error, "reason", None)
+    if status is not None:
+        return f"the {review} was answered {status} {reason or ''}".rstrip()
+    return f"the {review} failed: {type(error).__name__}: {error}"
+
+
+@dataclass(frozen=True)
+class _Series:
+    """One pool's and verb's metric series, looked up once rather than on every call."""
+
+    checkout: Any
+    seconds: Any
+    outcomes: dict[str, Any]
+
+    def outcome(self, namespace: str, pool: str, verb: str, reason: str) -> Any:
+        series = self.outcomes.get(reason)
+        if series is None:
+            series = metrics.GATEWAY_REQUESTS.labels(namespace, pool, verb, reason)
+            self.outcomes[reason] = series
+        return series
+
+
+class GatewayCalls:
+    """Items of gateway calls and casts handed to the pools' agents."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+        self._settings = runtime.settings.gateway
+        self._series: dict[tuple[str, str, str], _Series] = {}
+
+    async def serve(
+        self,
+        namespace: str,
+        pool: str,
+        request: GatewayRequest,
+        item: Envelope,
+        *,
+        verb: GatewayVerb,
+    ) -> Answer:
+        started = time.monotonic()
+        handle = await self._served(namespace, pool, request)
+        series = self._series_of(namespace, pool, verb)
+        try:
+            answer = await self._serve(handle, request, item, cast=verb == "cast", series=series)
+        except errors.GatewayError as error:
+            series.outcome(namespace, pool, verb, error.reason).inc()
+            raise
+        series.outcome(namespace, pool, verb, OK).inc()
+        series.seconds.observe(time.monotonic() - started)
+        return answer
+
+    def _series_of(self, namespace: str, pool: str, verb: str) -> _Series:
+        key = (namespace, pool, verb)
+        series = self._series.get(key)
+        if series is None:
+            series = _Series(
+                checkout=metrics.GATEWAY_CHECKOUT_SECONDS.labels(namespace, pool, verb),
+                seconds=metrics.GATEWAY_SECONDS.labels(namespace, pool, verb),
+                outcomes={},
+            )
+            self._series[key] = series
+        return series
+
+    async def _served(self, namespace: str, pool: str, request: GatewayRequest) -> PoolHandle:
+        """The pool's handle; a pool that exists but is not served yet (the operator starting)
+        is waited for within the checkout timeout."""
+        runtime, key = self._runtime, (namespace, pool)
+        handle = runtime.pools.get(key)
+        if handle is not None:
+            return handle
+        try:
+            await runtime.kube.get_custom("agentpools", namespace, pool)
+        except NotFound:
+            raise errors.pool_not_found(namespace, pool) from None
+        timeout = request.checkout_timeout_seconds or float(POOL_DEFAULTS.checkout_timeout_seconds)
+        handle = await runtime.pools.wait(key, timeout if request.wait else 0.0)
+        if handle is None:
+            raise errors.unavailable(
+                f'AgentPool "{pool}" in namespace "{namespace}" is not served here yet',
+                retry_after=self._settings.retry_after_seconds,
+            )
+        return handle
+
+    async def _serve(
+        self,
+        handle: PoolHandle,
+        request: GatewayRequest,
+        item: Envelope,
+        *,
+        cast: bool,
+        series: _Series,
+    ) -> Answer:
+        spec = handle.spec
+        wait = request.checkout_timeout_seconds or float(spec.checkout_timeout_seconds)
+        deadline = time.monotonic() + (wait if request.wait else 0.0)
+        call_timeout = request.call_timeout_seconds or float(spec.call_timeout_seconds)
+        for _ in range(self._settings.refused_tries):
+            checkout = await self._checkout(handle, request, item, deadline, series)
+            result = await self._call(handle, checkout, item, call_timeout, cast=cast)
+            if result.ok:
+                if cast:
+                    return_later(
+                        self._runtime, handle, checkout, item=item.id, call_timeout=call_timeout
+                    )
+                else:
+                    self._give_back(handle, checkout, CheckinOutcome.SUCCESS)
+                return Answer(agent=checkout.agent, output=result.output)
+            if result.reason == protocol.UNAUTHORIZED and result.status_code == 401:
+                # The agent holds another pool token (rotated, not yet replaced): it is retired,
+                # and the item goes to the next agent, costing the caller nothing.
+                handle.broker.checkin(checkout, CheckinOutcome.LOST)
+                continue
+            verdict = CheckinOutcome.LOST if result.lost else CheckinOutcome.FAILURE
+            self._give_back(handle, checkout, verdict)
+            raise errors.from_agent(result.reason, result.message)
+        raise errors.from_agent(
+            protocol.UNAUTHORIZED,
+            f"{self._settings.refused_tries} agents of the pool refused its token: the pool is "
+            "replacing them; try again shortly",
+        )
+
+    async def _checkout(
+        self,
+        handle: PoolHandle,
+        request: GatewayRequest,
+        item: Envelope,
+        deadline: float,
+        series: _Series,
+    ) -> Checkout:
+        started = time.monotonic()
+        handle.gateway_waiting += 1
+        try:
+            checkout = await handle.broker.checkout(
+                timeout=max(0.0, deadline - started),
+                priority=request.priority,
+                holder=f"gateway:{item.id}",
+                max_waiters=handle.spec.max_waiters,
+            )
+        except CheckoutFailed as error:
+            if not request.wait and isinstance(error, PoolExhausted):
+                error = PoolExhausted(f"{error} (the call would not wait)")
+            raise errors.from_checkout(
+                error, retry_after=self._settings.retry_after_seconds
+            ) from None
+        finally:
+            handle.gateway_waiting -= 1
+        series.checkout.observe(time.monotonic() - started)
+        return checkout
+
+    async def _call(
+        self, handle: PoolHandle, checkout: Checkout, item: Envelope, timeout: float, *, cast: bool
+    ) -> InvokeResult:
+        """The agent's answer; a caller gone mid-call leaves the agent with its item, taken
+        back once the agent reports it done."""
+        try:
+            result = await call_held(
+                self._runtime, handle, checkout, item.body, timeout=timeout, cast=cast
+            )
+        except asyncio.CancelledError:
+            return_later(self._runtime, handle, checkout, item=item.id, call_timeout=timeout)
+            raise
+        if result is None:
+            reason = checkout.lost_reason or f"agent {checkout.agent} was lost"
+            return InvokeResult(ok=False, reason=protocol.AGENT_LOST, message=reason, lost=True)
+        return result
+
+    def _give_back(self, handle: PoolHandle, checkout: Checkout, verdict: CheckinOutcome) -> None:
+        """Give the agent back now; a reset the pool asks for runs after the caller has its
+        answer, the agent held until it is done."""
+        if handle.reset_between_items and not checkout.is_lost:
+            in_background(self._runtime, return_agent(self._runtime, handle, checkout, verdict))
+            return
+        handle.broker.checkin(checkout, verdict)
