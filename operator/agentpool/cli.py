@@ -164,12 +164,6 @@ def _json_argument(text: str) -> Any:
         raise argparse.ArgumentTypeError(f"not JSON: {error}") from None
 
 
-def _cmd_call(args: argparse.Namespace) -> int:
-    from agentpool.console.leases import run_call
-
-    return run_call(args)
-
-
 def _cmd_lease(args: argparse.Namespace) -> int:
     from agentpool.console.leases import run_lease
 
@@ -177,12 +171,17 @@ def _cmd_lease(args: argparse.Namespace) -> int:
 
 
 def _add_agent_options(parser: argparse.ArgumentParser) -> None:
-    """The pool and the lease, for the commands that go through the Python client; the
-    kubeconfig's context is --kube-context here, since --context is the lease's."""
-    parser.add_argument("pool", help="the AgentPool's name")
+    """The pool and the lease, for ``agentpool lease``; the kubeconfig's context is
+    --kube-context here, since --context is the lease's."""
+    _add_pool_options(parser)
     parser.add_argument(
         "--context", type=_json_argument, help="the lease's context for the agent, as JSON"
     )
+
+
+def _add_pool_options(parser: argparse.ArgumentParser) -> None:
+    """The pool and how to reach its cluster, for the commands that use the Python client."""
+    parser.add_argument("pool", help="the AgentPool's name")
     parser.add_argument(
         "--checkout-timeout",
         type=float,
@@ -261,6 +260,8 @@ def _cmd_local_up(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from agentpool.console.calls import add_commands
+
     parser = argparse.ArgumentParser(
         prog="agentpool",
         description="Keep pools of warm agents on Kubernetes and drive work items through them.",
@@ -330,12 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     results.add_argument("run", help="the PoolRun's name")
     _add_client_options(results)
     results.set_defaults(func=_cmd_results)
-    call = sub.add_parser("call", help="send one item to an agent of a pool, print the output")
-    _add_agent_options(call)
-    call.add_argument("--item", required=True, type=_json_argument, help="the item, as JSON")
-    call.add_argument("--input", type=_json_argument, help="input beside the item, as JSON")
-    call.add_argument("--call-timeout", type=float, help="seconds to wait (default: 300)")
-    call.set_defaults(func=_cmd_call)
+    add_commands(sub, _json_argument, _add_pool_options)
 
     lease = sub.add_parser("lease", help="hold an agent of a pool until Ctrl-C releases it")
     _add_agent_options(lease)

@@ -1,11 +1,12 @@
 """The :class:`Client`: pools, leases and runs of one namespace, as a program uses them.
 
 Each method is the worker-pool word it stands for: :meth:`Client.lease` is a checkout held for
-a block (poolboy's ``transaction``), :meth:`Client.call` one item on a leased agent,
-:meth:`Client.cast` one item handed over without waiting, :meth:`Client.submit` a whole run,
-:meth:`Client.pool_status` the pool's ``status``. The work is done by
-:mod:`agentpool.client.leases` and :mod:`agentpool.client.runs`, over
-:mod:`agentpool.client.cluster` and :mod:`agentpool.client.agents`.
+a block (poolboy's ``transaction``), :meth:`Client.call` one item on an agent of the pool,
+through the operator's gateway, :meth:`Client.cast` one item handed over without waiting for
+its output, :meth:`Client.submit` a whole run, :meth:`Client.pool_status` the pool's ``status``.
+The work is done by :mod:`agentpool.client.gateway`, :mod:`agentpool.client.leases` and
+:mod:`agentpool.client.runs`, over :mod:`agentpool.client.cluster` and
+:mod:`agentpool.client.agents`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import contextlib
 import math
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from agentpool.api import (
@@ -26,11 +28,13 @@ from agentpool.api import (
     SpecError,
     parse_spec,
 )
+from agentpool.api.gateway import GatewayRequest
 from agentpool.api.reasons import Reason
 from agentpool.client import leases
 from agentpool.client.agents import AgentCaller
 from agentpool.client.cluster import Cluster
 from agentpool.client.errors import INVALID, AgentpoolError, NotFound
+from agentpool.client.gateway import GatewayCaller
 from agentpool.client.runs import Run
 from agentpool.client.settings import ClientSettings
 
@@ -39,10 +43,21 @@ class Client:
     """agentpool's pools, leases and runs in one namespace; use it as ``async with``, or
     :meth:`close` it."""
 
-    def __init__(self, cluster: Cluster, *, settings: ClientSettings | None = None) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        *,
+        settings: ClientSettings | None = None,
+        gateway_url: str | None = None,
+        gateway_ca: bytes | str | os.PathLike[str] | None = None,
+        gateway_token: str | None = None,
+    ) -> None:
         self._cluster = cluster
         self.settings = settings or cluster.settings
         self._caller = AgentCaller()
+        self._gateway = GatewayCaller(
+            cluster, url=gateway_url, ca_pem=_pem(gateway_ca), token=gateway_token
+        )
 
     @classmethod
     def from_kubeconfig(
@@ -52,22 +67,49 @@ class Client:
         *,
         namespace: str | None = None,
         settings: ClientSettings | None = None,
+        gateway_url: str | None = None,
+        gateway_ca: bytes | str | os.PathLike[str] | None = None,
+        gateway_token: str | None = None,
     ) -> Client:
         """A client for a kubeconfig (default: the first in $KUBECONFIG, else
         ~/.kube/config) and context (default: its current one), in ``namespace`` (default:
-        the context's)."""
+        the context's).
+
+        Calls and casts go to the gateway the namespace's ``agentpool-gateway`` ConfigMap names,
+        or to ``gateway_url``, its certificate checked with ``gateway_ca`` (PEM, or a path to
+        one; the ConfigMap's CA by default), as the kubeconfig's user, or with
+        ``gateway_token``."""
         settings = settings or ClientSettings()
         cluster = Cluster.from_kubeconfig(path, context, namespace=namespace, settings=settings)
-        return cls(cluster, settings=settings)
+        return cls(
+            cluster,
+            settings=settings,
+            gateway_url=gateway_url,
+            gateway_ca=gateway_ca,
+            gateway_token=gateway_token,
+        )
 
     @classmethod
     def in_cluster(
-        cls, *, namespace: str | None = None, settings: ClientSettings | None = None
+        cls,
+        *,
+        namespace: str | None = None,
+        settings: ClientSettings | None = None,
+        gateway_url: str | None = None,
+        gateway_ca: bytes | str | os.PathLike[str] | None = None,
+        gateway_token: str | None = None,
     ) -> Client:
         """A client for the cluster this pod runs in, through its service account, in
-        ``namespace`` (default: the pod's)."""
+        ``namespace`` (default: the pod's); the gateway as :meth:`from_kubeconfig` finds it, the
+        pod's service account its caller."""
         settings = settings or ClientSettings()
-        return cls(Cluster.in_cluster(namespace=namespace, settings=settings), settings=settings)
+        return cls(
+            Cluster.in_cluster(namespace=namespace, settings=settings),
+            settings=settings,
+            gateway_url=gateway_url,
+            gateway_ca=gateway_ca,
+            gateway_token=gateway_token,
+        )
 
     @property
     def namespace(self) -> str:
@@ -75,6 +117,7 @@ class Client:
 
     async def close(self) -> None:
         self._caller.close()
+        self._gateway.close()
         await self._cluster.close()
 
     async def __aenter__(self) -> Client:
@@ -133,19 +176,24 @@ class Client:
         item: Any,
         *,
         input: Any = None,
-        context: Any = None,
+        id: str | None = None,
+        priority: int = 0,
+        wait: bool = True,
         checkout_timeout: float | None = None,
         call_timeout: float | None = None,
     ) -> Any:
-        """One item on an agent of ``pool``: lease one, invoke it, give it back; the output.
+        """One item on an agent of ``pool``, through the operator's gateway; the output.
 
-        Raises :class:`PoolExhausted` or :class:`LeaseFailed` when no agent could be had, and
-        :class:`CallFailed` with the agent's reason when the item failed.
+        The item waits in the pool's line (by ``priority``, then arrival) up to
+        ``checkout_timeout`` (the pool's by default), or not at all with ``wait=False``; the
+        agent has ``call_timeout`` (the pool's by default). Raises :class:`PoolExhausted` when no
+        agent could be had (``retry_after`` says when to try again), :class:`CallFailed` with the
+        agent's reason when the item failed, :class:`NotFound` for no such pool, and
+        :class:`AgentpoolError` (Unauthorized, Forbidden, Invalid, ...) otherwise.
         """
-        async with self.lease(
-            pool, context=context, checkout_timeout=checkout_timeout, call_timeout=call_timeout
-        ) as agent:
-            return await agent.invoke(item, input)
+        request = _gateway_request(item, input, id, priority, wait, checkout_timeout, call_timeout)
+        timeout = self._gateway_timeout(checkout_timeout, call_timeout)
+        return await self._gateway.send(pool, request, verb="call", timeout=timeout)
 
     async def cast(
         self,
@@ -153,18 +201,27 @@ class Client:
         item: Any,
         *,
         input: Any = None,
-        ttl_seconds_after_finished: int | None = None,
+        id: str | None = None,
+        priority: int = 0,
+        wait: bool = True,
+        checkout_timeout: float | None = None,
+        call_timeout: float | None = None,
     ) -> str:
-        """Hand one item to an agent of ``pool`` without waiting for its output: a one-item
-        PoolRun in mode Cast. Its name, to follow it with :meth:`run` if wanted."""
-        run = await self.submit(
-            pool,
-            [item],
-            input=input,
-            mode="Cast",
-            ttl_seconds_after_finished=ttl_seconds_after_finished,
-        )
-        return run.name
+        """Hand one item to an agent of ``pool`` through the gateway, without waiting for its
+        output; the agent (its pod) that took it. The agent stays busy with it, for up to
+        ``call_timeout``, until it reports the item done. Raises as :meth:`call` does."""
+        request = _gateway_request(item, input, id, priority, wait, checkout_timeout, call_timeout)
+        timeout = self._gateway_timeout(checkout_timeout, 0.0)
+        agent: str = await self._gateway.send(pool, request, verb="cast", timeout=timeout)
+        return agent
+
+    def _gateway_timeout(self, checkout: float | None, call: float | None) -> float:
+        """How long the client waits for the gateway's answer: the gateway's own bounds, with
+        the settings' values where the caller named none, and a grace past them."""
+        settings = self.settings
+        waited = settings.bind_timeout_seconds if checkout is None else checkout
+        called = settings.call_timeout_seconds if call is None else call
+        return waited + called + settings.bind_grace_seconds
 
     async def submit(
         self,
@@ -234,3 +291,37 @@ def _source(source: Source | Mapping[str, Any] | None) -> Source:
     if isinstance(source, Source):
         return source
     return parse_spec(Source, source, root="source")
+
+
+def _gateway_request(
+    item: Any,
+    input: Any,
+    id: str | None,
+    priority: int,
+    wait: bool,
+    checkout_timeout: float | None,
+    call_timeout: float | None,
+) -> GatewayRequest:
+    """The body of a call or cast, checked here as the gateway will check it."""
+    fields = {
+        "item": item,
+        "input": input,
+        "id": id,
+        "priority": priority,
+        "wait": wait,
+        "checkoutTimeoutSeconds": checkout_timeout,
+        "callTimeoutSeconds": call_timeout,
+    }
+    given = {key: value for key, value in fields.items() if value is not None or key == "item"}
+    try:
+        return parse_spec(GatewayRequest, given, root="call")
+    except SpecError as error:
+        raise AgentpoolError(INVALID, "; ".join(error.errors)) from None
+
+
+def _pem(ca: bytes | str | os.PathLike[str] | None) -> bytes | None:
+    """A CA given as PEM, or as the path of a PEM file."""
+    if ca is None or isinstance(ca, bytes):
+        return ca
+    text = os.fspath(ca)
+    return text.encode() if "-----BEGIN" in text else Path(text).read_bytes()

@@ -19,6 +19,7 @@ from typing import Any, Final
 
 import httpx2
 import lightkube
+from lightkube.config.client_adapter import user_auth
 from lightkube.generic_resource import GenericNamespacedResource, create_namespaced_resource
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap, Secret
@@ -72,11 +73,17 @@ class Cluster:
     """The API calls the client makes, in one namespace."""
 
     def __init__(
-        self, kube: lightkube.AsyncClient, *, namespace: str, settings: ClientSettings
+        self,
+        kube: lightkube.AsyncClient,
+        *,
+        namespace: str,
+        settings: ClientSettings,
+        auth: httpx2.Auth | None = None,
     ) -> None:
         self.kube = kube
         self.namespace = namespace
         self.settings = settings
+        self._auth = auth
 
     @classmethod
     def from_config(
@@ -87,7 +94,11 @@ class Cluster:
         settings: ClientSettings,
     ) -> Cluster:
         kube = lightkube.AsyncClient(config, namespace=namespace, field_manager="agentpool-client")
-        return cls(kube, namespace=namespace or str(kube.namespace), settings=settings)
+        single = config.get() if isinstance(config, lightkube.KubeConfig) else config
+        # The same credentials lightkube presents to the API server: a token, a token file
+        # (re-read once refused, as projected tokens rotate) or an exec plugin.
+        auth = user_auth(single.user) if single is not None else None
+        return cls(kube, namespace=namespace or str(kube.namespace), settings=settings, auth=auth)
 
     @classmethod
     def from_kubeconfig(
@@ -122,6 +133,26 @@ class Cluster:
 
     async def close(self) -> None:
         await self.kube.close()
+
+    async def bearer(self, *, refused: str | None = None) -> str | None:
+        """The ``Authorization`` header the kubeconfig's user sends (``Bearer ...``), None when
+        its credentials are no bearer token (a client certificate, say). Given the header just
+        ``refused``, a fresh one where the credentials can give one (a token file re-read, an
+        exec plugin run again)."""
+        if self._auth is None:
+            return None
+        flow = self._auth.async_auth_flow(httpx2.Request("POST", "https://gateway.invalid/"))
+        try:
+            sent = await anext(flow)
+            if refused is not None and sent.headers.get("Authorization") == refused:
+                with contextlib.suppress(StopAsyncIteration):
+                    sent = await flow.asend(httpx2.Response(401, request=sent))
+        except lightkube.ConfigError as error:
+            raise AgentpoolError(NO_CLUSTER, f"the kubeconfig's credentials: {error}") from None
+        finally:
+            await flow.aclose()
+        header = sent.headers.get("Authorization")
+        return header if header and header.lower().startswith("bearer ") else None
 
     async def create(
         self, plural: str, spec: Mapping[str, Any], *, name: str | None, generate_name: str

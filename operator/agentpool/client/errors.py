@@ -45,7 +45,11 @@ class NotFound(AgentpoolError):
 
 class PoolExhausted(AgentpoolError):
     """No agent could be had: the pool is full and the lease would not wait (PoolFull), or none
-    came free within the checkout timeout (CheckoutTimeout)."""
+    came free within the checkout timeout (CheckoutTimeout); through the gateway, PoolExhausted,
+    or TooManyWaiters when the pool's waiting line is at its bound."""
+
+    retry_after: float | None = None
+    """Seconds the gateway asked the caller to wait before trying again, when it said."""
 
 
 class LeaseFailed(AgentpoolError):

@@ -4,7 +4,8 @@
 aiohttp's ``ClientSession``: the operator is CPU-bound on small items, and a session request
 costs about three times the CPU of writing one prebuilt request and reading one answer on a kept
 connection (``python -m bench`` measures the difference). Only plain ``http://`` endpoints come
-here; the agent client keeps aiohttp for everything else and for the rarer calls.
+here; the agent client keeps aiohttp for everything else and for the rarer calls. The Python
+client sends gateway calls the same way, over TLS (``WirePool(tls=...)``).
 
 Connections are kept alive per (host, port), one request at a time each, and dropped after
 :data:`IDLE_SECONDS` idle (as aiohttp's connector does), so a kept connection is never older than
@@ -16,6 +17,7 @@ by ``Content-Length``, be chunked, or run to the connection's end.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,17 +52,22 @@ class _Connection:
 class Answer:
     status: int
     body: bytes
+    retry_after: bytes | None = None
+    """The ``Retry-After`` header, as sent, when there is one."""
 
 
 class WirePool:
-    """Kept-alive connections to agents, by (host, port)."""
+    """Kept-alive connections to agents, by (host, port); over TLS with ``tls``, the server
+    checked against it by the host's name."""
 
     def __init__(
         self,
         *,
         idle_seconds: float = IDLE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        self._tls = tls
         self._idle: dict[tuple[str, int], list[_Connection]] = {}
         self._idle_seconds = idle_seconds
         self._clock = clock
@@ -79,7 +86,13 @@ class WirePool:
             if connection.usable(now, self._idle_seconds):
                 return connection
             connection.close()
-        reader, writer = await asyncio.open_connection(host, port, limit=HEAD_LIMIT)
+        reader, writer = await asyncio.open_connection(
+            host,
+            port,
+            limit=HEAD_LIMIT,
+            ssl=self._tls,
+            server_hostname=host if self._tls is not None else None,
+        )
         return _Connection(reader, writer, now)
 
     def _sweep(self, now: float) -> None:
@@ -143,6 +156,7 @@ async def _read_answer(reader: asyncio.StreamReader) -> tuple[Answer, bool]:
     keep = parts[0] == b"HTTP/1.1"
     length: int | None = None
     chunked = False
+    retry_after: bytes | None = None
     # The head ends with two empty lines after the split: the blank line and what follows it.
     for header in lines[1:-2]:
         name, _, value = header.partition(b":")
@@ -153,6 +167,8 @@ async def _read_answer(reader: asyncio.StreamReader) -> tuple[Answer, bool]:
             chunked = b"chunked" in value.lower()
         elif name == b"connection":
             keep = keep and b"close" not in value.lower()
+        elif name == b"retry-after":
+            retry_after = value.strip()
     if chunked:
         body = await _read_chunks(reader)
     elif length is not None:
@@ -161,7 +177,7 @@ async def _read_answer(reader: asyncio.StreamReader) -> tuple[Answer, bool]:
         body = b""
     else:
         body, keep = await reader.read(), False
-    return Answer(status, body), keep
+    return Answer(status, body, retry_after), keep
 
 
 async def _read_chunks(reader: asyncio.StreamReader) -> bytes:

@@ -1,0 +1,209 @@
+"""The client's side of the gateway: one call or cast of a pool over HTTPS, no Kubernetes object.
+
+:meth:`agentpool.client.Client.call` and :meth:`~agentpool.client.Client.cast` come here. The
+gateway is found as a program in a pod finds the API server: its URL and the CA that signs its
+certificate are in the ConfigMap ``agentpool-gateway`` the operator keeps in every namespace with
+a pool (read once per client), unless the program gives ``gateway_url`` (and ``gateway_ca``).
+The caller's identity is its kubeconfig's bearer token (or a ServiceAccount's, in a pod), the
+same credentials the client shows the API server, or one given as ``gateway_token``; the token
+goes into the ``Authorization`` header only. Requests go over the lean HTTP/1.1 client of
+:mod:`agentpool.io.agentwire`, over TLS, on kept-alive connections, so a steady caller pays no
+handshake per call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import quote, urlsplit
+
+from agentpool.api.gateway import (
+    CA_KEY,
+    CONFIGMAP,
+    PATH_PREFIX,
+    URL_KEY,
+    GatewayRequest,
+    GatewayVerb,
+)
+from agentpool.api.reasons import GatewayReason
+from agentpool.client.cluster import Cluster
+from agentpool.client.errors import (
+    AgentpoolError,
+    CallFailed,
+    NotFound,
+    PoolExhausted,
+)
+from agentpool.io.agentwire import Answer, WireError, WirePool
+
+#: No ConfigMap names the gateway in the client's namespace, and no URL was given.
+NO_GATEWAY: Final = "NoGateway"
+#: The gateway could not be reached, or the connection broke before its answer.
+GATEWAY_UNREACHABLE: Final = "GatewayUnreachable"
+#: The client has no bearer token to show the gateway (a kubeconfig with a client certificate).
+NO_TOKEN: Final = "NoToken"
+
+_COMPACT = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+_EXHAUSTED = frozenset({GatewayReason.POOL_EXHAUSTED, GatewayReason.TOO_MANY_WAITERS})
+_MESSAGE_BODY_CHARS = 200
+
+
+@dataclass(frozen=True)
+class GatewayAddress:
+    """Where the gateway is: its base URL, and the CA (PEM) its certificate is checked with
+    (None: the system's trust store)."""
+
+    url: str
+    ca_pem: bytes | None = None
+
+    def context(self) -> ssl.SSLContext | None:
+        if urlsplit(self.url).scheme != "https":
+            return None
+        if self.ca_pem is None:
+            return ssl.create_default_context()
+        return ssl.create_default_context(cadata=self.ca_pem.decode())
+
+
+class GatewayCaller:
+    """Calls and casts of one namespace's pools through the gateway; one per client."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        *,
+        url: str | None = None,
+        ca_pem: bytes | None = None,
+        token: str | None = None,
+    ) -> None:
+        self._cluster = cluster
+        self._given = None if url is None else GatewayAddress(url.rstrip("/"), ca_pem)
+        self._token = token
+        self._address: GatewayAddress | None = None
+        self._wire: WirePool | None = None
+        self._finding = asyncio.Lock()
+
+    def close(self) -> None:
+        if self._wire is not None:
+            self._wire.close()
+
+    async def address(self) -> GatewayAddress:
+        """The gateway's address: as given, else from the namespace's ConfigMap (read once)."""
+        async with self._finding:
+            if self._address is None:
+                self._address = self._given or await self._published()
+                self._wire = WirePool(tls=self._address.context())
+        return self._address
+
+    async def _published(self) -> GatewayAddress:
+        namespace = self._cluster.namespace
+        try:
+            data = await self._cluster.configmap_data(CONFIGMAP)
+        except NotFound:
+            raise AgentpoolError(
+                NO_GATEWAY,
+                f'no ConfigMap "{CONFIGMAP}" in namespace "{namespace}": the operator publishes '
+                "it once a pool exists there; or give the client gateway_url",
+            ) from None
+        if URL_KEY not in data:
+            raise AgentpoolError(NO_GATEWAY, f'ConfigMap "{CONFIGMAP}" has no "{URL_KEY}"')
+        ca = data.get(CA_KEY)
+        return GatewayAddress(data[URL_KEY].rstrip("/"), ca.encode() if ca else None)
+
+    async def send(
+        self, pool: str, request: GatewayRequest, *, verb: GatewayVerb, timeout: float
+    ) -> Any:
+        """A call's output, or the agent that took a cast; raises the error the gateway
+        answered (:class:`PoolExhausted`, :class:`NotFound`, :class:`CallFailed`, or
+        :class:`AgentpoolError` with its reason)."""
+        address = await self.address()
+        try:
+            body = _COMPACT.encode(request.to_wire() | {"item": request.item}).encode()
+        except (TypeError, ValueError) as error:
+            raise AgentpoolError(GatewayReason.INVALID, f"the item is not JSON: {error}") from None
+        path = f"{PATH_PREFIX}/{quote(self._cluster.namespace)}/agentpools/{quote(pool)}/{verb}"
+        authorization = await self._authorization()
+        answer = await self._post(address, path, authorization, body, timeout)
+        if answer.status == 401 and self._token is None:
+            # A token file rotated, or an exec plugin's token expired: ask once for a fresh one.
+            renewed = await self._cluster.bearer(refused=authorization)
+            if renewed is not None and renewed != authorization:
+                answer = await self._post(address, path, renewed, body, timeout)
+        return _outcome(answer, verb=verb, url=address.url)
+
+    async def _authorization(self) -> str:
+        if self._token is not None:
+            return f"Bearer {self._token}"
+        header = await self._cluster.bearer()
+        if header is None:
+            raise AgentpoolError(
+                NO_TOKEN,
+                "the kubeconfig's user presents no bearer token (a client certificate?), and the "
+                "gateway takes one: give the client gateway_token, for example from `kubectl "
+                "create token SERVICEACCOUNT`",
+            )
+        return header
+
+    async def _post(
+        self, address: GatewayAddress, path: str, authorization: str, body: bytes, timeout: float
+    ) -> Answer:
+        parts = urlsplit(address.url)
+        host = parts.hostname or "localhost"
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        head = (
+            f"POST {parts.path.rstrip('/')}{path} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+            f"Authorization: {authorization}\r\nContent-Type: application/json\r\n"
+        ).encode("latin-1")
+        assert self._wire is not None
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._wire.request(host, port, head, body)
+        except TimeoutError:
+            raise AgentpoolError(
+                GATEWAY_UNREACHABLE, f"the gateway at {address.url} gave no answer in {timeout:g}s"
+            ) from None
+        except (OSError, asyncio.IncompleteReadError, WireError, ValueError) as error:
+            cause = str(error) or type(error).__name__
+            raise AgentpoolError(
+                GATEWAY_UNREACHABLE, f"lost the gateway at {address.url}: {cause}"
+            ) from None
+
+
+def _outcome(answer: Answer, *, verb: GatewayVerb, url: str) -> Any:
+    """A call's output or a cast's agent from the gateway's answer, or the error it means."""
+    try:
+        data = json.loads(answer.body)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        if answer.status == 200 and verb == "call" and "output" in data:
+            return data["output"]
+        if answer.status == 202 and verb == "cast" and "agent" in data:
+            return str(data["agent"])
+        error = data.get("error")
+        if isinstance(error, dict) and isinstance(error.get("reason"), str):
+            raise _error(answer, error["reason"], str(error.get("message", "")))
+    text = answer.body[:_MESSAGE_BODY_CHARS].decode("utf-8", "replace")
+    raise AgentpoolError(
+        GATEWAY_UNREACHABLE, f"the gateway at {url} answered HTTP {answer.status}: {text!r}"
+    )
+
+
+def _error(answer: Answer, reason: str, message: str) -> AgentpoolError:
+    if reason in _EXHAUSTED:
+        exhausted = PoolExhausted(reason, message)
+        exhausted.retry_after = _seconds(answer.retry_after)
+        return exhausted
+    if answer.status == 404:
+        return NotFound(reason, message)
+    if answer.status in (502, 504):
+        return CallFailed(reason, message)
+    return AgentpoolError(reason, message)
+
+
+def _seconds(value: bytes | None) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
