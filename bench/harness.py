@@ -151,6 +151,7 @@ class OperatorProcess:
 
     def start(self) -> None:
         argv = [sys.executable, "-m", "agentpool", "run", "--kubeconfig", str(self.kubeconfig)]
+        argv += ["--gateway-host", "127.0.0.1", "--gateway-port", "0"]
         # The runs' journals, in a directory that outlives a killed operator, as an emptyDir does.
         argv += ["--state-dir", str(self.log_path.parent / "operator-state")]
         if self.metrics_port:

@@ -20,6 +20,8 @@ from agentpool.client import Client
 from cluster import ClusterHandle
 
 REPO = Path(__file__).resolve().parents[2]
+#: Its gateway on loopback, on any free port: the namespaces' ConfigMaps say which.
+LOOPBACK_GATEWAY = ("--gateway-host", "127.0.0.1", "--gateway-port", "0")
 
 
 @pytest.fixture(scope="session")
@@ -33,7 +35,7 @@ def client_cluster(
     scope = ["--namespace", f"{NAMESPACE_PREFIX}*"]
     log = (scratch_root / "client-operator.log").open("ab")
     operator = subprocess.Popen(
-        [sys.executable, "-m", "agentpool", "run", *connection, *scope],
+        [sys.executable, "-m", "agentpool", "run", *connection, *scope, *LOOPBACK_GATEWAY],
         cwd=REPO,
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -22,6 +22,9 @@ import kubernetes
 from agentpool.local.kubelet.processes import pod_processes
 
 GROUP, VERSION = "agentpool.dev", "v1alpha1"
+#: The gateway of an operator a test starts: on loopback, on any free port (the ConfigMap of each
+#: namespace with a pool says which).
+LOOPBACK_GATEWAY = ("--gateway-host", "127.0.0.1", "--gateway-port", "0")
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -51,7 +54,7 @@ class OperatorProcess:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        argv = [sys.executable, "-m", "agentpool", "run", *self.connection]
+        argv = [sys.executable, "-m", "agentpool", "run", *self.connection, *LOOPBACK_GATEWAY]
         # The runs' journals, in a directory that outlives a killed operator, as an emptyDir does.
         argv += ["--state-dir", str(self.log_path.parent / "operator-state")]
         if self.metrics_port:

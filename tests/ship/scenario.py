@@ -277,6 +277,7 @@ def run_scenario(
                     *(sys.executable, "-m", "agentpool", "run", *scope),
                     *("--standalone", "--kubeconfig", str(handle.kubeconfig)),
                     *("--server", proxy.url, "--metrics-port", str(metrics_port)),
+                    *("--gateway-host", "127.0.0.1", "--gateway-port", "0"),
                 ],
                 cwd=REPO,
                 stdout=log_file,
