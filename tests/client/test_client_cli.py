@@ -67,7 +67,7 @@ def test_call_fails_with_the_reason_and_message(
         timeout=120,
     )
     assert absent.returncode == 1
-    assert absent.stderr.startswith("agentpool: PoolNotFound: ")
+    assert absent.stderr.startswith("agentpool: NotFound: ")
     assert "Traceback" not in failed.stderr + absent.stderr
 
 

@@ -14,8 +14,7 @@ from collections import Counter
 import pytest
 from client_support import FAST, Outside
 
-from agentpool.client import AgentpoolError, Client, RunFailed
-from cluster import wait_for
+from agentpool.client import AgentpoolError, Client, PoolExhausted, RunFailed
 
 pytestmark = pytest.mark.cluster
 
@@ -90,23 +89,20 @@ async def test_wait_raises_RunFailed_with_the_operators_reason(
     assert failed.value.status.failed == 1
 
 
-async def test_cast_hands_an_item_over_in_a_run_of_its_own(
+async def test_cast_hands_an_item_to_an_agent_without_a_run(
     client: Client, outside: Outside
 ) -> None:
-    """``cast`` returns at once with the name of a one-item Cast run, which the operator
-    delivers and counts succeeded."""
-    pool = outside.pool("p", agents=1)
-    name = await client.cast(pool, {"note": "fire and forget"})
-    run = outside.status("poolruns", name)
-    assert run.get("phase") in (None, "Pending", "Running", "Succeeded")
-    spec = next(r for r in outside.objects("poolruns") if r["metadata"]["name"] == name)["spec"]
-    assert (spec["mode"], spec["source"]["items"]) == ("Cast", [{"note": "fire and forget"}])
-    await asyncio.to_thread(
-        wait_for,
-        lambda: outside.status("poolruns", name).get("succeeded") == 1,
-        60,
-        message=f"cast run {name} delivered",
-    )
+    """``cast`` returns once an agent took the item, naming the agent, with no PoolRun made;
+    the agent stays busy with the item until it reports it done, then goes back."""
+    pool = outside.pool("p", agents=1, agent="slow_start", env=FAST)
+    agent = await client.cast(pool, {"note": "fire and forget", "workSeconds": 3})
+    pods = outside.core.list_namespaced_pod(outside.namespace).items
+    assert agent in {pod.metadata.name for pod in pods}
+    with pytest.raises(PoolExhausted) as busy:
+        await client.cast(pool, {"note": "another"}, wait=False)
+    assert busy.value.reason == "PoolExhausted"
+    assert outside.objects("poolruns") == []
+    await asyncio.to_thread(outside.returned, pool, 1, 60)
 
 
 async def test_submit_refuses_a_spec_the_models_refuse(client: Client, outside: Outside) -> None:
