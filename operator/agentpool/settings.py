@@ -122,6 +122,10 @@ class GatewaySettings:
     refused_tries: int = 3
     """Agents tried for one call when an agent refuses the pool's token (it was rotated and the
     agent not yet replaced): the next is taken in its place, and the refusing one retired."""
+    peers_seconds: float = 2.0
+    """How often a replica with peers reads the kopf peering object to tell whether it acts,
+    which its gateway's readiness says: the Service follows a hand-over within about this long
+    after kopf's own."""
     publish_seconds: float = 300.0
     """How often each namespace's ``agentpool-gateway`` ConfigMap is checked and mended, should
     someone delete or change it."""

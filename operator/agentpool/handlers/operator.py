@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 import socket
 from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import kopf
 
-from agentpool.handlers import leases, pods, pools, runs
+from agentpool.handlers import leases, pods, pools, runs, standby
 from agentpool.handlers.gatewaysetup import GatewayOptions, open_gateway
 from agentpool.handlers.runtime import Runtime
 from agentpool.io.agents import AgentClient
@@ -108,9 +109,24 @@ async def run_operator(
     registry = build_registry(runtime, connection)
     settings = build_settings(embedded=embedded)
     server = None
+    # kopf pauses every peer whose priority equals another live peer's: each replica takes its
+    # own, so exactly one (the highest) acts at a time; the gateway's readiness follows which.
+    priority = random.randint(1, 2**31) if peering_name else None
+    identity = os.environ.get("POD_ID") or f"{socket.gethostname()}-{os.getpid()}"
+    follower = None
     try:
         if gateway is not None:
             server = await open_gateway(runtime, gateway)
+        if peering_name is not None and priority is not None:
+            follower = asyncio.create_task(
+                standby.follow_peers(
+                    runtime,
+                    standby.peering_paths(peering_name, namespaces),
+                    identity=identity,
+                    priority=priority,
+                    every=runtime.settings.gateway.peers_seconds,
+                )
+            )
         await kopf.operator(
             registry=registry,
             settings=settings,
@@ -118,14 +134,16 @@ async def run_operator(
             namespaces=list(namespaces),
             standalone=peering_name is None,
             peering_name=peering_name,
-            # kopf pauses every peer whose priority equals another live peer's: each replica
-            # takes its own, so exactly one (the highest) acts at a time.
-            priority=random.randint(1, 2**31) if peering_name else None,
+            priority=priority,
+            # kopf types it as its own Identity, a NewType of str it does not export.
+            identity=cast(Any, identity),
             stop_flag=stop_flag,
             ready_flag=ready_flag,
             liveness_endpoint=liveness_endpoint,
         )
     finally:
+        if follower is not None:
+            follower.cancel()
         if server is not None:
             await server.stop()
         await agents.close()
