@@ -74,8 +74,16 @@ def find(manifests: list[Manifest], kind: str) -> list[Manifest]:
 
 
 def _rules(manifests: list[Manifest]) -> Iterator[Mapping[str, Any]]:
+    """The rules of the Roles and ClusterRoles bound to the operator's own ServiceAccount (the
+    chart's caller role, which users bind to their callers, is none of them)."""
+    bound = {
+        (binding["roleRef"]["kind"], binding["roleRef"]["name"])
+        for binding in manifests
+        if binding["kind"] in ("ClusterRoleBinding", "RoleBinding")
+        and any(s.get("kind") == "ServiceAccount" for s in binding.get("subjects") or [])
+    }
     for manifest in manifests:
-        if manifest["kind"] in ("ClusterRole", "Role"):
+        if (manifest["kind"], manifest["metadata"]["name"]) in bound:
             yield from manifest.get("rules") or []
 
 

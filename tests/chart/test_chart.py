@@ -43,6 +43,11 @@ VALUE_SETS: dict[str, dict[str, Any] | None] = {
 
 # The resources only a cluster-wide or namespace-listing kopf touches.
 CLUSTER_ONLY = {"customresourcedefinitions", "namespaces", "clusterkopfpeerings"}
+# The gateway's reviews of its callers, cluster-scoped however many namespaces are served.
+REVIEWS = {
+    ("authentication.k8s.io", "tokenreviews", "create"),
+    ("authorization.k8s.io", "subjectaccessreviews", "create"),
+}
 
 
 def _operator(manifests: list[Manifest]) -> Manifest:
@@ -62,6 +67,15 @@ def _flag(args: list[str], name: str) -> list[str]:
 
 def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
     return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def _port_names(service: Manifest) -> set[str]:
+    return {port["name"] for port in service["spec"]["ports"]}
+
+
+def _operator_roles(manifests: list[Manifest], kind: str) -> list[Manifest]:
+    """The roles of ``kind`` bound to the operator, leaving out the caller role users bind."""
+    return [r for r in find(manifests, kind) if not r["metadata"]["name"].endswith("-caller")]
 
 
 @pytest.fixture(scope="module")
@@ -233,7 +247,7 @@ def test_flags_follow_the_values(rendered: dict[str, list[Manifest]]) -> None:
         if name == "metrics-off":
             assert metrics == []
             assert "metrics" not in ports
-            assert not find(manifests, "Service")
+            assert not [s for s in find(manifests, "Service") if "metrics" in _port_names(s)]
         else:
             assert metrics == [str(ports["metrics"])], name
 
@@ -279,13 +293,15 @@ def test_operator_pod_is_non_root_and_read_only(rendered: dict[str, list[Manifes
 
 def test_rbac_is_cluster_wide_by_default(rendered: dict[str, list[Manifest]]) -> None:
     """Serving every namespace, one ClusterRole bound to the operator's account grants it all,
-    and nothing for namespaces or peering, which a cluster-wide standalone kopf never touches."""
+    and nothing for namespaces or peering, which a cluster-wide standalone kopf never touches;
+    the only Role is the gateway's, for its certificate in the release namespace."""
     manifests = rendered["defaults"]
-    assert not find(manifests, "Role")
-    assert not find(manifests, "RoleBinding")
+    (gateway_role,) = find(manifests, "Role")
+    assert gateway_role["metadata"]["namespace"] == RELEASE_NAMESPACE
+    assert {r for rule in gateway_role["rules"] for r in rule["resources"]} == {"secrets"}
     (binding,) = find(manifests, "ClusterRoleBinding")
     (account,) = find(manifests, "ServiceAccount")
-    (role,) = find(manifests, "ClusterRole")
+    (role,) = _operator_roles(manifests, "ClusterRole")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [
         {
@@ -308,11 +324,13 @@ def test_rbac_stays_inside_the_watched_namespaces(rendered: dict[str, list[Manif
     """With watchNamespaces, Roles exist in exactly those namespaces, and the ClusterRole holds
     only what kopf must see cluster-wide: CRDs and namespaces, read-only."""
     manifests = rendered["watch-namespaces"]
-    roles = find(manifests, "Role")
-    bindings = find(manifests, "RoleBinding")
+    roles = [r for r in find(manifests, "Role") if not r["metadata"]["name"].endswith("-gateway")]
+    bindings = [
+        b for b in find(manifests, "RoleBinding") if not b["metadata"]["name"].endswith("-gateway")
+    ]
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
-    (cluster_role,) = find(manifests, "ClusterRole")
+    (cluster_role,) = _operator_roles(manifests, "ClusterRole")
     cluster = {
         (group, resource, verb)
         for rule in cluster_role["rules"]
@@ -325,10 +343,13 @@ def test_rbac_stays_inside_the_watched_namespaces(rendered: dict[str, list[Manif
         ("apiextensions.k8s.io", "customresourcedefinitions", "watch"),
         ("", "namespaces", "list"),
         ("", "namespaces", "watch"),
+        *REVIEWS,
     }
     namespaced = granted_rules(VALUE_SETS["watch-namespaces"]) - cluster
     cluster_wide = granted_rules(VALUE_SETS["defaults"])
-    assert namespaced == {rule for rule in cluster_wide if rule[1] not in CLUSTER_ONLY}
+    assert namespaced == {
+        rule for rule in cluster_wide if rule[1] not in CLUSTER_ONLY and rule not in REVIEWS
+    }
 
 
 def test_rbac_grants_no_wildcards_and_explains_each_rule() -> None:
@@ -366,14 +387,16 @@ def test_replicas_share_a_kopf_peering(rendered: dict[str, list[Manifest]]) -> N
     (peering,) = find(namespaced, "KopfPeering")
     assert peering["metadata"]["namespace"] == "team-a"
     assert _flag(_container(namespaced)["args"], "--peering") == [peering["metadata"]["name"]]
-    (role,) = find(namespaced, "Role")
+    (role,) = [r for r in find(namespaced, "Role") if r["metadata"]["namespace"] == "team-a"]
     assert any("kopfpeerings" in rule["resources"] for rule in role["rules"])
 
 
 def test_network_policy_admits_only_the_operator(rendered: dict[str, list[Manifest]]) -> None:
     """The NetworkPolicy guards the agent pods and lets in only the operator's own pods."""
     manifests = rendered["network-policy-and-service-monitor"]
-    (policy,) = find(manifests, "NetworkPolicy")
+    (policy,) = [
+        p for p in find(manifests, "NetworkPolicy") if p["metadata"]["name"].endswith("-agents")
+    ]
     assert policy["metadata"]["namespace"] == RELEASE_NAMESPACE
     spec = policy["spec"]
     assert spec["podSelector"] == {"matchLabels": {"app.kubernetes.io/managed-by": "agentpool"}}
@@ -389,7 +412,8 @@ def test_network_policy_admits_only_the_operator(rendered: dict[str, list[Manife
         render_chart({"networkPolicy": {"enabled": True}, "watchNamespaces": ["x", "y"]}),
         "NetworkPolicy",
     )
-    assert sorted(p["metadata"]["namespace"] for p in policies) == ["x", "y"]
+    agents = [p for p in policies if p["metadata"]["name"].endswith("-agents")]
+    assert sorted(p["metadata"]["namespace"] for p in agents) == ["x", "y"]
     assert not find(rendered["defaults"], "NetworkPolicy")
 
 
@@ -398,7 +422,7 @@ def test_service_monitor_scrapes_the_metrics_service(rendered: dict[str, list[Ma
     port, so Prometheus reaches /metrics."""
     manifests = rendered["network-policy-and-service-monitor"]
     (monitor,) = find(manifests, "ServiceMonitor")
-    (service,) = find(manifests, "Service")
+    (service,) = [s for s in find(manifests, "Service") if "metrics" in _port_names(s)]
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
     assert _selects(monitor["spec"]["selector"]["matchLabels"], service["metadata"]["labels"])
     assert monitor["spec"]["namespaceSelector"]["matchNames"] == [RELEASE_NAMESPACE]
@@ -436,3 +460,100 @@ def test_notes_say_what_to_apply_next() -> None:
     assert applied
     for path in applied:
         assert (REPO_ROOT / path).exists(), f"NOTES.txt names {path}, which does not exist"
+
+
+def test_the_gateway_is_served_to_callers_of_the_acting_replica(
+    rendered: dict[str, list[Manifest]],
+) -> None:
+    """The gateway's Service reaches the operator pods' gateway port; the flags publish its
+    Service's DNS name and keep its certificate in the release namespace, naming the Service;
+    a pod is Ready only while its replica acts; the operator may review its callers' tokens and
+    rights, and users get a caller role granting only call and cast."""
+    manifests = rendered["two-replicas"]
+    container = _container(manifests)
+    args = container["args"]
+    (service,) = [s for s in find(manifests, "Service") if "https" in _port_names(s)]
+    (port,) = service["spec"]["ports"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports[port["targetPort"]] == port["port"] == 8443
+    assert _selects(
+        service["spec"]["selector"], _operator(manifests)["spec"]["template"]["metadata"]["labels"]
+    )
+    name = service["metadata"]["name"]
+    assert _flag(args, "--gateway-port") == ["8443"]
+    (url,) = _flag(args, "--gateway-url")
+    assert urlsplit(url).hostname == f"{name}.{RELEASE_NAMESPACE}.svc"
+    assert f"{name}.{RELEASE_NAMESPACE}.svc.cluster.local" in _flag(args, "--gateway-name")
+    assert _flag(args, "--gateway-secret") == [f"{RELEASE_NAMESPACE}/agentpool-gateway-tls"]
+    assert "--gateway-secret-provided" not in args
+    probe = container["readinessProbe"]["httpGet"]
+    assert (probe["path"], probe["port"], probe["scheme"]) == ("/readyz", "gateway", "HTTPS")
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
+    assert env["POD_NAMESPACE"] == "metadata.namespace"
+    assert granted_rules(VALUE_SETS["two-replicas"]) >= REVIEWS
+    (caller,) = [
+        r for r in find(manifests, "ClusterRole") if r["metadata"]["name"].endswith("-caller")
+    ]
+    assert caller["rules"] == [
+        {
+            "apiGroups": ["agentpool.dev"],
+            "resources": ["agentpools/call", "agentpools/cast"],
+            "verbs": ["create"],
+        }
+    ]
+
+
+def test_a_given_certificate_is_only_read() -> None:
+    """With gateway.tlsSecret the operator uses that Secret as it is: it may read it, by name,
+    and nothing more."""
+    values = {"gateway": {"tlsSecret": "gateway-cert"}}
+    manifests = render_chart(values)
+    args = _container(manifests)["args"]
+    assert _flag(args, "--gateway-secret") == [f"{RELEASE_NAMESPACE}/gateway-cert"]
+    assert "--gateway-secret-provided" in args
+    (role,) = find(manifests, "Role")
+    assert role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": ["gateway-cert"],
+            "verbs": ["get"],
+        }
+    ]
+
+
+def test_without_the_gateway_nothing_of_it_is_rendered() -> None:
+    """gateway.enabled false: no Service, no readiness on it, no reviews granted, and the
+    operator is told to serve none."""
+    manifests = render_chart({"gateway": {"enabled": False}})
+    container = _container(manifests)
+    assert "--no-gateway" in container["args"]
+    assert "readinessProbe" not in container
+    assert not [s for s in find(manifests, "Service") if "https" in _port_names(s)]
+    assert not find(manifests, "Role")
+    assert not REVIEWS & granted_rules({"gateway": {"enabled": False}})
+
+
+def test_the_gateway_port_is_open_only_to_the_namespaces_named() -> None:
+    """With networkPolicy on, the operator pods take calls on the gateway port only from the
+    namespaces named (or those served), while metrics and health stay reachable."""
+    manifests = render_chart(
+        {
+            "networkPolicy": {"enabled": True, "gatewayNamespaces": ["apps"]},
+            "watchNamespaces": ["x"],
+        }
+    )
+    (policy,) = [
+        p for p in find(manifests, "NetworkPolicy") if p["metadata"]["name"].endswith("-gateway")
+    ]
+    assert policy["metadata"]["namespace"] == RELEASE_NAMESPACE
+    pod_labels = _operator(manifests)["spec"]["template"]["metadata"]["labels"]
+    assert _selects(policy["spec"]["podSelector"]["matchLabels"], pod_labels)
+    gateway, *others = policy["spec"]["ingress"]
+    assert gateway["ports"] == [{"port": "gateway", "protocol": "TCP"}]
+    (peer,) = gateway["from"]
+    assert peer["namespaceSelector"]["matchExpressions"] == [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["apps"]}
+    ]
+    assert {rule["ports"][0]["port"] for rule in others} == {"metrics", "health"}
+    assert all("from" not in rule for rule in others)

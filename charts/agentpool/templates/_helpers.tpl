@@ -75,3 +75,18 @@ one with the highest priority acts and the others stand by. One pod runs standal
 {{- $namespaces := .Values.networkPolicy.namespaces | default .Values.watchNamespaces | default (list .Release.Namespace) }}
 {{- toJson $namespaces }}
 {{- end }}
+
+{{/* The gateway's Service, whose DNS names its certificate holds and its URL names. */}}
+{{- define "agentpool.gatewayService" -}}
+{{- printf "%s-gateway" (include "agentpool.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The Secret with the gateway's certificate: the one given, or the one the operator keeps. */}}
+{{- define "agentpool.gatewaySecret" -}}
+{{- .Values.gateway.tlsSecret | default (printf "%s-gateway-tls" (include "agentpool.fullname" .)) }}
+{{- end }}
+
+{{/* The namespaces whose pods may reach the gateway, when a NetworkPolicy guards it. */}}
+{{- define "agentpool.gatewayNamespaces" -}}
+{{- toJson (.Values.networkPolicy.gatewayNamespaces | default .Values.watchNamespaces) }}
+{{- end }}

@@ -72,11 +72,38 @@ in case it might be useful.
   resources: ["namespaces"]
   verbs: ["list", "watch"]
 {{- end }}
+{{- if .Values.gateway.enabled }}
+# The gateway asks the cluster who holds a caller's token (TokenReview) and whether they may
+# create agentpools/call or agentpools/cast of the pool (SubjectAccessReview), as
+# kube-rbac-proxy does, keeping each answer for a few seconds.
+- apiGroups: ["authentication.k8s.io"]
+  resources: ["tokenreviews"]
+  verbs: ["create"]
+# ... and whether they may call the pool: a SubjectAccessReview per caller and pool.
+- apiGroups: ["authorization.k8s.io"]
+  resources: ["subjectaccessreviews"]
+  verbs: ["create"]
+{{- end }}
 {{- if and (include "agentpool.peering" .) (not .Values.watchNamespaces) }}
 # Cluster-wide kopf peering: each replica lists and watches the ClusterKopfPeering object and
 # patches its keep-alive into it, so only the highest-priority replica acts.
 - apiGroups: ["kopf.dev"]
   resources: ["clusterkopfpeerings"]
   verbs: ["get", "list", "watch", "patch"]
+{{- end }}
+{{- end }}
+
+{{/* Rules in the release namespace: the gateway's certificate Secret. */}}
+{{- define "agentpool.rules.release" -}}
+# The gateway's certificate, read at start by its name{{ if not .Values.gateway.tlsSecret }}; made on first start, and renewed (patched) when it no longer names the gateway or is about to expire{{ end }}.
+- apiGroups: [""]
+  resources: ["secrets"]
+  resourceNames: [{{ include "agentpool.gatewaySecret" . | quote }}]
+  verbs: {{ if .Values.gateway.tlsSecret }}["get"]{{ else }}["get", "patch"]{{ end }}
+{{- if not .Values.gateway.tlsSecret }}
+# A Secret is created before it has a name to grant on: the certificate's, on first start.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["create"]
 {{- end }}
 {{- end }}
