@@ -10,10 +10,13 @@ Deployments, so the test needs a real cluster (``--kubeconfig`` or ``--kube-cont
 from __future__ import annotations
 
 import json
+import socket
+import ssl
 import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import helm_python as helm
 import pytest
@@ -46,11 +49,54 @@ def _run_row(kubectl: Kubectl, namespace: str) -> list[str]:
     return lines[1].split()[:8] if len(lines) > 1 else []
 
 
+def _call_through_the_gateway(kubectl: Kubectl, namespace: str, pod: dict[str, Any]) -> None:
+    """A ServiceAccount bound to the chart's caller role calls the quickstart pool through the
+    chart's gateway, its certificate checked for the Service's name with the published CA; one
+    bound to nothing is refused."""
+    kubectl("create", "serviceaccount", "caller", "-n", namespace)
+    kubectl("create", "serviceaccount", "stranger", "-n", namespace)
+    kubectl(
+        *("create", "rolebinding", "caller", "-n", namespace),
+        *("--clusterrole=agentpool-caller", f"--serviceaccount={namespace}:caller"),
+    )
+    published = kubectl.json("get", "configmap", "agentpool-gateway", "-n", namespace)["data"]
+    url = urlsplit(published["url"])
+    assert url.hostname == f"agentpool-gateway.{RELEASE_NAMESPACE}.svc"
+    context = ssl.create_default_context(cadata=published["ca.crt"])
+
+    def call(account: str) -> tuple[int, dict[str, Any]]:
+        token = kubectl("create", "token", account, "-n", namespace).stdout.strip()
+        body = json.dumps({"item": {"text": "through the gateway"}}).encode()
+        head = (
+            f"POST /v1/namespaces/{namespace}/agentpools/quickstart/call HTTP/1.1\r\n"
+            f"Host: {url.netloc}\r\nAuthorization: Bearer {token}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+            "Connection: close\r\n\r\n"
+        )
+        # The Service has no cluster DNS here: the pod is reached at its own address, and its
+        # certificate still checked for the Service's name.
+        with (
+            socket.create_connection((pod["status"]["podIP"], url.port), timeout=60) as raw,
+            context.wrap_socket(raw, server_hostname=url.hostname) as tls,
+        ):
+            tls.sendall(head.encode() + body)
+            answer = b"".join(iter(lambda: tls.recv(65536), b""))
+        status_line, _, rest = answer.partition(b"\r\n")
+        return int(status_line.split()[1]), json.loads(rest.partition(b"\r\n\r\n")[2])
+
+    status, reply = call("caller")
+    assert status == 200, reply
+    assert reply["output"]["length"] == len('{"text":"through the gateway"}')
+    status, reply = call("stranger")
+    assert (status, reply["error"]["reason"]) == (403, "Forbidden")
+
+
 def test_chart_operator_runs_the_quickstart_under_its_own_rbac(
     local_cluster: ClusterHandle, kubectl: Kubectl
 ) -> None:
     """``helm install`` of the chart starts the operator as the chart's ServiceAccount; the
-    quickstart applied with kubectl then ends ``Succeeded Drained 37 3 0 40``."""
+    quickstart applied with kubectl then ends ``Succeeded Drained 37 3 0 40``, and a caller
+    bound to the chart's caller role calls its pool through the chart's gateway."""
     if local_cluster.local:
         pytest.skip("the chart's operator runs from a Deployment under a real authorizer")
     namespace = f"quickstart-{uuid.uuid4().hex[:6]}"
@@ -73,6 +119,8 @@ def test_chart_operator_runs_the_quickstart_under_its_own_rbac(
                     # port 8080 on their own addresses: the operator binds free ports instead.
                     "healthPort": free_port(),
                     "metrics": {"enabled": True, "port": free_port()},
+                    # The gateway on the pod's own loopback address, as servers here listen.
+                    "gateway": {"port": free_port(), "host": "$(POD_IP)"},
                 },
                 namespace=RELEASE_NAMESPACE,
                 create_namespace=True,
@@ -129,6 +177,7 @@ def test_chart_operator_runs_the_quickstart_under_its_own_rbac(
             "0",
             "40",
         ]
+        _call_through_the_gateway(kubectl, namespace, pod)
         log = log_path.read_text(errors="replace")
         assert "Forbidden" not in log, log[-3000:]
     finally:
