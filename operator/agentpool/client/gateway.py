@@ -80,6 +80,8 @@ class GatewayCaller:
         self._cluster = cluster
         self._given = None if url is None else GatewayAddress(url.rstrip("/"), ca_pem)
         self._token = token
+        # The kubeconfig's credentials as last presented: asked again only when refused.
+        self._presented: str | None = None
         self._address: GatewayAddress | None = None
         self._wire: WirePool | None = None
         self._finding = asyncio.Lock()
@@ -129,13 +131,16 @@ class GatewayCaller:
             # A token file rotated, or an exec plugin's token expired: ask once for a fresh one.
             renewed = await self._cluster.bearer(refused=authorization)
             if renewed is not None and renewed != authorization:
+                self._presented = renewed
                 answer = await self._post(address, path, renewed, body, timeout)
         return _outcome(answer, verb=verb, url=address.url)
 
     async def _authorization(self) -> str:
         if self._token is not None:
             return f"Bearer {self._token}"
-        header = await self._cluster.bearer()
+        if self._presented is not None:
+            return self._presented
+        header = self._presented = await self._cluster.bearer()
         if header is None:
             raise AgentpoolError(
                 NO_TOKEN,
