@@ -26,11 +26,12 @@ from cluster import wait_for
 CALLER_ROLE = "agentpool-test-caller"
 
 
-def ensure_caller_role(api: Api) -> None:
-    """The ClusterRole a caller is bound to: create on agentpools/call and agentpools/cast."""
+def ensure_caller_role(api: Api, *, name: str = CALLER_ROLE) -> bool:
+    """The ClusterRole a caller is bound to: create on agentpools/call and agentpools/cast;
+    whether this call made it."""
     rbac = kubernetes.client.RbacAuthorizationV1Api(api.client)
     role = {
-        "metadata": {"name": CALLER_ROLE},
+        "metadata": {"name": name},
         "rules": [
             {
                 "apiGroups": ["agentpool.dev"],
@@ -44,6 +45,12 @@ def ensure_caller_role(api: Api) -> None:
     except kubernetes.client.exceptions.ApiException as error:
         if error.status != 409:
             raise
+        return False
+    return True
+
+
+def drop_caller_role(api: Api, name: str) -> None:
+    kubernetes.client.RbacAuthorizationV1Api(api.client).delete_cluster_role(name)
 
 
 def caller_token(api: Api, namespace: str, name: str, *, bound: bool) -> str:

@@ -9,16 +9,28 @@ the local cluster as on the real control plane.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from gateway_support import Gateway, Reply, bind_caller, caller_token, unbind_caller
-from operator_support import Api, pool_spec
+import yaml
+from gateway_support import (
+    Gateway,
+    Reply,
+    bind_caller,
+    caller_token,
+    drop_caller_role,
+    ensure_caller_role,
+    unbind_caller,
+)
+from operator_support import REPO, Api, pool_spec
 
-from cluster import wait_for
+from cluster import Kubectl, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -264,3 +276,57 @@ def test_waiting_calls_grow_the_pool_into_overflow(api: Api, namespace: str) -> 
     assert len(api.live_pods(namespace, pool)) == 2
     holder.join(60)
     wait_for(lambda: len(api.live_pods(namespace, pool)) == 1, 60, message="overflow removed")
+
+
+def readme_calls() -> str:
+    """The shell lines of the README's "Call a pool" section, as printed."""
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("\n## Call a pool\n") :]
+    start = section.index("```sh\n") + len("```sh\n")
+    return section[start : section.index("```\n", start)]
+
+
+def test_the_readmes_curl_calls_a_pool_as_printed(
+    api: Api, namespace: str, kubectl_op: Kubectl, tmp_path: Path
+) -> None:
+    """The README's commands, run by bash in a namespace of the test's own, make a caller, see
+    that it may call, and get the quickstart pool's output for one item with curl."""
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed here")
+    # The chart makes this role; here it is made as the README says for a local cluster, and
+    # removed after, so a Helm install later in the session can make its own.
+    made = ensure_caller_role(api, name="agentpool-caller")
+    try:
+        _run_readme_calls(api, namespace, kubectl_op, tmp_path)
+    finally:
+        if made:
+            drop_caller_role(api, "agentpool-caller")
+
+
+def _run_readme_calls(api: Api, namespace: str, kubectl_op: Kubectl, tmp_path: Path) -> None:
+    config = yaml.safe_load(kubectl_op.kubeconfig.read_text())
+    if kubectl_op.context:
+        config["current-context"] = kubectl_op.context
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(config))
+    script = readme_calls().replace("NS=default", f"NS={namespace}", 1)
+    script = script.replace("examples/", f"{REPO}/examples/")
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(kubeconfig),
+        "PATH": f"{Path(kubectl_op.binary).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert "yes" in lines
+    answer = json.loads(lines[-1])
+    assert answer["output"]["length"] == len('{"text":"hi"}')
+    assert answer["agent"].startswith("quickstart-")
