@@ -5,8 +5,9 @@ overhead and API economy (1, 3), warm against cold (2), scale (4), reactivity (5
 binding (6), the Python client beside a direct call (7), one operator against up to 1,000
 pools of simulated agents (8, :mod:`bench.simulated`), a 100,000-item run read back whole (9,
 :mod:`bench.huge`), fifty runs of mixed priorities on one pool (10,
-:mod:`bench.priorities`) and agents with several slots against one-slot pods (11,
-:mod:`bench.slots`). It prints a summary table beside the targets, writes ``results.json``
+:mod:`bench.priorities`), agents with several slots against one-slot pods (11,
+:mod:`bench.slots`) and calls and casts through the gateway beside direct calls (12,
+:mod:`bench.gateway`). It prints a summary table beside the targets, writes ``results.json``
 (every figure the issue names, null where a scenario did not run, and the machine) and PNG
 plots under ``plots/`` in ``--out`` (default ``bench/``); with ``--only`` the sections of the
 scenarios left out keep their figures from the ``results.json`` already there. ``--quick`` uses
@@ -32,6 +33,7 @@ from typing import Any
 
 from bench import (
     clients,
+    gateway,
     huge,
     leasing,
     machine,
@@ -74,6 +76,19 @@ REQUIRED = {
     "simulated": ["max_agents", "max_pools", "checkout_p99_ms", "recovery_seconds"],
     "priorities": ["max_wait_seconds", "inversions", "fifo_breaks", "starved"],
     "slots": ["ratio_to_ideal", "items_per_second", "speedup_over_one_slot", "overhead_p95_ms"],
+    "gateway": [
+        "direct_p50_ms",
+        "call_p50_ms",
+        "overhead_p50_ms",
+        "overhead_p99_ms",
+        "cast_p50_ms",
+        "lease_call_p50_ms",
+        "calls_per_second",
+        "throughput_ratio",
+        "api_requests_per_call",
+        "api_requests_per_cast",
+        "operator_cpu_ms_per_call",
+    ],
 }
 
 FULL = {
@@ -91,6 +106,8 @@ FULL = {
     "priority_runs": priorities.RUNS,
     "slots": 3200,
     "slots_turns": 3,
+    "gateway_calls": 2000,
+    "gateway_seconds": 10,
 }
 QUICK = {
     "overhead": 240,
@@ -107,6 +124,8 @@ QUICK = {
     "priority_runs": 12,
     "slots": 640,
     "slots_turns": 1,
+    "gateway_calls": 200,
+    "gateway_seconds": 2,
 }
 
 Scenario = Callable[[Path, dict[str, int]], Awaitable[dict[str, Any]]]
@@ -125,6 +144,9 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "priorities": lambda work, n: priorities.run(work, runs=n["priority_runs"]),
     "slots": lambda work, n: slots.run(work, items=n["slots"], turns=n["slots_turns"]),
+    "gateway": lambda work, n: gateway.run(
+        work, calls=n["gateway_calls"], seconds=n["gateway_seconds"]
+    ),
 }
 
 # (section, figure, target text, test): what the issue asks of this machine (2 cores).
@@ -178,6 +200,17 @@ TARGETS: list[tuple[str, str, str, Callable[[Any, dict[str, Any]], bool]]] = [
     ("slots", "items_per_second", "", lambda v, s: True),
     ("slots", "speedup_over_one_slot", "", lambda v, s: True),
     ("slots", "overhead_p95_ms", "", lambda v, s: True),
+    ("gateway", "direct_p50_ms", "", lambda v, s: True),
+    ("gateway", "call_p50_ms", "", lambda v, s: True),
+    ("gateway", "overhead_p50_ms", "<= 1", lambda v, s: v <= 1),
+    ("gateway", "overhead_p99_ms", "<= 10", lambda v, s: v <= 10),
+    ("gateway", "cast_p50_ms", "", lambda v, s: True),
+    ("gateway", "lease_call_p50_ms", "", lambda v, s: True),
+    ("gateway", "calls_per_second", "", lambda v, s: True),
+    ("gateway", "throughput_ratio", ">= 0.8", lambda v, s: v >= 0.8),
+    ("gateway", "api_requests_per_call", "<= 0.01", lambda v, s: v <= 0.01),
+    ("gateway", "api_requests_per_cast", "<= 0.01", lambda v, s: v <= 0.01),
+    ("gateway", "operator_cpu_ms_per_call", "", lambda v, s: True),
 ]
 
 
@@ -261,7 +294,7 @@ def explain(results: dict[str, Any]) -> str:
         lease = results.get("lease") or {}
         notes.append(
             f"client: {c['calls']} of each, one at a time, pool of 4 echo agents; client.call "
-            f"(lease, invoke, release) p50/p99 {c['call_p50_ms']}/{c['call_p99_ms']} ms against "
+            f"(through the gateway) p50/p99 {c['call_p50_ms']}/{c['call_p99_ms']} ms against "
             f"a direct POST /invoke to a warm agent {c['direct_p50_ms']}/{c['direct_p99_ms']} ms; "
             f"client.lease bound with its token read {lease.get('bind_p50_ms')}/"
             f"{lease.get('bind_p99_ms')} ms, released (lease gone) {lease.get('release_p50_ms')}/"
@@ -302,6 +335,21 @@ def explain(results: dict[str, Any]) -> str:
             f"slots: sleep-{t['sleep_ms']:g} ms agents at cap {t['cap']}, pods x slots measured/"
             f"ideal: {pools}; slots 8 serve {t['speedup_over_one_slot']}x slots 1 on 4 pods "
             f"(ideal 8) and {t['ratio_to_32_pods']} of 32 one-slot pods"
+        )
+    if (g := results.get("gateway")) and g.get("call_p50_ms") is not None:
+        notes.append(
+            f"gateway: {g['agents']} echo agents of {g['slots']} slots; {g['calls']} of each "
+            f"kind one at a time, in blocks taken in turn: direct POST /invoke p50/p99 "
+            f"{g['direct_p50_ms']}/{g['direct_p99_ms']} ms, client.call through the gateway "
+            f"{g['call_p50_ms']}/{g['call_p99_ms']} ms, client.cast {g['cast_p50_ms']}/"
+            f"{g['cast_p99_ms']} ms, a lease's life (lease, invoke, release) "
+            f"{g['lease_call_p50_ms']}/{g['lease_call_p99_ms']} ms with "
+            f"{g['api_requests_per_lease_call']} API requests each; {g['concurrency']} at a "
+            f"time for {g['throughput_seconds']} s, twice each in turn (medians): direct "
+            f"{g['direct_calls_per_second']} calls/s, gateway {g['calls_per_second']} calls/s "
+            f"with {g['api_requests_per_call_at_32']} API requests and "
+            f"{g['operator_cpu_ms_per_call_at_32']} ms of operator CPU per call (the operator "
+            f"idles at {g['operator_cpu_ms_per_direct_call_at_32']} ms per direct call)"
         )
     return "\n".join(notes)
 

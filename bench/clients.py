@@ -3,8 +3,8 @@
 A pool of 4 echo agents, all Ready. ``client.lease`` is timed from its call until the agent is
 usable (the lease created, Bound, its token read: with per-lease tokens, the bind to the agent
 included), and its release from leaving the block until the API server reports the lease gone
-(its agent back in the pool); then ``client.call`` (lease, one invoke, release) one item at a
-time; then a direct ``POST /invoke`` to a warm agent with the pool's token on a kept
+(its agent back in the pool); then ``client.call`` (through the operator's gateway) one item at
+a time; then a direct ``POST /invoke`` to a warm agent with the pool's token on a kept
 connection, the floor any call through a pool stands on.
 """
 

@@ -39,7 +39,7 @@ ROWS = [
     ("lease", "bind_p50_ms", "client.lease: bound and its token read, p50, ms (7)", ""),
     ("lease", "bind_p99_ms", "client.lease: bound and its token read, p99, ms", ""),
     ("lease", "release_p50_ms", "client.lease: block left -> lease gone, p50, ms", ""),
-    ("client", "call_p50_ms", "client.call (lease, invoke, release) p50, ms", ""),
+    ("client", "call_p50_ms", "client.call (through the gateway) p50, ms", ""),
     ("client", "call_p99_ms", "client.call p99, ms", ""),
     ("client", "direct_p50_ms", "direct POST /invoke to a warm agent p50, ms", ""),
     ("client", "direct_p99_ms", "direct POST /invoke to a warm agent p99, ms", ""),
@@ -54,6 +54,17 @@ ROWS = [
     ("slots", "speedup_over_one_slot", "slots 8 / slots 1 on 4 pods (ideal 8)", ""),
     ("slots", "ratio_to_32_pods", "4 pods x 8 slots / 32 one-slot pods (ideal 1)", ""),
     ("slots", "overhead_p95_ms", "a freed slot's wait for its next item p95, ms", ""),
+    ("gateway", "direct_p50_ms", "direct POST /invoke, 8 agents, one at a time, p50, ms (12)", ""),
+    ("gateway", "call_p50_ms", "client.call through the gateway p50, ms", ""),
+    ("gateway", "overhead_p50_ms", "gateway call beyond a direct call p50, ms", "<= 1"),
+    ("gateway", "overhead_p99_ms", "gateway call beyond a direct call p99, ms", "<= 10"),
+    ("gateway", "cast_p50_ms", "client.cast through the gateway p50, ms", ""),
+    ("gateway", "lease_call_p50_ms", "a lease's life (lease, invoke, release) p50, ms", ""),
+    ("gateway", "calls_per_second", "gateway calls/s, 32 at a time, one operator", ""),
+    ("gateway", "throughput_ratio", "gateway calls/s / direct calls/s, 32 at a time", ">= 0.8"),
+    ("gateway", "api_requests_per_call", "API requests per gateway call", "<= 0.01"),
+    ("gateway", "api_requests_per_cast", "API requests per gateway cast", "<= 0.01"),
+    ("gateway", "operator_cpu_ms_per_call", "operator CPU per gateway call, ms", ""),
 ]
 
 
