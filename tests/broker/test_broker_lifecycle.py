@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 
 import pytest
 
 from agentpool.broker import Broker, Brokers, CheckinOutcome, PoolClosed, PoolExhausted
+from agentpool.broker.records import AgentRecord
 from agentpool.pool import ObservedAgent, PoolPolicy, plan
 
 
@@ -234,3 +236,46 @@ async def test_an_unused_checkout_keeps_the_failure_streak_and_uses() -> None:
     seen = {a.name: a for a in broker.agents()}["b"]
     assert seen.consecutive_failures == 2
     assert plan(broker.policy, broker.agents(), broker.waiters(), 0.0).retired_names == ("b",)
+
+
+def test_the_planners_view_keeps_every_pod_fact() -> None:
+    """What the planner sees of an agent is the pod as observed, every field of it, with only
+    the broker's own bookkeeping laid over it: a field added to the pod cannot be lost."""
+    pod = ObservedAgent(
+        **{
+            field.name: {
+                "name": "a",
+                "waiting_reason": "ImagePullBackOff",
+                "template_hash": "t",
+                "token_hash": "k",
+                "ip": "10.0.0.7",
+            }.get(field.name, _unusual(field.type))
+            for field in dataclasses.fields(ObservedAgent)
+        }
+    )
+    record = AgentRecord(pod=pod)
+    view = record.view(slots=pod.slots)
+    kept_by_the_broker = {
+        "busy",
+        "busy_slots",
+        "slots",
+        "uses",
+        "idle_since",
+        "idle_seq",
+        "consecutive_failures",
+    }
+    for field in dataclasses.fields(ObservedAgent):
+        if field.name not in kept_by_the_broker:
+            assert getattr(view, field.name) == getattr(pod, field.name), field.name
+
+
+def _unusual(annotation: object) -> object:
+    """A value no default has, for a field of this annotation."""
+    text = str(annotation)
+    if text.startswith("bool"):
+        return True
+    if text.startswith("int"):
+        return 7
+    if "float" in text:
+        return 12.5
+    return "x"

@@ -203,3 +203,31 @@ async def test_any_bytes_are_answered_or_closed_never_hang(data: bytes) -> None:
         assert await exchange(port, post("/x", b"still")) == [(200, b"POST still")]
     finally:
         await server.stop()
+
+
+async def test_idle_and_slow_connections_are_closed() -> None:
+    """A kept connection left idle, and a request that never finishes arriving, are closed once
+    their time is up."""
+    echo = Echo()
+    server = HttpServer(
+        echo,
+        body_limit=LIMIT,
+        too_large=lambda: Response(413, b""),
+        tls=None,
+        idle_seconds=0.3,
+        request_seconds=0.3,
+        sweep_seconds=0.05,
+    )
+    port = await server.start("127.0.0.1", 0)
+    try:
+        idle_reader, idle = await asyncio.open_connection("127.0.0.1", port)
+        slow_reader, slow = await asyncio.open_connection("127.0.0.1", port)
+        slow.write(b"POST /x HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc")
+        async with asyncio.timeout(10):
+            assert await idle_reader.read() == b""
+            assert await slow_reader.read() == b""
+        for writer in (idle, slow):
+            writer.close()
+        assert echo.seen == []
+    finally:
+        await server.stop()

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
-import dataclasses
 import itertools
 from dataclasses import dataclass, field
 
@@ -65,21 +64,35 @@ class AgentRecord:
         return bool(holders)
 
     def view(self, slots: int) -> ObservedAgent:
-        """The agent as the pool core sees it: pod facts with the broker's bookkeeping."""
+        """The agent as the pool core sees it: pod facts with the broker's bookkeeping.
+
+        Built field by field rather than with ``dataclasses.replace``, which costs four times as
+        much and runs several times for every checkout and checkin (a test holds the two alike).
+        """
         pod = self.pod
-        return dataclasses.replace(
-            pod,
+        return ObservedAgent(
+            name=pod.name,
+            created_at=pod.created_at,
+            scheduled=pod.scheduled,
+            ready=pod.ready,
             busy=bool(self.holders),
             busy_slots=self.busy_slots(slots),
             slots=slots,
             uses=self.uses,
+            ready_at=pod.ready_at,
             idle_since=self.idle_since,
             idle_seq=self.idle_seq,
             consecutive_failures=self.consecutive_failures,
+            failed=pod.failed,
             lost=pod.lost or self.lost,
             reset_failed=pod.reset_failed or self.reset_failed,
             quarantined=pod.quarantined or self.quarantined,
             deleting=pod.deleting or self.retired,
+            unschedulable=pod.unschedulable,
+            waiting_reason=pod.waiting_reason,
+            template_hash=pod.template_hash,
+            token_hash=pod.token_hash,
+            ip=pod.ip,
         )
 
 

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import http
 import json
+import math
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ IDLE_SECONDS = 75.0
 #: Seconds the rest of a refused body is read and dropped before the connection closes, so the
 #: caller reads the answer rather than a reset.
 LINGER_SECONDS = 5.0
+#: How often connections past their time are looked for.
+SWEEP_SECONDS = 1.0
 
 
 @dataclass(slots=True)
@@ -94,7 +97,9 @@ class _Connection(asyncio.Protocol):
         self._body_size = 0
         self._ready: list[tuple[Request, bool]] = []
         self._task: asyncio.Task[None] | None = None
-        self._timer: asyncio.TimerHandle | None = None
+        # When the connection goes unless something happens first (loop time); the server's
+        # sweep reads it, so a request costs no timer of its own.
+        self.deadline = math.inf
         self._refused = False
 
     # -- asyncio.Protocol -----------------------------------------------------------------------
@@ -103,7 +108,7 @@ class _Connection(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
         self._server.connections.add(self)
-        self._arm(IDLE_SECONDS)
+        self._arm(self._server.idle_seconds)
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -127,7 +132,7 @@ class _Connection(asyncio.Protocol):
     def on_message_begin(self) -> None:
         self._url, self._head_bytes, self._body, self._body_size = b"", 0, [], 0
         self._request = None
-        self._arm(REQUEST_SECONDS)
+        self._arm(self._server.request_seconds)
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -204,7 +209,7 @@ class _Connection(asyncio.Protocol):
         if not keep_alive:
             transport.close()
             return
-        self._arm(IDLE_SECONDS)
+        self._arm(self._server.idle_seconds)
         transport.resume_reading()
         self._next()
 
@@ -228,22 +233,19 @@ class _Connection(asyncio.Protocol):
             return
         self._refused = True
         self._write(_encode(self._server.too_large(), close=True))
-        self._arm(LINGER_SECONDS)
+        self._arm(self._server.linger_seconds)
 
     def _write(self, data: bytes) -> None:
         if self._transport is not None and not self._transport.is_closing():
             self._transport.write(data)
 
     def _arm(self, seconds: float) -> None:
-        self._disarm()
-        self._timer = self._loop.call_later(seconds, self._expire)
+        self.deadline = self._loop.time() + seconds
 
     def _disarm(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self.deadline = math.inf
 
-    def _expire(self) -> None:
+    def expire(self) -> None:
         """Idle too long, a request too slow to arrive, or a refused body read long enough: the
         connection goes."""
         if self._task is None and self._transport is not None:
@@ -261,14 +263,23 @@ class HttpServer:
         too_large: Callable[[], Response],
         tls: ssl.SSLContext | None,
         on_failure: Callable[[Request], None] = lambda _: None,
+        idle_seconds: float = IDLE_SECONDS,
+        request_seconds: float = REQUEST_SECONDS,
+        linger_seconds: float = LINGER_SECONDS,
+        sweep_seconds: float = SWEEP_SECONDS,
     ) -> None:
         self.handler = handler
         self.body_limit = body_limit
         self.too_large = too_large
+        self.idle_seconds = idle_seconds
+        self.request_seconds = request_seconds
+        self.linger_seconds = linger_seconds
+        self._sweep_seconds = sweep_seconds
         self.connections: set[_Connection] = set()
         self._tls = tls
         self._on_failure = on_failure
         self._server: asyncio.Server | None = None
+        self._sweeper: asyncio.Task[None] | None = None
 
     def log_failure(self, request: Request) -> None:
         self._on_failure(request)
@@ -279,9 +290,22 @@ class HttpServer:
         self._server = await loop.create_server(
             lambda: _Connection(self), host, port, ssl=self._tls, reuse_address=True
         )
+        self._sweeper = asyncio.create_task(self._sweep(), name="gateway-sweep")
         return int(self._server.sockets[0].getsockname()[1])
 
+    async def _sweep(self) -> None:
+        """Close, about once a second, the connections whose time is up."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self._sweep_seconds)
+            now = loop.time()
+            for connection in [c for c in self.connections if c.deadline <= now]:
+                connection.expire()
+
     async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         if self._server is None:
             return
         self._server.close()
