@@ -30,7 +30,13 @@ def usage(cluster: LocalCluster, *, operator: bool) -> str:
         f"  export KUBECONFIG={kubeconfig}\n"
         f"  kubectl apply -f examples/quickstart/ && kubectl get agentpools,poolruns,pods\n"
         f"pod logs: kubectl logs POD (files under {cluster.dir / 'pods'})\n"
-        f"stop with Ctrl-C\n"
+        + (
+            "calls and casts over HTTPS: the gateway's URL and CA are in the ConfigMap "
+            "agentpool-gateway of each namespace with a pool\n"
+            if operator
+            else ""
+        )
+        + "stop with Ctrl-C\n"
     )
 
 
