@@ -1,6 +1,6 @@
-"""What the API server sets on particular built-in kinds: pod defaults, namespace phase, service
-cluster IPs, secret ``stringData``, RBAC bindings (``bindings``), CRD status, and the
-custom-resource status rule.
+"""What the API server sets on particular built-in kinds: pod defaults (the service account
+included), namespace phase, service cluster IPs, secret ``stringData``, RBAC bindings
+(``bindings``), CRD status, and the custom-resource status rule.
 
 ``writes`` calls ``prepare_create`` before storing a new object and ``prepare_update`` before
 storing a changed one; both return field causes the write reports as 422 Invalid.
@@ -32,6 +32,10 @@ _POD_DEFAULTS = {
 
 def _pod_spec(spec: Obj) -> Obj:
     spec = {**_POD_DEFAULTS, **spec}
+    # The ServiceAccount admission plugin runs a pod as ``default`` unless it names an account,
+    # and the deprecated ``serviceAccount`` always mirrors the name.
+    account = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
+    spec["serviceAccountName"] = spec["serviceAccount"] = account
     containers = []
     for container in spec.get("containers") or []:
         image = str(container.get("image", ""))
