@@ -114,6 +114,17 @@ def method_not_allowed(verb: str, rt: ResourceType) -> ApiError:
     return ApiError(405, "MethodNotAllowed", message, details)
 
 
+def method_not_supported() -> ApiError:
+    """A verb the resource does not serve (a GET of tokenreviews, a DELETE of a collection of
+    namespaces): kube-apiserver answers this without naming the resource."""
+    return ApiError(
+        405,
+        "MethodNotAllowed",
+        "the server does not allow this method on the requested resource",
+        {},
+    )
+
+
 def unsupported_media_type(message: str) -> ApiError:
     return ApiError(415, "UnsupportedMediaType", message)
 

@@ -1,10 +1,11 @@
 """HTTP routes of the local API server: parse the Kubernetes URL scheme, count, dispatch, answer.
 
 Resource URLs (``/api/v1/...``, ``/apis/{group}/{version}/...``, namespaced or not, with
-subresources) go through ``Routes.resource``, which counts the request by verb and resource, calls
-the read, write, delete, watch or log path, and answers JSON (or a Table when asked) with
-``Content-Type: application/json``; any ``ApiError`` becomes a Status. Discovery, OpenAPI and
-``/debug/counts`` have their own small routes. ``server.ApiServer`` builds the application.
+subresources) go through ``Routes.resource``, which counts the request by verb and resource,
+refuses a verb the resource does not serve, calls the read, write, delete, watch or log path, and
+answers JSON (or a Table when asked) with ``Content-Type: application/json``; any ``ApiError``
+becomes a Status. Discovery, OpenAPI and ``/debug/counts`` have their own small routes.
+``server.ApiServer`` builds the application.
 """
 
 from __future__ import annotations
@@ -32,7 +33,12 @@ from agentpool.local.apiserver.endpoints.parsing import (
 )
 from agentpool.local.apiserver.endpoints.table import build_table
 from agentpool.local.apiserver.endpoints.watch import serve_watch
-from agentpool.local.apiserver.errors import ApiError, method_not_allowed, not_found
+from agentpool.local.apiserver.errors import (
+    ApiError,
+    method_not_allowed,
+    method_not_supported,
+    not_found,
+)
 from agentpool.local.apiserver.registry import deletion, patch, writes
 from agentpool.local.apiserver.registry.core import Core
 from agentpool.local.apiserver.registry.scale import scale_of
@@ -132,6 +138,9 @@ class Routes:
     async def _dispatch(self, request: web.Request, t: Target, verb: str) -> web.StreamResponse:
         core, rt, query = self.core, t.rt, request.query
         namespace = t.namespace or ""
+        sub = rt.subresource(t.subresource) if t.subresource else None
+        if verb not in (sub.verbs if sub is not None else rt.verbs):
+            raise method_not_supported()
         if verb in ("list", "watch", "deletecollection"):
             match = combine(
                 label_selector(query.get("labelSelector")),

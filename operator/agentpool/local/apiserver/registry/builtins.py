@@ -9,7 +9,7 @@ controller acts on them. ``ApiServer`` registers them at start.
 
 from __future__ import annotations
 
-from agentpool.local.apiserver.resources import ResourceType
+from agentpool.local.apiserver.resources import ResourceType, Subresource
 
 CRD_GROUP = "apiextensions.k8s.io"
 
@@ -21,7 +21,7 @@ BUILTINS: tuple[ResourceType, ...] = (
     ),
     ResourceType(
         "", "v1", "pods", "Pod", "pod", namespaced=True, short_names=("po",),
-        categories=("all",), status=True, extra_subresources=("log",),
+        categories=("all",), status=True, extra_subresources=(Subresource("log"),),
     ),
     ResourceType("", "v1", "events", "Event", "event", namespaced=True, short_names=("ev",)),
     ResourceType(
