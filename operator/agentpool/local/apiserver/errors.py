@@ -8,6 +8,7 @@ the kubernetes client branch on the code. The request handlers turn an ``ApiErro
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,6 +124,15 @@ def method_not_supported() -> ApiError:
         "the server does not allow this method on the requested resource",
         {},
     )
+
+
+def aggregate(messages: Sequence[str]) -> str:
+    """Several errors in one message, as apimachinery's ``NewAggregate`` words them: one as it is,
+    more bracketed and comma-separated with repeats dropped."""
+    unique = list(dict.fromkeys(messages))
+    if len(unique) <= 1:
+        return unique[0] if unique else ""
+    return "[" + ", ".join(unique) + "]"
 
 
 def unsupported_media_type(message: str) -> ApiError:
