@@ -403,6 +403,8 @@ def test_idle_watch_gets_bookmarks(core: k8s.CoreV1Api, namespace: str, cluster:
     [
         ("POST", "/api/v1/namespaces/default/pods/web/log"),
         ("PUT", "/api/v1/namespaces/default/pods/web/log"),
+        ("GET", "/api/v1/namespaces/default/serviceaccounts/default/token"),
+        ("GET", "/apis/authentication.k8s.io/v1/tokenreviews"),
     ],
 )
 def test_a_verb_a_resource_does_not_serve_is_405(

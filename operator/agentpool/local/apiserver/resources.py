@@ -59,6 +59,8 @@ class ResourceType:
     generation: bool = False
     extra_subresources: tuple[Subresource, ...] = ()
     verbs: tuple[str, ...] = VERBS
+    stored: bool = True
+    """False for the reviews (TokenReview, SubjectAccessReview...): answered, never kept."""
 
     @property
     def api_version(self) -> str:

@@ -1,7 +1,8 @@
-"""Who is asking and what they may do: the user a request runs as, the attributes an authorizer
-decides on, RBAC, and impersonation.
+"""Who is asking and what they may do: authentication, impersonation and authorization.
 
-``users``, ``attributes``, ``rbac`` and ``impersonation`` are pure: they take roles, bindings and
-requests as values and return decisions. Above the registry, below the endpoints, as
-kube-apiserver's authenticators and authorizers sit between its filters and its storage.
+``users`` (the user a request runs as), ``jwt`` and ``serviceaccounts`` (service-account tokens),
+``attributes`` (a request as an authorizer sees it), ``rbac`` (the authorizer) and
+``impersonation`` are pure; ``identities`` (who a token is), ``tokenrequests`` and ``reviews``
+read the registry's store. Above the registry, below the endpoints, as kube-apiserver's
+authenticators and authorizers sit between its filters and its storage.
 """

@@ -2,10 +2,11 @@
 
 Resource URLs (``/api/v1/...``, ``/apis/{group}/{version}/...``, namespaced or not, with
 subresources) go through ``Routes.resource``, which counts the request by verb and resource,
-refuses a verb the resource does not serve, calls the read, write, delete, watch or log path, and
-answers JSON (or a Table when asked) with ``Content-Type: application/json``; any ``ApiError``
-becomes a Status. Discovery, OpenAPI and ``/debug/counts`` have their own small routes.
-``server.ApiServer`` builds the application.
+refuses a verb the resource does not serve, calls the read, write, delete, watch or log path (or,
+for the reviews and ``serviceaccounts/token``, ``reviews``), and answers JSON (or a Table when
+asked) with ``Content-Type: application/json``; any ``ApiError`` becomes a Status. Discovery,
+OpenAPI and ``/debug/counts`` have their own small routes. ``server.ApiServer`` builds the
+application.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from agentpool.local.apiserver.endpoints.parsing import (
     watch_request,
     write_options,
 )
+from agentpool.local.apiserver.endpoints.reviews import Reviews
 from agentpool.local.apiserver.endpoints.table import build_table
 from agentpool.local.apiserver.endpoints.watch import serve_watch
 from agentpool.local.apiserver.errors import (
@@ -62,9 +64,15 @@ class Routes:
     """The request handlers, sharing one ``Core``."""
 
     def __init__(
-        self, core: Core, *, bookmark_interval: float, stopping: Callable[[], bool]
+        self,
+        core: Core,
+        *,
+        bookmark_interval: float,
+        stopping: Callable[[], bool],
+        reviews: Reviews,
     ) -> None:
         self.core = core
+        self.reviews = reviews
         self.counts: Counter[tuple[str, str]] = Counter()
         self.bookmark_interval = bookmark_interval
         self.stopping = stopping
@@ -141,6 +149,8 @@ class Routes:
         sub = rt.subresource(t.subresource) if t.subresource else None
         if verb not in (sub.verbs if sub is not None else rt.verbs):
             raise method_not_supported()
+        if not rt.stored or t.subresource == "token":
+            return respond(await self.reviews.answer(request, t), 201)
         if verb in ("list", "watch", "deletecollection"):
             match = combine(
                 label_selector(query.get("labelSelector")),
