@@ -486,11 +486,19 @@ def test_malformed_tokens_never_authenticate(access: ApiAccess, token: str) -> N
 def test_token_requests_and_reviews_are_counted(
     cluster: Cluster, access: ApiAccess, namespace: str, account: tuple[str, str]
 ) -> None:
-    """TokenRequests and TokenReviews are counted by verb and resource like any other request."""
+    """TokenRequests, TokenReviews and access reviews are counted by verb and resource like any
+    other request."""
     local = cluster.require_local()
     local.reset_counts()
     token = issue(access, namespace, account[0])
     review(access, token)
+    spec = {"user": "bob", "nonResourceAttributes": {"path": "/api", "verb": "get"}}
+    body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
+    call(access, "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body=body)
     counts = local.counts()
-    for key in [("create", "serviceaccounts/token"), ("create", "tokenreviews")]:
+    for key in [
+        ("create", "serviceaccounts/token"),
+        ("create", "tokenreviews"),
+        ("create", "subjectaccessreviews"),
+    ]:
         assert counts[key] == 1, key

@@ -2,9 +2,9 @@
 
 ``await ApiServer(tls=(cert, key), token=T, signing_key=K).start()`` serves HTTPS on loopback in
 the caller's event loop and, as a real API server does, answers 401 to any request without the
-admin token ``T`` or a service-account token it signed with ``K``; without ``tls`` and ``token``
-it serves plain, unauthenticated HTTP (only the server's own unit tests and benchmarks want
-that). ``serve_in_thread()`` runs one on a daemon thread with
+admin token ``T`` or a service-account token it signed with ``K``, and 403 to one that RBAC does
+not allow; without ``tls`` and ``token`` it serves plain, unauthenticated HTTP (only the server's
+own unit tests and benchmarks want that). ``serve_in_thread()`` runs one on a daemon thread with
 its own loop, for tests and for a kopf operator running in another thread. Both expose ``url``,
 request ``counts()`` and ``reset_counts()``. ``agentpool.local.cluster`` and the tests start it.
 """
@@ -21,6 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
+from agentpool.local.apiserver.auth import policy
 from agentpool.local.apiserver.auth.identities import Identities
 from agentpool.local.apiserver.endpoints.auth import access_middleware, server_context
 from agentpool.local.apiserver.endpoints.handlers import Routes
@@ -50,13 +51,15 @@ class ApiServer:
         self.tls = tls
         self.token = token
         self.core = Core(history=history, clock=clock)
+        policy.seed(self.core)
         self.identities = Identities(self.core, admin_token=token, signing_key=signing_key)
+        self.authorizer = policy.Authorizer(self.core)
         self._stopping = False
         self.routes = Routes(
             self.core,
             bookmark_interval=bookmark_interval,
             stopping=lambda: self._stopping,
-            reviews=Reviews(self.core, self.identities),
+            reviews=Reviews(self.core, self.identities, self.authorizer),
         )
         self._runner: web.AppRunner | None = None
         self._collector: asyncio.Task[None] | None = None
@@ -68,7 +71,7 @@ class ApiServer:
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError(f"the local API server listens on loopback only, not {host}")
         app = web.Application(client_max_size=metadata.REQUEST_BODY_LIMIT)
-        app.middlewares.append(access_middleware(self.identities))
+        app.middlewares.append(access_middleware(self.identities, self.authorizer))
         self.routes.attach(app)
         self._runner = web.AppRunner(
             app, access_log=None, handle_signals=False, shutdown_timeout=2.0

@@ -1,12 +1,15 @@
-"""Who may talk to the local API server: TLS, and a bearer token it authenticates.
+"""Who may talk to the local API server, and what they may do: TLS, authentication, impersonation
+and authorization, in the order kube-apiserver's filters apply them.
 
 A real API server here runs with ``--anonymous-auth=false``: every request, ``/healthz`` and
 ``/version`` included, needs a valid credential, and one without gets 401 with an
 ``Unauthorized`` Status. The token is read from ``Authorization`` exactly as the real
 bearer-token authenticator reads it (header trimmed, scheme case-insensitive, the token the
 second space-separated word) and is either the cluster's admin token or a service-account token
-the server issued (``auth.identities``). The user is left on the request for the reviews that
-ask about the requester. A server made without an admin token (the
+the server issued (``auth.identities``). ``Impersonate-*`` headers then switch the user, when the
+requester may (``auth.impersonation``); then the request's attributes (``auth.attributes``) are
+authorized (``auth.policy``), and a refusal is the real 403 Status. The user is left on the
+request for the reviews that ask about the requester. A server made without an admin token (the
 unit tests' and benchmarks' plain HTTP) treats every request as the admin's.
 ``server.ApiServer`` installs :func:`access_middleware` first and serves with
 :func:`server_context`.
@@ -22,7 +25,10 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from agentpool.local.apiserver.auth import impersonation
+from agentpool.local.apiserver.auth.attributes import forbidden, request_attributes
 from agentpool.local.apiserver.auth.identities import ADMIN, Identities
+from agentpool.local.apiserver.auth.policy import Authorizer
 from agentpool.local.apiserver.auth.users import UserInfo
 from agentpool.local.apiserver.errors import ApiError
 
@@ -53,9 +59,9 @@ def _status(error: ApiError) -> web.Response:
     return web.Response(body=body, status=error.code, content_type="application/json")
 
 
-def access_middleware(identities: Identities) -> Middleware:
-    """An aiohttp middleware: 401 for a request no one is authenticated by; otherwise the
-    handler runs with the user on the request."""
+def access_middleware(identities: Identities, authorizer: Authorizer) -> Middleware:
+    """An aiohttp middleware: 401 for a request no one is authenticated by, 403 for one its
+    user may not make; otherwise the handler runs with the user on the request."""
 
     @web.middleware
     async def admit(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -66,6 +72,18 @@ def access_middleware(identities: Identities) -> Middleware:
             if found is None:
                 return _status(UNAUTHORIZED)
             user = found
+        query = {key: request.query.getall(key) for key in request.query}
+        attributes = request_attributes(user, request.method, request.path, query)
+        try:
+            wanted = impersonation.wanted(request.headers.items())
+            if wanted is not None:
+                user = impersonation.impersonate(wanted, attributes, authorizer.decide)
+                attributes = attributes.by(user)
+            decision = authorizer.decide(attributes)
+            if not decision.allowed:
+                raise forbidden(attributes, decision.reason)
+        except ApiError as error:
+            return _status(error)
         request[USER] = user
         return await handler(request)
 

@@ -4,8 +4,8 @@ Only the types agentpool, kopf, kubectl and the tests touch: namespaces, pods (w
 events in both groups, configmaps, secrets, services, serviceaccounts, coordination leases and
 CustomResourceDefinitions, plus the kinds the Helm chart renders (RBAC, Deployment,
 PodDisruptionBudget, NetworkPolicy), stored as given so the chart applies as on a cluster (no
-controller acts on them), and the reviews that ask the server about tokens, which it answers
-without storing. ``ApiServer`` registers them at start.
+controller acts on them; the authorizer reads the RBAC kinds), and the reviews that ask the server
+about tokens and access, which it answers without storing. ``ApiServer`` registers them at start.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from agentpool.local.apiserver.resources import ResourceType, Subresource
 
 CRD_GROUP = "apiextensions.k8s.io"
 AUTHENTICATION = "authentication.k8s.io"
+AUTHORIZATION = "authorization.k8s.io"
 _CREATE = ("create",)
 
 #: What callers ask the server about identities and access: created, answered, never stored.
@@ -25,6 +26,22 @@ REVIEWS: tuple[ResourceType, ...] = (
     ResourceType(
         AUTHENTICATION, "v1", "selfsubjectreviews", "SelfSubjectReview", "selfsubjectreview",
         namespaced=False, verbs=_CREATE, stored=False,
+    ),
+    ResourceType(
+        AUTHORIZATION, "v1", "subjectaccessreviews", "SubjectAccessReview",
+        "subjectaccessreview", namespaced=False, verbs=_CREATE, stored=False,
+    ),
+    ResourceType(
+        AUTHORIZATION, "v1", "localsubjectaccessreviews", "LocalSubjectAccessReview",
+        "localsubjectaccessreview", namespaced=True, verbs=_CREATE, stored=False,
+    ),
+    ResourceType(
+        AUTHORIZATION, "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview",
+        "selfsubjectaccessreview", namespaced=False, verbs=_CREATE, stored=False,
+    ),
+    ResourceType(
+        AUTHORIZATION, "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview",
+        "selfsubjectrulesreview", namespaced=False, verbs=_CREATE, stored=False,
     ),
 )  # fmt: skip
 
