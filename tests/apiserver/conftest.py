@@ -161,6 +161,7 @@ def cluster(
         bookmark_interval=0.5,
         tls=credentials.tls,
         token=credentials.token,
+        signing_key=credentials.signing_key_pem,
     )
     path = write_kubeconfig(
         directory / "kubeconfig", ApiAccess(handle.url, credentials.ca_pem, credentials.token)

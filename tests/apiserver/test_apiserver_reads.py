@@ -396,3 +396,31 @@ def test_idle_watch_gets_bookmarks(core: k8s.CoreV1Api, namespace: str, cluster:
     )
     assert events[0]["type"] == "BOOKMARK"
     assert int(events[0]["object"]["metadata"]["resourceVersion"]) >= int(rv)
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", "/api/v1/namespaces/default/pods/web/log"),
+        ("PUT", "/api/v1/namespaces/default/pods/web/log"),
+        ("GET", "/api/v1/namespaces/default/serviceaccounts/default/token"),
+        ("GET", "/apis/authentication.k8s.io/v1/tokenreviews"),
+    ],
+)
+def test_a_verb_a_resource_does_not_serve_is_405(
+    api_client: k8s.ApiClient, method: str, path: str
+) -> None:
+    """A resource or subresource refuses the verbs discovery does not list for it, with the
+    Status kube-apiserver sends, which names no resource."""
+    reply = raw(api_client, method, path, body={} if method != "GET" else None)
+    assert reply.status == 405
+    assert reply.body == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": "the server does not allow this method on the requested resource",
+        "reason": "MethodNotAllowed",
+        "details": {},
+        "code": 405,
+    }

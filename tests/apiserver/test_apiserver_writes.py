@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from conftest import GROUP, PLURAL, VERSION, raw
+from conftest import GROUP, PLURAL, VERSION, eventually, raw
 
 
 def _widget(name: str, replicas: int = 1, **spec: Any) -> dict[str, Any]:
@@ -363,3 +363,25 @@ def test_annotations_past_256_kib_are_refused(core: k8s.CoreV1Api, namespace: st
     assert caught.value.status == 422
     fits = {"metadata": {"annotations": {"a": "x" * (256 * 1024 - 1)}}}
     core.patch_namespaced_config_map("small", namespace, fits)
+
+
+def test_a_pod_runs_as_a_service_account(core: k8s.CoreV1Api, namespace: str) -> None:
+    """A pod that names no service account runs as ``default``, and the deprecated
+    ``serviceAccount`` reads the same name, as the ServiceAccount admission plugin sets them."""
+    pod = {
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "busybox:1", "command": ["sleep", "60"]}]},
+    }
+
+    def created() -> Any:
+        # A real cluster admits the pod once its controller has made the default account.
+        try:
+            return core.create_namespaced_pod(namespace, pod)
+        except k8s.ApiException as error:
+            if error.status != 403:
+                raise
+            return None
+
+    made = eventually(created, timeout=30, what="the pod to be admitted")
+    assert (made.spec.service_account_name, made.spec.service_account) == ("default", "default")
+    core.delete_namespaced_pod("p", namespace, grace_period_seconds=0)

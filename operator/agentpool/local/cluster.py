@@ -1,7 +1,8 @@
 """The whole local cluster in one async context manager: API server, CRDs, kubelet, operator.
 
 ``async with LocalCluster(dir) as cluster:`` starts the in-memory API server on loopback (HTTPS
-with a CA of its own and a bearer token, both kept under ``dir/pki``: :mod:`agentpool.local.pki`),
+with a CA of its own, a bearer token and a service-account signing key, all kept under
+``dir/pki``: :mod:`agentpool.local.pki`),
 writes ``dir/kubeconfig`` (context ``agentpool-local``, with the CA and the token), applies the
 agentpool CRDs (rendered from the models in :mod:`agentpool.api`, so an installed package needs
 no checkout), and starts the local kubelet and, when given one, the operator in its own thread and
@@ -195,7 +196,10 @@ class LocalCluster:
     async def _start(self) -> None:
         self.credentials = pki.load_or_create(self.dir / "pki")
         self.api = ApiServer(
-            history=self.history, tls=self.credentials.tls, token=self.credentials.token
+            history=self.history,
+            tls=self.credentials.tls,
+            token=self.credentials.token,
+            signing_key=self.credentials.signing_key_pem,
         )
         try:
             await self.api.start("127.0.0.1", self.port)

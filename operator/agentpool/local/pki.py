@@ -1,9 +1,12 @@
-"""The local cluster's credentials: a CA of its own, the API server's certificate, a token.
+"""The local cluster's credentials: a CA of its own, the API server's certificate, a token, and
+the key that signs service-account tokens.
 
 Kept under ``DIR/pki/`` and reused when they are there and still valid, so a restarted
-``agentpool local up --dir DIR`` (on the same port) answers to the kubeconfig it wrote before.
-The CA signs a serving certificate for 127.0.0.1 and localhost; the token is 32 random bytes,
-URL-safe. Files holding secrets are the owner's only. Used by
+``agentpool local up --dir DIR`` (on the same port) answers to the kubeconfig it wrote before, and
+service-account tokens it issued before still authenticate. The CA signs a serving certificate
+for 127.0.0.1 and localhost; the token is 32 random bytes, URL-safe; the signing key is RSA, as
+kube-apiserver's ``--service-account-signing-key-file`` (``sa.key``, with ``sa.pub`` beside it, as
+the test suite's real control plane keeps them). Files holding secrets are the owner's only. Used by
 :class:`agentpool.local.cluster.LocalCluster` and the API server's test fixtures.
 """
 
@@ -17,11 +20,12 @@ from pathlib import Path
 
 from cryptography import x509
 
-from agentpool.certificates import KeyPair, issue, make_ca
+from agentpool.certificates import KeyPair, issue, make_ca, make_signing_key, public_pem
 
 CA_NAME = "ca"
 SERVING_NAME = "apiserver"
 TOKEN_NAME = "token"
+SIGNING_NAME = "sa"
 #: A certificate that expires sooner than this is issued anew rather than reused.
 MARGIN = datetime.timedelta(days=1)
 
@@ -34,6 +38,11 @@ class Credentials:
     serving_cert: Path
     serving_key: Path
     token: str
+    signing_key: Path
+
+    @property
+    def signing_key_pem(self) -> bytes:
+        return self.signing_key.read_bytes()
 
     @property
     def ca_pem(self) -> bytes:
@@ -77,6 +86,11 @@ def load_or_create(directory: Path) -> Credentials:
     if serving is None:
         serving = issue(ca, "agentpool-local-apiserver")
         serving.write(directory, SERVING_NAME)
+    signing = directory / f"{SIGNING_NAME}.key"
+    if not signing.is_file():
+        key = make_signing_key()
+        _write_secret(signing, key.decode())
+        (directory / f"{SIGNING_NAME}.pub").write_bytes(public_pem(key))
     token_path = directory / TOKEN_NAME
     token = token_path.read_text().strip() if token_path.is_file() else ""
     if not token:
@@ -87,4 +101,5 @@ def load_or_create(directory: Path) -> Credentials:
         serving_cert=directory / f"{SERVING_NAME}.crt",
         serving_key=directory / f"{SERVING_NAME}.key",
         token=token,
+        signing_key=signing,
     )

@@ -21,7 +21,12 @@ from agentpool.local.kubeconfig import ApiAccess, write_kubeconfig
 
 async def _serve(directory: Path, port: int, history: HistoryLimits) -> None:
     credentials = pki.load_or_create(directory / "pki")
-    server = ApiServer(history=history, tls=credentials.tls, token=credentials.token)
+    server = ApiServer(
+        history=history,
+        tls=credentials.tls,
+        token=credentials.token,
+        signing_key=credentials.signing_key_pem,
+    )
     await server.start(port=port)
     access = ApiAccess(server.url, credentials.ca_pem, credentials.token)
     write_kubeconfig(directory / "kubeconfig", access)

@@ -8,6 +8,7 @@ the kubernetes client branch on the code. The request handlers turn an ``ApiErro
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,6 +113,26 @@ def method_not_allowed(verb: str, rt: ResourceType) -> ApiError:
     if rt.group:
         details["group"] = rt.group
     return ApiError(405, "MethodNotAllowed", message, details)
+
+
+def method_not_supported() -> ApiError:
+    """A verb the resource does not serve (a GET of tokenreviews, a DELETE of a collection of
+    namespaces): kube-apiserver answers this without naming the resource."""
+    return ApiError(
+        405,
+        "MethodNotAllowed",
+        "the server does not allow this method on the requested resource",
+        {},
+    )
+
+
+def aggregate(messages: Sequence[str]) -> str:
+    """Several errors in one message, as apimachinery's ``NewAggregate`` words them: one as it is,
+    more bracketed and comma-separated with repeats dropped."""
+    unique = list(dict.fromkeys(messages))
+    if len(unique) <= 1:
+        return unique[0] if unique else ""
+    return "[" + ", ".join(unique) + "]"
 
 
 def unsupported_media_type(message: str) -> ApiError:

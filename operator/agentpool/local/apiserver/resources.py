@@ -27,6 +27,19 @@ class ScaleSpec:
 
 
 @dataclass(frozen=True)
+class Subresource:
+    """A subresource beyond ``status`` and ``scale``: its name, its verbs, and the kind it takes
+    and answers when that is not the resource's own (``serviceaccounts/token`` takes an
+    ``authentication.k8s.io/v1`` TokenRequest)."""
+
+    name: str
+    verbs: tuple[str, ...] = ("get",)
+    group: str | None = None
+    version: str | None = None
+    kind: str | None = None
+
+
+@dataclass(frozen=True)
 class ResourceType:
     """One served resource in one group-version."""
 
@@ -44,8 +57,10 @@ class ResourceType:
     columns: tuple[PrinterColumn, ...] = ()
     custom: bool = False
     generation: bool = False
-    extra_subresources: tuple[str, ...] = ()
+    extra_subresources: tuple[Subresource, ...] = ()
     verbs: tuple[str, ...] = VERBS
+    stored: bool = True
+    """False for the reviews (TokenReview, SubjectAccessReview...): answered, never kept."""
 
     @property
     def api_version(self) -> str:
@@ -68,6 +83,21 @@ class ResourceType:
     @property
     def list_kind(self) -> str:
         return f"{self.kind}List"
+
+    @property
+    def subresources(self) -> tuple[Subresource, ...]:
+        """Every subresource served, ``status`` and ``scale`` first, as discovery lists them."""
+        served = []
+        if self.status:
+            served.append(Subresource("status", ("get", "patch", "update")))
+        if self.scale is not None:
+            served.append(
+                Subresource("scale", ("get", "patch", "update"), "autoscaling", "v1", "Scale")
+            )
+        return (*served, *self.extra_subresources)
+
+    def subresource(self, name: str) -> Subresource | None:
+        return next((sub for sub in self.subresources if sub.name == name), None)
 
 
 class Registry:

@@ -1,11 +1,12 @@
 """``ApiServer``: the local Kubernetes-compatible API server, in process or on its own thread.
 
-``await ApiServer(tls=(cert, key), token=T).start()`` serves HTTPS on loopback in the caller's
-event loop and answers 401 to any request without the bearer token, as a real API server does;
-without ``tls`` and ``token`` it serves plain, unauthenticated HTTP (only the server's own unit
-tests and benchmarks want that). ``serve_in_thread()`` runs one on a daemon thread with its own
-loop, for tests and for a kopf operator running in another thread. Both expose ``url``, request
-``counts()`` and ``reset_counts()``. ``agentpool.local.cluster`` and the tests start it.
+``await ApiServer(tls=(cert, key), token=T, signing_key=K).start()`` serves HTTPS on loopback in
+the caller's event loop and, as a real API server does, answers 401 to any request without the
+admin token ``T`` or a service-account token it signed with ``K``, and 403 to one that RBAC does
+not allow; without ``tls`` and ``token`` it serves plain, unauthenticated HTTP (only the server's
+own unit tests and benchmarks want that). ``serve_in_thread()`` runs one on a daemon thread with
+its own loop, for tests and for a kopf operator running in another thread. Both expose ``url``,
+request ``counts()`` and ``reset_counts()``. ``agentpool.local.cluster`` and the tests start it.
 """
 
 from __future__ import annotations
@@ -20,8 +21,11 @@ from typing import Any
 
 from aiohttp import web
 
-from agentpool.local.apiserver.endpoints.auth import server_context, token_middleware
+from agentpool.local.apiserver.auth import policy
+from agentpool.local.apiserver.auth.identities import Identities
+from agentpool.local.apiserver.endpoints.auth import access_middleware, server_context
 from agentpool.local.apiserver.endpoints.handlers import Routes
+from agentpool.local.apiserver.endpoints.reviews import Reviews
 from agentpool.local.apiserver.registry import metadata
 from agentpool.local.apiserver.registry.core import Core
 from agentpool.local.apiserver.registry.deletion import run_collector
@@ -42,13 +46,20 @@ class ApiServer:
         clock: Callable[[], datetime] | None = None,
         tls: tuple[Path, Path] | None = None,
         token: str | None = None,
+        signing_key: bytes | None = None,
     ) -> None:
         self.tls = tls
         self.token = token
         self.core = Core(history=history, clock=clock)
+        policy.seed(self.core)
+        self.identities = Identities(self.core, admin_token=token, signing_key=signing_key)
+        self.authorizer = policy.Authorizer(self.core)
         self._stopping = False
         self.routes = Routes(
-            self.core, bookmark_interval=bookmark_interval, stopping=lambda: self._stopping
+            self.core,
+            bookmark_interval=bookmark_interval,
+            stopping=lambda: self._stopping,
+            reviews=Reviews(self.core, self.identities, self.authorizer),
         )
         self._runner: web.AppRunner | None = None
         self._collector: asyncio.Task[None] | None = None
@@ -60,8 +71,7 @@ class ApiServer:
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError(f"the local API server listens on loopback only, not {host}")
         app = web.Application(client_max_size=metadata.REQUEST_BODY_LIMIT)
-        if self.token is not None:
-            app.middlewares.append(token_middleware(self.token))
+        app.middlewares.append(access_middleware(self.identities, self.authorizer))
         self.routes.attach(app)
         self._runner = web.AppRunner(
             app, access_log=None, handle_signals=False, shutdown_timeout=2.0

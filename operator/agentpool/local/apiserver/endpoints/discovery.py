@@ -67,23 +67,16 @@ def _entries(rt: ResourceType) -> list[Doc]:
         main["shortNames"] = list(rt.short_names)
     if rt.categories:
         main["categories"] = list(rt.categories)
-    sub = {"singularName": "", "namespaced": rt.namespaced, "kind": rt.kind}
     entries = [main]
-    if rt.status:
-        entries.append({"name": f"{rt.plural}/status", **sub, "verbs": ["get", "patch", "update"]})
-    if rt.scale is not None:
-        entries.append(
-            {
-                "name": f"{rt.plural}/scale",
-                **sub,
-                "group": "autoscaling",
-                "version": "v1",
-                "kind": "Scale",
-                "verbs": ["get", "patch", "update"],
-            }
-        )
-    for name in rt.extra_subresources:
-        entries.append({"name": f"{rt.plural}/{name}", **sub, "verbs": ["get"]})
+    for sub in rt.subresources:
+        entry: Doc = {
+            "name": f"{rt.plural}/{sub.name}",
+            "singularName": "",
+            "namespaced": rt.namespaced,
+        }
+        if sub.group is not None:
+            entry["group"], entry["version"] = sub.group, sub.version
+        entries.append({**entry, "kind": sub.kind or rt.kind, "verbs": list(sub.verbs)})
     return entries
 
 

@@ -1,10 +1,12 @@
 """HTTP routes of the local API server: parse the Kubernetes URL scheme, count, dispatch, answer.
 
 Resource URLs (``/api/v1/...``, ``/apis/{group}/{version}/...``, namespaced or not, with
-subresources) go through ``Routes.resource``, which counts the request by verb and resource, calls
-the read, write, delete, watch or log path, and answers JSON (or a Table when asked) with
-``Content-Type: application/json``; any ``ApiError`` becomes a Status. Discovery, OpenAPI and
-``/debug/counts`` have their own small routes. ``server.ApiServer`` builds the application.
+subresources) go through ``Routes.resource``, which counts the request by verb and resource,
+refuses a verb the resource does not serve, calls the read, write, delete, watch or log path (or,
+for the reviews and ``serviceaccounts/token``, ``reviews``), and answers JSON (or a Table when
+asked) with ``Content-Type: application/json``; any ``ApiError`` becomes a Status. Discovery,
+OpenAPI and ``/debug/counts`` have their own small routes. ``server.ApiServer`` builds the
+application.
 """
 
 from __future__ import annotations
@@ -30,9 +32,15 @@ from agentpool.local.apiserver.endpoints.parsing import (
     watch_request,
     write_options,
 )
+from agentpool.local.apiserver.endpoints.reviews import Reviews
 from agentpool.local.apiserver.endpoints.table import build_table
 from agentpool.local.apiserver.endpoints.watch import serve_watch
-from agentpool.local.apiserver.errors import ApiError, method_not_allowed, not_found
+from agentpool.local.apiserver.errors import (
+    ApiError,
+    method_not_allowed,
+    method_not_supported,
+    not_found,
+)
 from agentpool.local.apiserver.registry import deletion, patch, writes
 from agentpool.local.apiserver.registry.core import Core
 from agentpool.local.apiserver.registry.scale import scale_of
@@ -56,9 +64,15 @@ class Routes:
     """The request handlers, sharing one ``Core``."""
 
     def __init__(
-        self, core: Core, *, bookmark_interval: float, stopping: Callable[[], bool]
+        self,
+        core: Core,
+        *,
+        bookmark_interval: float,
+        stopping: Callable[[], bool],
+        reviews: Reviews,
     ) -> None:
         self.core = core
+        self.reviews = reviews
         self.counts: Counter[tuple[str, str]] = Counter()
         self.bookmark_interval = bookmark_interval
         self.stopping = stopping
@@ -132,6 +146,11 @@ class Routes:
     async def _dispatch(self, request: web.Request, t: Target, verb: str) -> web.StreamResponse:
         core, rt, query = self.core, t.rt, request.query
         namespace = t.namespace or ""
+        sub = rt.subresource(t.subresource) if t.subresource else None
+        if verb not in (sub.verbs if sub is not None else rt.verbs):
+            raise method_not_supported()
+        if not rt.stored or t.subresource == "token":
+            return respond(await self.reviews.answer(request, t), 201)
         if verb in ("list", "watch", "deletecollection"):
             match = combine(
                 label_selector(query.get("labelSelector")),

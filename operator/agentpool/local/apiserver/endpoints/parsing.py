@@ -81,12 +81,7 @@ def parse_target(core: Core, request: web.Request) -> Target:
         rt.namespaced and namespace is None and name
     ):
         raise NOT_FOUND
-    allowed = {
-        *rt.extra_subresources,
-        *(("status",) if rt.status else ()),
-        *(("scale",) if rt.scale else ()),
-    }
-    if sub is not None and sub not in allowed:
+    if sub is not None and rt.subresource(sub) is None:
         raise NOT_FOUND
     return Target(rt, namespace, name, sub)
 

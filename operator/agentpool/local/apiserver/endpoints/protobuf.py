@@ -1,11 +1,12 @@
 """Decoding the Kubernetes protobuf envelope for the few built-in kinds kubectl sends that way.
 
-``kubectl create configmap|secret|namespace|serviceaccount|service`` posts
-``application/vnd.kubernetes.protobuf`` and does not fall back to JSON when refused, so the
-server reads that encoding for these kinds: the ``k8s\\0`` magic, a ``runtime.Unknown`` wrapper,
-then the object in the field numbers of ``k8s.io/api``'s generated.proto, which
-``protobuf.yaml`` beside this module states for the fields read. Zero values are
-dropped, as JSON's ``omitempty`` drops them. ``handlers`` calls ``decode`` for such bodies.
+``kubectl create configmap|secret|namespace|serviceaccount|service``, ``kubectl create
+role|clusterrole|rolebinding|clusterrolebinding|token`` and ``kubectl auth can-i|whoami`` post
+``application/vnd.kubernetes.protobuf`` and do not fall back to JSON when refused, so the server
+reads that encoding for these kinds: the ``k8s\\0`` magic, a ``runtime.Unknown`` wrapper, then
+the object in the field numbers of ``k8s.io/api``'s generated.proto, which ``protobuf.yaml``
+beside this module states for the fields read. Zero values are dropped, as JSON's ``omitempty``
+drops them. ``handlers`` calls ``decode`` for such bodies.
 """
 
 from __future__ import annotations
@@ -109,6 +110,8 @@ def _scalar(kind: str, value: int | bytes) -> Any:
         return format_time(message["seconds"])
     if kind == "IntOrString":
         return message.get("strVal", "") if message.get("type") == 1 else message.get("intVal", 0)
+    if kind == "ExtraValue":
+        return message.get("items", [])
     return message
 
 

@@ -1,5 +1,6 @@
-"""What the API server sets on particular built-in kinds: pod defaults, namespace phase, service
-cluster IPs, secret ``stringData``, CRD status, and the custom-resource status rule.
+"""What the API server sets on particular built-in kinds: pod defaults (the service account
+included), namespace phase, service cluster IPs, secret ``stringData``, RBAC bindings
+(``bindings``), CRD status, and the custom-resource status rule.
 
 ``writes`` calls ``prepare_create`` before storing a new object and ``prepare_update`` before
 storing a changed one; both return field causes the write reports as 422 Invalid.
@@ -12,6 +13,7 @@ import itertools
 from typing import Any
 
 from agentpool.local.apiserver.errors import Cause
+from agentpool.local.apiserver.registry.bindings import BINDINGS, binding_causes
 from agentpool.local.apiserver.registry.crds import check_crd, crd_status
 from agentpool.local.apiserver.resources import ResourceType
 
@@ -30,6 +32,10 @@ _POD_DEFAULTS = {
 
 def _pod_spec(spec: Obj) -> Obj:
     spec = {**_POD_DEFAULTS, **spec}
+    # The ServiceAccount admission plugin runs a pod as ``default`` unless it names an account,
+    # and the deprecated ``serviceAccount`` always mirrors the name.
+    account = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
+    spec["serviceAccountName"] = spec["serviceAccount"] = account
     containers = []
     for container in spec.get("containers") or []:
         image = str(container.get("image", ""))
@@ -90,6 +96,8 @@ def prepare_create(rt: ResourceType, obj: Obj, now: str) -> list[Cause]:
         obj["status"] = {"loadBalancer": {}}
     elif key == ("", "secrets"):
         _secret(obj)
+    elif key in BINDINGS:
+        return binding_causes(obj, None, namespaced=rt.namespaced)
     elif key == ("apiextensions.k8s.io", "customresourcedefinitions"):
         causes = check_crd(obj)
         if causes:
@@ -103,6 +111,8 @@ def prepare_update(rt: ResourceType, old: Obj, new: Obj, now: str) -> list[Cause
     key = rt.key
     if key == ("", "secrets"):
         _secret(new)
+    elif key in BINDINGS:
+        return binding_causes(new, old, namespaced=rt.namespaced)
     elif key == ("", "namespaces"):
         name = new["metadata"]["name"]
         new["metadata"]["labels"] = {

@@ -35,7 +35,7 @@ def _invalid(field: str, value: str, message: str) -> Cause:
 
 def name_causes(rt: ResourceType, meta: Obj) -> list[Cause]:
     """The name and generateName against the kind's name rule."""
-    kind = rt.plural if not rt.group else ""
+    kind = rt.plural if rt.group in ("", "rbac.authorization.k8s.io") else ""
     causes: list[Cause] = []
     generate = meta.get("generateName")
     if isinstance(generate, str) and generate:

@@ -1,7 +1,8 @@
 """The name and label rules of Kubernetes, with the real API server's own wording.
 
 A port of apimachinery's ``validation`` and ``validate/content`` packages (v0.37): object names
-(DNS-1123 subdomain for most kinds, DNS-1123 label for namespaces and services),
+(DNS-1123 subdomain for most kinds, DNS-1123 label for namespaces and services, a path segment
+for the RBAC kinds),
 label keys (an optional DNS subdomain prefix and a name part of at most 63 characters) and
 label values (at most 63 characters). Each check returns the messages the real server would,
 which ``metadata`` turns into 422 causes. Pure functions; no HTTP, no store.
@@ -128,9 +129,22 @@ def label_value(value: str) -> list[str]:
     return errors
 
 
+#: The kinds whose names are any path segment (``system:discovery`` is a ClusterRole's name).
+PATH_SEGMENT_KINDS = frozenset({"roles", "clusterroles", "rolebindings", "clusterrolebindings"})
+
+
+def path_segment(value: str, *, prefix: bool = False) -> list[str]:
+    """A name that only has to fit in a URL path segment, as ``IsPathSegmentName`` checks it."""
+    if not prefix and value in (".", ".."):
+        return [f"may not be '{value}'"]
+    return [f"may not contain '{bad}'" for bad in ("/", "%") if bad in value]
+
+
 def object_name(kind: str, name: str, *, prefix: bool = False) -> list[str]:
-    """The name rule of a kind ("namespaces", "services" or anything else); ``prefix`` checks a
-    generateName, whose trailing '-' is allowed."""
+    """The name rule of a kind ("namespaces", "services", the RBAC kinds or anything else);
+    ``prefix`` checks a generateName, whose trailing '-' is allowed."""
+    if kind in PATH_SEGMENT_KINDS:
+        return path_segment(name, prefix=prefix)
     if prefix and len(name) > 1 and name.endswith("-"):
         name = name[:-2] + "a"
     if kind == "namespaces":
