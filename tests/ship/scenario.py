@@ -5,14 +5,17 @@ or with ``--namespace`` as the chart runs it for ``watchNamespaces``, in its own
 a local cluster started without one, through a :class:`RecordingProxy` so every request it makes
 is recorded as RBAC sees it. The full scenario walks the paths a user's cluster would: a run from
 a ConfigMap through an echo pool that overflows, outputs large enough to go to a result ConfigMap,
-a retried item in a run deleted by its TTL, a run that deadlocks on a pool that never becomes
-Ready, a lease bound and released, a scale-down, and deleting the pools.
+a call, a cast and a refused call through the gateway (whose certificate Secret the operator
+finds stale and renews), a retried item in a run deleted by its TTL, a run that deadlocks on a
+pool that never becomes Ready, a lease bound and released, a scale-down, and deleting the pools.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
+import ssl
 import subprocess
 import sys
 import urllib.request
@@ -20,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import kubernetes
 from prometheus_client.parser import text_string_to_metric_families
@@ -66,6 +70,7 @@ class Outcome:
     main_run: dict[str, Any] = field(default_factory=dict)
     stuck_run: dict[str, Any] = field(default_factory=dict)
     pool: dict[str, Any] = field(default_factory=dict)
+    gateway: dict[str, int] = field(default_factory=dict)
     operator_log: str = ""
 
     def samples(self, name: str, **labels: str) -> list[Sample]:
@@ -90,9 +95,10 @@ def read_metrics(port: int) -> dict[str, list[Sample]]:
 class Objects:
     """The scenario's calls, through the kubernetes client, in its namespace."""
 
-    def __init__(self, client: kubernetes.client.ApiClient) -> None:
+    def __init__(self, client: kubernetes.client.ApiClient, *, token: str = "") -> None:
         self.core = kubernetes.client.CoreV1Api(client)
         self.custom = kubernetes.client.CustomObjectsApi(client)
+        self.token = token
 
     def create(self, plural: str, name: str, spec: dict[str, Any]) -> None:
         body = {
@@ -174,6 +180,7 @@ def drive_everything(
     outcome.main_run = wait_for(
         lambda: objects.finished("main"), 90, message=f"run main to finish\n{log()[-3000:]}"
     )
+    outcome.gateway = call_through_the_gateway(objects, "echo")
 
     objects.create("agentpools", "flaky", {"minSize": 1, "template": agent_template("flaky")})
     objects.create(
@@ -251,6 +258,53 @@ def drive_one_run(
     )
 
 
+def call_through_the_gateway(objects: Objects, pool: str) -> dict[str, int]:
+    """A call, a cast and a call with a bad token through the gateway the namespace's ConfigMap
+    names: the operator reviews its callers and serves the pool; the statuses answered."""
+    data = wait_for(
+        lambda: objects.core.read_namespaced_config_map("agentpool-gateway", NAMESPACE).data,
+        30,
+        message="the gateway's ConfigMap",
+    )
+    url = urlsplit(data["url"])
+    context = ssl.create_default_context(cadata=data["ca.crt"])
+    answered = {}
+    for name, verb, token in (
+        ("call", "call", objects.token),
+        ("cast", "cast", objects.token),
+        ("refused", "call", "not-a-token"),
+    ):
+        connection = http.client.HTTPSConnection(
+            url.hostname, url.port, context=context, timeout=60
+        )
+        try:
+            connection.request(
+                "POST",
+                f"/v1/namespaces/{NAMESPACE}/agentpools/{pool}/{verb}",
+                body=json.dumps({"item": {"via": name}}),
+                headers={"Authorization": f"Bearer {token}"},
+            )
+            response = connection.getresponse()
+            response.read()
+            answered[name] = response.status
+        finally:
+            connection.close()
+    return answered
+
+
+def stale_gateway_certificate(client: kubernetes.client.ApiClient) -> None:
+    """A certificate Secret the operator must renew (it names no host): it reads the Secret
+    and writes a new certificate over it, as it would one about to expire."""
+    kubernetes.client.CoreV1Api(client).create_namespaced_secret(
+        "default",
+        {
+            "metadata": {"name": "agentpool-gateway-tls"},
+            "type": "kubernetes.io/tls",
+            "data": {"tls.crt": "", "tls.key": ""},
+        },
+    )
+
+
 Drive = Callable[[Objects, int, Outcome, Callable[[], str]], None]
 
 
@@ -270,6 +324,11 @@ def run_scenario(
     metrics_port = free_port()
     log_path = directory / "operator.log"
     outcome = Outcome()
+    setup = handle.api_client()
+    try:
+        stale_gateway_certificate(setup)
+    finally:
+        setup.close()
     try:
         with log_path.open("wb") as log_file:
             operator = subprocess.Popen(
@@ -286,7 +345,8 @@ def run_scenario(
         try:
             client = handle.api_client()
             try:
-                drive(Objects(client), metrics_port, outcome, lambda: log_path.read_text())
+                objects = Objects(client, token=handle.access.token or "")
+                drive(objects, metrics_port, outcome, lambda: log_path.read_text())
             finally:
                 client.close()
         finally:

@@ -104,3 +104,17 @@ def test_a_deleted_run_or_pool_leaves_no_series_behind() -> None:
     assert 'run="gone"' not in text
     assert 'pool="gone-pool"' not in text
     assert 'run="kept"' in text
+
+
+def test_gateway_calls_counted_by_outcome_and_timed(operator_outcome: Outcome) -> None:
+    """The scenario's call and cast through the gateway are counted OK and timed against their
+    pool; the call with a bad token is counted refused, with no pool named."""
+    assert operator_outcome.gateway == {"call": 200, "cast": 202, "refused": 401}
+    total = operator_outcome.total
+    for verb in ("call", "cast"):
+        assert total("agentpool_gateway_requests_total", pool="echo", verb=verb, outcome="OK") == 1
+        assert total("agentpool_gateway_request_seconds_count", pool="echo", verb=verb) == 1
+        assert total("agentpool_gateway_checkout_seconds_count", pool="echo", verb=verb) == 1
+    refused = operator_outcome.samples("agentpool_gateway_refusals_total", reason="Unauthorized")
+    assert [sample.value for sample in refused] == [1.0]
+    assert "pool" not in refused[0].labels

@@ -117,7 +117,7 @@ class Client:
 
     async def close(self) -> None:
         self._caller.close()
-        self._gateway.close()
+        await self._gateway.close()
         await self._cluster.close()
 
     async def __aenter__(self) -> Client:

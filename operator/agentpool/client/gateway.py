@@ -86,9 +86,9 @@ class GatewayCaller:
         self._wire: WirePool | None = None
         self._finding = asyncio.Lock()
 
-    def close(self) -> None:
+    async def close(self) -> None:
         if self._wire is not None:
-            self._wire.close()
+            await self._wire.aclose()
 
     async def address(self) -> GatewayAddress:
         """The gateway's address: as given, else from the namespace's ConfigMap (read once)."""

@@ -9,11 +9,13 @@ restarts one, say) never share handlers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
 import socket
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -108,46 +110,71 @@ async def run_operator(
     runtime = Runtime(kube=kube, agents=agents, journals=journals)
     registry = build_registry(runtime, connection)
     settings = build_settings(embedded=embedded)
-    server = None
-    # kopf pauses every peer whose priority equals another live peer's: each replica takes its
-    # own, so exactly one (the highest) acts at a time; the gateway's readiness follows which.
-    priority = random.randint(1, 2**31) if peering_name else None
-    identity = os.environ.get("POD_ID") or f"{socket.gethostname()}-{os.getpid()}"
-    follower = None
+    peering = Peering.of(peering_name) if peering_name is not None else None
     try:
-        if gateway is not None:
-            server = await open_gateway(runtime, gateway)
-        if peering_name is not None and priority is not None:
-            follower = asyncio.create_task(
-                standby.follow_peers(
-                    runtime,
-                    standby.peering_paths(peering_name, namespaces),
-                    identity=identity,
-                    priority=priority,
-                    every=runtime.settings.gateway.peers_seconds,
-                )
+        async with beside_kopf(runtime, gateway, peering, namespaces):
+            await kopf.operator(
+                registry=registry,
+                settings=settings,
+                clusterwide=not namespaces,
+                namespaces=list(namespaces),
+                standalone=peering is None,
+                peering_name=peering_name,
+                priority=peering.priority if peering else None,
+                # kopf types it as its own Identity, a NewType of str it does not export.
+                identity=cast(Any, peering.identity) if peering else None,
+                stop_flag=stop_flag,
+                ready_flag=ready_flag,
+                liveness_endpoint=liveness_endpoint,
             )
-        await kopf.operator(
-            registry=registry,
-            settings=settings,
-            clusterwide=not namespaces,
-            namespaces=list(namespaces),
-            standalone=peering_name is None,
-            peering_name=peering_name,
-            priority=priority,
-            # kopf types it as its own Identity, a NewType of str it does not export.
-            identity=cast(Any, identity),
-            stop_flag=stop_flag,
-            ready_flag=ready_flag,
-            liveness_endpoint=liveness_endpoint,
+    finally:
+        await agents.close()
+        kube.close()
+
+
+@dataclass(frozen=True)
+class Peering:
+    """This replica among its peers: the peering object's name, and how kopf knows it."""
+
+    name: str
+    identity: str
+    priority: int
+
+    @classmethod
+    def of(cls, name: str) -> Peering:
+        # kopf pauses every peer whose priority equals another live peer's: each replica takes
+        # its own, so exactly one (the highest) acts at a time; the gateway's readiness follows.
+        identity = os.environ.get("POD_ID") or f"{socket.gethostname()}-{os.getpid()}"
+        return cls(name, identity, random.randint(1, 2**31))
+
+
+@contextlib.asynccontextmanager
+async def beside_kopf(
+    runtime: Runtime,
+    gateway: GatewayOptions | None,
+    peering: Peering | None,
+    namespaces: Collection[str],
+) -> AsyncIterator[None]:
+    """The gateway, and with peers the watch on which replica acts, while kopf runs."""
+    server = await open_gateway(runtime, gateway) if gateway is not None else None
+    follower = None
+    if peering is not None:
+        follower = asyncio.create_task(
+            standby.follow_peers(
+                runtime,
+                standby.peering_paths(peering.name, namespaces),
+                identity=peering.identity,
+                priority=peering.priority,
+                every=runtime.settings.gateway.peers_seconds,
+            )
         )
+    try:
+        yield
     finally:
         if follower is not None:
             follower.cancel()
         if server is not None:
             await server.stop()
-        await agents.close()
-        kube.close()
 
 
 #: The gateway of an operator a local cluster runs: on loopback, on any free port.

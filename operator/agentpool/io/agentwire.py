@@ -139,6 +139,21 @@ class WirePool:
                 connection.close()
         self._idle.clear()
 
+    async def aclose(self, timeout: float = 1.0) -> None:
+        """:meth:`close`, and wait (``timeout`` at most) until the connections are closed: a
+        TLS connection closes only after its goodbye is sent, and one still open when its loop
+        ends is left to the garbage collector. Past the timeout they are cut off."""
+        connections = [c for kept in self._idle.values() for c in kept]
+        self.close()
+        try:
+            async with asyncio.timeout(timeout):
+                await asyncio.gather(
+                    *(c.writer.wait_closed() for c in connections), return_exceptions=True
+                )
+        except TimeoutError:
+            for connection in connections:
+                connection.writer.transport.abort()
+
 
 async def _read_answer(reader: asyncio.StreamReader) -> tuple[Answer, bool]:
     """One HTTP/1.1 answer, and whether the connection may carry another."""
