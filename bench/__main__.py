@@ -349,7 +349,10 @@ def explain(results: dict[str, Any]) -> str:
             f"{g['direct_calls_per_second']} calls/s, gateway {g['calls_per_second']} calls/s "
             f"with {g['api_requests_per_call_at_32']} API requests and "
             f"{g['operator_cpu_ms_per_call_at_32']} ms of operator CPU per call (the operator "
-            f"idles at {g['operator_cpu_ms_per_direct_call_at_32']} ms per direct call)"
+            f"idles at {g['operator_cpu_ms_per_direct_call_at_32']} ms per direct call); CPU "
+            f"per call, gateway / direct: the client's {g['client_cpu_ms_per_call_at_32']}/"
+            f"{g['client_cpu_ms_per_direct_call_at_32']} ms, the whole machine's "
+            f"{g['machine_cpu_ms_per_call_at_32']}/{g['machine_cpu_ms_per_direct_call_at_32']} ms"
         )
     return "\n".join(notes)
 

@@ -7,12 +7,16 @@ floor any call through a pool stands on); ``client.call`` and ``client.cast`` th
 gateway; and a lease's whole life (``client.lease``, one invoke, release), which was the client's
 ``call`` before the gateway. Then 32 at a time for a fixed time each, direct and through the
 gateway in turn (throughput). Around each kind the API server's request counts, less the
-scenario's own, give the requests per call, and ``/proc`` the operator's CPU per call.
+scenario's own, give the requests per call, and ``/proc`` the CPU per call of the operator, of
+this process (the client) and of the whole machine: on a machine whose cores the client, the
+operator and the agents share, the throughput of each kind is the machine's CPU over its CPU
+per call.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import time
 from collections import Counter
@@ -35,13 +39,27 @@ def _ms(values: list[float], q: float) -> float:
     return round(percentile(values, q), 3)
 
 
+def _machine_cpu_seconds() -> float:
+    """CPU time the whole machine has spent busy so far (user, nice, system: ``/proc/stat``)."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:4]
+    return sum(int(value) for value in fields) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu_seconds() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
 class Counted:
-    """The operator's API requests and CPU over the phases of one kind of call."""
+    """The operator's API requests and CPU over the phases of one kind of call, and the CPU of
+    this process (the client) and of the whole machine beside it."""
 
     def __init__(self, stage: Stage) -> None:
         self._stage = stage
         self.requests = 0
         self.cpu_seconds = 0.0
+        self.client_cpu_seconds = 0.0
+        self.machine_cpu_seconds = 0.0
         self.calls = 0
         self.seconds = 0.0
 
@@ -50,9 +68,12 @@ class Counted:
         assert self._stage.operator is not None
         before, own = await kube.counts(), Counter(kube.own)
         cpu, started = self._stage.operator.cpu_seconds(), time.monotonic()
+        client, machine = _own_cpu_seconds(), _machine_cpu_seconds()
         result = await work
         self.seconds += time.monotonic() - started
         self.cpu_seconds += self._stage.operator.cpu_seconds() - cpu
+        self.client_cpu_seconds += _own_cpu_seconds() - client
+        self.machine_cpu_seconds += _machine_cpu_seconds() - machine
         after, own_after = await kube.counts(), Counter(kube.own)
         served = sum(after.values()) - sum(before.values())
         self.requests += served - (sum(own_after.values()) - sum(own.values()))
@@ -62,8 +83,9 @@ class Counted:
     def per_call(self) -> float:
         return round(self.requests / max(1, self.calls), 4)
 
-    def cpu_ms_per_call(self) -> float:
-        return round(self.cpu_seconds * 1000 / max(1, self.calls), 3)
+    def cpu_ms_per_call(self, seconds: float | None = None) -> float:
+        spent = self.cpu_seconds if seconds is None else seconds
+        return round(spent * 1000 / max(1, self.calls), 3)
 
 
 async def _timed(count: int, one: Callable[[int], Awaitable[Any]]) -> list[float]:
@@ -180,6 +202,18 @@ async def _measure(
         "operator_cpu_ms_per_call": counted["call"].cpu_ms_per_call(),
         "operator_cpu_ms_per_call_at_32": busy["call"].cpu_ms_per_call(),
         "operator_cpu_ms_per_direct_call_at_32": busy["direct"].cpu_ms_per_call(),
+        "client_cpu_ms_per_call_at_32": busy["call"].cpu_ms_per_call(
+            busy["call"].client_cpu_seconds
+        ),
+        "client_cpu_ms_per_direct_call_at_32": busy["direct"].cpu_ms_per_call(
+            busy["direct"].client_cpu_seconds
+        ),
+        "machine_cpu_ms_per_call_at_32": busy["call"].cpu_ms_per_call(
+            busy["call"].machine_cpu_seconds
+        ),
+        "machine_cpu_ms_per_direct_call_at_32": busy["direct"].cpu_ms_per_call(
+            busy["direct"].machine_cpu_seconds
+        ),
         "throughput_seconds": seconds,
     }
     return {"gateway": figures, "_samples": {"gateway_" + k: v for k, v in samples.items()}}
