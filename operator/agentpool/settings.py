@@ -129,6 +129,10 @@ class GatewaySettings:
     publish_seconds: float = 300.0
     """How often each namespace's ``agentpool-gateway`` ConfigMap is checked and mended, should
     someone delete or change it."""
+    certificate_seconds: float = 300.0
+    """How often the certificate's Secret is read again: one renewed there (by cert-manager, say)
+    is served from the next handshake on, and a managed one about to expire is made anew, as the
+    API server reloads its own serving certificate."""
 
 
 @dataclass(frozen=True)

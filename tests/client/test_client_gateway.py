@@ -9,6 +9,7 @@ import pytest
 from client_support import FAST, ClientCluster, Outside
 
 from agentpool.client import AgentpoolError, Client, PoolExhausted
+from agentpool.gateway import tls
 from cluster import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -72,3 +73,33 @@ async def test_a_gateway_given_by_url_with_a_service_accounts_token(
             await client.call(pool, 1)
     assert refused.value.reason == "Forbidden"
     assert f"system:serviceaccount:{outside.namespace}:stranger" in refused.value.message
+
+
+async def test_a_client_follows_the_gateway_its_configmap_names_now(
+    client_cluster: ClientCluster, outside: Outside
+) -> None:
+    """A gateway whose certificate was renewed under a new CA (or that moved) is found again from
+    the ConfigMap: a call refused at the handshake, so never sent, is sent once more where the
+    ConfigMap says now; while the ConfigMap names a CA that does not sign it, the call fails
+    saying so."""
+    pool = outside.pool("p", agents=1)
+    published = dict(
+        outside.core.read_namespaced_config_map("agentpool-gateway", outside.namespace).data
+    )
+
+    def publish(data: dict[str, str]) -> None:
+        outside.core.patch_namespaced_config_map(
+            "agentpool-gateway", outside.namespace, {"data": data}
+        )
+
+    publish({**published, "ca.crt": tls.fresh(("localhost",)).ca_pem.decode()})
+    handle = client_cluster.handle
+    async with Client.from_kubeconfig(
+        handle.kubeconfig, handle.context, namespace=outside.namespace
+    ) as client:
+        with pytest.raises(AgentpoolError) as untrusted:
+            await client.call(pool, {"n": 1})
+        assert untrusted.value.reason == "GatewayUnreachable"
+        assert "certificate verify failed" in untrusted.value.message
+        publish(published)
+        assert await client.call(pool, {"n": 2}) == {"n": 2}

@@ -3,7 +3,9 @@
 :meth:`agentpool.client.Client.call` and :meth:`~agentpool.client.Client.cast` come here. The
 gateway is found as a program in a pod finds the API server: its URL and the CA that signs its
 certificate are in the ConfigMap ``agentpool-gateway`` the operator keeps in every namespace with
-a pool (read once per client), unless the program gives ``gateway_url`` (and ``gateway_ca``).
+a pool (read once per client, and again when the gateway refuses a connection or shows a
+certificate that CA does not sign: it moved, or its certificate was renewed under a new CA),
+unless the program gives ``gateway_url`` (and ``gateway_ca``).
 The caller's identity is its kubeconfig's bearer token (or a ServiceAccount's, in a pod), the
 same credentials the client shows the API server, or one given as ``gateway_token``; the token
 goes into the ``Authorization`` header only. Requests go over the lean HTTP/1.1 client of
@@ -66,6 +68,11 @@ class GatewayAddress:
         return ssl.create_default_context(cadata=self.ca_pem.decode())
 
 
+class _NotSent(AgentpoolError):
+    """The gateway refused the connection or its certificate was not trusted: the request
+    was never sent, so it may be sent again."""
+
+
 class GatewayCaller:
     """Calls and casts of one namespace's pools through the gateway; one per client."""
 
@@ -98,6 +105,21 @@ class GatewayCaller:
                 self._wire = WirePool(tls=self._address.context())
         return self._address
 
+    async def _published_again(self, stale: GatewayAddress) -> GatewayAddress | None:
+        """The address the ConfigMap gives now, if it differs from ``stale``; None when the
+        address was given, or is published unchanged."""
+        if self._given is not None:
+            return None
+        async with self._finding:
+            if self._address == stale:
+                found = await self._published()
+                if found == stale:
+                    return None
+                self._address = found
+                assert self._wire is not None
+                self._wire.trust(found.context())
+        return self._address
+
     async def _published(self) -> GatewayAddress:
         namespace = self._cluster.namespace
         try:
@@ -126,7 +148,15 @@ class GatewayCaller:
             raise AgentpoolError(GatewayReason.INVALID, f"the item is not JSON: {error}") from None
         path = f"{PATH_PREFIX}/{quote(self._cluster.namespace)}/agentpools/{quote(pool)}/{verb}"
         authorization = await self._authorization()
-        answer = await self._post(address, path, authorization, body, timeout)
+        try:
+            answer = await self._post(address, path, authorization, body, timeout)
+        except _NotSent:
+            # Its certificate was renewed under a new CA, or it moved: the ConfigMap says so.
+            moved = await self._published_again(address)
+            if moved is None:
+                raise
+            address = moved
+            answer = await self._post(address, path, authorization, body, timeout)
         if answer.status == 401 and self._token is None:
             # A token file rotated, or an exec plugin's token expired: ask once for a fresh one.
             renewed = await self._cluster.bearer(refused=authorization)
@@ -167,6 +197,10 @@ class GatewayCaller:
         except TimeoutError:
             raise AgentpoolError(
                 GATEWAY_UNREACHABLE, f"the gateway at {address.url} gave no answer in {timeout:g}s"
+            ) from None
+        except (ssl.SSLCertVerificationError, ConnectionRefusedError) as error:
+            raise _NotSent(
+                GATEWAY_UNREACHABLE, f"could not reach the gateway at {address.url}: {error}"
             ) from None
         except (OSError, asyncio.IncompleteReadError, WireError, ValueError) as error:
             cause = str(error) or type(error).__name__

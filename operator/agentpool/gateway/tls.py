@@ -4,9 +4,11 @@ A client checks the gateway as it checks the API server: against a CA it was giv
 operator keeps the CA, the certificate and its key in a Secret (``kubernetes.io/tls`` with
 ``ca.crt``), made on first start when none is given or when the one there no longer names the
 gateway's hosts or is about to expire; a Secret given by the chart (cert-manager's, say) is used
-as it is. :func:`material_from` and :func:`secret_data` turn one into the other, :func:`fresh`
-makes new material, :meth:`TlsMaterial.context` the server's TLS context. The operator's
-handlers do the Secret's reads and writes.
+as it is. The operator reads the Secret again every few minutes and serves what it holds from the
+next handshake on (:meth:`TlsMaterial.load_into`), so a renewed certificate needs no restart.
+:func:`material_from` and :func:`secret_data` turn one into the other, :func:`fresh` makes new
+material, :meth:`TlsMaterial.context` the server's TLS context. The operator's handlers do the
+Secret's reads and writes.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 
 from agentpool import certificates
 
-#: A certificate that expires sooner than this is made anew at start (a managed one).
+#: A managed certificate that expires sooner than this is made anew.
 MARGIN = datetime.timedelta(days=30)
 #: What every gateway certificate names: a client on the operator's own machine.
 LOOPBACK = ("localhost", "127.0.0.1")
@@ -46,6 +48,12 @@ class TlsMaterial:
         """A TLS server context with this certificate (TLS 1.2 at least)."""
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
+        self.load_into(context)
+        return context
+
+    def load_into(self, context: ssl.SSLContext) -> None:
+        """Serve this certificate from ``context``'s next handshake on; connections already
+        open keep the one they began with."""
         # The ssl module loads a key only from a file: one of the owner's only, gone at once.
         with tempfile.TemporaryDirectory(prefix="agentpool-gateway-") as directory:
             cert, key = Path(directory) / "tls.crt", Path(directory) / "tls.key"
@@ -54,7 +62,6 @@ class TlsMaterial:
             with os.fdopen(descriptor, "wb") as handle:
                 handle.write(self.key_pem)
             context.load_cert_chain(cert, key)
-        return context
 
 
 def fresh(hosts: tuple[str, ...]) -> TlsMaterial:

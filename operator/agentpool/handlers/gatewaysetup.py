@@ -4,16 +4,21 @@
 certificate on first start, or when the one there no longer names the gateway's hosts, unless
 the Secret was given and is not the operator's to write), starts the HTTPS server
 (:mod:`agentpool.gateway.server`) with :mod:`agentpool.handlers.gateway`'s calls and reviews,
-and notes what to publish. :func:`keep_published` keeps the ConfigMap ``agentpool-gateway``
-(``url``, ``ca.crt``) in a namespace with a pool current, as Kubernetes keeps
-``kube-root-ca.crt``: the pool loop calls it, and it reads the ConfigMap once every few minutes
-per namespace and writes only what differs. :mod:`agentpool.handlers.operator` opens it.
+and notes what to publish; :func:`keep_certificate` reads the Secret again every few minutes
+and serves what it holds from the next handshake on (renewing a managed certificate about to
+expire), as the API server reloads its own. :func:`keep_published` keeps the ConfigMap
+``agentpool-gateway`` (``url``, ``ca.crt``) in a namespace with a pool current, as Kubernetes
+keeps ``kube-root-ca.crt``: the pool loop calls it, and it reads the ConfigMap once every few
+minutes per namespace (at once after a new CA) and writes only what differs.
+:mod:`agentpool.handlers.operator` opens it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import ssl
 import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -55,10 +60,21 @@ class GatewayOptions:
         return self.secret_namespace or os.environ.get("POD_NAMESPACE") or "default"
 
 
-async def open_gateway(runtime: Runtime, options: GatewayOptions) -> GatewayServer:
+@dataclass
+class OpenGateway:
+    """The gateway, listening, and the certificate it serves now."""
+
+    server: GatewayServer
+    context: ssl.SSLContext
+    material: tls.TlsMaterial
+    hosts: tuple[str, ...]
+
+
+async def open_gateway(runtime: Runtime, options: GatewayOptions) -> OpenGateway:
     """The gateway, listening, with what it publishes noted in ``runtime.gateway``."""
     hosts = tuple(dict.fromkeys(_hosts(options)))
     material = await _material(runtime, options, hosts)
+    context = material.context()
     settings = runtime.settings.gateway
     access = Access(
         KubeReviewer(runtime),
@@ -70,13 +86,47 @@ async def open_gateway(runtime: Runtime, options: GatewayOptions) -> GatewayServ
         calls=GatewayCalls(runtime),
         access=access,
         settings=settings,
-        tls=material.context(),
+        tls=context,
         ready=lambda: runtime.serving,
     )
     await server.start(options.host, options.port)
     runtime.gateway = GatewayPublication(url=options.url or server.url, ca_pem=material.ca_pem)
     log.info("gateway listening at %s, published as %s", server.url, runtime.gateway.url)
-    return server
+    return OpenGateway(server, context, material, hosts)
+
+
+async def keep_certificate(runtime: Runtime, options: GatewayOptions, gateway: OpenGateway) -> None:
+    """Every ``settings.gateway.certificate_seconds``, :func:`renew_certificate`; a Secret that
+    cannot be read or is garbled leaves the certificate served as it is, and is tried again."""
+    while True:
+        await asyncio.sleep(runtime.settings.gateway.certificate_seconds)
+        try:
+            await renew_certificate(runtime, options, gateway)
+        except Exception as error:
+            log.warning("the gateway keeps its certificate: reading it again failed: %s", error)
+
+
+async def renew_certificate(
+    runtime: Runtime, options: GatewayOptions, gateway: OpenGateway
+) -> bool:
+    """Serve what the Secret holds now (a managed certificate made anew first if it is due);
+    True when that differs from what was served. A new CA is published to every namespace on
+    its pools' next pass."""
+    material = await _material(runtime, options, gateway.hosts)
+    if material == gateway.material:
+        return False
+    material.load_into(gateway.context)
+    gateway.material = material
+    publication = runtime.gateway
+    if publication is not None and publication.ca_pem != material.ca_pem:
+        publication.ca_pem = material.ca_pem
+        publication.checked.clear()
+    log.info(
+        "the gateway serves the certificate now in Secret %s/%s",
+        options.namespace,
+        options.secret_name,
+    )
+    return True
 
 
 def _hosts(options: GatewayOptions) -> list[str]:

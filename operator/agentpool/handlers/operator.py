@@ -22,7 +22,7 @@ from typing import Any, cast
 import kopf
 
 from agentpool.handlers import leases, pods, pools, runs, standby
-from agentpool.handlers.gatewaysetup import GatewayOptions, open_gateway
+from agentpool.handlers.gatewaysetup import GatewayOptions, keep_certificate, open_gateway
 from agentpool.handlers.runtime import Runtime
 from agentpool.io.agents import AgentClient
 from agentpool.io.connection import Connection, credentials
@@ -155,26 +155,28 @@ async def beside_kopf(
     peering: Peering | None,
     namespaces: Collection[str],
 ) -> AsyncIterator[None]:
-    """The gateway, and with peers the watch on which replica acts, while kopf runs."""
-    server = await open_gateway(runtime, gateway) if gateway is not None else None
-    follower = None
+    """The gateway (its certificate kept current), and with peers the watch on which replica
+    acts, while kopf runs."""
+    opened, tasks = None, list[asyncio.Task[None]]()
+    if gateway is not None:
+        opened = await open_gateway(runtime, gateway)
+        tasks.append(asyncio.create_task(keep_certificate(runtime, gateway, opened)))
     if peering is not None:
-        follower = asyncio.create_task(
-            standby.follow_peers(
-                runtime,
-                standby.peering_paths(peering.name, namespaces),
-                identity=peering.identity,
-                priority=peering.priority,
-                every=runtime.settings.gateway.peers_seconds,
-            )
+        follower = standby.follow_peers(
+            runtime,
+            standby.peering_paths(peering.name, namespaces),
+            identity=peering.identity,
+            priority=peering.priority,
+            every=runtime.settings.gateway.peers_seconds,
         )
+        tasks.append(asyncio.create_task(follower))
     try:
         yield
     finally:
-        if follower is not None:
-            follower.cancel()
-        if server is not None:
-            await server.stop()
+        for task in tasks:
+            task.cancel()
+        if opened is not None:
+            await opened.server.stop()
 
 
 #: The gateway of an operator a local cluster runs: on loopback, on any free port.

@@ -73,6 +73,11 @@ class WirePool:
         self._clock = clock
         self._last_sweep = clock()
 
+    def trust(self, tls: ssl.SSLContext | None) -> None:
+        """Open new connections with ``tls`` from now on; kept ones stay (each was checked when
+        it opened)."""
+        self._tls = tls
+
     @property
     def kept(self) -> int:
         """Idle connections kept open for a next request."""
