@@ -71,7 +71,15 @@ REQUIRED = {
         "results_exactly_once",
     ],
     "reactivity": ["overflow_ms", "replacement_ms", "checkout_p99_ms"],
-    "lease": ["p50_ms", "p99_ms", "bind_p50_ms", "bind_p99_ms"],
+    "lease": [
+        "p50_ms",
+        "p99_ms",
+        "burst4_p50_ms",
+        "burst32_p50_ms",
+        "writes_per_lease",
+        "bind_p50_ms",
+        "bind_p99_ms",
+    ],
     "client": ["call_p50_ms", "call_p99_ms", "direct_p50_ms", "direct_p99_ms"],
     "simulated": ["max_agents", "max_pools", "checkout_p99_ms", "recovery_seconds"],
     "priorities": ["max_wait_seconds", "inversions", "fifo_breaks", "starved"],
@@ -100,6 +108,7 @@ FULL = {
     "samples": 5,
     "warm": 500,
     "leases": 50,
+    "lease_bursts": 5,
     "calls": 200,
     "simulated_sizes": len(simulated.SIZES),
     "simulated_budget_seconds": 480,
@@ -118,6 +127,7 @@ QUICK = {
     "samples": 2,
     "warm": 60,
     "leases": 10,
+    "lease_bursts": 1,
     "calls": 10,
     "simulated_sizes": 1,
     "simulated_budget_seconds": 300,
@@ -137,7 +147,7 @@ SCENARIOS: dict[str, Scenario] = {
     "scale": lambda work, n: scale.run(work, items=n["scale"]),
     "huge": lambda work, n: huge.run(work, items=n["huge"]),
     "reactivity": lambda work, n: reactivity.run(work, samples=n["samples"], items=n["warm"]),
-    "lease": lambda work, n: leasing.run(work, leases=n["leases"]),
+    "lease": lambda work, n: leasing.run(work, leases=n["leases"], bursts=n["lease_bursts"]),
     "client": lambda work, n: clients.run(work, calls=n["calls"]),
     "simulated": lambda work, n: simulated.run(
         work, sizes=n["simulated_sizes"], budget=n["simulated_budget_seconds"]
@@ -180,8 +190,11 @@ TARGETS: list[tuple[str, str, str, Callable[[Any, dict[str, Any]], bool]]] = [
     ("reactivity", "overflow_ms", "<= 100", lambda v, s: v <= 100),
     ("reactivity", "replacement_ms", "<= 100", lambda v, s: v <= 100),
     ("reactivity", "checkout_p99_ms", "<= 100", lambda v, s: v <= 100),
-    ("lease", "p50_ms", "", lambda v, s: True),
+    ("lease", "p50_ms", "<= 25", lambda v, s: v <= 25),
     ("lease", "p99_ms", "", lambda v, s: True),
+    ("lease", "burst4_p50_ms", "<= 50", lambda v, s: v <= 50),
+    ("lease", "burst32_p50_ms", "<= 150", lambda v, s: v <= 150),
+    ("lease", "writes_per_lease", "<= 5", lambda v, s: v <= 5),
     ("lease", "bind_p50_ms", "", lambda v, s: True),
     ("lease", "bind_p99_ms", "", lambda v, s: True),
     ("client", "call_p50_ms", "", lambda v, s: True),
@@ -289,6 +302,17 @@ def explain(results: dict[str, Any]) -> str:
             f"results in {h['results_read_seconds']} s and by the client's Run.results() in "
             f"{h['client_results_read_seconds']} s, every item exactly once: "
             f"{h['results_exactly_once']}"
+        )
+    if (lease := results.get("lease")) and lease.get("burst4_p50_ms") is not None:
+        kinds = ", ".join(f"{k}: {v}" for k, v in sorted(lease["writes_by_kind"].items()))
+        notes.append(
+            f"lease: {lease['agents']} echo agents; create -> Bound one at a time "
+            f"p50/p90/p99 {lease['p50_ms']}/{lease['p90_ms']}/{lease['p99_ms']} ms "
+            f"({lease['leases']} leases), in bursts of 4 p50/max {lease['burst4_p50_ms']}/"
+            f"{lease['burst4_max_ms']} ms and of {lease['agents']} p50/max "
+            f"{lease['burst32_p50_ms']}/{lease['burst32_max_ms']} ms ({lease['bursts']} "
+            f"bursts each); a lease's whole life {lease['writes_per_lease']} writes and "
+            f"{lease['requests_per_lease']} requests ({kinds})"
         )
     if (c := results.get("client")) and c.get("call_p50_ms") is not None:
         lease = results.get("lease") or {}

@@ -1,55 +1,131 @@
-"""Scenario 6: how long an AgentLease takes to bind, from its creation to ``status.phase: Bound``.
+"""Scenario 6: how long an AgentLease takes to bind, and what its whole life writes to the API.
 
-A pool of 4 echo agents, all Ready; leases are created one at a time, each followed by a watch
-until it is Bound, then deleted, which returns its agent to the pool before the next one.
+A pool of 32 echo agents, all Ready, and a watch on the namespace's leases opened before any is
+made. Leases are created one at a time, then in bursts of 4 at once, then of 32 at once (each
+burst on as many idle agents); the time of each is from its create request to the first watch
+event that shows it ``Bound``. Each lease (or burst) is deleted once Bound, and the next begins
+once the watch has seen every one of them gone, so each lease's whole life (created, bound,
+deleted, its agent back) falls inside its phase. The API server's request counts around the
+one-at-a-time phase give the writes per lease: the operator's, and the create and the delete the
+client sends.
 """
 
 from __future__ import annotations
 
-import functools
+import asyncio
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench.harness import ROOT, Stage, Watcher, percentile, pool_spec, wait_pool_ready
+from bench.harness import ROOT, Kube, Stage, Watcher, percentile, pool_spec, wait_pool_ready
 
 AGENT = ROOT / "bench" / "echo_agent.py"
+AGENTS = 32
+WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 
 
-def is_bound(wanted: str, name: str, obj: dict[str, Any]) -> bool:
-    return name == wanted and (obj.get("status") or {}).get("phase") == "Bound"
+def _bound(obj: dict[str, Any]) -> bool:
+    return (obj.get("status") or {}).get("phase") == "Bound"
 
 
-async def run(work: Path, *, leases: int) -> dict[str, Any]:
+class Leasing:
+    """Leases of one pool, made and ended as a client would, timed on one watch."""
+
+    def __init__(self, kube: Kube, namespace: str, watcher: Watcher) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.watcher = watcher
+        self.made = 0
+
+    async def burst(self, size: int) -> list[float]:
+        """``size`` leases created at once: each one's create -> Bound, ms; all gone after."""
+        names = [f"lease-{self.made + n}" for n in range(size)]
+        self.made += size
+
+        async def one(name: str) -> float:
+            started = time.monotonic()
+            spec = {"poolRef": {"name": "echo"}}
+            await self.kube.create("agentleases", self.namespace, name, spec)
+            at, _ = await self.watcher.wait(
+                lambda seen, obj: seen == name and _bound(obj),
+                timeout=60,
+                what=f"lease {name} bound",
+                since=started,
+            )
+            return (at - started) * 1000
+
+        latencies = await asyncio.gather(*(one(name) for name in names))
+        deleted = time.monotonic()
+        await asyncio.gather(*(self.kube.delete("agentleases", self.namespace, n) for n in names))
+        for name in names:
+            await self.watcher.wait(
+                lambda seen, _obj, name=name: seen == name,  # type: ignore[misc]
+                timeout=60,
+                what=f"lease {name} gone",
+                since=deleted,
+                event="DELETED",
+            )
+        return list(latencies)
+
+
+async def _counted(kube: Kube, work: Any) -> tuple[Any, Counter[tuple[str, str]]]:
+    """What ``work`` gives, and the API requests served meanwhile: the operator's, and this
+    scenario's creates and deletes (its watch was opened before)."""
+    before = await kube.counts()
+    result = await work
+    return result, (await kube.counts()) - before
+
+
+def _stats(values: list[float]) -> dict[str, float]:
+    return {
+        "p50_ms": round(percentile(values, 50), 1),
+        "p90_ms": round(percentile(values, 90), 1),
+        "p99_ms": round(percentile(values, 99), 1),
+        "max_ms": round(max(values), 1),
+    }
+
+
+async def run(work: Path, *, leases: int, bursts: int) -> dict[str, Any]:
     """Scenario 6; the figures for results.json and the samples for the plots."""
     async with Stage(work, "lease") as stage:
         kube = stage.kube
         namespace = await kube.new_namespace("bench")
-        await kube.create("agentpools", namespace, "echo", pool_spec(AGENT, minSize=4, maxSize=4))
-        await wait_pool_ready(kube, namespace, "echo", 4, timeout=60)
+        spec = pool_spec(AGENT, minSize=AGENTS, maxSize=AGENTS)
+        await kube.create("agentpools", namespace, "echo", spec)
+        await wait_pool_ready(kube, namespace, "echo", AGENTS, timeout=180)
         watcher = Watcher(kube, f"/apis/agentpool.dev/v1alpha1/namespaces/{namespace}/agentleases")
         await watcher.start()
-        latencies = []
+        leasing = Leasing(kube, namespace, watcher)
         try:
-            for index in range(leases):
-                name = f"lease-{index}"
-                started = time.monotonic()
-                await kube.create("agentleases", namespace, name, {"poolRef": {"name": "echo"}})
-                at, _ = await watcher.wait(
-                    functools.partial(is_bound, name),
-                    timeout=30,
-                    what=f"lease {name} bound",
-                )
-                latencies.append((at - started) * 1000)
-                await kube.delete("agentleases", namespace, name)
+            await leasing.burst(1)  # the code paths warm
+
+            async def one_at_a_time() -> list[float]:
+                return [ms for _ in range(leases) for ms in await leasing.burst(1)]
+
+            async def in_bursts(size: int) -> list[float]:
+                return [ms for _ in range(bursts) for ms in await leasing.burst(size)]
+
+            sequential, served = await _counted(kube, one_at_a_time())
+            four, _ = await _counted(kube, in_bursts(4))
+            many, _ = await _counted(kube, in_bursts(AGENTS))
         finally:
             await watcher.stop()
-    return {
-        "lease": {
-            "leases": leases,
-            "p50_ms": round(percentile(latencies, 50), 1),
-            "p99_ms": round(percentile(latencies, 99), 1),
-            "max_ms": round(max(latencies), 1),
+    writes = Counter({key: n for key, n in served.items() if key[0] in WRITES})
+    figures = {
+        "leases": leases,
+        "bursts": bursts,
+        "agents": AGENTS,
+        **_stats(sequential),
+        "burst4_p50_ms": _stats(four)["p50_ms"],
+        "burst4_max_ms": _stats(four)["max_ms"],
+        "burst32_p50_ms": _stats(many)["p50_ms"],
+        "burst32_max_ms": _stats(many)["max_ms"],
+        "writes_per_lease": round(sum(writes.values()) / leases, 2),
+        "requests_per_lease": round(sum(served.values()) / leases, 2),
+        "writes_by_kind": {
+            f"{verb} {resource}": round(n / leases, 2) for (verb, resource), n in writes.items()
         },
-        "_samples": {"lease_ms": latencies},
     }
+    samples = {"lease_ms": sequential, "lease_burst4_ms": four, "lease_burst32_ms": many}
+    return {"lease": figures, "_samples": samples}

@@ -112,6 +112,8 @@ def latency(plt: Any, results: dict[str, Any], samples: dict[str, Any]) -> Any:
         "overflow pod\ncreated": "overflow_ms",
         "replacement pod\ncreated": "replacement_ms",
         "lease\nBound": "lease_ms",
+        "lease Bound,\n4 at once": "lease_burst4_ms",
+        "lease Bound,\n32 at once": "lease_burst32_ms",
     }
     series: dict[str, list[float]] = {
         label: list(samples[key]) for label, key in wanted.items() if samples.get(key)
@@ -134,7 +136,7 @@ def client(plt: Any, results: dict[str, Any], samples: dict[str, Any]) -> Any:
     series = {
         "direct POST /invoke\nto a warm agent": samples.get("client_direct_ms"),
         "client.lease\nbound, token read": samples.get("bind_ms"),
-        "client.call\nlease, invoke, release": samples.get("client_call_ms"),
+        "client.call\nthrough the gateway": samples.get("client_call_ms"),
     }
     shown = {label: values for label, values in series.items() if values}
     if not shown:
