@@ -39,9 +39,6 @@ class FakeAgent:
     bind_answer: int = 200
     unbind_answer: int = 200
     bind_gate: asyncio.Event | None = None
-    #: Whether the lease's token Secret existed when each /bind came.
-    secrets_at_bind: list[bool] = field(default_factory=list)
-    api: FakeApi | None = None
     bound: dict[str, Any] | None = None
 
     async def bind(self, request: web.Request) -> web.Response:
@@ -49,8 +46,6 @@ class FakeAgent:
         self.calls.append(("bind", body))
         if request.headers.get("Authorization") != f"Bearer {POOL_TOKEN}":
             return web.json_response({"error": {"reason": "Unauthorized"}}, status=401)
-        if self.api is not None:
-            self.secrets_at_bind.append(f"{body['lease']}-lease-token" in self.api.secrets)
         if self.bind_gate is not None:
             await self.bind_gate.wait()
         if self.bind_answer != 200:
@@ -80,6 +75,10 @@ class FakeApi:
     pool_spec: dict[str, Any]
     secrets: dict[str, dict[str, Any]] = field(default_factory=dict)
     statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The phase of each status patch, by lease, in order.
+    phases: dict[str, list[str]] = field(default_factory=dict)
+    #: What creating a Secret raises, as an API server that refuses it would.
+    secret_error: Exception | None = None
     uids: int = 0
 
     async def get_custom(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
@@ -89,6 +88,7 @@ class FakeApi:
     async def patch_status(
         self, plural: str, namespace: str, name: str, status: dict[str, Any]
     ) -> None:
+        self.phases.setdefault(name, []).append(status.get("phase", ""))
         stored = self.statuses.setdefault(name, {})
         for key, value in status.items():
             if value is None:
@@ -98,6 +98,8 @@ class FakeApi:
 
     async def create_secret(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         name = body["metadata"]["name"]
+        if self.secret_error is not None:
+            raise self.secret_error
         if name in self.secrets:
             raise Conflict(f"secrets: {name} exists")
         self.uids += 1
@@ -182,8 +184,6 @@ async def cluster_of(
     agents: dict[str, FakeAgent], port: int, client: AgentClient
 ) -> AsyncIterator[Cluster]:
     api = FakeApi(pool_spec={"image": "agent:1", "minSize": len(agents)})
-    for agent in agents.values():
-        agent.api = api
     policy = PoolPolicy(min_size=len(agents), max_size=len(agents), port=port)
     broker = Broker("p", policy)
     broker.update_agents(

@@ -71,18 +71,19 @@ async def bound(cluster: Cluster, lease: str) -> FakeAgent:
     return holder(cluster, lease)
 
 
-async def test_a_bound_lease_names_a_secret_of_its_own_made_before_the_bind(
+async def test_a_bound_lease_names_a_secret_of_its_own_holding_the_token_its_agent_got(
     cluster: Cluster,
 ) -> None:
-    """The lease's token is minted, kept in <lease>-lease-token (owned by the lease) before
-    POST /bind hands it to one agent with the lease's context; the status names that Secret,
-    never the pool's, and no status or Event holds either token."""
+    """The lease's token is minted, kept in <lease>-lease-token (owned by the lease) and
+    handed by POST /bind to one agent with the lease's context, both before the lease says
+    Bound; a lease served at once is never Pending. The status names that Secret, never the
+    pool's, and no status or Event holds either token."""
     body = lease_body("chat", ttlSeconds=60, context=CONTEXT)
     daemon = start_daemon(cluster, body)
     agent = await bound(cluster, "chat")
     token = cluster.api.token("chat")
     assert token != POOL_TOKEN
-    assert agent.secrets_at_bind == [True]
+    assert cluster.api.phases["chat"] == ["Bound"]
     assert agent.bound == {
         "lease": "chat",
         "token": token,
@@ -312,3 +313,41 @@ async def test_a_lease_bound_before_a_restart_keeps_its_agent_token_and_times(
     await releases.lease_release(cluster.runtime, body=body, name="chat", namespace="ns")
     await daemon.task
     assert agent.paths() == ["bind", "unbind"]
+
+
+async def test_a_lease_that_waits_for_an_agent_says_pending_first(cluster: Cluster) -> None:
+    """With every agent leased, a third lease is Pending until one is released, then Bound."""
+    bodies = [lease_body(name, ttlSeconds=60) for name in ("a", "b", "c")]
+    daemons = [start_daemon(cluster, body) for body in bodies[:2]]
+    first = await bound(cluster, "a")
+    await bound(cluster, "b")
+    daemons.append(start_daemon(cluster, bodies[2]))
+    await until(lambda: phase(cluster, "c") == "Pending", "lease c Pending")
+    daemons[0].delete()
+    await releases.lease_release(cluster.runtime, body=bodies[0], name="a", namespace="ns")
+    assert await bound(cluster, "c") is first
+    assert cluster.api.phases["c"] == ["Pending", "Bound"]
+    for daemon, body in zip(daemons[1:], bodies[1:], strict=True):
+        daemon.delete()
+        name = body["metadata"]["name"]
+        await releases.lease_release(cluster.runtime, body=body, name=name, namespace="ns")
+        await daemon.task
+    await daemons[0].task
+
+
+async def test_a_secret_that_cannot_be_written_leaves_no_agent_bound_or_held(
+    cluster: Cluster,
+) -> None:
+    """The API server refuses the lease's Secret while its agent takes the bind: the agent is
+    unbound at once and goes out of the pool's hands (retired, as one that may hold the token),
+    the lease is not Bound, and its daemon fails for kopf to try again."""
+    cluster.api.secret_error = RuntimeError("the API server refused the Secret")
+    daemon = start_daemon(cluster, lease_body("chat", ttlSeconds=60))
+    with pytest.raises(RuntimeError, match="refused the Secret"):
+        await daemon.task
+    [agent] = [a for a in cluster.agents.values() if a.calls]
+    assert agent.paths() == ["bind", "unbind"]
+    assert agent.bound is None
+    assert phase(cluster, "chat") != "Bound"
+    assert cluster.agent_view(agent.name).reset_failed
+    assert not cluster.agent_view(agent.name).busy

@@ -124,6 +124,10 @@ class Broker:
         self._notify()
         raise error
 
+    def serves_at_once(self, *, whole: bool = False) -> bool:
+        """Whether a checkout now would be handed an agent without waiting in line."""
+        return self._closed is None and not self._queue and self._pick(whole=whole) is not None
+
     def checkin(
         self, checkout: Checkout, outcome: CheckinOutcome | str = CheckinOutcome.SUCCESS
     ) -> bool:

@@ -3,9 +3,9 @@
 The lease handlers (:mod:`agentpool.handlers.leases`) call :func:`open_binding` once a lease has
 an agent: it mints the lease's token, keeps it in the Secret ``<lease>-lease-token`` that the
 lease owns (the client reads it there), and hands it to the agent with ``POST /bind``, the pool's
-token authenticating the operator. The agent then accepts the lease's token on /invoke and
-/status until the expiry it was given, and nothing else; the pool's token never leaves the
-operator. :func:`renew_binding` posts /bind again with a renewal's later expiry.
+token authenticating the operator, both at once. The agent then accepts the lease's token on
+/invoke and /status until the expiry it was given, and nothing else; the pool's token never
+leaves the operator. :func:`renew_binding` posts /bind again with a renewal's later expiry.
 :func:`close_binding` ends it: ``POST /unbind``, the Secret deleted, and the outcome the agent
 goes back with. What an agent's refusal means is :func:`agentpool.pool.binding.bind_failure`'s
 to say. The caller holds the lease's lock (``runtime.leases.lock``) through each step, so an
@@ -14,6 +14,7 @@ unbind never overtakes a bind in flight.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from dataclasses import dataclass
 from typing import Any
@@ -60,13 +61,15 @@ class Binding:
         return (self.key[0], self.pool)
 
 
-async def lease_token(runtime: Runtime, lease: dict[str, Any], pool: str) -> str:
-    """The lease's token, from its Secret, which is created (with a new token) if it is not
-    there; one an earlier lease of the same name left is replaced."""
+async def lease_token(
+    runtime: Runtime, lease: dict[str, Any], pool: str, *, new: str | None = None
+) -> str:
+    """The lease's token, from its Secret, which is created (with ``new``, or a token made
+    here) if it is not there; one an earlier lease of the same name left is replaced."""
     namespace, uid = lease["metadata"]["namespace"], lease["metadata"].get("uid", "")
     name = lease_token_secret_name(lease["metadata"]["name"])
     for _ in range(3):
-        token = secrets.token_urlsafe(32)
+        token = new or secrets.token_urlsafe(32)
         try:
             await runtime.kube.create_secret(namespace, lease_token_secret(lease, pool, token))
             return token
@@ -89,11 +92,32 @@ async def delete_token(runtime: Runtime, key: PoolKey) -> None:
 async def open_binding(
     runtime: Runtime, handle: PoolHandle, lease: dict[str, Any], held: Binding
 ) -> binding.BindFailure | None:
-    """Bind ``held.checkout``'s agent to the lease: the Secret first, then ``POST /bind``. On a
-    refusal the Secret goes, and the failure is returned: the caller reports it and gives the
-    agent back as it says (:func:`give_back_failed`)."""
-    held.token = await lease_token(runtime, lease, held.pool)
-    failure = await _post_bind(runtime, handle, held)
+    """Bind ``held.checkout``'s agent to the lease: a new token written to the Secret and
+    handed to the agent (``POST /bind``) side by side, as no client reads the Secret before
+    the lease says Bound. A Secret this lease wrote before a restart keeps its token, and the
+    agent is given that one. On a refusal the Secret goes, and the failure is returned: the
+    caller reports it and gives the agent back as it says (:func:`give_back_failed`). A Secret
+    that cannot be written unbinds the agent again before the error goes up."""
+    held.token = secrets.token_urlsafe(32)
+    stored, failure = await asyncio.gather(
+        lease_token(runtime, lease, held.pool, new=held.token),
+        _post_bind(runtime, handle, held),
+        return_exceptions=True,
+    )
+    if isinstance(failure, BaseException):
+        raise failure
+    if isinstance(stored, BaseException):
+        if failure is None:
+            await runtime.agents.unbind(
+                held.checkout.endpoint,
+                handle.token,
+                lease=held.key[1],
+                timeout=runtime.settings.leases.bind_timeout_seconds,
+            )
+        raise stored
+    if failure is None and stored != held.token:
+        held.token = stored
+        failure = await _post_bind(runtime, handle, held)
     if failure is not None:
         await delete_token(runtime, held.key)
     return failure

@@ -24,7 +24,7 @@ import kopf
 from agentpool.api import AgentLeaseSpec, AgentPoolSpec
 from agentpool.api.conditions import format_time
 from agentpool.api.reasons import EventReason, Reason
-from agentpool.broker import Checkout, PoolClosed, PoolExhausted
+from agentpool.broker import CheckinOutcome, Checkout, PoolClosed, PoolExhausted
 from agentpool.broker.registry import PoolKey
 from agentpool.handlers import binds, leasestatus, releases
 from agentpool.handlers.leasestatus import Report, StatusWriter, failed_status
@@ -126,7 +126,13 @@ async def take_agent(
         if stopped:
             await releases.stopped_with(runtime, held, stopped, bound=hold.resumed)
             return None
-        failure = None if hold.resumed else await open_binding(runtime, dict(body), held)
+        try:
+            failure = None if hold.resumed else await open_binding(runtime, dict(body), held)
+        except BaseException:
+            # Its Secret could not be written, or the daemon was cancelled mid-bind: the
+            # agent may hold the lease's token, so it is retired rather than handed out again.
+            binds.give_back(runtime, held.pool_key, checkout, CheckinOutcome.RESET_FAILED)
+            raise
         if failure is None:
             runtime.leases.held[key] = checkout
             await announce(body, spec, status, report, held=held, hold=hold)
@@ -289,7 +295,8 @@ async def checkout_agent(
         message = f"agent {status['agent']} of this lease is gone; create a new lease"
         await report(failed_status(str(Reason.AGENT_LOST), message))
         return None
-    if binding.needs_pending_report(status):
+    if binding.needs_pending_report(status) and not handle.broker.serves_at_once(whole=True):
+        # Only a lease that waits says so: one served at once goes straight to Bound.
         await report(leases.pending_status(pool))
     holder = f"lease:{namespace}/{name}"
     try:
