@@ -32,12 +32,24 @@ from agentpool.io.kube import Kube
 PREFIX = "agentpool.dev"
 
 
+class NoDiffBase(kopf.DiffBaseStorage):
+    """Keeps no last-handled state: kopf sees every object as new, which no handler here
+    minds, as none is called on a creation or an update."""
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
+
+
 def build_settings(*, embedded: bool) -> kopf.OperatorSettings:
     settings = kopf.OperatorSettings()
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
     # No handler detects changes (each follows the watched state), so kopf keeps no last-handled
-    # state on objects; were one added, it would be kept under the project's prefix.
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=PREFIX)
+    # state on objects: otherwise a kind with a deletion handler (pools, leases) gets it written
+    # on creation, one more write in series before a lease is bound.
+    settings.persistence.diffbase_storage = NoDiffBase()
     settings.persistence.finalizer = f"{PREFIX}/finalizer"
     # Only agent pods matter to the operator: filter them on the server, not in Python.
     settings.watching.label_selectors["v1", "pods"] = pools.POOL_LABEL
