@@ -108,12 +108,7 @@ async def open_binding(
         raise failure
     if isinstance(stored, BaseException):
         if failure is None:
-            await runtime.agents.unbind(
-                held.checkout.endpoint,
-                handle.token,
-                lease=held.key[1],
-                timeout=runtime.settings.leases.bind_timeout_seconds,
-            )
+            await _post_unbind(runtime, handle, held.key, held.checkout)
         raise stored
     if failure is None and stored != held.token:
         held.token = stored
@@ -170,16 +165,23 @@ async def close_binding(
     handle = runtime.pools.get((key[0], pool))
     unbound = False
     if handle is not None and not checkout.is_lost:
-        unbound = await runtime.agents.unbind(
-            checkout.endpoint,
-            handle.token,
-            lease=key[1],
-            timeout=runtime.settings.leases.bind_timeout_seconds,
-        )
+        unbound = await _post_unbind(runtime, handle, key, checkout)
     await delete_token(runtime, key)
     if checkout.is_lost:
         return CheckinOutcome.LOST
     return CheckinOutcome.SUCCESS if unbound else CheckinOutcome.RESET_FAILED
+
+
+async def _post_unbind(
+    runtime: Runtime, handle: PoolHandle, key: PoolKey, checkout: Checkout
+) -> bool:
+    """``POST /unbind`` the lease ``key`` from its agent; whether the agent took it."""
+    return await runtime.agents.unbind(
+        checkout.endpoint,
+        handle.token,
+        lease=key[1],
+        timeout=runtime.settings.leases.bind_timeout_seconds,
+    )
 
 
 def give_back(runtime: Runtime, pool: PoolKey, checkout: Checkout, outcome: CheckinOutcome) -> None:
