@@ -13,6 +13,7 @@ client sends.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections import Counter
 from pathlib import Path
@@ -23,6 +24,10 @@ from bench.harness import ROOT, Kube, Stage, Watcher, percentile, pool_spec, wai
 AGENT = ROOT / "bench" / "echo_agent.py"
 AGENTS = 32
 WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+
+
+def _named(wanted: str, name: str, _obj: dict[str, Any]) -> bool:
+    return name == wanted
 
 
 def _bound(obj: dict[str, Any]) -> bool:
@@ -48,7 +53,7 @@ class Leasing:
             spec = {"poolRef": {"name": "echo"}}
             await self.kube.create("agentleases", self.namespace, name, spec)
             at, _ = await self.watcher.wait(
-                lambda seen, obj: seen == name and _bound(obj),
+                lambda seen, obj: _named(name, seen, obj) and _bound(obj),
                 timeout=60,
                 what=f"lease {name} bound",
                 since=started,
@@ -60,7 +65,7 @@ class Leasing:
         await asyncio.gather(*(self.kube.delete("agentleases", self.namespace, n) for n in names))
         for name in names:
             await self.watcher.wait(
-                lambda seen, _obj, name=name: seen == name,  # type: ignore[misc]
+                functools.partial(_named, name),
                 timeout=60,
                 what=f"lease {name} gone",
                 since=deleted,
