@@ -267,10 +267,7 @@ class Broker:
 
     def agents(self) -> tuple[ObservedAgent, ...]:
         """Every known agent as the planner needs it: pod facts plus busy slots, uses and
-        failures.
-
-        A retired agent shows as deleting, since its pod is about to be.
-        """
+        failures; a retired agent shows as deleting, since its pod is about to be."""
         return tuple(self._view(agent) for agent in self._agents.values())
 
     def waiters(self) -> tuple[Waiter, ...]:
@@ -296,9 +293,7 @@ class Broker:
 
     def close(self, reason: str = PoolClosed.DELETED) -> None:
         """Fail every waiter, and every later checkout, with a clear error; the pool is gone.
-
-        Agents already held stay with their holders, who check them in as usual.
-        """
+        Agents already held stay with their holders, who check them in as usual."""
         if self._closed is not None:
             return
         self._closed = PoolClosed(self.pool_name, reason)

@@ -107,19 +107,7 @@ async def take_agent(
     checkout = await until_stopped(stopped, work)
     if checkout is None:
         return None
-    now = time.time()
-    secret = lease_token_secret_name(key[1])
-    hold = binding.hold_of(
-        status,
-        checkout.agent,
-        secret=secret,
-        ttl_seconds=spec.ttl_seconds,
-        renew_time=renew_time_of(body),
-        now=now,
-    )
-    expire_time = hold.expire_time or format_time(hold.term.expires)
-    pool, context = spec.pool_ref.name, spec.context
-    held = binds.Binding(key, pool, checkout, "", context, hold.term, expire_time)
+    held, hold = binding_of(body, key, spec, status, checkout)
     async with runtime.leases.lock(key):
         # Under the lock: a deletion handler that found no agent held has run by now, or will
         # find this one once the binding is open.
@@ -140,6 +128,29 @@ async def take_agent(
     await binds.give_back_failed(runtime, held.pool_key, checkout, failure)
     await report(failed_status(failure.reason, failure.message))
     return None
+
+
+def binding_of(
+    body: kopf.Body,
+    key: PoolKey,
+    spec: AgentLeaseSpec,
+    status: dict[str, Any],
+    checkout: Checkout,
+) -> tuple[binds.Binding, binding.Hold]:
+    """The binding to open (or resume) for the agent just checked out, with its term."""
+    hold = binding.hold_of(
+        status,
+        checkout.agent,
+        secret=lease_token_secret_name(key[1]),
+        ttl_seconds=spec.ttl_seconds,
+        renew_time=renew_time_of(body),
+        now=time.time(),
+    )
+    expire_time = hold.expire_time or format_time(hold.term.expires)
+    held = binds.Binding(
+        key, spec.pool_ref.name, checkout, "", spec.context, hold.term, expire_time
+    )
+    return held, hold
 
 
 async def open_binding(
