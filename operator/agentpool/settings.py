@@ -65,12 +65,12 @@ class RecoverySettings:
 
 @dataclass(frozen=True)
 class LeaseSettings:
-    """How the AgentLease daemons end."""
+    """How the AgentLease tasks bind and end."""
 
     stop_seconds: float = 35.0
-    """How long kopf lets a stopped lease daemon end by itself before it cancels it: a few turns
-    of the event loop, or, should the lease expire as it is deleted, the end of the agent's
-    reset it has begun (which the agent client bounds at 30 s)."""
+    """How long a stopping operator lets its lease tasks end by themselves before it cancels
+    them: a few turns of the event loop, or, should a lease expire as the operator stops, the
+    end of the agent's reset it has begun (which the agent client bounds at 30 s)."""
     bind_timeout_seconds: float = 30.0
     """How long an agent may take to answer ``POST /bind`` or ``/unbind``: its author's bind or
     unbind (and reset) functions run before it answers. Past it the agent is retired."""

@@ -1,5 +1,6 @@
 """What the lease handler tests share: agents that speak the binding's side of the protocol, an
-API server of Secrets and lease statuses in memory, and the kopf context the handlers run in."""
+API server of Secrets and lease statuses in memory, the kopf context the handlers run in, and
+the watch events that drive them."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from typing import Any
 
 import kopf
 from aiohttp import web
-from kopf._cogs.aiokits import aioenums
 from kopf._cogs.configs.configuration import OperatorSettings
 from kopf._core.engines import posting
 
@@ -212,7 +212,7 @@ def lease_body(name: str, **spec: Any) -> kopf.Body:
 
 
 def update_spec(body: kopf.Body, **spec: Any) -> None:
-    """The lease's spec changes as kopf's watch would show it to a running daemon."""
+    """The lease's spec changes as kopf's watch would show it."""
     raw = json.loads(json.dumps(dict(body)))
     raw["spec"].update(spec)
     raw["metadata"]["generation"] += 1
@@ -220,29 +220,38 @@ def update_spec(body: kopf.Body, **spec: Any) -> None:
 
 
 @dataclass
-class Daemon:
-    """One lease's daemon, run as kopf runs it, with its stop flag."""
+class LeaseRun:
+    """One lease as the operator's watch shows it to the lease handler: made, changed, deleted."""
 
+    cluster: Cluster
+    body: kopf.Body
     task: asyncio.Task[None]
-    stopper: aioenums.FlagSetter[kopf.DaemonStoppingReason]
 
-    def delete(self) -> None:
-        self.stopper.set(kopf.DaemonStoppingReason.RESOURCE_DELETED)
+    @property
+    def name(self) -> str:
+        return str(self.body["metadata"]["name"])
+
+    async def update(self, **spec: Any) -> None:
+        """The holder changed the lease's spec (renewed it, say)."""
+        update_spec(self.body, **spec)
+        await event(self.cluster, "MODIFIED", self.body)
+
+    async def delete(self) -> None:
+        """The lease is deleted: the watch says so, and the handler gives its agent back."""
+        await event(self.cluster, "DELETED", self.body)
 
 
-def start_daemon(cluster: Cluster, body: kopf.Body) -> Daemon:
-    stopper: aioenums.FlagSetter[kopf.DaemonStoppingReason] = aioenums.FlagSetter()
-    stopped = aioenums.AsyncFlagWaiter(stopper)
-    task = asyncio.create_task(
-        leases.lease_loop(
-            cluster.runtime,
-            body=body,
-            name=body["metadata"]["name"],
-            namespace=NAMESPACE,
-            stopped=stopped,
-        )
+async def event(cluster: Cluster, kind: str, body: kopf.Body) -> None:
+    await leases.lease_event(
+        cluster.runtime, type=kind, body=body, name=body["metadata"]["name"], namespace=NAMESPACE
     )
-    return Daemon(task, stopper)
+
+
+async def start_lease(cluster: Cluster, body: kopf.Body) -> LeaseRun:
+    """The lease appears on the watch; its task starts."""
+    await event(cluster, "ADDED", body)
+    entry = cluster.runtime.leases.tasks[(NAMESPACE, body["metadata"]["name"])]
+    return LeaseRun(cluster, body, entry.task)
 
 
 async def until(predicate: Any, message: str, timeout: float = 30.0) -> Any:

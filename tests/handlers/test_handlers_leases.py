@@ -23,14 +23,12 @@ from leasefakes import (
     cluster_of,
     lease_body,
     serve_agents,
-    start_daemon,
+    start_lease,
     until,
-    update_spec,
 )
 
 from agentpool.api.conditions import format_micro_time, format_time
 from agentpool.api.leases import MAX_CONTEXT_BYTES
-from agentpool.handlers import leases, releases
 from agentpool.io.agents import AgentClient
 from agentpool.pool.manifests import lease_token_secret
 from agentpool.pool.pods import epoch
@@ -79,7 +77,7 @@ async def test_a_bound_lease_names_a_secret_of_its_own_holding_the_token_its_age
     Bound; a lease served at once is never Pending. The status names that Secret, never the
     pool's, and no status or Event holds either token."""
     body = lease_body("chat", ttlSeconds=60, context=CONTEXT)
-    daemon = start_daemon(cluster, body)
+    lease = await start_lease(cluster, body)
     agent = await bound(cluster, "chat")
     token = cluster.api.token("chat")
     assert token != POOL_TOKEN
@@ -98,38 +96,38 @@ async def test_a_bound_lease_names_a_secret_of_its_own_holding_the_token_its_age
     shown = json.dumps([cluster.api.statuses, cluster.posted_events()])
     assert token not in shown
     assert POOL_TOKEN not in shown
-    daemon.delete()
-    await releases.lease_release(cluster.runtime, body=body, name="chat", namespace="ns")
-    await daemon.task
+    await lease.delete()
+    await lease.task
 
 
-async def test_a_released_lease_is_unbound_and_its_secret_gone_before_its_agent_returns(
+async def test_a_deleted_lease_is_unbound_before_its_agent_returns_and_writes_nothing(
     cluster: Cluster,
 ) -> None:
-    """Deleting the lease unbinds its agent, deletes its Secret and clears from status what
-    reached the agent, then the agent is idle in the pool again."""
+    """Deleting the lease unbinds its agent, then the agent is idle in the pool again. The
+    lease is gone already (it has no finalizer): nothing more is written, no status and no
+    Event, and its Secret is left to garbage collection, which its owner reference asks for."""
     body = lease_body("chat", ttlSeconds=60)
-    daemon = start_daemon(cluster, body)
+    lease = await start_lease(cluster, body)
     agent = await bound(cluster, "chat")
     assert agent.name not in cluster.idle()
-    daemon.delete()
-    await releases.lease_release(cluster.runtime, body=body, name="chat", namespace="ns")
-    await daemon.task
+    await lease.delete()
+    await lease.task
     assert agent.paths() == ["bind", "unbind"]
     assert agent.calls[1][1] == {"lease": "chat"}
-    assert "chat-lease-token" not in cluster.api.secrets
-    assert phase(cluster, "chat") == "Released"
-    assert [field for field in REACH if field in status(cluster, "chat")] == []
+    assert cluster.api.phases["chat"] == ["Bound"]
+    assert [reason for reason, _ in cluster.posted_events()] == ["LeaseBound"]
+    owner = cluster.api.secrets["chat-lease-token"]["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"], owner["uid"]) == ("AgentLease", "chat", "uid-chat")
     assert cluster.idle() == set(cluster.agents)
-    assert "LeaseReleased" in [reason for reason, _ in cluster.posted_events()]
+    assert cluster.runtime.leases.tasks == {}
 
 
 async def test_a_lease_past_its_ttl_is_unbound_and_expires(cluster: Cluster) -> None:
     """A lease nobody renews expires: its agent is unbound, the Secret deleted, the status
     Expired with nothing left to reach the agent with, and the agent idle again."""
-    daemon = start_daemon(cluster, lease_body("brief", ttlSeconds=1))
+    lease = await start_lease(cluster, lease_body("brief", ttlSeconds=1))
     agent = await bound(cluster, "brief")
-    await daemon.task
+    await lease.task
     assert phase(cluster, "brief") == "Expired"
     assert agent.paths() == ["bind", "unbind"]
     assert "brief-lease-token" not in cluster.api.secrets
@@ -141,14 +139,13 @@ async def test_a_renewed_lease_keeps_its_agent_past_the_first_ttl(cluster: Clust
     """Each renewal posts /bind again with the later expiry (same token and context) and moves
     status.expireTime; the lease holds past its first ttl, then expires once renewals stop."""
     body = lease_body("chat", ttlSeconds=3, context=CONTEXT)
-    daemon = start_daemon(cluster, body)
+    lease = await start_lease(cluster, body)
     agent = await bound(cluster, "chat")
     first = epoch(str(status(cluster, "chat")["expireTime"]))
     assert first is not None
     while time.time() < first + 1.5:
         renewed = time.time()
-        update_spec(body, renewTime=format_micro_time(renewed))
-        await leases.lease_event(cluster.runtime, name="chat", namespace="ns")
+        await lease.update(renewTime=format_micro_time(renewed))
         expected = format_time(renewed + 3)
         await until(
             lambda e=expected: str(status(cluster, "chat")["expireTime"]) >= e, "the renewal"
@@ -165,7 +162,7 @@ async def test_a_renewed_lease_keeps_its_agent_past_the_first_ttl(cluster: Clust
         (cluster.api.token("chat"), json.dumps(CONTEXT))
     }
     assert binds[-1]["expireTime"] == status(cluster, "chat")["expireTime"]
-    await daemon.task
+    await lease.task
     assert phase(cluster, "chat") == "Expired"
     assert agent.paths()[-1] == "unbind"
 
@@ -179,8 +176,8 @@ async def test_an_agent_without_bind_fails_the_lease_and_goes_back_untouched(
     counted. The pool's token is never handed out instead."""
     for agent in cluster.agents.values():
         agent.bind_answer = answer
-    daemon = start_daemon(cluster, lease_body("chat", ttlSeconds=60))
-    await daemon.task
+    lease = await start_lease(cluster, lease_body("chat", ttlSeconds=60))
+    await lease.task
     found = status(cluster, "chat")
     assert (found["phase"], found["reason"]) == ("Failed", "BindUnsupported")
     [agent] = [a for a in cluster.agents.values() if a.calls]
@@ -197,8 +194,8 @@ async def test_an_agent_whose_bind_fails_fails_the_lease(cluster: Cluster) -> No
     agent, unbound, goes back to the pool."""
     for agent in cluster.agents.values():
         agent.bind_answer = 500
-    daemon = start_daemon(cluster, lease_body("chat", ttlSeconds=60))
-    await daemon.task
+    lease = await start_lease(cluster, lease_body("chat", ttlSeconds=60))
+    await lease.task
     found = status(cluster, "chat")
     assert (found["phase"], found["reason"]) == ("Failed", "BindFailed")
     assert "the bind hook raised" in str(found["message"])
@@ -208,18 +205,15 @@ async def test_an_agent_whose_bind_fails_fails_the_lease(cluster: Cluster) -> No
 
 async def test_an_agent_that_fails_to_unbind_is_retired(cluster: Cluster) -> None:
     """An agent whose unbind (or reset) failed may still hold the lease's token or context: it
-    is retired, never handed to the next holder; the lease's Secret goes all the same."""
+    is retired, never handed to the next holder."""
     body = lease_body("chat", ttlSeconds=60)
-    daemon = start_daemon(cluster, body)
+    lease = await start_lease(cluster, body)
     agent = await bound(cluster, "chat")
     agent.unbind_answer = 500
-    daemon.delete()
-    await releases.lease_release(cluster.runtime, body=body, name="chat", namespace="ns")
-    await daemon.task
-    assert phase(cluster, "chat") == "Released"
+    await lease.delete()
+    await lease.task
     assert cluster.agent_view(agent.name).reset_failed
     assert cluster.idle() == set(cluster.agents) - {agent.name}
-    assert cluster.api.secrets == {}
 
 
 async def test_a_context_over_the_limit_fails_the_lease_before_it_takes_an_agent(
@@ -228,8 +222,8 @@ async def test_a_context_over_the_limit_fails_the_lease_before_it_takes_an_agent
     """A context over 64 KiB as compact JSON fails the lease as ContextTooLarge, saying its size
     and the limit, and no agent is taken or called."""
     big = {"blob": "x" * MAX_CONTEXT_BYTES}
-    daemon = start_daemon(cluster, lease_body("big", ttlSeconds=60, context=big))
-    await daemon.task
+    lease = await start_lease(cluster, lease_body("big", ttlSeconds=60, context=big))
+    await lease.task
     found = status(cluster, "big")
     assert (found["phase"], found["reason"]) == ("Failed", "ContextTooLarge")
     assert str(MAX_CONTEXT_BYTES) in str(found["message"])
@@ -241,34 +235,30 @@ async def test_a_lease_deleted_while_its_bind_is_in_flight_leaves_no_agent_bound
     cluster: Cluster,
 ) -> None:
     """The deletion waits for the bind in flight to answer, then unbinds: the agent gets /bind
-    then /unbind, the Secret is gone, and the agent is idle in the pool."""
+    then /unbind, the lease is never said Bound, and the agent is idle in the pool."""
     gate = asyncio.Event()
     for agent in cluster.agents.values():
         agent.bind_gate = gate
     body = lease_body("chat", ttlSeconds=60)
-    daemon = start_daemon(cluster, body)
+    lease = await start_lease(cluster, body)
     agent = await until(
         lambda: next((a for a in cluster.agents.values() if a.calls), None), "the /bind"
     )
-    daemon.delete()
-    release = asyncio.create_task(
-        releases.lease_release(cluster.runtime, body=body, name="chat", namespace="ns")
-    )
+    release = asyncio.create_task(lease.delete())
     lock = cluster.runtime.leases.locks[("ns", "chat")]
     await until(lambda: lock.locked() and lock._waiters, "the deletion to wait for the bind")
     gate.set()
-    await asyncio.gather(release, daemon.task)
+    await asyncio.gather(release, lease.task)
     assert agent.paths() == ["bind", "unbind"]
     assert agent.bound is None
-    assert cluster.api.secrets == {}
-    assert phase(cluster, "chat") == "Released"
+    assert phase(cluster, "chat") != "Bound"
     assert cluster.idle() == set(cluster.agents)
 
 
 async def test_a_lease_bound_before_a_restart_keeps_its_agent_token_and_times(
     cluster: Cluster,
 ) -> None:
-    """A restarted operator's daemon takes up the agent its pool loop gave back: no new bind
+    """A restarted operator's lease takes up the agent its pool loop gave back: no new bind
     (the agent holds the lease's token already), the same bound time, and a renewal posts /bind
     again with the token from the lease's Secret."""
     agent = cluster.agents["p-0"]
@@ -295,12 +285,11 @@ async def test_a_lease_bound_before_a_restart_keeps_its_agent_token_and_times(
     cluster.runtime.leases.restored[("ns", "chat")] = restored
     body = lease_body("chat", ttlSeconds=60)
     body._replace_with({**dict(body), "status": before})
-    daemon = start_daemon(cluster, body)
+    lease = await start_lease(cluster, body)
     await until(lambda: ("ns", "chat") in cluster.runtime.leases.held, "the agent held again")
     assert agent.calls == []
     renewed = time.time()
-    update_spec(body, renewTime=format_micro_time(renewed))
-    await leases.lease_event(cluster.runtime, name="chat", namespace="ns")
+    await lease.update(renewTime=format_micro_time(renewed))
     await until(lambda: agent.calls, "the renewal's /bind")
     [(path, sent)] = agent.calls
     assert (path, sent["lease"], sent["token"]) == ("bind", "chat", token)
@@ -309,30 +298,25 @@ async def test_a_lease_bound_before_a_restart_keeps_its_agent_token_and_times(
         lambda: status(cluster, "chat")["expireTime"] == sent["expireTime"], "expireTime moved"
     )
     assert status(cluster, "chat")["boundTime"] == before["boundTime"]
-    daemon.delete()
-    await releases.lease_release(cluster.runtime, body=body, name="chat", namespace="ns")
-    await daemon.task
+    await lease.delete()
+    await lease.task
     assert agent.paths() == ["bind", "unbind"]
 
 
 async def test_a_lease_that_waits_for_an_agent_says_pending_first(cluster: Cluster) -> None:
     """With every agent leased, a third lease is Pending until one is released, then Bound."""
     bodies = [lease_body(name, ttlSeconds=60) for name in ("a", "b", "c")]
-    daemons = [start_daemon(cluster, body) for body in bodies[:2]]
+    held = [await start_lease(cluster, body) for body in bodies[:2]]
     first = await bound(cluster, "a")
     await bound(cluster, "b")
-    daemons.append(start_daemon(cluster, bodies[2]))
+    held.append(await start_lease(cluster, bodies[2]))
     await until(lambda: phase(cluster, "c") == "Pending", "lease c Pending")
-    daemons[0].delete()
-    await releases.lease_release(cluster.runtime, body=bodies[0], name="a", namespace="ns")
+    await held[0].delete()
     assert await bound(cluster, "c") is first
     assert cluster.api.phases["c"] == ["Pending", "Bound"]
-    for daemon, body in zip(daemons[1:], bodies[1:], strict=True):
-        daemon.delete()
-        name = body["metadata"]["name"]
-        await releases.lease_release(cluster.runtime, body=body, name=name, namespace="ns")
-        await daemon.task
-    await daemons[0].task
+    for lease in held:
+        await lease.delete()
+        await lease.task
 
 
 async def test_a_secret_that_cannot_be_written_leaves_no_agent_bound_or_held(
@@ -340,14 +324,19 @@ async def test_a_secret_that_cannot_be_written_leaves_no_agent_bound_or_held(
 ) -> None:
     """The API server refuses the lease's Secret while its agent takes the bind: the agent is
     unbound at once and goes out of the pool's hands (retired, as one that may hold the token),
-    the lease is not Bound, and its daemon fails for kopf to try again."""
+    the lease is not Bound, and its task tries again (on the other agent) until the lease goes."""
     cluster.api.secret_error = RuntimeError("the API server refused the Secret")
-    daemon = start_daemon(cluster, lease_body("chat", ttlSeconds=60))
-    with pytest.raises(RuntimeError, match="refused the Secret"):
-        await daemon.task
-    [agent] = [a for a in cluster.agents.values() if a.calls]
-    assert agent.paths() == ["bind", "unbind"]
+    lease = await start_lease(cluster, lease_body("chat", ttlSeconds=60))
+    retired = await until(
+        lambda: [a for a in cluster.agents.values() if cluster.agent_view(a.name).reset_failed],
+        "an agent retired",
+    )
+    agent = retired[0]
+    await until(lambda: agent.paths() == ["bind", "unbind"], "the agent unbound")
     assert agent.bound is None
     assert phase(cluster, "chat") != "Bound"
-    assert cluster.agent_view(agent.name).reset_failed
     assert not cluster.agent_view(agent.name).busy
+    assert not lease.task.done()
+    await lease.delete()
+    await lease.task
+    assert [a.bound for a in cluster.agents.values()] == [None, None]

@@ -21,10 +21,23 @@ class Agents:
 
     def __init__(self, answers: dict[str, AgentStatus | None]) -> None:
         self.answers = answers
+        self.unbinds: list[tuple[str, str]] = []
+        self.unbind_answer = True
+        self.unbinding = asyncio.Event()
+        self.asked = asyncio.Event()
 
     async def status(self, endpoint: str, token: str, *, timeout: float = 5.0) -> Any:
-        host = endpoint.removeprefix("http://").rsplit(":", 1)[0]
-        return self.answers[host]
+        return self.answers[host_of(endpoint)]
+
+    async def unbind(self, endpoint: str, token: str, *, lease: str, timeout: float) -> bool:
+        self.unbinds.append((host_of(endpoint), lease))
+        self.asked.set()
+        await self.unbinding.wait()
+        return self.unbind_answer
+
+
+def host_of(endpoint: str) -> str:
+    return endpoint.removeprefix("http://").rsplit(":", 1)[0]
 
 
 class Kube:
@@ -147,6 +160,29 @@ async def test_an_agent_with_several_slots_keeps_one_busy_per_item_it_reports() 
     async with asyncio.timeout(10):
         await asyncio.gather(*runtime.restorers)
     assert handle.broker.agents()[0].busy_slots == 0
+
+
+@pytest.mark.parametrize("unbound", [True, False], ids=["unbinds", "fails to unbind"])
+async def test_an_agent_bound_to_a_lease_deleted_while_no_operator_ran_is_unbound_first(
+    unbound: bool,
+) -> None:
+    """A lease deleted while the operator was down leaves its agent bound, and its client may
+    still hold the token: the restarted operator hands that agent to nobody until it has taken
+    the lease back (``POST /unbind``); an agent that fails to unbind is retired, never handed
+    out."""
+    bound = dataclasses.replace(idle(), lease="chat")
+    runtime, handle, agents = restart({"10.0.0.1": bound, "10.0.0.2": idle()})
+    agents.unbind_answer = unbound
+    await restore_held_agents(runtime, handle)
+    async with asyncio.timeout(10):
+        await agents.asked.wait()
+    assert agents.unbinds == [("10.0.0.1", "chat")]
+    assert await free_agents(handle.broker) == {"pod-10.0.0.2"}
+    agents.unbinding.set()
+    async with asyncio.timeout(10):
+        await asyncio.gather(*runtime.restorers)
+    expected = {"pod-10.0.0.1", "pod-10.0.0.2"} if unbound else {"pod-10.0.0.2"}
+    assert await free_agents(handle.broker) == expected
 
 
 class Crowded(Agents):

@@ -102,8 +102,8 @@ def test_a_lease_token_opens_its_own_agent_only_and_only_while_bound(
 ) -> None:
     """The lease's own token (in <lease>-lease-token, never the pool's Secret) is accepted on
     /invoke and /status of its agent, refused (401) on the pool's other agent and on the
-    operator's own calls, and refused on its agent too once the lease is released, when its
-    Secret is gone. No agent pod mounts a service account token."""
+    operator's own calls, and refused on its agent too once the lease is deleted, when its
+    Secret goes with it. No agent pod mounts a service account token."""
     api.create("agentpools", namespace, "p", bound_pool("bound", minSize=2))
     wait_for(lambda: pool_status(api, namespace, "p").get("available") == 2, 60)
     lease(api, namespace, "chat", "p", ttlSeconds=120)
@@ -122,10 +122,13 @@ def test_a_lease_token_opens_its_own_agent_only_and_only_while_bound(
     assert call(own, "/unbind", token, body={"lease": "chat"})[0] == 401
 
     api.delete("agentleases", namespace, "chat")
-    wait_for(lambda: not api.exists("agentleases", namespace, "chat"), 60, message="lease gone")
-    assert call(own, "/status", token)[0] == 401
+    wait_for(lambda: call(own, "/status", token)[0] == 401, 30, message="the token refused")
     assert invoke(own, token)[0] == 401
-    assert "chat-lease-token" not in secret_names(api, namespace)
+    wait_for(
+        lambda: "chat-lease-token" not in secret_names(api, namespace),
+        60,
+        message="the lease's Secret collected with it",
+    )
     for pod in api.live_pods(namespace, "p"):
         assert pod["spec"].get("automountServiceAccountToken") is False
 

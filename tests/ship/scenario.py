@@ -7,7 +7,8 @@ is recorded as RBAC sees it. The full scenario walks the paths a user's cluster 
 a ConfigMap through an echo pool that overflows, outputs large enough to go to a result ConfigMap,
 a call, a cast and a refused call through the gateway (whose certificate Secret the operator
 finds stale and renews), a retried item in a run deleted by its TTL, a run that deadlocks on a
-pool that never becomes Ready, a lease bound and released, a scale-down, and deleting the pools.
+pool that never becomes Ready, a lease bound and deleted, one that expires carrying the finalizer
+an earlier operator put on leases, a scale-down, and deleting the pools.
 """
 
 from __future__ import annotations
@@ -100,11 +101,13 @@ class Objects:
         self.custom = kubernetes.client.CustomObjectsApi(client)
         self.token = token
 
-    def create(self, plural: str, name: str, spec: dict[str, Any]) -> None:
+    def create(
+        self, plural: str, name: str, spec: dict[str, Any], *, finalizers: tuple[str, ...] = ()
+    ) -> None:
         body = {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": KINDS[plural],
-            "metadata": {"name": name},
+            "metadata": {"name": name, "finalizers": list(finalizers)},
             "spec": spec,
         }
         self.custom.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, plural, body)
@@ -218,6 +221,21 @@ def drive_everything(
     )
     objects.delete("agentleases", "chat")
     wait_for(lambda: objects.get("agentleases", "chat") is None, 30, message="lease chat gone")
+    # A lease that runs out its ttl has its token Secret deleted; one that carries the finalizer
+    # an earlier operator put on leases has it taken off, so its deletion is not held forever.
+    objects.create(
+        "agentleases",
+        "brief",
+        {"poolRef": {"name": "echo"}, "ttlSeconds": 1},
+        finalizers=(f"{GROUP}/finalizer",),
+    )
+    wait_for(
+        lambda: objects.status("agentleases", "brief").get("phase") == "Expired",
+        30,
+        message="lease brief to expire",
+    )
+    objects.delete("agentleases", "brief")
+    wait_for(lambda: objects.get("agentleases", "brief") is None, 30, message="lease brief gone")
 
     objects.patch_spec("agentpools", "echo", {"minSize": 1, "maxSize": 1})
 

@@ -73,8 +73,9 @@ class AgentLeaseStatus(base.ApiModel):
     """The lease as the operator last observed it."""
 
     phase: LeasePhase | None = None
-    """Pending (waiting for an agent), Bound (holding one), Released (deleted, its agent going
-    back to the pool), Expired (past its ttl) or Failed (it could not be served; see reason)."""
+    """Pending (waiting for an agent), Bound (holding one), Expired (past its ttl) or Failed (it
+    could not be served; see reason). A deleted lease goes at once, its agent back to the pool;
+    Released is only read, from a lease an earlier operator was ending."""
     agent: str | None = None
     """The agent pod bound to this lease; set only while Bound."""
     endpoint: str | None = None
@@ -83,13 +84,14 @@ class AgentLeaseStatus(base.ApiModel):
     token_secret_ref: base.KeyRef | None = None
     """The Secret key holding this lease's own bearer token (the Secret <lease>-lease-token,
     owned by the lease): it is accepted by this lease's agent only, on /invoke and /status, and
-    only while the lease is Bound. Set only while Bound; the Secret is deleted when it ends."""
+    only while the lease is Bound. Set only while Bound; the Secret is deleted when the lease
+    expires or fails, and goes with the lease when it is deleted."""
     bound_time: datetime | None = None
     """When the agent was bound."""
     expire_time: datetime | None = None
     """When the lease expires and the agent returns to the pool; each renewal moves it."""
     reason: str | None = None
-    """Why the lease is in its phase, one CamelCase word: Waiting, Bound, Released, Expired, or
+    """Why the lease is in its phase, one CamelCase word: Waiting, Bound, Expired, or
     for Failed PoolNotFound, PoolFull, CheckoutTimeout, AgentLost, ContextTooLarge, BindUnsupported
     or BindFailed."""
     message: str | None = None

@@ -155,7 +155,6 @@ class EventReason(StrEnum):
     SUSPENDED = "Suspended"
     RESUMED = "Resumed"
     LEASE_BOUND = "LeaseBound"
-    LEASE_RELEASED = "LeaseReleased"
     LEASE_EXPIRED = "LeaseExpired"
     POOL_FULL = "PoolFull"
     TOKEN_SECRET_RECREATED = "TokenSecretRecreated"

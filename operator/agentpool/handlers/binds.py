@@ -157,16 +157,18 @@ async def _post_bind(
 
 
 async def close_binding(
-    runtime: Runtime, key: PoolKey, pool: str, checkout: Checkout
+    runtime: Runtime, key: PoolKey, pool: str, checkout: Checkout, *, delete_secret: bool = True
 ) -> CheckinOutcome:
     """Take the lease's token back from its agent (``POST /unbind``, unless the agent is lost)
-    and delete the lease's Secret; the outcome the agent goes back with: retired when the
-    unbind failed or got no answer. The unbind resets the agent as well."""
+    and, with ``delete_secret``, delete the lease's Secret (a deleted lease's goes by garbage
+    collection); the outcome the agent goes back with: retired when the unbind failed or got
+    no answer. The unbind resets the agent as well."""
     handle = runtime.pools.get((key[0], pool))
     unbound = False
     if handle is not None and not checkout.is_lost:
         unbound = await _post_unbind(runtime, handle, key, checkout)
-    await delete_token(runtime, key)
+    if delete_secret:
+        await delete_token(runtime, key)
     if checkout.is_lost:
         return CheckinOutcome.LOST
     return CheckinOutcome.SUCCESS if unbound else CheckinOutcome.RESET_FAILED

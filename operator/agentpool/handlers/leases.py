@@ -1,20 +1,23 @@
 """The AgentLease controller: one warm agent held for a client, returned on delete or expiry.
 
-A kopf daemon per lease checks an agent out of the pool's broker (queueing, or failing at once
+Every watch event of a lease comes to :func:`lease_event`. A new lease gets a task of its own
+(:func:`lease_task`) that checks an agent out of the pool's broker (queueing, or failing at once
 with PoolFull when ``wait`` is false), binds it to the lease (the lease's own token, handed over
 by :mod:`agentpool.handlers.binds`), writes where to reach it and which Secret holds that token
 (each status, with its conditions, as :mod:`agentpool.pool.leases` gives it), and holds it while
-the holder renews ``spec.renewTime`` until its term passes; a deleted lease's agent goes back in
-its deletion handler, so the daemon ends as soon as kopf stops it. Either way the binding is
-closed first (``POST /unbind``, the Secret deleted). A restarted operator's pool loop takes a
-Bound lease's agent back before serving anyone, and the lease daemon picks it up. What to wait
-for and until when is :mod:`agentpool.pool.binding`'s to decide; :func:`register` binds the
-module-level handlers to kopf.
+the holder renews ``spec.renewTime`` until its term passes. A deleted lease's task is stopped and
+its agent goes back from the deletion event (:mod:`agentpool.handlers.releases`): leases carry
+no finalizer and kopf keeps no state on them, so a lease costs its create, its Secret, one status
+write and its delete. Either way the binding is closed first (``POST /unbind``). A restarted
+operator's pool loop takes a Bound lease's agent back before serving anyone, for the lease's
+new task to pick up, and unbinds an agent whose lease went meanwhile. What to wait for and until
+when is :mod:`agentpool.pool.binding`'s to decide; :func:`register` binds the handler to kopf.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
@@ -29,7 +32,7 @@ from agentpool.broker.registry import PoolKey
 from agentpool.handlers import binds, leasestatus, releases
 from agentpool.handlers.leasestatus import Report, StatusWriter, failed_status
 from agentpool.handlers.registration import KindHandlers
-from agentpool.handlers.runtime import Runtime
+from agentpool.handlers.runtime import LeaseStop, LeaseTask, Runtime
 from agentpool.io.kube import NotFound
 from agentpool.pool import binding, leases
 from agentpool.pool.manifests import lease_token_secret_name
@@ -38,51 +41,86 @@ TERMINAL = frozenset({"Released", "Expired", "Failed"})
 
 T = TypeVar("T")
 
+log = logging.getLogger(__name__)
+
 
 def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
-    """Bind the AgentLease handlers to ``registry``, each given ``runtime``."""
-    handlers = KindHandlers("agentleases", registry, runtime)
-    handlers.on_event(lease_event)
-    # The daemon ends by itself as soon as it is stopped (a deleted lease's agent goes back in
-    # lease_release), so kopf never needs to cancel it.
-    handlers.daemon(lease_loop, cancellation_backoff=runtime.settings.leases.stop_seconds)
-    handlers.on_delete(releases.lease_release)
+    """Bind the AgentLease handler to ``registry``, given ``runtime``."""
+    KindHandlers("agentleases", registry, runtime).on_event(lease_event)
 
 
-async def lease_event(runtime: Runtime, /, name: str, namespace: str | None, **_: Any) -> None:
-    """The lease changed (its holder renewed it, say): the daemon holding its agent looks again
-    (kopf's daemon body is live, so it reads the change there)."""
-    wake = runtime.leases.wakes.get((namespace or "", name))
-    if wake is not None:
-        wake.set()
+async def lease_event(
+    runtime: Runtime,
+    /,
+    type: str | None,
+    body: kopf.Body,
+    name: str,
+    namespace: str | None,
+    **_: Any,
+) -> None:
+    """A lease appeared, changed or went: a new one gets its task, a changed one (its holder
+    renewed it) wakes it, a deleted one's task stops and its agent goes back."""
+    key = (namespace or "", name)
+    if type == "DELETED":
+        await releases.lease_release(runtime, dict(body), key)
+        return
+    runtime.leases.latest[key] = dict(body)
+    running = runtime.leases.tasks.get(key)
+    if running is not None and not running.task.done() and not running.stop:
+        runtime.leases.wake(key).set()
+        return
+    if (body.get("status") or {}).get("phase") in TERMINAL:
+        return
+    # A task still ending (of a lease deleted just before this one was made under its name)
+    # ends before the new one starts.
+    before = None if running is None or running.task.done() else running.task
+    stop = LeaseStop()
+    task = asyncio.create_task(lease_task(runtime, key, stop, after=before))
+    runtime.leases.tasks[key] = LeaseTask(task, stop)
 
 
-def renew_time_of(body: kopf.Body) -> str | None:
+async def lease_task(
+    runtime: Runtime, key: PoolKey, stop: LeaseStop, *, after: asyncio.Task[None] | None = None
+) -> None:
+    """Run the lease's loop on the lease as last seen; after an error (an API write refused,
+    say), again 2 s later, until it ends or is stopped."""
+    if after is not None:
+        await asyncio.wait({after})
+    try:
+        while not stop:
+            body = runtime.leases.latest.get(key)
+            if body is None:
+                return
+            try:
+                await lease_loop(runtime, body, key, stop)
+                return
+            except Exception:
+                log.exception("lease %s/%s: its task failed; trying again in 2 s", *key)
+                await until_stopped(stop, asyncio.sleep(2.0))
+    finally:
+        entry = runtime.leases.tasks.get(key)
+        if entry is not None and entry.stop is stop:
+            del runtime.leases.tasks[key]
+            runtime.leases.latest.pop(key, None)
+
+
+def renew_time_of(body: dict[str, Any]) -> str | None:
     """The lease's ``spec.renewTime``, as its holder wrote it."""
     return (body.get("spec") or {}).get("renewTime") or None
 
 
-async def lease_loop(
-    runtime: Runtime,
-    /,
-    body: kopf.Body,
-    name: str,
-    namespace: str | None,
-    stopped: kopf.DaemonStopped,
-    **_: Any,
-) -> None:
-    """The lease's daemon: bind an agent, hold it while renewed until its term passes or it is
-    lost, then return it; a stopped daemon leaves it to the deletion handler or the next daemon."""
+async def lease_loop(runtime: Runtime, body: dict[str, Any], key: PoolKey, stop: LeaseStop) -> None:
+    """Bind an agent, hold it while renewed until its term passes or it is lost, then return
+    it; a stopped task leaves it to the lease's deletion or the next task."""
     if (body.get("status") or {}).get("phase") in TERMINAL:
         return
-    key = (namespace or "", name)
     report = StatusWriter(runtime, body)
     try:
-        held = await take_agent(runtime, body, key, stopped, report)
+        held = await take_agent(runtime, body, key, stop, report)
         if held is None:
             return
-        failure = await hold_agent(runtime, body, held, stopped, report)
-        if not stopped and runtime.leases.held.pop(key, None) is held.checkout:
+        failure = await hold_agent(runtime, body, held, stop, report)
+        if not stop and runtime.leases.held.pop(key, None) is held.checkout:
             await releases.end_lease(runtime, body, held, report, failure)
     finally:
         runtime.leases.forget(key)
@@ -90,13 +128,13 @@ async def lease_loop(
 
 async def take_agent(
     runtime: Runtime,
-    body: kopf.Body,
+    body: dict[str, Any],
     key: PoolKey,
-    stopped: kopf.DaemonStopped,
+    stop: LeaseStop,
     report: Report,
 ) -> binds.Binding | None:
     """The lease's agent, bound to it (or still bound from before a restart) and reported
-    Bound; None when the lease cannot have one (reported Failed) or the daemon stopped."""
+    Bound; None when the lease cannot have one (reported Failed) or its task stopped."""
     spec = AgentLeaseSpec.model_validate(body.get("spec") or {})
     status = dict(body.get("status") or {})
     too_large = None if status.get("agent") else binding.oversized_context(spec.context)
@@ -104,25 +142,29 @@ async def take_agent(
         await report(failed_status(str(Reason.CONTEXT_TOO_LARGE), too_large))
         return None
     work = checkout_agent(runtime, dict(body), spec, status, report)
-    checkout = await until_stopped(stopped, work)
+    checkout = await until_stopped(stop, work)
     if checkout is None:
         return None
     held, hold = binding_of(body, key, spec, status, checkout)
     async with runtime.leases.lock(key):
         # Under the lock: a deletion handler that found no agent held has run by now, or will
         # find this one once the binding is open.
-        if stopped:
-            await releases.stopped_with(runtime, held, stopped, bound=hold.resumed)
+        if stop:
+            await releases.stopped_with(runtime, held, stop, bound=hold.resumed)
             return None
         try:
-            failure = None if hold.resumed else await open_binding(runtime, dict(body), held)
+            failure = None if hold.resumed else await open_binding(runtime, body, held)
         except BaseException:
-            # Its Secret could not be written, or the daemon was cancelled mid-bind: the
+            # Its Secret could not be written, or the task was cancelled mid-bind: the
             # agent may hold the lease's token, so it is retired rather than handed out again.
             binds.give_back(runtime, held.pool_key, checkout, CheckinOutcome.RESET_FAILED)
             raise
         if failure is None:
             runtime.leases.held[key] = checkout
+            if stop.deleted:
+                # Deleted as the agent took the bind: the deletion, waiting on the lock, takes
+                # the agent back; the lease is gone, so there is nothing to say Bound on.
+                return None
             await announce(body, spec, status, report, held=held, hold=hold)
             return held
     await binds.give_back_failed(runtime, held.pool_key, checkout, failure)
@@ -131,7 +173,7 @@ async def take_agent(
 
 
 def binding_of(
-    body: kopf.Body,
+    body: dict[str, Any],
     key: PoolKey,
     spec: AgentLeaseSpec,
     status: dict[str, Any],
@@ -165,7 +207,7 @@ async def open_binding(
 
 
 async def announce(
-    body: kopf.Body,
+    body: dict[str, Any],
     spec: AgentLeaseSpec,
     status: dict[str, Any],
     report: Report,
@@ -180,28 +222,29 @@ async def announce(
             leasestatus.bound_status(held, hold.bound_time or format_time(held.term.bound))
         )
     if not hold.resumed:
-        kopf.info(
+        leasestatus.post_event(
             body,
-            reason=str(EventReason.LEASE_BOUND),
-            message=f"Bound agent {held.checkout.agent} until {held.expire_time}",
+            str(EventReason.LEASE_BOUND),
+            f"Bound agent {held.checkout.agent} until {held.expire_time}",
         )
 
 
 async def hold_agent(
     runtime: Runtime,
-    body: kopf.Body,
+    body: dict[str, Any],
     held: binds.Binding,
-    stopped: kopf.DaemonStopped,
+    stop: LeaseStop,
     report: Report,
 ) -> binding.BindFailure | None:
-    """Hold the agent while the holder renews, until the term passes, the agent is lost, a
-    renewal fails (returned) or the daemon stops (the lease's agent then parked, or left to the
-    deletion handler)."""
+    """Hold the agent while the holder renews (as the lease was last seen on the watch), until
+    the term passes, the agent is lost, a renewal fails (returned) or the task stops (the
+    lease's agent then parked, or left to the lease's deletion)."""
     wake = runtime.leases.wake(held.key)
     failure = None
-    while not stopped and not held.checkout.is_lost:
+    while not stop and not held.checkout.is_lost:
         wake.clear()
         now = time.time()
+        body = runtime.leases.latest.get(held.key, body)
         held.term = held.term.renew(renew_time_of(body), seen=now)
         expire_time = format_time(held.term.expires)
         if expire_time != held.expire_time:
@@ -210,21 +253,24 @@ async def hold_agent(
                 break
         if now >= held.term.expires:
             break
-        await wait_any(held.checkout, stopped, wake, held.term.expires - now)
-    if stopped:
-        _stop(runtime, held.key, stopped)
+        await wait_any(held.checkout, stop, wake, held.term.expires - now)
+    if stop and not stop.deleted:
+        # The operator stops: the lease stays Bound and the next task, in this operator or
+        # the next, takes the same agent up again. A deleted lease's agent goes back from
+        # its deletion.
+        runtime.leases.park(held.key)
     return failure
 
 
 async def renew(
-    runtime: Runtime, body: kopf.Body, held: binds.Binding, expire_time: str, report: Report
+    runtime: Runtime, body: dict[str, Any], held: binds.Binding, expire_time: str, report: Report
 ) -> binding.BindFailure | None:
     """Give the agent the renewed expiry and say so in status; why not, if it refused."""
     handle = runtime.pools.get(held.pool_key)
     async with runtime.leases.lock(held.key):
         if handle is None or runtime.leases.held.get(held.key) is not held.checkout:
             return None
-        failure = await binds.renew_binding(runtime, handle, dict(body), held, expire_time)
+        failure = await binds.renew_binding(runtime, handle, body, held, expire_time)
         if failure is None:
             bound_time = (body.get("status") or {}).get("boundTime")
             await report(leasestatus.bound_status(held, bound_time or format_time(held.term.bound)))
@@ -232,12 +278,12 @@ async def renew(
 
 
 async def wait_any(
-    checkout: Checkout, stopped: kopf.DaemonStopped, wake: asyncio.Event, timeout: float
+    checkout: Checkout, stop: LeaseStop, wake: asyncio.Event, timeout: float
 ) -> None:
-    """Until the agent is lost, the daemon is stopped, the lease changes, or ``timeout``."""
+    """Until the agent is lost, the task is stopped, the lease changes, or ``timeout``."""
     waits = {
         asyncio.ensure_future(checkout.wait_lost()),
-        asyncio.ensure_future(stopped.wait()),
+        asyncio.ensure_future(stop.wait()),
         asyncio.ensure_future(wake.wait()),
     }
     try:
@@ -247,25 +293,15 @@ async def wait_any(
             waiting.cancel()
 
 
-def _stop(runtime: Runtime, key: PoolKey, stopped: kopf.DaemonStopped) -> None:
-    """The daemon is stopped while the lease holds an agent. A deleted lease leaves the agent to
-    its deletion handler; otherwise (the operator stops) the lease stays Bound and the next
-    daemon, in this operator or the next, takes the same agent up again."""
-    reason = stopped.reason
-    if reason is not None and reason & kopf.DaemonStoppingReason.RESOURCE_DELETED:
-        return
-    runtime.leases.park(key)
-
-
-async def until_stopped(stopped: kopf.DaemonStopped, work: Awaitable[T]) -> T | None:
-    """What ``work`` gives, or None once the daemon is stopped first (``work`` is cancelled then:
+async def until_stopped(stop: LeaseStop, work: Awaitable[T]) -> T | None:
+    """What ``work`` gives, or None once the task is stopped first (``work`` is cancelled then:
     a checkout cancelled after an agent was handed to it gives the agent back)."""
     task = asyncio.ensure_future(work)
-    stop = asyncio.ensure_future(stopped.wait())
+    stopping = asyncio.ensure_future(stop.wait())
     try:
-        await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        stop.cancel()
+        stopping.cancel()
         if not task.done():
             task.cancel()
             await asyncio.wait({task})

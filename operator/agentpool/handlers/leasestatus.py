@@ -9,8 +9,8 @@ Secret (never the pool's).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, cast
 
 import kopf
 
@@ -22,6 +22,11 @@ from agentpool.pool import leases
 from agentpool.pool.manifests import TOKEN_KEY, lease_token_secret_name
 
 Report = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+def post_event(lease: Mapping[str, Any], reason: str, message: str) -> None:
+    """An Event about the lease (kopf posts it, in the background)."""
+    kopf.info(kopf.Body(cast(kopf.RawBody, lease)), reason=reason, message=message)
 
 
 def failed_status(reason: str, message: str) -> dict[str, Any]:
@@ -45,7 +50,7 @@ class StatusWriter:
     transition time that moves only when a condition's status changes, and the generation the
     lease has then (a renewal is a spec change)."""
 
-    def __init__(self, runtime: Runtime, body: kopf.Body) -> None:
+    def __init__(self, runtime: Runtime, body: Mapping[str, Any]) -> None:
         self.runtime = runtime
         self.body = body
         self.namespace = str(body["metadata"].get("namespace") or "")

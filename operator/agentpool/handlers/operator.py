@@ -168,7 +168,7 @@ async def beside_kopf(
     namespaces: Collection[str],
 ) -> AsyncIterator[None]:
     """The gateway (its certificate kept current), and with peers the watch on which replica
-    acts, while kopf runs."""
+    acts, while kopf runs; the lease tasks are stopped when it ends, their leases left Bound."""
     opened, tasks = None, list[asyncio.Task[None]]()
     if gateway is not None:
         opened = await open_gateway(runtime, gateway)
@@ -187,6 +187,7 @@ async def beside_kopf(
     finally:
         for task in tasks:
             task.cancel()
+        await runtime.leases.stop_all(runtime.settings.leases.stop_seconds)
         if opened is not None:
             await opened.server.stop()
 

@@ -13,7 +13,10 @@ it gives up.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from agentpool.broker import CheckinOutcome, Checkout
 from agentpool.handlers.runtime import PoolHandle, Runtime
@@ -46,6 +49,11 @@ async def restore_held_agents(runtime: Runtime, handle: PoolHandle) -> None:
         if found is not None:
             # The agent's own count, so maxUses holds across the restart.
             handle.broker.restore_uses(agent.name, found.uses)
+            if found.lease is not None:
+                # Bound to a lease that is no longer Bound (deleted while no operator ran):
+                # its token is taken back before the agent serves anyone else.
+                _hold(runtime, handle, agent.name, unbind(runtime, handle, found.lease))
+                continue
             if not found.busy:
                 continue
         elif not is_available(handle.broker.policy, agent, now=now):
@@ -56,13 +64,51 @@ async def restore_held_agents(runtime: Runtime, handle: PoolHandle) -> None:
         # it may still be running items from before the restart, so it is held until it
         # reports them done, or lost.
         for item, whole in _held_slots(found, handle.broker.policy.slots):
-            checkout = handle.broker.restore_busy(agent.name, item, whole=whole)
-            if checkout is not None:
-                task = asyncio.create_task(
-                    release_when_idle(runtime, handle, checkout, item=None if whole else item)
-                )
-                runtime.restorers.add(task)
-                task.add_done_callback(runtime.restorers.discard)
+            _hold(
+                runtime,
+                handle,
+                agent.name,
+                functools.partial(release_when_idle, runtime, handle, item=None if whole else item),
+                item=item,
+                whole=whole,
+            )
+
+
+def _hold(
+    runtime: Runtime,
+    handle: PoolHandle,
+    agent: str,
+    release: Callable[[Checkout], Coroutine[Any, Any, None]],
+    *,
+    item: str | None = None,
+    whole: bool = True,
+) -> None:
+    """Hold the agent's slot (or all of them) busy until ``release`` gives it back."""
+    checkout = handle.broker.restore_busy(agent, item, whole=whole)
+    if checkout is not None:
+        task = asyncio.create_task(release(checkout))
+        runtime.restorers.add(task)
+        task.add_done_callback(runtime.restorers.discard)
+
+
+def unbind(
+    runtime: Runtime, handle: PoolHandle, lease: str
+) -> Callable[[Checkout], Coroutine[Any, Any, None]]:
+    """Give back an agent found bound to ``lease`` once it unbinds it (which resets it);
+    retired when it does not."""
+
+    async def release(checkout: Checkout) -> None:
+        unbound = await runtime.agents.unbind(
+            checkout.endpoint,
+            handle.token,
+            lease=lease,
+            timeout=runtime.settings.leases.bind_timeout_seconds,
+        )
+        handle.broker.checkin(
+            checkout, CheckinOutcome.SUCCESS if unbound else CheckinOutcome.RESET_FAILED
+        )
+
+    return release
 
 
 async def restart_status(runtime: Runtime, endpoint: str, token: str) -> AgentStatus | None:

@@ -145,20 +145,50 @@ class Pools:
         return self.served.get(key)
 
 
+class LeaseStop:
+    """Asks a lease's task to end: because its lease was deleted, or because the operator stops
+    (the lease then stays Bound, for the next task to take up)."""
+
+    def __init__(self) -> None:
+        self._asked = asyncio.Event()
+        self.deleted = False
+
+    def __bool__(self) -> bool:
+        return self._asked.is_set()
+
+    def set(self, *, deleted: bool) -> None:
+        self.deleted = self.deleted or deleted
+        self._asked.set()
+
+    async def wait(self) -> None:
+        await self._asked.wait()
+
+
+@dataclass
+class LeaseTask:
+    """The task that binds and holds one lease's agent, and what asks it to end."""
+
+    task: asyncio.Task[None]
+    stop: LeaseStop
+
+
 @dataclass
 class LeaseAgents:
     """The agents of Bound leases, by lease (namespace, name)."""
 
-    # Taken back by their pool's loop after a restart, for the lease daemons to pick up.
+    # Taken back by their pool's loop after a restart, for the lease tasks to pick up.
     restored: dict[PoolKey, Checkout] = field(default_factory=dict)
-    # Held by a running lease daemon: the daemon (expiry, a lost agent) or the lease's deletion
-    # handler takes one out to return it, whichever comes first.
+    # Held by a running lease task: the task (expiry, a lost agent) or the lease's deletion
+    # takes one out to return it, whichever comes first.
     held: dict[PoolKey, Checkout] = field(default_factory=dict)
     # A lease's binding is opened, renewed and closed one step at a time, so an unbind never
     # overtakes a bind still in flight (which would leave the agent bound to a lease gone).
     locks: dict[PoolKey, asyncio.Lock] = field(default_factory=dict)
-    # Set when a lease object changes (its holder renewed it), to wake the daemon holding it.
+    # Set when a lease object changes (its holder renewed it), to wake the task holding it.
     wakes: dict[PoolKey, asyncio.Event] = field(default_factory=dict)
+    # The running tasks, and each lease as last seen on the watch (its holder's renewTime).
+    tasks: dict[PoolKey, LeaseTask] = field(default_factory=dict)
+    latest: dict[PoolKey, dict[str, Any]] = field(default_factory=dict)
 
     def take(self, key: PoolKey) -> Checkout | None:
         """The lease's agent, held or restored, now the caller's to return; None if neither."""
@@ -179,10 +209,23 @@ class LeaseAgents:
         self.wakes.pop(key, None)
 
     def park(self, key: PoolKey) -> None:
-        """The lease's daemon stops but the lease stays Bound: its agent waits for the next."""
+        """The lease's task stops but the lease stays Bound: its agent waits for the next."""
         checkout = self.held.pop(key, None)
         if checkout is not None:
             self.restored[key] = checkout
+
+    async def stop_all(self, timeout: float) -> None:
+        """The operator stops: every lease task ends, leaving its lease Bound for the next
+        operator; one still running after ``timeout`` seconds is cancelled."""
+        running = [entry.task for entry in self.tasks.values()]
+        for entry in self.tasks.values():
+            entry.stop.set(deleted=False)
+        if running:
+            _, late = await asyncio.wait(running, timeout=timeout)
+            for task in late:
+                task.cancel()
+            if late:
+                await asyncio.wait(late)
 
 
 @dataclass

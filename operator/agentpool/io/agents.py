@@ -76,6 +76,8 @@ class AgentStatus:
     slots: int = 1
     busy_slots: int = 0
     items: tuple[Any, ...] = ()
+    #: The lease the agent is bound to, if any.
+    lease: str | None = None
 
 
 def parse_status(data: Any) -> AgentStatus | None:
@@ -103,6 +105,7 @@ def parse_status(data: Any) -> AgentStatus | None:
         slots=slots,
         busy_slots=max(busy_slots, int(busy)),
         items=items,
+        lease=str(data["lease"]) if data.get("lease") else None,
     )
 
 
