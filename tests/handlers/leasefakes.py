@@ -80,9 +80,12 @@ class FakeApi:
     #: What creating a Secret raises, as an API server that refuses it would.
     secret_error: Exception | None = None
     uids: int = 0
+    #: The pools read, by name, in order.
+    pools_read: list[str] = field(default_factory=list)
 
     async def get_custom(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
         assert plural == "agentpools"
+        self.pools_read.append(name)
         return {"metadata": {"name": name, "namespace": namespace}, "spec": self.pool_spec}
 
     async def patch_status(

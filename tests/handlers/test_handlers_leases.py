@@ -74,14 +74,16 @@ async def test_a_bound_lease_names_a_secret_of_its_own_holding_the_token_its_age
 ) -> None:
     """The lease's token is minted, kept in <lease>-lease-token (owned by the lease) and
     handed by POST /bind to one agent with the lease's context, both before the lease says
-    Bound; a lease served at once is never Pending. The status names that Secret, never the
-    pool's, and no status or Event holds either token."""
+    Bound; a lease served at once is never Pending, and its pool, served already, is not read
+    again. The status names that Secret, never the pool's, and no status or Event holds either
+    token."""
     body = lease_body("chat", ttlSeconds=60, context=CONTEXT)
     lease = await start_lease(cluster, body)
     agent = await bound(cluster, "chat")
     token = cluster.api.token("chat")
     assert token != POOL_TOKEN
     assert cluster.api.phases["chat"] == ["Bound"]
+    assert cluster.api.pools_read == []
     assert agent.bound == {
         "lease": "chat",
         "token": token,

@@ -32,7 +32,7 @@ from agentpool.broker.registry import PoolKey
 from agentpool.handlers import binds, leasestatus, releases
 from agentpool.handlers.leasestatus import Report, StatusWriter, failed_status
 from agentpool.handlers.registration import KindHandlers
-from agentpool.handlers.runtime import LeaseStop, LeaseTask, Runtime
+from agentpool.handlers.runtime import LeaseStop, LeaseTask, PoolHandle, Runtime
 from agentpool.io.kube import NotFound
 from agentpool.pool import binding, leases
 from agentpool.pool.manifests import lease_token_secret_name
@@ -308,6 +308,30 @@ async def until_stopped(stop: LeaseStop, work: Awaitable[T]) -> T | None:
     return None if task.cancelled() else task.result()
 
 
+async def served_pool(
+    runtime: Runtime, namespace: str, spec: AgentLeaseSpec, report: Report
+) -> PoolHandle | None:
+    """The lease's pool as the operator serves it: at once when it does; else, when the pool
+    exists, once its loop starts (within the checkout timeout). Reports PoolNotFound and returns
+    None when it does not exist or is not served in time."""
+    pool = spec.pool_ref.name
+    handle = runtime.pools.get((namespace, pool))
+    if handle is not None:
+        return handle
+    try:
+        pool_spec = (await runtime.kube.get_custom("agentpools", namespace, pool)).get("spec")
+    except NotFound:
+        message = f'AgentPool "{pool}" not found in namespace "{namespace}"'
+        await report(failed_status(str(Reason.POOL_NOT_FOUND), message))
+        return None
+    timeout = float(spec.effective_checkout_timeout(AgentPoolSpec.model_validate(pool_spec or {})))
+    handle = await runtime.pools.wait((namespace, pool), timeout)
+    if handle is None:
+        message = f'AgentPool "{pool}" is not served by the operator after {timeout:g}s'
+        await report(failed_status(str(Reason.POOL_NOT_FOUND), message))
+    return handle
+
+
 async def checkout_agent(
     runtime: Runtime,
     lease: dict[str, Any],
@@ -322,18 +346,10 @@ async def checkout_agent(
     """
     namespace, name = lease["metadata"]["namespace"], lease["metadata"]["name"]
     pool = spec.pool_ref.name
-    try:
-        pool_spec = (await runtime.kube.get_custom("agentpools", namespace, pool)).get("spec")
-    except NotFound:
-        message = f'AgentPool "{pool}" not found in namespace "{namespace}"'
-        await report(failed_status(str(Reason.POOL_NOT_FOUND), message))
-        return None
-    timeout = float(spec.effective_checkout_timeout(AgentPoolSpec.model_validate(pool_spec or {})))
-    handle = await runtime.pools.wait((namespace, pool), timeout)
+    handle = await served_pool(runtime, namespace, spec, report)
     if handle is None:
-        message = f'AgentPool "{pool}" is not served by the operator after {timeout:g}s'
-        await report(failed_status(str(Reason.POOL_NOT_FOUND), message))
         return None
+    timeout = float(spec.effective_checkout_timeout(handle.spec))
     restored = runtime.leases.restored.pop((namespace, name), None)
     if restored is not None:
         return restored
