@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import yaml
 
 from agentpool.local.kubeconfig import ApiAccess
 from agentpool.pool.manifests import TOKEN_KEY, token_secret_name
@@ -228,6 +229,9 @@ class Kube:
         await self._call("create", "POST", f"{self.server}/api/v1/namespaces", json=body)
         return name
 
+    async def delete_namespace(self, name: str) -> None:
+        await self._call("delete", "DELETE", f"{self.server}/api/v1/namespaces/{name}")
+
     async def create(
         self, plural: str, namespace: str, name: str, spec: dict[str, Any]
     ) -> dict[str, Any]:
@@ -296,10 +300,46 @@ class Kube:
         return base64.b64decode(secret["data"][TOKEN_KEY]).decode()
 
     async def counts(self) -> Counter[tuple[str, str]]:
-        """Every request the API server answered so far, by (verb, resource)."""
+        """Every request the API server answered so far, by (verb, resource): the local API
+        server's ``/debug/counts``, or a real one's own ``apiserver_request_total``."""
         async with self.session.get(f"{self.server}/debug/counts") as response:
-            rows = await response.json()
-        return Counter({(row["verb"], row["resource"]): row["count"] for row in rows})
+            if response.status == 200:
+                rows = await response.json()
+                return Counter({(row["verb"], row["resource"]): row["count"] for row in rows})
+        async with self.session.get(f"{self.server}/metrics") as response:
+            response.raise_for_status()
+            return served_requests(await response.text())
+
+    async def crds(self, bodies: list[dict[str, Any]]) -> None:
+        """Make these CustomResourceDefinitions (one made already stays as it is) and wait
+        until each is Established."""
+        url = f"{self.server}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+        names = [body["metadata"]["name"] for body in bodies]
+        for body, name in zip(bodies, names, strict=True):
+            async with self.session.post(url, json=body) as response:
+                if response.status not in (201, 409):
+                    raise RuntimeError(f"CRD {name}: {response.status} {await response.text()}")
+
+        async def established() -> bool:
+            for name in names:
+                async with self.session.get(f"{url}/{name}") as response:
+                    found = await response.json()
+                if not condition(found, "Established"):
+                    return False
+            return True
+
+        await until(established, timeout=60, what="the CRDs Established", interval=0.1)
+
+    async def service_account(self, namespace: str) -> None:
+        """Until the namespace's default ServiceAccount exists: a real control plane admits no
+        pod before its controllers have made it."""
+        url = f"{self.server}/api/v1/namespaces/{namespace}/serviceaccounts/default"
+
+        async def made() -> bool:
+            async with self.session.get(url) as response:
+                return response.status == 200
+
+        await until(made, timeout=60, what=f"namespace {namespace}'s default account", interval=0.1)
 
     async def watch(
         self, plural: str, namespace: str, name: str, *, timeout: float
@@ -329,6 +369,42 @@ async def lines(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
                 yield line
     if buffer.strip():
         yield buffer
+
+
+def crd_bodies() -> list[dict[str, Any]]:
+    """The project's CustomResourceDefinitions, as ``crds/`` holds them."""
+    return [yaml.safe_load(path.read_text()) for path in sorted((ROOT / "crds").glob("*.yaml"))]
+
+
+#: A real API server's methods as the verbs RBAC and ``/debug/counts`` name them.
+VERBS = {
+    "POST": "create",
+    "PUT": "update",
+    "PATCH": "patch",
+    "APPLY": "patch",
+    "DELETE": "delete",
+    "DELETECOLLECTION": "deletecollection",
+    "GET": "get",
+    "LIST": "list",
+    "WATCH": "watch",
+    "CONNECT": "connect",
+}
+_SERVED = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<count>\S+)$", re.MULTILINE)
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def served_requests(metrics: str) -> Counter[tuple[str, str]]:
+    """``apiserver_request_total`` of a real API server's ``/metrics``, summed by (verb,
+    resource[/subresource]) as ``/debug/counts`` keys them."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for match in _SERVED.finditer(metrics):
+        labels = dict(_LABEL.findall(match.group("labels")))
+        verb = VERBS.get(labels.get("verb", ""), labels.get("verb", "").lower())
+        resource = labels.get("resource", "")
+        if labels.get("subresource"):
+            resource += "/" + labels["subresource"]
+        counts[(verb, resource)] += int(float(match.group("count")))
+    return counts
 
 
 def is_ready(pod: dict[str, Any]) -> bool:
@@ -373,9 +449,18 @@ class Stage(contextlib.AbstractAsyncContextManager["Stage"]):
     """A fresh cluster and operator for one scenario, with a session and a :class:`Kube`."""
 
     def __init__(
-        self, work: Path, name: str, *, metrics_port: int = 0, cluster: tuple[str, ...] = ()
+        self,
+        work: Path,
+        name: str,
+        *,
+        metrics_port: int = 0,
+        cluster: tuple[str, ...] = (),
+        kubeconfig: Path | None = None,
     ) -> None:
         self.dir = work / name
+        # With ``kubeconfig``, a cluster of the caller's (whose nodes run the pools' pods, as
+        # the local kubelet does): only the operator is started, after the CRDs are made.
+        self.kubeconfig = kubeconfig
         self.cluster = ClusterProcess(self.dir / "cluster", options=cluster)
         self.metrics_port = metrics_port
         self.operator: OperatorProcess | None = None
@@ -388,16 +473,21 @@ class Stage(contextlib.AbstractAsyncContextManager["Stage"]):
         return self._kube
 
     async def __aenter__(self) -> Stage:
-        await asyncio.to_thread(self.cluster.start)
+        kubeconfig = self.kubeconfig or self.cluster.kubeconfig
+        if self.kubeconfig is None:
+            await asyncio.to_thread(self.cluster.start)
         try:
+            self._kube = Kube(ApiAccess.from_kubeconfig(kubeconfig))
+            if self.kubeconfig is not None:
+                await self._kube.crds(crd_bodies())
+            self.dir.mkdir(parents=True, exist_ok=True)
             self.operator = OperatorProcess(
-                self.cluster.kubeconfig, self.dir / "operator.log", metrics_port=self.metrics_port
+                kubeconfig, self.dir / "operator.log", metrics_port=self.metrics_port
             )
             self.operator.start()
             self.session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=64), trust_env=False
             )
-            self._kube = Kube(ApiAccess.from_kubeconfig(self.cluster.kubeconfig))
             await self.operator.wait_ready(self.session)
         except BaseException:
             await self.__aexit__(None, None, None)
@@ -411,7 +501,8 @@ class Stage(contextlib.AbstractAsyncContextManager["Stage"]):
             await self.session.close()
         if self.operator is not None:
             await asyncio.to_thread(self.operator.stop)
-        await asyncio.to_thread(self.cluster.stop)
+        if self.kubeconfig is None:
+            await asyncio.to_thread(self.cluster.stop)
 
     def pod_logs(self) -> list[Path]:
         return sorted((self.dir / "cluster" / "pods").rglob("*.log"))

@@ -6,24 +6,43 @@ burst on as many idle agents); the time of each is from its create request to th
 event that shows it ``Bound``. Each lease (or burst) is deleted once Bound, and the next begins
 once the watch has seen every one of them gone, so each lease's whole life (created, bound,
 deleted, its agent back) falls inside its phase. The API server's request counts around the
-one-at-a-time phase give the writes per lease: the operator's, and the create and the delete the
-client sends.
+one-at-a-time phase give the writes per lease: the operator's, the create and the delete the
+client sends, and on a real control plane the garbage collector's.
+
+Given a kubeconfig (``python -m bench --only lease --kubeconfig K``), the scenario runs a second
+time on that cluster, with an operator of its own, and reports as ``lease_real``: a real control
+plane whose nodes run the pool's pods as the local kubelet does (``python -m tests.controlplane
+up``). Its counts are the server's own ``apiserver_request_total``, less the cluster's
+heartbeats (coordination Leases and Node status, written every few seconds by its kubelet and
+controllers whatever the leases do).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import secrets
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench.harness import ROOT, Kube, Stage, Watcher, percentile, pool_spec, wait_pool_ready
+from bench.harness import (
+    ROOT,
+    Kube,
+    Stage,
+    Watcher,
+    percentile,
+    pool_spec,
+    until,
+    wait_pool_ready,
+)
 
 AGENT = ROOT / "bench" / "echo_agent.py"
 AGENTS = 32
 WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+#: Resources a real control plane's own components write on a clock, not for any lease.
+HEARTBEATS = frozenset({"leases", "nodes", "nodes/status"})
 
 
 def _named(wanted: str, name: str, _obj: dict[str, Any]) -> bool:
@@ -91,31 +110,70 @@ def _stats(values: list[float]) -> dict[str, float]:
     }
 
 
-async def run(work: Path, *, leases: int, bursts: int) -> dict[str, Any]:
-    """Scenario 6; the figures for results.json and the samples for the plots."""
-    async with Stage(work, "lease") as stage:
+async def run(
+    work: Path, *, leases: int, bursts: int, kubeconfig: Path | None = None
+) -> dict[str, Any]:
+    """Scenario 6 on a local cluster, and with ``kubeconfig`` on that cluster too; the figures
+    for results.json and the samples for the plots."""
+    found = await _run(work / "local", leases=leases, bursts=bursts, kubeconfig=None)
+    if kubeconfig is not None:
+        real = await _run(work / "real", leases=leases, bursts=bursts, kubeconfig=kubeconfig)
+        found["lease_real"] = real.pop("lease")
+        found["_samples"].update({f"{k}_real": v for k, v in real["_samples"].items()})
+    return found
+
+
+async def _run(work: Path, *, leases: int, bursts: int, kubeconfig: Path | None) -> dict[str, Any]:
+    async with Stage(work, "lease", kubeconfig=kubeconfig) as stage:
         kube = stage.kube
-        namespace = await kube.new_namespace("bench")
+        # A cluster of the caller's may have a namespace "bench" already.
+        name = "bench" if kubeconfig is None else f"bench-lease-{secrets.token_hex(3)}"
+        namespace = await kube.new_namespace(name)
+        if kubeconfig is not None:
+            await kube.service_account(namespace)
         spec = pool_spec(AGENT, minSize=AGENTS, maxSize=AGENTS)
         await kube.create("agentpools", namespace, "echo", spec)
-        await wait_pool_ready(kube, namespace, "echo", AGENTS, timeout=180)
-        watcher = Watcher(kube, f"/apis/agentpool.dev/v1alpha1/namespaces/{namespace}/agentleases")
-        await watcher.start()
-        leasing = Leasing(kube, namespace, watcher)
         try:
-            await leasing.burst(1)  # the code paths warm
-
-            async def one_at_a_time() -> list[float]:
-                return [ms for _ in range(leases) for ms in await leasing.burst(1)]
-
-            async def in_bursts(size: int) -> list[float]:
-                return [ms for _ in range(bursts) for ms in await leasing.burst(size)]
-
-            sequential, served = await _counted(kube, one_at_a_time())
-            four, _ = await _counted(kube, in_bursts(4))
-            many, _ = await _counted(kube, in_bursts(AGENTS))
+            found = await _measure(kube, namespace, leases=leases, bursts=bursts)
         finally:
-            await watcher.stop()
+            if kubeconfig is not None:
+                await _clean_up(kube, namespace)
+    found["lease"]["cluster"] = "local" if kubeconfig is None else "real"
+    return found
+
+
+async def _clean_up(kube: Kube, namespace: str) -> None:
+    """The pool deleted while its operator runs (its agents drained and gone), then the
+    namespace: a cluster of the caller's is left as it was."""
+    await kube.delete("agentpools", namespace, "echo")
+
+    async def gone() -> bool:
+        return not await kube.list("agentpools", namespace)
+
+    await until(gone, timeout=120, what="the bench pool deleted", interval=0.5)
+    await kube.delete_namespace(namespace)
+
+
+async def _measure(kube: Kube, namespace: str, *, leases: int, bursts: int) -> dict[str, Any]:
+    await wait_pool_ready(kube, namespace, "echo", AGENTS, timeout=180)
+    watcher = Watcher(kube, f"/apis/agentpool.dev/v1alpha1/namespaces/{namespace}/agentleases")
+    await watcher.start()
+    leasing = Leasing(kube, namespace, watcher)
+    try:
+        await leasing.burst(1)  # the code paths warm
+
+        async def one_at_a_time() -> list[float]:
+            return [ms for _ in range(leases) for ms in await leasing.burst(1)]
+
+        async def in_bursts(size: int) -> list[float]:
+            return [ms for _ in range(bursts) for ms in await leasing.burst(size)]
+
+        sequential, served = await _counted(kube, one_at_a_time())
+        four, _ = await _counted(kube, in_bursts(4))
+        many, _ = await _counted(kube, in_bursts(AGENTS))
+    finally:
+        await watcher.stop()
+    served = Counter({key: n for key, n in served.items() if key[1] not in HEARTBEATS})
     writes = Counter({key: n for key, n in served.items() if key[0] in WRITES})
     figures = {
         "leases": leases,
