@@ -79,6 +79,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             peering_name=None if args.standalone else args.peering,
             state_dir=Path(args.state_dir) if args.state_dir else None,
             gateway=_gateway_options(args),
+            lease_events=args.lease_events,
         )
     )
     return 0
@@ -312,6 +313,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: $AGENTPOOL_STATE_DIR; without one a crash may re-run up to cap finished items)",
     )
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    run.add_argument(
+        "--no-lease-events",
+        dest="lease_events",
+        action="store_false",
+        help="post no Event when a lease is bound or expires (each is one more API write)",
+    )
     _add_gateway_options(run)
     _add_connection_options(run, server_default="in-cluster, then kubeconfig")
     run.set_defaults(func=_cmd_run)

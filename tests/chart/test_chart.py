@@ -39,6 +39,7 @@ VALUE_SETS: dict[str, dict[str, Any] | None] = {
     "two-replicas": {"replicaCount": 2},
     "two-replicas-in-namespaces": {"replicaCount": 2, "watchNamespaces": ["team-a"]},
     "metrics-off": {"metrics": {"enabled": False}, "podDisruptionBudget": {"enabled": False}},
+    "lease-events-off": {"leaseEvents": False},
 }
 
 # The resources only a cluster-wide or namespace-listing kopf touches.
@@ -213,14 +214,16 @@ _FREE_FORM = {"resources", "podSecurityContext", "securityContext"}
 
 
 def test_flags_follow_the_values(rendered: dict[str, list[Manifest]]) -> None:
-    """`agentpool run` gets the namespaces, peering, liveness, metrics and log flags the values
-    ask for, and its liveness probe points at the endpoint the flag opens."""
+    """`agentpool run` gets the namespaces, peering, liveness, metrics, log and lease Event flags
+    the values ask for, and its liveness probe points at the endpoint the flag opens."""
     args = _container(rendered["defaults"])["args"]
     assert "--all-namespaces" in args
     assert "--standalone" in args
     assert not _flag(args, "--namespace")
     assert not _flag(args, "--peering")
     assert _flag(args, "--log-level") == ["info"]
+    assert "--no-lease-events" not in args
+    assert "--no-lease-events" in _container(rendered["lease-events-off"])["args"]
 
     args = _container(rendered["watch-namespaces"])["args"]
     assert _flag(args, "--namespace") == ["team-a", "team-b"]
@@ -263,6 +266,7 @@ def test_flags_parse_with_the_cli(rendered: dict[str, list[Manifest]]) -> None:
         container = _container(manifests)
         args = parser.parse_args([*container["command"][1:], *container["args"]])
         assert args.command == "run", name
+        assert args.lease_events is (name != "lease-events-off"), name
 
 
 def test_operator_pod_is_non_root_and_read_only(rendered: dict[str, list[Manifest]]) -> None:

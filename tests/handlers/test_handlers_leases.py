@@ -10,6 +10,7 @@ agents on a cluster are in ``tests/integration/test_leases_binding.py``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import socket
 import time
@@ -342,3 +343,17 @@ async def test_a_secret_that_cannot_be_written_leaves_no_agent_bound_or_held(
     await lease.delete()
     await lease.task
     assert [a.bound for a in cluster.agents.values()] == [None, None]
+
+
+async def test_lease_events_turned_off_post_none(cluster: Cluster) -> None:
+    """With lease Events off (``agentpool run --no-lease-events``), a lease bound and expired
+    posts no Event: one API write fewer each, and its status says all the same."""
+    cluster.runtime.settings = dataclasses.replace(
+        cluster.runtime.settings,
+        leases=dataclasses.replace(cluster.runtime.settings.leases, events=False),
+    )
+    lease = await start_lease(cluster, lease_body("brief", ttlSeconds=1))
+    await bound(cluster, "brief")
+    await lease.task
+    assert cluster.api.phases["brief"] == ["Bound", "Expired"]
+    assert cluster.posted_events() == []

@@ -165,7 +165,7 @@ async def take_agent(
                 # Deleted as the agent took the bind: the deletion, waiting on the lock, takes
                 # the agent back; the lease is gone, so there is nothing to say Bound on.
                 return None
-            await announce(body, spec, status, report, held=held, hold=hold)
+            await announce(runtime, body, spec, status, report, held=held, hold=hold)
             return held
     await binds.give_back_failed(runtime, held.pool_key, checkout, failure)
     await report(failed_status(failure.reason, failure.message))
@@ -207,6 +207,7 @@ async def open_binding(
 
 
 async def announce(
+    runtime: Runtime,
     body: dict[str, Any],
     spec: AgentLeaseSpec,
     status: dict[str, Any],
@@ -223,6 +224,7 @@ async def announce(
         )
     if not hold.resumed:
         leasestatus.post_event(
+            runtime,
             body,
             str(EventReason.LEASE_BOUND),
             f"Bound agent {held.checkout.agent} until {held.expire_time}",

@@ -24,9 +24,11 @@ from agentpool.pool.manifests import TOKEN_KEY, lease_token_secret_name
 Report = Callable[[dict[str, Any]], Awaitable[None]]
 
 
-def post_event(lease: Mapping[str, Any], reason: str, message: str) -> None:
-    """An Event about the lease (kopf posts it, in the background)."""
-    kopf.info(kopf.Body(cast(kopf.RawBody, lease)), reason=reason, message=message)
+def post_event(runtime: Runtime, lease: Mapping[str, Any], reason: str, message: str) -> None:
+    """An Event about the lease (kopf posts it, in the background), unless lease Events are
+    turned off."""
+    if runtime.settings.leases.events:
+        kopf.info(kopf.Body(cast(kopf.RawBody, lease)), reason=reason, message=message)
 
 
 def failed_status(reason: str, message: str) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import random
@@ -108,18 +109,24 @@ async def run_operator(
     embedded: bool = False,
     state_dir: Path | None = None,
     gateway: GatewayOptions | None = None,
+    lease_events: bool = True,
 ) -> None:
     """Run the operator until ``stop_flag`` is set (or, without one, until cancelled).
 
     ``namespaces`` limits it to those namespaces; empty means cluster-wide. ``peering_name``
     turns on kopf peering so that only one of several replicas acts at a time. ``state_dir``
     holds the runs' journals, so that a crash re-runs only the items in flight. ``gateway``
-    opens the HTTPS gateway for calls and casts (none without it).
+    opens the HTTPS gateway for calls and casts (none without it). ``lease_events`` False posts
+    no Event on leases.
     """
     kube = Kube.connect(connection)
     agents = AgentClient()
     journals = Journals(state_dir) if state_dir is not None else None
     runtime = Runtime(kube=kube, agents=agents, journals=journals)
+    runtime.settings = dataclasses.replace(
+        runtime.settings,
+        leases=dataclasses.replace(runtime.settings.leases, events=lease_events),
+    )
     registry = build_registry(runtime, connection)
     settings = build_settings(embedded=embedded)
     peering = Peering.of(peering_name) if peering_name is not None else None

@@ -52,6 +52,7 @@ async def end_lease(
             binds.give_back(runtime, held.pool_key, checkout, outcome)
     if reason == Reason.EXPIRED:
         leasestatus.post_event(
+            runtime,
             body,
             str(EventReason.LEASE_EXPIRED),
             f"Returned agent {checkout.agent} to pool {pool}",
