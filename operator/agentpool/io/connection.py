@@ -14,6 +14,11 @@ from typing import Any
 
 import kubernetes
 
+#: API calls the operator has in flight at once at most: its worker threads and the client's
+#: connections. A burst of 32 leases makes 64 writes at once; Python's default of (CPUs + 4)
+#: threads would queue most of them behind each other.
+CALLS_AT_ONCE = 32
+
 
 class NoCluster(Exception):
     """No kubeconfig or in-cluster service account says where the API server is."""
@@ -77,7 +82,7 @@ def _configuration(connection: Connection) -> Any:
         configuration.refresh_api_key_hook = refresh
     # The operator runs many calls at once from worker threads; urllib3's default pool of four
     # connections would serialise them and log warnings.
-    configuration.connection_pool_maxsize = 32
+    configuration.connection_pool_maxsize = CALLS_AT_ONCE
     return configuration
 
 

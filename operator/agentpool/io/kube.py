@@ -1,7 +1,8 @@
 """The one module through which the operator talks to the Kubernetes API.
 
 It wraps the official ``kubernetes`` client, whose calls block, and runs each call in a worker
-thread so the operator's event loop never stalls. Everything it returns is a plain dict in wire
+thread of its own pool (as many as the client's connections) so the operator's event loop never
+stalls. Everything it returns is a plain dict in wire
 form (camelCase), so the rest of the operator deals in values, not client objects. It also counts
 the writes it makes, by verb and resource, for the operator's metrics.
 
@@ -15,17 +16,19 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import contextvars
 import functools
 import json
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import kubernetes
 from kubernetes.client.exceptions import ApiException
 
 from agentpool import GROUP, VERSION, metrics
-from agentpool.io.connection import Connection, make_api_client
+from agentpool.io.connection import CALLS_AT_ONCE, Connection, make_api_client
 from agentpool.pool.backoff import retry_delay
 
 T = TypeVar("T")
@@ -59,12 +62,16 @@ class Kube:
         self._custom: Any = kubernetes.client.CustomObjectsApi(api_client)
         self.writes: collections.Counter[tuple[str, str]] = collections.Counter()
         self._counting = threading.Lock()
+        # Threads of its own, as many as the client's connections: the event loop's default
+        # executor has CPUs + 4, fewer than the calls a burst of leases or pods makes at once.
+        self._threads = ThreadPoolExecutor(CALLS_AT_ONCE, thread_name_prefix="kube")
 
     @classmethod
     def connect(cls, connection: Connection) -> Kube:
         return cls(make_api_client(connection))
 
     def close(self) -> None:
+        self._threads.shutdown(wait=False, cancel_futures=True)
         self._client.close()
 
     def _count_write(self, verb: str, resource: str) -> None:
@@ -87,7 +94,8 @@ class Kube:
             return result
 
         try:
-            return await asyncio.to_thread(sent)
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._threads, contextvars.copy_context().run, sent)
         except ApiException as error:
             if error.status == 404:
                 raise NotFound(f"{resource}: {error.reason}") from None
