@@ -22,6 +22,7 @@ from leasefakes import (
     Cluster,
     FakeAgent,
     cluster_of,
+    event,
     lease_body,
     serve_agents,
     start_lease,
@@ -357,3 +358,18 @@ async def test_lease_events_turned_off_post_none(cluster: Cluster) -> None:
     await lease.task
     assert cluster.api.phases["brief"] == ["Bound", "Expired"]
     assert cluster.posted_events() == []
+
+
+async def test_a_lease_that_ended_and_went_leaves_nothing_behind(cluster: Cluster) -> None:
+    """An operator serves leases for months: once a lease has expired, its Expired status has
+    come back on the watch and it is deleted, the operator keeps nothing of it (no task, no
+    copy of the lease, no lock or wake-up)."""
+    lease = await start_lease(cluster, lease_body("brief", ttlSeconds=1))
+    await bound(cluster, "brief")
+    await lease.task
+    lease.body._replace_with({**dict(lease.body), "status": dict(status(cluster, "brief"))})
+    await event(cluster, "MODIFIED", lease.body)
+    await lease.delete()
+    leases = cluster.runtime.leases
+    assert (leases.tasks, leases.latest, leases.locks, leases.wakes) == ({}, {}, {}, {})
+    assert cluster.idle() == set(cluster.agents)

@@ -64,13 +64,15 @@ async def lease_event(
     if type == "DELETED":
         await releases.lease_release(runtime, dict(body), key)
         return
-    runtime.leases.latest[key] = dict(body)
     running = runtime.leases.tasks.get(key)
     if running is not None and not running.task.done() and not running.stop:
+        runtime.leases.latest[key] = dict(body)
         runtime.leases.wake(key).set()
         return
     if (body.get("status") or {}).get("phase") in TERMINAL:
+        # Nothing to hold: an ended lease is remembered nowhere.
         return
+    runtime.leases.latest[key] = dict(body)
     # A task still ending (of a lease deleted just before this one was made under its name)
     # ends before the new one starts.
     before = None if running is None or running.task.done() else running.task

@@ -73,10 +73,10 @@ async def lease_release(runtime: Runtime, body: dict[str, Any], key: PoolKey) ->
     async with runtime.leases.lock(key):
         # Under the lock: a bind still in flight has answered, and its agent is held.
         checkout = runtime.leases.take(key)
-        if checkout is None:
-            return
-        outcome = await binds.close_binding(runtime, key, pool, checkout, delete_secret=False)
-        binds.give_back(runtime, (key[0], pool), checkout, outcome)
+        if checkout is not None:
+            outcome = await binds.close_binding(runtime, key, pool, checkout, delete_secret=False)
+            binds.give_back(runtime, (key[0], pool), checkout, outcome)
+    # Whether or not it held an agent, nothing of the lease stays behind.
     runtime.leases.forget(key)
 
 
