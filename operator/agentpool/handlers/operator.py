@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import os
 import random
@@ -29,6 +28,7 @@ from agentpool.io.agents import AgentClient
 from agentpool.io.connection import Connection, credentials
 from agentpool.io.journal import Journals
 from agentpool.io.kube import Kube
+from agentpool.settings import LeaseSettings, OperatorSettings
 
 PREFIX = "agentpool.dev"
 
@@ -122,11 +122,8 @@ async def run_operator(
     kube = Kube.connect(connection)
     agents = AgentClient()
     journals = Journals(state_dir) if state_dir is not None else None
-    runtime = Runtime(kube=kube, agents=agents, journals=journals)
-    runtime.settings = dataclasses.replace(
-        runtime.settings,
-        leases=dataclasses.replace(runtime.settings.leases, events=lease_events),
-    )
+    tunables = OperatorSettings(leases=LeaseSettings(events=lease_events))
+    runtime = Runtime(kube=kube, agents=agents, journals=journals, settings=tunables)
     registry = build_registry(runtime, connection)
     settings = build_settings(embedded=embedded)
     peering = Peering.of(peering_name) if peering_name is not None else None
