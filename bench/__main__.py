@@ -77,11 +77,25 @@ REQUIRED = {
         "burst4_p50_ms",
         "burst32_p50_ms",
         "writes_per_lease",
+        "writes_per_lease_without_events",
+        "floor_p50_ms",
+        "floor_burst4_p50_ms",
+        "floor_burst32_p50_ms",
         "bind_p50_ms",
         "bind_p99_ms",
     ],
     # Only with --kubeconfig; a run without it keeps the figures of the last run with it.
-    "lease_real": ["p50_ms", "p99_ms", "burst4_p50_ms", "burst32_p50_ms", "writes_per_lease"],
+    "lease_real": [
+        "p50_ms",
+        "p99_ms",
+        "burst4_p50_ms",
+        "burst32_p50_ms",
+        "writes_per_lease",
+        "writes_per_lease_without_events",
+        "floor_p50_ms",
+        "floor_burst4_p50_ms",
+        "floor_burst32_p50_ms",
+    ],
     "client": ["call_p50_ms", "call_p99_ms", "direct_p50_ms", "direct_p99_ms"],
     "simulated": ["max_agents", "max_pools", "checkout_p99_ms", "recovery_seconds"],
     "priorities": ["max_wait_seconds", "inversions", "fifo_breaks", "starved"],
@@ -205,11 +219,15 @@ TARGETS: list[tuple[str, str, str, Callable[[Any, dict[str, Any]], bool]]] = [
     ("lease", "burst4_p50_ms", "<= 50", lambda v, s: v <= 50),
     ("lease", "burst32_p50_ms", "<= 150", lambda v, s: v <= 150),
     ("lease", "writes_per_lease", "<= 5", lambda v, s: v <= 5),
+    ("lease", "writes_per_lease_without_events", "<= 5", lambda v, s: v <= 5),
+    ("lease", "floor_burst32_p50_ms", "", lambda v, s: True),
     ("lease_real", "p50_ms", "<= 25", lambda v, s: v <= 25),
     ("lease_real", "p99_ms", "", lambda v, s: True),
     ("lease_real", "burst4_p50_ms", "<= 50", lambda v, s: v <= 50),
     ("lease_real", "burst32_p50_ms", "<= 150", lambda v, s: v <= 150),
     ("lease_real", "writes_per_lease", "<= 5", lambda v, s: v <= 5),
+    ("lease_real", "writes_per_lease_without_events", "<= 5", lambda v, s: v <= 5),
+    ("lease_real", "floor_burst32_p50_ms", "", lambda v, s: True),
     ("lease", "bind_p50_ms", "", lambda v, s: True),
     ("lease", "bind_p99_ms", "", lambda v, s: True),
     ("client", "call_p50_ms", "", lambda v, s: True),
@@ -331,7 +349,11 @@ def explain(results: dict[str, Any]) -> str:
             f"{lease['burst4_max_ms']} ms and of {lease['agents']} p50/max "
             f"{lease['burst32_p50_ms']}/{lease['burst32_max_ms']} ms ({lease['bursts']} "
             f"bursts each); a lease's whole life {lease['writes_per_lease']} writes and "
-            f"{lease['requests_per_lease']} requests ({kinds})"
+            f"{lease['requests_per_lease']} requests ({kinds}), "
+            f"{lease['writes_per_lease_without_events']} writes with lease Events off; a bare "
+            f"binder on the same server one at a time p50 {lease['floor_p50_ms']} ms, in bursts "
+            f"of 4 {lease['floor_burst4_p50_ms']} ms and of {lease['agents']} "
+            f"{lease['floor_burst32_p50_ms']} ms"
         )
     if (c := results.get("client")) and c.get("call_p50_ms") is not None:
         lease = results.get("lease") or {}

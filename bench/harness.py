@@ -138,10 +138,13 @@ class ClusterProcess:
 class OperatorProcess:
     """``agentpool run --kubeconfig K`` in a process of its own; its memory is read from /proc."""
 
-    def __init__(self, kubeconfig: Path, log_path: Path, *, metrics_port: int = 0) -> None:
+    def __init__(
+        self, kubeconfig: Path, log_path: Path, *, metrics_port: int = 0, args: tuple[str, ...] = ()
+    ) -> None:
         self.kubeconfig = kubeconfig
         self.log_path = log_path
         self.metrics_port = metrics_port
+        self.args = args
         self.health_port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -157,7 +160,7 @@ class OperatorProcess:
         argv += ["--state-dir", str(self.log_path.parent / "operator-state")]
         if self.metrics_port:
             argv += ["--metrics-port", str(self.metrics_port)]
-        argv += ["--liveness", f"http://127.0.0.1:{self.health_port}/healthz"]
+        argv += ["--liveness", f"http://127.0.0.1:{self.health_port}/healthz", *self.args]
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
 
@@ -298,6 +301,16 @@ class Kube:
         url = f"{self.server}/api/v1/namespaces/{namespace}/secrets/{token_secret_name(pool)}"
         secret = await self._call("get", "GET", url)
         return base64.b64decode(secret["data"][TOKEN_KEY]).decode()
+
+    async def owned_secrets(self, namespace: str, kind: str) -> list[str]:
+        """The names of the namespace's Secrets that an object of ``kind`` owns."""
+        url = f"{self.server}/api/v1/namespaces/{namespace}/secrets"
+        body = await self._call("list", "GET", url)
+        return [
+            secret["metadata"]["name"]
+            for secret in body["items"]
+            if any(o.get("kind") == kind for o in secret["metadata"].get("ownerReferences") or ())
+        ]
 
     async def counts(self) -> Counter[tuple[str, str]]:
         """Every request the API server answered so far, by (verb, resource): the local API
@@ -503,6 +516,30 @@ class Stage(contextlib.AbstractAsyncContextManager["Stage"]):
             await asyncio.to_thread(self.operator.stop)
         if self.kubeconfig is None:
             await asyncio.to_thread(self.cluster.stop)
+
+    @property
+    def kubeconfig_path(self) -> Path:
+        return self.kubeconfig or self.cluster.kubeconfig
+
+    async def restart_operator(self, *args: str) -> None:
+        """The operator stopped, and started again with ``args``: it finds its pools' agents
+        where the first one left them, as after any restart."""
+        assert self.operator is not None
+        assert self.session is not None
+        await asyncio.to_thread(self.operator.stop)
+        self.operator = OperatorProcess(
+            self.kubeconfig_path,
+            self.dir / "operator.log",
+            metrics_port=self.metrics_port,
+            args=args,
+        )
+        self.operator.start()
+        await self.operator.wait_ready(self.session)
+
+    async def stop_operator(self) -> None:
+        """No operator at all from now on: the cluster is the scenario's alone."""
+        if self.operator is not None:
+            await asyncio.to_thread(self.operator.stop)
 
     def pod_logs(self) -> list[Path]:
         return sorted((self.dir / "cluster" / "pods").rglob("*.log"))

@@ -7,7 +7,12 @@ event that shows it ``Bound``. Each lease (or burst) is deleted once Bound, and 
 once the watch has seen every one of them gone, so each lease's whole life (created, bound,
 deleted, its agent back) falls inside its phase. The API server's request counts around the
 one-at-a-time phase give the writes per lease: the operator's, the create and the delete the
-client sends, and on a real control plane the garbage collector's.
+client sends, and on a real control plane the garbage collector's; then again with the
+operator's lease Events off (``--no-lease-events``), what a lease writes of itself.
+
+The baseline, in the same run on the same server: with the operator stopped, a bare binder
+(:mod:`bench.binder`) answers leases with the two writes the operator makes before ``Bound`` and
+nothing else, timed the same way (``floor_*``). What the operator takes beyond it is its own.
 
 Given a kubeconfig (``python -m bench --only lease --kubeconfig K``), the scenario runs a second
 time on that cluster, with an operator of its own, and reports as ``lease_real``: a real control
@@ -20,10 +25,14 @@ controllers whatever the leases do).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import secrets
+import subprocess
+import sys
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -92,13 +101,26 @@ class Leasing:
             )
         return list(latencies)
 
+    async def many(self, size: int, times: int) -> list[float]:
+        """``times`` bursts of ``size``, one after another: every lease's create -> Bound, ms."""
+        return [ms for _ in range(times) for ms in await self.burst(size)]
 
-async def _counted(kube: Kube, work: Any) -> tuple[Any, Counter[tuple[str, str]]]:
-    """What ``work`` gives, and the API requests served meanwhile: the operator's, and this
-    scenario's creates and deletes (its watch was opened before)."""
+
+async def _counted(kube: Kube, namespace: str, work: Any) -> tuple[Any, Counter[tuple[str, str]]]:
+    """What ``work`` gives, and the API requests served meanwhile: the operator's, this
+    scenario's creates and deletes (its watch was opened before), and the garbage collector's
+    deletes of the leases' Secrets (waited for: they come a little after each lease goes)."""
     before = await kube.counts()
     result = await work
-    return result, (await kube.counts()) - before
+
+    polls = Counter[tuple[str, str]]()
+
+    async def collected() -> bool:
+        polls["list", "secrets"] += 1
+        return not await kube.owned_secrets(namespace, "AgentLease")
+
+    await until(collected, timeout=60, what="the leases' Secrets collected", interval=0.1)
+    return result, (await kube.counts()) - before - polls
 
 
 def _stats(values: list[float]) -> dict[str, float]:
@@ -134,12 +156,50 @@ async def _run(work: Path, *, leases: int, bursts: int, kubeconfig: Path | None)
         spec = pool_spec(AGENT, minSize=AGENTS, maxSize=AGENTS)
         await kube.create("agentpools", namespace, "echo", spec)
         try:
+            await wait_pool_ready(kube, namespace, "echo", AGENTS, timeout=180)
             found = await _measure(kube, namespace, leases=leases, bursts=bursts)
+            # Again with the operator's lease Events off: what a lease writes of itself.
+            await stage.restart_operator("--no-lease-events")
+            async with _leasing(kube, namespace) as leasing:
+                writes = await _writes_per_lease(kube, leasing, leases)
+            found["lease"]["writes_per_lease_without_events"] = writes
         finally:
             if kubeconfig is not None:
                 await _clean_up(kube, namespace)
+        # The baseline: a bare binder on the same server, with no operator to race it.
+        await stage.stop_operator()
+        found["lease"].update(await _floor(stage, leases=leases, bursts=bursts))
     found["lease"]["cluster"] = "local" if kubeconfig is None else "real"
     return found
+
+
+async def _floor(stage: Stage, *, leases: int, bursts: int) -> dict[str, Any]:
+    """The bare binder's (:mod:`bench.binder`) create -> Bound, one at a time and in bursts,
+    in a namespace of its own on the cluster the scenario measured."""
+    kube = stage.kube
+    namespace = await kube.new_namespace(f"bench-floor-{secrets.token_hex(3)}")
+    argv = [sys.executable, "-m", "bench.binder", str(stage.kubeconfig_path), namespace]
+    binder = await asyncio.create_subprocess_exec(*argv, cwd=ROOT, stdout=subprocess.PIPE)
+    try:
+        assert binder.stdout is not None
+        said = await asyncio.wait_for(binder.stdout.readline(), timeout=60)
+        if said.strip() != b"watching":
+            raise RuntimeError(f"the bare binder did not start (it said {said!r})")
+        async with _leasing(kube, namespace) as leasing:
+            sequential = await leasing.many(1, leases)
+            four = await leasing.many(4, bursts)
+            all_at_once = await leasing.many(AGENTS, bursts)
+    finally:
+        if binder.returncode is None:
+            binder.kill()
+            await binder.wait()
+        if stage.kubeconfig is not None:
+            await kube.delete_namespace(namespace)
+    return {
+        "floor_p50_ms": _stats(sequential)["p50_ms"],
+        "floor_burst4_p50_ms": _stats(four)["p50_ms"],
+        "floor_burst32_p50_ms": _stats(all_at_once)["p50_ms"],
+    }
 
 
 async def _clean_up(kube: Kube, namespace: str) -> None:
@@ -154,27 +214,39 @@ async def _clean_up(kube: Kube, namespace: str) -> None:
     await kube.delete_namespace(namespace)
 
 
-async def _measure(kube: Kube, namespace: str, *, leases: int, bursts: int) -> dict[str, Any]:
-    await wait_pool_ready(kube, namespace, "echo", AGENTS, timeout=180)
+@contextlib.asynccontextmanager
+async def _leasing(kube: Kube, namespace: str) -> AsyncIterator[Leasing]:
+    """Leases of the namespace's pool "echo", timed on a watch opened first; one lease made and
+    ended before any is timed, so the code paths are warm."""
     watcher = Watcher(kube, f"/apis/agentpool.dev/v1alpha1/namespaces/{namespace}/agentleases")
     await watcher.start()
-    leasing = Leasing(kube, namespace, watcher)
     try:
-        await leasing.burst(1)  # the code paths warm
-
-        async def one_at_a_time() -> list[float]:
-            return [ms for _ in range(leases) for ms in await leasing.burst(1)]
-
-        async def in_bursts(size: int) -> list[float]:
-            return [ms for _ in range(bursts) for ms in await leasing.burst(size)]
-
-        sequential, served = await _counted(kube, one_at_a_time())
-        four, _ = await _counted(kube, in_bursts(4))
-        many, _ = await _counted(kube, in_bursts(AGENTS))
+        leasing = Leasing(kube, namespace, watcher)
+        await leasing.burst(1)
+        yield leasing
     finally:
         await watcher.stop()
+
+
+async def _writes_per_lease(kube: Kube, leasing: Leasing, leases: int) -> float:
+    """The API writes of ``leases`` leases made one at a time, per lease."""
+    _, served = await _counted(kube, leasing.namespace, leasing.many(1, leases))
+    return round(sum(_writes(served).values()) / leases, 2)
+
+
+def _writes(served: Counter[tuple[str, str]]) -> Counter[tuple[str, str]]:
+    return Counter(
+        {key: n for key, n in served.items() if key[0] in WRITES and key[1] not in HEARTBEATS}
+    )
+
+
+async def _measure(kube: Kube, namespace: str, *, leases: int, bursts: int) -> dict[str, Any]:
+    async with _leasing(kube, namespace) as leasing:
+        sequential, served = await _counted(kube, leasing.namespace, leasing.many(1, leases))
+        four, _ = await _counted(kube, leasing.namespace, leasing.many(4, bursts))
+        many, _ = await _counted(kube, leasing.namespace, leasing.many(AGENTS, bursts))
     served = Counter({key: n for key, n in served.items() if key[1] not in HEARTBEATS})
-    writes = Counter({key: n for key, n in served.items() if key[0] in WRITES})
+    writes = _writes(served)
     figures = {
         "leases": leases,
         "bursts": bursts,
