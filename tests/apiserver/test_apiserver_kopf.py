@@ -216,13 +216,6 @@ def test_kopf_recovers_from_an_expired_watch(operator: Operator, api_client: k8s
     assert restarted, "kopf should have restarted its widget watch after the 410"
     custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _widget("after", 1))
     eventually(lambda: "after" in operator.seen.created, timeout=30, what="the second widget")
-    assert (
-        any(
-            "410" in r.getMessage() or "Restarting" in r.getMessage()
-            for r in operator.capture.records
-        )
-        or True
-    )
     for name in ("before", "after"):
         custom.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)
     eventually(
