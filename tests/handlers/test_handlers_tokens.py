@@ -42,7 +42,7 @@ def pool_body() -> Any:
 
 
 async def test_the_first_pass_after_start_does_not_read_the_secret_again(monkeypatch: Any) -> None:
-    monkeypatch.setattr(tokens.kopf, "event", lambda *a, **k: None)
+    monkeypatch.setattr(tokens.events, "post", lambda *a, **k: None)
     kube = Kube()
     runtime: Any = SimpleNamespace(kube=kube)
     handle = PoolHandle(

@@ -34,3 +34,21 @@ def test_no_function_in_the_handlers_is_longer_than_fifty_lines() -> None:
                 if lines > HANDLER_LINES:
                     long[f"{path.name}:{node.name}"] = lines
     assert long == {}
+
+
+def test_events_are_posted_through_io_alone() -> None:
+    """``io/`` is the operator's only edge: Events too go through ``io/events.py``."""
+    posting = {"event", "info", "warn", "exception"}
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.parent.name == "io":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in posting
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "kopf"
+            ):
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert found == []

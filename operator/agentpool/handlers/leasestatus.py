@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, cast
-
-import kopf
+from typing import Any
 
 from agentpool.api.conditions import merge_conditions, now_time
 from agentpool.handlers.binds import Binding
 from agentpool.handlers.runtime import Runtime
+from agentpool.io import events
 from agentpool.io.kube import NotFound
 from agentpool.pool import leases
 from agentpool.pool.manifests import TOKEN_KEY, lease_token_secret_name
@@ -25,10 +24,9 @@ Report = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 def post_event(runtime: Runtime, lease: Mapping[str, Any], reason: str, message: str) -> None:
-    """An Event about the lease (kopf posts it, in the background), unless lease Events are
-    turned off."""
+    """An Event about the lease, unless lease Events are turned off."""
     if runtime.settings.leases.events:
-        kopf.info(kopf.Body(cast(kopf.RawBody, lease)), reason=reason, message=message)
+        events.post(lease, type="Normal", reason=reason, message=message)
 
 
 def failed_status(reason: str, message: str) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from agentpool.handlers.poolstatus import write_status
 from agentpool.handlers.recovery import restore_held_agents
 from agentpool.handlers.registration import KindHandlers
 from agentpool.handlers.runtime import PoolHandle, Runtime
+from agentpool.io import events
 from agentpool.pool import Plan, PoolPolicy, plan
 from agentpool.pool.listing import join_listing
 from agentpool.pool.manifests import (
@@ -255,7 +256,7 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
         created=created,
         waiting=len(waiters),
     ):
-        _event(body, "Normal", event.reason, event.message)
+        events.post(body, type="Normal", reason=str(event.reason), message=event.message)
     await write_status(runtime, handle, pool, policy, now)
     return pass_delay(
         policy,
@@ -283,7 +284,12 @@ def retire(
     for name, reason in done:
         failures.set_aside(handle, name, reason, now)
     if done:
-        _event(body, "Normal", EventReason.AGENT_RETIRED, summarise_retirements(done))
+        events.post(
+            body,
+            type="Normal",
+            reason=str(EventReason.AGENT_RETIRED),
+            message=summarise_retirements(done),
+        )
     return done
 
 
@@ -313,7 +319,9 @@ async def create_agents(
             )
         except Exception as error:  # reported, and retried on the next pass
             message = f"Creating an agent pod failed: {error}"
-            _event(body, "Warning", EventReason.CREATE_FAILED, message)
+            events.post(
+                body, type="Warning", reason=str(EventReason.CREATE_FAILED), message=message
+            )
             break
         take_created(handle, pod)
         created += 1
@@ -364,7 +372,3 @@ async def drain(runtime: Runtime, handle: PoolHandle) -> None:
             await asyncio.wait_for(handle.wake.wait(), 0.5)
     for name in list(handle.pods):
         await runtime.kube.delete_pod(handle.namespace, name)
-
-
-def _event(body: kopf.Body, kind: str, reason: str, message: str) -> None:
-    kopf.event(body, type=kind, reason=str(reason), message=message)

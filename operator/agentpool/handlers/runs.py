@@ -28,6 +28,7 @@ from agentpool.handlers.dispatch import BrokerDispatcher
 from agentpool.handlers.registration import KindHandlers
 from agentpool.handlers.runtime import Runtime
 from agentpool.handlers.sources import HttpSource
+from agentpool.io import events
 from agentpool.io.journal import FileJournal
 from agentpool.io.kube import NotFound
 from agentpool.io.sources import SourceClient
@@ -84,7 +85,7 @@ class KubeSink:
         self._written.add(name)
 
     async def event(self, type: str, reason: str, message: str) -> None:
-        kopf.event(self._body, type=type, reason=reason, message=message)
+        events.post(self._body, type=type, reason=reason, message=message)
 
 
 async def open_source(

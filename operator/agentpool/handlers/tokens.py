@@ -17,6 +17,7 @@ import kopf
 
 from agentpool.api.reasons import EventReason
 from agentpool.handlers.runtime import PoolHandle, Runtime
+from agentpool.io import events
 from agentpool.io.kube import Conflict, NotFound
 from agentpool.pool.manifests import read_token, token_secret, token_secret_name
 
@@ -50,7 +51,7 @@ async def open_token(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> s
     # queued behind every other pool's, when all start at once after a restart).
     handle.secret_checked_at = time.monotonic()
     if minted and handle.pods:
-        kopf.event(
+        events.post(
             body,
             type="Warning",
             reason=str(EventReason.TOKEN_ROTATED),
@@ -75,7 +76,7 @@ async def keep_token_secret(runtime: Runtime, handle: PoolHandle, body: kopf.Bod
             await runtime.kube.create_secret(
                 handle.namespace, token_secret(dict(body), handle.token)
             )
-        kopf.event(
+        events.post(
             body,
             type="Warning",
             reason=str(EventReason.TOKEN_SECRET_RECREATED),
