@@ -59,12 +59,9 @@ def forbidden(user: str, verb: GatewayVerb, namespace: str, pool: str) -> Gatewa
     )
 
 
-def pool_not_found(namespace: str, pool: str) -> GatewayError:
-    return GatewayError(
-        404,
-        GatewayReason.NOT_FOUND,
-        f'AgentPool "{pool}" not found in namespace "{namespace}"',
-    )
+def pool_not_found(message: str) -> GatewayError:
+    """404: ``message`` names the pool that is not there (``pool.checkin.pool_not_found``)."""
+    return GatewayError(404, GatewayReason.NOT_FOUND, message)
 
 
 def too_large(limit: int) -> GatewayError:

@@ -18,7 +18,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from agentpool.broker import CheckinOutcome, Checkout
-from agentpool.handlers.recovery import wait_until_idle
+from agentpool.handlers.idling import wait_until_idle
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import InvokeResult
 from agentpool.pool.restoring import IdleWatch

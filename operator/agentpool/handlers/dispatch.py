@@ -17,11 +17,11 @@ from agentpool import metrics
 from agentpool.api import POOL_DEFAULTS
 from agentpool.api.reasons import Reason
 from agentpool.broker import CheckinOutcome, Checkout, PoolExhausted
+from agentpool.handlers import serving
 from agentpool.handlers.checkins import call_held, return_agent, return_later
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import InvokeResult
-from agentpool.io.kube import NotFound
-from agentpool.pool.checkin import PoolNotFound
+from agentpool.pool.checkin import pool_not_found
 from agentpool.runs.contracts import Checkout as RunCheckout
 from agentpool.runs.contracts import CheckoutTerms, Waiting
 
@@ -82,18 +82,15 @@ class BrokerDispatcher:
                 waiting.begin(
                     subject,
                     Reason.POOL_NOT_FOUND,
-                    f'AgentPool "{pool}" not found in namespace "{self._namespace}": its items '
-                    f"wait up to {timeout:g}s for it to be created",
+                    f"{pool_not_found(self._namespace, pool)}: its items wait up to "
+                    f"{timeout:g}s for it to be created",
                 )
             handle = await self._runtime.pools.wait(key, timeout)
             if handle is not None and waiting is not None:
                 waiting.end(subject)
         if handle is None:
             if not await self._pool_exists(pool):
-                raise PoolNotFound(
-                    f'AgentPool "{pool}" not found in namespace "{self._namespace}" '
-                    f"(waited {timeout:g}s for it)"
-                )
+                raise pool_not_found(self._namespace, pool, waited=timeout)
             raise PoolExhausted(f'AgentPool "{pool}" is not served yet after {timeout:g}s')
         since = None
         if self._backdated > 0:
@@ -113,11 +110,7 @@ class BrokerDispatcher:
         return AgentCheckout(handle=handle, inner=inner, run=terms.holder)
 
     async def _pool_exists(self, pool: str) -> bool:
-        try:
-            await self._runtime.kube.get_custom("agentpools", self._namespace, pool)
-        except NotFound:
-            return False
-        return True
+        return await serving.find_pool(self._runtime, self._namespace, pool) is not None
 
     async def invoke(
         self, checkout: RunCheckout, envelope: dict[str, Any], *, timeout: float, cast: bool

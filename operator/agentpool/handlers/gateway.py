@@ -25,11 +25,11 @@ from agentpool.broker import CheckinOutcome, Checkout, CheckoutFailed
 from agentpool.gateway import errors
 from agentpool.gateway.contracts import Answer, Caller, ReviewFailed
 from agentpool.gateway.requests import Envelope
+from agentpool.handlers import serving
 from agentpool.handlers.checkins import call_held, in_background, return_agent, return_later
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import InvokeResult
-from agentpool.io.kube import NotFound
-from agentpool.pool.checkin import PoolExhausted
+from agentpool.pool.checkin import PoolExhausted, PoolNotFound
 
 OK = "OK"
 
@@ -145,24 +145,19 @@ class GatewayCalls:
         return series
 
     async def _served(self, namespace: str, pool: str, request: GatewayRequest) -> PoolHandle:
-        """The pool's handle; a pool that exists but is not served yet (the operator starting)
-        is waited for within the checkout timeout."""
-        runtime, key = self._runtime, (namespace, pool)
-        handle = runtime.pools.get(key)
-        if handle is not None:
-            return handle
-        try:
-            await runtime.kube.get_custom("agentpools", namespace, pool)
-        except NotFound:
-            raise errors.pool_not_found(namespace, pool) from None
+        """The pool's handle (:mod:`agentpool.handlers.serving`); a pool that exists but is not
+        served yet (the operator starting) is waited for within the checkout timeout."""
         timeout = request.checkout_timeout_seconds or float(POOL_DEFAULTS.checkout_timeout_seconds)
-        handle = await runtime.pools.wait(key, timeout if request.wait else 0.0)
-        if handle is None:
-            raise errors.unavailable(
-                f'AgentPool "{pool}" in namespace "{namespace}" is not served here yet',
-                retry_after=self._settings.retry_after_seconds,
+        try:
+            return await serving.served_pool(
+                self._runtime, namespace, pool, timeout=lambda _: timeout if request.wait else 0.0
             )
-        return handle
+        except PoolNotFound as error:
+            raise errors.pool_not_found(str(error)) from None
+        except serving.NotServed as error:
+            raise errors.unavailable(
+                str(error), retry_after=self._settings.retry_after_seconds
+            ) from None
 
     async def _serve(
         self,

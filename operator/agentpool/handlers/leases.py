@@ -24,17 +24,17 @@ from typing import Any, TypeVar
 
 import kopf
 
-from agentpool.api import AgentLeaseSpec, AgentPoolSpec
+from agentpool.api import AgentLeaseSpec
 from agentpool.api.conditions import format_time
 from agentpool.api.reasons import EventReason, Reason
 from agentpool.broker import CheckinOutcome, Checkout, PoolClosed, PoolExhausted
 from agentpool.broker.registry import PoolKey
-from agentpool.handlers import binds, leasestatus, releases
+from agentpool.handlers import binds, leasestatus, releases, serving
 from agentpool.handlers.leasestatus import Report, StatusWriter, failed_status
 from agentpool.handlers.registration import KindHandlers
 from agentpool.handlers.runtime import LeaseStop, LeaseTask, PoolHandle, Runtime
-from agentpool.io.kube import NotFound
 from agentpool.pool import binding, leases
+from agentpool.pool.checkin import PoolNotFound
 from agentpool.pool.manifests import lease_token_secret_name
 
 TERMINAL = frozenset({"Released", "Expired", "Failed"})
@@ -315,25 +315,19 @@ async def until_stopped(stop: LeaseStop, work: Awaitable[T]) -> T | None:
 async def served_pool(
     runtime: Runtime, namespace: str, spec: AgentLeaseSpec, report: Report
 ) -> PoolHandle | None:
-    """The lease's pool as the operator serves it: at once when it does; else, when the pool
-    exists, once its loop starts (within the checkout timeout). Reports PoolNotFound and returns
-    None when it does not exist or is not served in time."""
-    pool = spec.pool_ref.name
-    handle = runtime.pools.get((namespace, pool))
-    if handle is not None:
-        return handle
+    """The lease's pool as the operator serves it (:mod:`agentpool.handlers.serving`), waited
+    for within the lease's checkout timeout; None, reported PoolNotFound, when it does not exist
+    or is not served in time."""
     try:
-        pool_spec = (await runtime.kube.get_custom("agentpools", namespace, pool)).get("spec")
-    except NotFound:
-        message = f'AgentPool "{pool}" not found in namespace "{namespace}"'
-        await report(failed_status(str(Reason.POOL_NOT_FOUND), message))
+        return await serving.served_pool(
+            runtime,
+            namespace,
+            spec.pool_ref.name,
+            timeout=lambda pool: float(spec.effective_checkout_timeout(pool)),
+        )
+    except (PoolNotFound, serving.NotServed) as error:
+        await report(failed_status(str(Reason.POOL_NOT_FOUND), str(error)))
         return None
-    timeout = float(spec.effective_checkout_timeout(AgentPoolSpec.model_validate(pool_spec or {})))
-    handle = await runtime.pools.wait((namespace, pool), timeout)
-    if handle is None:
-        message = f'AgentPool "{pool}" is not served by the operator after {timeout:g}s'
-        await report(failed_status(str(Reason.POOL_NOT_FOUND), message))
-    return handle
 
 
 async def checkout_agent(

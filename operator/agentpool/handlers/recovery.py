@@ -4,10 +4,8 @@ The operator keeps who holds which agent in memory only. When a pool's loop star
 :func:`restore_held_agents` before serving any checkout: agents of Bound leases go back to their
 leases (see :mod:`agentpool.handlers.leases`), and agents that report work in progress, or do not
 answer in time, stay busy until they report idle; an agent with several slots keeps one slot
-busy per item it reports, each until that item is done. :func:`wait_until_idle` is that wait,
-and also the one :mod:`agentpool.handlers.dispatch` holds an agent with while it finishes a cast
-item or one whose run stopped mid-call; :class:`agentpool.pool.restoring.IdleWatch` decides when
-it gives up.
+busy per item it reports, each until that item is done. That wait is
+:func:`agentpool.handlers.idling.wait_until_idle`.
 """
 
 from __future__ import annotations
@@ -19,8 +17,9 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from agentpool.broker import CheckinOutcome, Checkout
+from agentpool.handlers.idling import wait_until_idle
 from agentpool.handlers.runtime import PoolHandle, Runtime
-from agentpool.io.agents import AgentClient, AgentStatus
+from agentpool.io.agents import AgentStatus
 from agentpool.pool.checkout import is_available
 from agentpool.pool.restoring import IdleWatch, bound_lease_agents
 
@@ -148,33 +147,3 @@ async def release_when_idle(
         item=item,
     )
     handle.broker.checkin(checkout, CheckinOutcome.SUCCESS if idle else CheckinOutcome.LOST)
-
-
-async def wait_until_idle(
-    agents: AgentClient,
-    checkout: Checkout,
-    token: str,
-    *,
-    watch: IdleWatch,
-    poll_seconds: float,
-    status_timeout: float | None = None,
-    item: str | None = None,
-) -> bool:
-    """Ask the checked-out agent ``GET /status`` every ``poll_seconds`` until it reports idle,
-    or with ``item`` until that item is no longer among its busy slots (True); False once it is
-    lost or ``watch`` gives up."""
-    timeout = {} if status_timeout is None else {"timeout": status_timeout}
-    current: IdleWatch | None = watch
-    while current is not None and not checkout.is_lost and current.open(time.monotonic()):
-        status = await agents.status(checkout.endpoint, token, **timeout)
-        if status is not None and (not status.busy or _done(item, status)):
-            return True
-        current = current.heard(answered=status is not None, now=time.monotonic())
-        if current is not None:
-            await asyncio.sleep(poll_seconds)
-    return False
-
-
-def _done(item: str | None, status: AgentStatus) -> bool:
-    """The agent names its busy items and ``item`` is not among them."""
-    return item is not None and bool(status.items) and item not in map(str, status.items)

@@ -36,6 +36,14 @@ class PoolNotFound(CheckoutFailed):
     """The pool does not exist (or is not served), so no checkout of it can succeed."""
 
 
+def pool_not_found(namespace: str, pool: str, *, waited: float | None = None) -> PoolNotFound:
+    """The one way a missing pool is told, to runs, leases and gateway callers alike."""
+    message = f'AgentPool "{pool}" not found in namespace "{namespace}"'
+    if waited is not None:
+        message += f" (waited {waited:g}s for it)"
+    return PoolNotFound(message)
+
+
 class PoolClosed(PoolNotFound):
     """The pool was deleted (or its broker stopped) while the checkout waited or before it."""
 
