@@ -228,7 +228,7 @@ async def test_checkin_returns_agent_and_stale_handles_do_nothing() -> None:
     assert again.agent == "a"
     assert not broker.checkin(handle, "success")  # stale: must not free the new holder's agent
     assert broker.agents()[0].busy
-    assert again.lease != handle.lease
+    assert again.serial != handle.serial
 
 
 async def test_new_ready_agent_serves_waiter_at_once() -> None:

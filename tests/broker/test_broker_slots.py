@@ -21,7 +21,7 @@ async def test_one_agent_serves_up_to_its_slots_then_checkouts_wait() -> None:
     broker = make_broker(["a"], slots=4)
     held = [await broker.checkout(timeout=0, holder=f"run/{n}") for n in range(4)]
     assert {checkout.agent for checkout in held} == {"a"}
-    assert len({checkout.lease for checkout in held}) == 4
+    assert len({checkout.serial for checkout in held}) == 4
     (view,) = broker.agents()
     assert (view.busy, view.busy_slots, view.free_slots) == (True, 4, 0)
     with pytest.raises(PoolExhausted, match="4 of 4 slots busy"):

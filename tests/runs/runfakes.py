@@ -26,9 +26,9 @@ from agentpool.io.journal import FileJournal
 from agentpool.pool.checkin import PoolExhausted, PoolNotFound
 from agentpool.runs.config import RunConfig, config_from_spec
 from agentpool.runs.contracts import CheckoutTerms, Clock, SystemClock
+from agentpool.runs.ending import RunEnd
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.journaling import Recorder
-from agentpool.runs.outcome import RunEnd
 from agentpool.runs.reporting import Reporter
 from agentpool.runs.retries import Retries
 from agentpool.runs.shared import RunShared

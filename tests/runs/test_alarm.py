@@ -1,4 +1,4 @@
-"""What wakes the engine's loop: a ring at once, else its deadline."""
+"""What wakes the engine's loop: a wake-up at once, else its deadline."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from runfakes import FakeClock, running
 from agentpool.runs.alarm import Alarm
 
 
-async def test_the_loop_wakes_at_a_ring_or_at_its_deadline() -> None:
-    """A ring wakes the loop at once, even before its deadline; without one the loop wakes at
+async def test_the_loop_wakes_when_woken_or_at_its_deadline() -> None:
+    """A wake-up wakes the loop at once, even before its deadline; without one the loop wakes at
     the deadline."""
     clock = FakeClock()
     alarm = Alarm(clock)
     async with running(clock):
-        alarm.ring()
+        alarm.wake()
         await alarm.wait(None)
         alarm.clear()
         start = clock.now()
@@ -24,7 +24,7 @@ async def test_the_loop_wakes_at_a_ring_or_at_its_deadline() -> None:
         alarm.clear()
         early = asyncio.ensure_future(alarm.wait(start + 60))
         await asyncio.sleep(0)
-        alarm.ring()
+        alarm.wake()
         await early
         assert clock.now() == start + 5
         alarm.disarm()

@@ -228,7 +228,7 @@ class Rehanding(Batches):
 async def test_items_taken_ahead_run_again_after_a_crash_as_first_attempts(
     tmp_path: Path,
 ) -> None:
-    """The operator is killed while items of a batch wait for a slot. After the restart, the
+    """The operator is killed while items of a batch wait for a lane. After the restart, the
     source hands out again what the run has not recorded: every item is recorded once; those
     that were in flight run with their attempt raised, as single items do, and those that were
     waiting, which no agent saw, run as their first attempt. Nothing taken is lost."""

@@ -17,7 +17,7 @@ from agentpool.pool import ObservedAgent, PoolPolicy
 from agentpool.pool.checkin import CheckinOutcome
 from agentpool.runs.backlog import Work
 from agentpool.runs.calls import OUTPUT_MAX, Caller, Verdict, judge
-from agentpool.runs.contracts import Checkout, CheckoutTerms
+from agentpool.runs.contracts import CheckoutTerms, HeldAgent
 
 BIG = "x" * OUTPUT_MAX
 
@@ -145,12 +145,12 @@ class BrokerDispatcher:
         self.broker = broker
         self.checkins: list[tuple[str, str]] = []
 
-    async def checkout(self, terms: CheckoutTerms, *, waiting: Any = None) -> Checkout:
+    async def checkout(self, terms: CheckoutTerms, *, waiting: Any = None) -> HeldAgent:
         return await self.broker.checkout(
             timeout=terms.timeout, priority=terms.priority, holder=terms.holder
         )
 
-    async def checkin(self, checkout: Checkout, outcome: CheckinOutcome) -> None:
+    async def checkin(self, checkout: HeldAgent, outcome: CheckinOutcome) -> None:
         self.checkins.append((checkout.agent, outcome))
         self.broker.checkin(checkout, outcome)
 

@@ -1,7 +1,7 @@
 """The run's reporter: news makes a write due once per interval, and suspension is written once.
 
 Unit tests of :class:`Reporter` alone, on a fake clock and a fake sink: the engine marks news
-through :meth:`Reporter.mark_dirty` and follows ``spec.suspend`` through
+through :meth:`Reporter.changed` and follows ``spec.suspend`` through
 :meth:`Reporter.follow_suspension`, never by setting the reporter's fields.
 """
 
@@ -40,8 +40,8 @@ async def test_news_after_a_write_makes_the_next_one_due_an_interval_later() -> 
     await report.write(total=0)
     assert not report.due(), "nothing new since the write"
     assert report.next_write_at() is None
-    assert report.mark_dirty() is True
-    assert report.mark_dirty() is False, "already dirty: no second wake"
+    assert report.changed() is True
+    assert report.changed() is False, "already dirty: no second wake"
     assert not report.due()
     assert report.next_write_at() == clock.now() + 1.0
     clock.time += 1.0

@@ -11,8 +11,8 @@ from runfakes import run_config
 from agentpool.api import AgentPoolSpec, PoolRunSpec, Routes
 from agentpool.api.conditions import set_condition
 from agentpool.runs.config import config_from_spec
+from agentpool.runs.ending import decide_end
 from agentpool.runs.items import ItemKeys, Rejection, route_item
-from agentpool.runs.outcome import decide_outcome
 from agentpool.runs.results import (
     CHUNK_KEY,
     SMALL_OUTPUT_BYTES,
@@ -81,7 +81,7 @@ def test_routes_pick_a_pool_or_reject_with_the_known_routes() -> None:
 )  # fmt: skip
 def test_outcomes(kwargs: dict[str, Any], phase: str, reason: str, message: str) -> None:
     """Phase, reason and message follow from result, policy and counts."""
-    outcome = decide_outcome(**kwargs)
+    outcome = decide_end(**kwargs)
     assert (outcome.phase, outcome.reason, outcome.message) == (phase, reason, message)
 
 

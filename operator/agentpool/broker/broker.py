@@ -53,7 +53,7 @@ class Broker:
         self._queue: list[WaiterRecord] = []
         self._waiting = 0
         self._arrivals = itertools.count(1)
-        self._leases = itertools.count(1)
+        self._serials = itertools.count(1)
         self._closed: PoolClosed | None = None
         # The pool's latest outcomes, so quarantine can tell a broken agent from bad items.
         self._outcomes = quarantine.CheckinWindow()
@@ -340,7 +340,7 @@ class Broker:
             ip=agent.pod.ip,
             port=self.policy.port,
             holder=holder,
-            lease=next(self._leases),
+            serial=next(self._serials),
         )
         agent.holders.append(checkout)
         agent.whole = agent.whole or whole

@@ -17,7 +17,7 @@ from collections.abc import Callable
 class Checkout:
     """One agent held by one holder, from checkout until checkin.
 
-    `lease` numbers every checkout of the broker, so a stale handle (checked in twice, or kept
+    `serial` numbers every checkout of the broker, so a stale handle (checked in twice, or kept
     after its agent was lost) can never act on a later checkout of the same agent. Handles
     compare by identity: two checkouts of one agent are never the same.
     """
@@ -27,7 +27,7 @@ class Checkout:
     ip: str | None
     port: int
     holder: str
-    lease: int
+    serial: int
     lost_reason: str | None = dataclasses.field(default=None, init=False)
     waited: bool = dataclasses.field(default=False, init=False)
     """The checkout found no agent free and waited for one (a scale-up, or a busy pool)."""

@@ -61,18 +61,18 @@ async def call_held(
 
 
 async def return_agent(
-    runtime: Runtime, handle: PoolHandle, checkout: Checkout, verdict: CheckinOutcome
+    runtime: Runtime, handle: PoolHandle, checkout: Checkout, outcome: CheckinOutcome
 ) -> None:
     """Give an agent back to its pool, resetting it first when the pool asks for that; an agent
     whose reset fails is retired."""
     if (
-        verdict in (CheckinOutcome.SUCCESS, CheckinOutcome.FAILURE)
+        outcome in (CheckinOutcome.SUCCESS, CheckinOutcome.FAILURE)
         and handle.reset_between_items
         and not checkout.is_lost
         and not await runtime.agents.reset(checkout.endpoint, handle.token)
     ):
-        verdict = CheckinOutcome.RESET_FAILED
-    handle.broker.checkin(checkout, verdict)
+        outcome = CheckinOutcome.RESET_FAILED
+    handle.broker.checkin(checkout, outcome)
 
 
 async def return_when_idle(

@@ -22,8 +22,7 @@ from agentpool.handlers.checkins import call_held, return_agent, return_later
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import InvokeResult
 from agentpool.pool.checkin import pool_not_found
-from agentpool.runs.contracts import Checkout as RunCheckout
-from agentpool.runs.contracts import CheckoutTerms, Waiting
+from agentpool.runs.contracts import CheckoutTerms, HeldAgent, Waiting
 
 
 @dataclass
@@ -113,7 +112,7 @@ class BrokerDispatcher:
         return await serving.find_pool(self._runtime, self._namespace, pool) is not None
 
     async def invoke(
-        self, checkout: RunCheckout, envelope: dict[str, Any], *, timeout: float, cast: bool
+        self, checkout: HeldAgent, envelope: dict[str, Any], *, timeout: float, cast: bool
     ) -> InvokeResult:
         assert isinstance(checkout, AgentCheckout)
         inner = checkout.inner
@@ -155,12 +154,12 @@ class BrokerDispatcher:
             self._series[(name, run)] = series
         return series
 
-    async def checkin(self, checkout: RunCheckout, outcome: CheckinOutcome) -> None:
+    async def checkin(self, checkout: HeldAgent, outcome: CheckinOutcome) -> None:
         assert isinstance(checkout, AgentCheckout)
         handle, inner = checkout.handle, checkout.inner
-        verdict = CheckinOutcome(outcome)
-        if (checkout.cast and verdict in (CheckinOutcome.SUCCESS, CheckinOutcome.FAILURE)) or (
-            checkout.abandoned and verdict is CheckinOutcome.LOST and not inner.is_lost
+        outcome = CheckinOutcome(outcome)
+        if (checkout.cast and outcome in (CheckinOutcome.SUCCESS, CheckinOutcome.FAILURE)) or (
+            checkout.abandoned and outcome is CheckinOutcome.LOST and not inner.is_lost
         ):
             # A cast item, or one whose run stopped mid-call, is still running on the agent: its
             # slot goes back once the agent reports that item done.
@@ -172,7 +171,7 @@ class BrokerDispatcher:
                 call_timeout=checkout.call_timeout,
             )
             return
-        await return_agent(self._runtime, handle, inner, verdict)
+        await return_agent(self._runtime, handle, inner, outcome)
 
 
 def _lost(inner: Checkout) -> InvokeResult:

@@ -188,8 +188,8 @@ class GatewayCalls:
                 # and the item goes to the next agent, costing the caller nothing.
                 handle.broker.checkin(checkout, CheckinOutcome.LOST)
                 continue
-            verdict = CheckinOutcome.LOST if result.lost else CheckinOutcome.FAILURE
-            self._give_back(handle, checkout, verdict)
+            outcome = CheckinOutcome.LOST if result.lost else CheckinOutcome.FAILURE
+            self._give_back(handle, checkout, outcome)
             raise errors.from_agent(result.reason, result.message)
         raise errors.from_agent(
             protocol.UNAUTHORIZED,
@@ -242,10 +242,10 @@ class GatewayCalls:
             return InvokeResult(ok=False, reason=protocol.AGENT_LOST, message=reason, lost=True)
         return result
 
-    def _give_back(self, handle: PoolHandle, checkout: Checkout, verdict: CheckinOutcome) -> None:
+    def _give_back(self, handle: PoolHandle, checkout: Checkout, outcome: CheckinOutcome) -> None:
         """Give the agent back now; a reset the pool asks for runs after the caller has its
         answer, the agent held until it is done."""
         if handle.reset_between_items and not checkout.is_lost:
-            in_background(self._runtime, return_agent(self._runtime, handle, checkout, verdict))
+            in_background(self._runtime, return_agent(self._runtime, handle, checkout, outcome))
             return
-        handle.broker.checkin(checkout, verdict)
+        handle.broker.checkin(checkout, outcome)

@@ -9,8 +9,8 @@ protocols in :mod:`agentpool.runs.contracts`, then awaits :meth:`RunEngine.run`.
 from agentpool.pool.checkin import CheckoutFailed, PoolExhausted, PoolNotFound
 from agentpool.runs.config import RunConfig, config_from_spec
 from agentpool.runs.contracts import Clock, Dispatcher, Invoker, Journal, StatusSink, SystemClock
+from agentpool.runs.ending import RunEnd
 from agentpool.runs.engine import RunEngine
-from agentpool.runs.outcome import RunEnd
 from agentpool.runs.results import iter_results
 from agentpool.runs.sources import (
     ItemSource,

@@ -1,4 +1,4 @@
-"""What wakes the run engine's loop: news from its slots, its intake or its callers, or a
+"""What wakes the run engine's loop: news from its lanes, its intake or its callers, or a
 deadline (the next status write, retry or poll of the source).
 
 The loop turns about once per item, and its deadline (the next status write) seldom changes
@@ -21,7 +21,7 @@ class Alarm:
         self._timer: asyncio.Task[None] | None = None
         self._timer_at: float | None = None
 
-    def ring(self) -> None:
+    def wake(self) -> None:
         """Something happened that the loop must look at."""
         self._event.set()
 
@@ -30,16 +30,16 @@ class Alarm:
         self._event.clear()
 
     async def wait(self, deadline: float | None) -> None:
-        """Until :meth:`ring`, or ``deadline``."""
+        """Until :meth:`wake`, or ``deadline``."""
         timer = self._timer
         if deadline != self._timer_at or timer is None or timer.done():
             self.disarm()
             if deadline is not None:
                 self._timer_at = deadline
-                self._timer = asyncio.ensure_future(self._ring_at(deadline))
+                self._timer = asyncio.ensure_future(self._wake_at(deadline))
         await self._event.wait()
 
-    async def _ring_at(self, deadline: float) -> None:
+    async def _wake_at(self, deadline: float) -> None:
         await self._clock.sleep(deadline - self._clock.now())
         self._event.set()
 

@@ -1,6 +1,6 @@
 """Which attempt each unfinished item of a run is on, and how many retries the run has made.
 
-An item without a result is in flight (it holds one of the run's ``cap`` slots: its checkout or
+An item without a result is in flight (it holds one of the run's ``cap`` lanes: its checkout or
 its call), waiting for a retry (an attempt failed and the next waits for its back-off or a free
 agent), or not started. :class:`Attempts` keeps the first two apart, so ``status.active`` never
 counts more than ``cap``; it counts ``retries`` when an attempt past an item's first starts, and
@@ -31,7 +31,7 @@ class Attempts:
     """The attempts of a run's unfinished items, and the durable part of them in status."""
 
     in_flight: dict[str, int] = field(default_factory=dict)
-    """Items holding a slot, with the attempt they are on."""
+    """Items holding a lane, with the attempt they are on."""
     retrying: dict[str, int] = field(default_factory=dict)
     """Items waiting for their next attempt, with the attempts they have made."""
     retries: int = 0

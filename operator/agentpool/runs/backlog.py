@@ -2,7 +2,7 @@
 have come from the source and not started yet.
 
 The engine names and routes each item as the intake hands it over and adds it to the backlog;
-its slots take items from the front, and put back at the front an item whose checkout found no
+its lanes take items from the front, and put back at the front an item whose checkout found no
 agent, and retries once their back-off is over. An item whose pool does not exist is parked
 instead, with the reason, and never starts: once the rest has drained, the run is deadlocked.
 """

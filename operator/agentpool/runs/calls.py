@@ -1,6 +1,6 @@
 """One attempt at one item: check out an agent, hand it the item's envelope, check it back in.
 
-The engine's slots make every attempt through a :class:`Caller`. A retry goes to another agent
+The engine's lanes make every attempt through a :class:`Caller`. A retry goes to another agent
 than the one that failed it when one is free at once. The agent gets the envelope of the agent
 protocol (:func:`agentpool.agent.envelopes.envelope_body`); what it answers becomes a
 :class:`Verdict` (:func:`judge`, pure): an output (encoded once, for the size cap, the result
@@ -23,9 +23,9 @@ from agentpool.pool.checkin import CheckinOutcome, CheckoutFailed
 from agentpool.runs.backlog import Work
 from agentpool.runs.config import RunConfig
 from agentpool.runs.contracts import (
-    Checkout,
     CheckoutTerms,
     Dispatcher,
+    HeldAgent,
     Invoker,
     InvokeResult,
     Waiting,
@@ -100,7 +100,7 @@ class Caller:
         )
         return terms
 
-    async def checkout(self, work: Work) -> Checkout:
+    async def checkout(self, work: Work) -> HeldAgent:
         """An agent for ``work``: another than the last one to fail it, when one is free at
         once. Raises the dispatcher's :class:`CheckoutFailed` (or ``PoolNotFound``)."""
         terms = self._terms.get(work.pool) or self._new_terms(work.pool)
@@ -110,7 +110,7 @@ class Caller:
         # A retry goes to another agent when one is free at once; else to the same one. With
         # several slots the strategy may hand out the same agent again for its free slots, so
         # those are held until another agent comes or none is free: the count of slots bounds it.
-        same: list[Checkout] = []
+        same: list[HeldAgent] = []
         try:
             other = await self._dispatcher.checkout(terms.at_once())
             while other.agent == work.last_agent:
@@ -127,11 +127,11 @@ class Caller:
         await self._give_back([checkout, *same])
         return other
 
-    async def _give_back(self, checkouts: list[Checkout]) -> None:
+    async def _give_back(self, checkouts: list[HeldAgent]) -> None:
         for held in checkouts:
             await self._dispatcher.checkin(held, CheckinOutcome.UNUSED)
 
-    async def call(self, work: Work, checkout: Checkout) -> Verdict:
+    async def call(self, work: Work, checkout: HeldAgent) -> Verdict:
         """Hand ``work`` to the agent checked out for it, and give the agent back."""
         try:
             verdict = await self._invoke(work, checkout)
@@ -143,7 +143,7 @@ class Caller:
             raise
         return verdict
 
-    async def _invoke(self, work: Work, checkout: Checkout) -> Verdict:
+    async def _invoke(self, work: Work, checkout: HeldAgent) -> Verdict:
         config = self._config
         spec = config.spec
         body = envelope_body(

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from agentpool.pool.checkin import CheckinOutcome
 
 
-class Checkout(Protocol):
+class HeldAgent(Protocol):
     """An agent handed to one item until it is checked back in."""
 
     @property
@@ -61,14 +61,14 @@ class CheckoutTerms:
 class Dispatcher(Protocol):
     """The broker as a run sees it: checkout an agent of a pool, and give it back."""
 
-    async def checkout(self, terms: CheckoutTerms, *, waiting: Waiting | None = None) -> Checkout:
+    async def checkout(self, terms: CheckoutTerms, *, waiting: Waiting | None = None) -> HeldAgent:
         """An agent of ``terms.pool``; raises ``PoolNotFound`` or another ``CheckoutFailed``.
 
         While the pool is not there, the checkout says so through ``waiting``, at once.
         """
         ...
 
-    async def checkin(self, checkout: Checkout, outcome: CheckinOutcome) -> None:
+    async def checkin(self, checkout: HeldAgent, outcome: CheckinOutcome) -> None:
         """Return the agent to its pool."""
         ...
 
@@ -94,7 +94,7 @@ class Invoker(Protocol):
     """The agent client: hand an envelope to a checked-out agent."""
 
     async def invoke(
-        self, checkout: Checkout, envelope: dict[str, Any], *, timeout: float, cast: bool
+        self, checkout: HeldAgent, envelope: dict[str, Any], *, timeout: float, cast: bool
     ) -> InvokeResult: ...
 
 

@@ -1,7 +1,7 @@
 """The PoolRun engine: drives a run's items through its pools, and reports as it goes.
 
 It keeps up to ``cap`` items in flight, each one a checkout, a call and a checkin; retries failed
-attempts with back-off (to another agent when one is free); records every outcome in its ledger
+attempts with back-off (to another agent when one is free); records every verdict in its ledger
 and its journal, when it has one, so that an operator crash re-runs only what was in flight;
 writes status in batches; and ends Drained or Deadlocked. The kopf daemon of a PoolRun builds one
 per run with the injected dispatcher, invoker, sink, journal and clock, and awaits
@@ -9,9 +9,9 @@ per run with the injected dispatcher, invoker, sink, journal and clock, and awai
 
 This module is the loop that joins the parts. The :mod:`~agentpool.runs.intake` takes items
 from the source and names them; the :mod:`~agentpool.runs.feed` admits them into its
-:mod:`~agentpool.runs.backlog` and lets the next through; the :mod:`~agentpool.runs.slots` carry
+:mod:`~agentpool.runs.backlog` and lets the next through; the :mod:`~agentpool.runs.lanes` carry
 them, each attempt made by :mod:`~agentpool.runs.calls`; :mod:`~agentpool.runs.retries` decide
-when a failed one goes again; :mod:`~agentpool.runs.journaling` records outcomes in the ledger
+when a failed one goes again; :mod:`~agentpool.runs.journaling` records verdicts in the ledger
 and the journal; :mod:`~agentpool.runs.reporting` writes status; the :mod:`~agentpool.runs.alarm`
 wakes the loop. Each part takes the run's :class:`~agentpool.runs.shared.RunShared` (its clock,
 ledger, recorder, wait notes and signals), made once here, and only what is its own besides.
@@ -29,14 +29,14 @@ from agentpool.runs.alarm import Alarm
 from agentpool.runs.calls import Caller
 from agentpool.runs.config import RunConfig
 from agentpool.runs.contracts import Clock, Dispatcher, Invoker, Journal, StatusSink, SystemClock
+from agentpool.runs.ending import RunEnd, end_now
 from agentpool.runs.feed import Feed
 from agentpool.runs.intake import Intake
 from agentpool.runs.journaling import Recorder, decode_entry, replay
-from agentpool.runs.outcome import RunEnd, outcome_now
+from agentpool.runs.lanes import Lanes
 from agentpool.runs.reporting import Reporter
 from agentpool.runs.retries import Retries
 from agentpool.runs.shared import RunShared
-from agentpool.runs.slots import Slots
 from agentpool.runs.sources import ItemSource
 from agentpool.runs.waits import WaitNotes, Waits
 from agentpool.settings import RunSettings
@@ -66,7 +66,7 @@ class RunEngine:
         self._clock = clock or SystemClock()
         self._alarm = Alarm(self._clock)
         waits = Waits()
-        self._notes = WaitNotes(waits, self._clock, self._mark_dirty)
+        self._notes = WaitNotes(waits, self._clock, self._changed)
         self._suspended = suspended
         status = status or {}
         entries = [decode_entry(raw) for raw in journal.load()] if journal is not None else []
@@ -83,8 +83,8 @@ class RunEngine:
             ledger=self.ledger,
             records=self._records,
             waiting=self._notes,
-            wake=self._alarm.ring,
-            changed=self._mark_dirty,
+            wake=self._alarm.wake,
+            changed=self._changed,
         )
         self._report = Reporter(
             shared,
@@ -113,7 +113,7 @@ class RunEngine:
                 replayable=source.replayable, journaled=journal is not None
             ),
         )
-        self._slots = Slots(
+        self._slots = Lanes(
             config.spec.cap,
             shared,
             feed=self._feed,
@@ -127,13 +127,13 @@ class RunEngine:
         """Follow ``spec.suspend``: finish what is in flight and dispatch nothing more, or go on."""
         if suspended != self._suspended:
             self._suspended = suspended
-            self._alarm.ring()
+            self._alarm.wake()
 
     def stop_source(self, reason: str, message: str) -> None:
         """The source can no longer be trusted (it changed under the run): start nothing more,
         let what is in flight finish, and fail the run with ``reason``."""
         if self._feed.stop(reason, message):
-            self._alarm.ring()
+            self._alarm.wake()
 
     async def run(self) -> RunEnd:
         """Drive the run to its end, and return how it ended (also written to status)."""
@@ -164,11 +164,11 @@ class RunEngine:
                 self._suspended, idle=not self._slots, total=self._total()
             )
             if not self._slots:
-                outcome = self._outcome()
-                if outcome is not None:
-                    await self._report.finish(outcome, total=self._total())
+                end = self._end()
+                if end is not None:
+                    await self._report.finish(end, total=self._total())
                     self._records.discard()
-                    return outcome
+                    return end
             if self._report.due(held=self._held_on_write()):
                 declare = await self._feed.upcoming(now) if self._may_dispatch() else []
                 await self._report.write(total=self._total(), declare=declare)
@@ -184,10 +184,10 @@ class RunEngine:
         # With nothing running, every unwritten item is done: a write frees the whole limit.
         return self._feed.held and not self._slots
 
-    def _mark_dirty(self) -> None:
+    def _changed(self) -> None:
         """Status has news: the loop arms its write timer the first time after a write."""
-        if self._report.mark_dirty():
-            self._alarm.ring()
+        if self._report.changed():
+            self._alarm.wake()
 
     def _next_deadline(self) -> float | None:
         deadlines = [
@@ -199,8 +199,8 @@ class RunEngine:
             deadlines.append(self._intake.next_poll)
         return min((at for at in deadlines if at is not None), default=None)
 
-    def _outcome(self) -> RunEnd | None:
-        return outcome_now(
+    def _end(self) -> RunEnd | None:
+        return end_now(
             policy=self.config.spec.failures,
             total=self._total(),
             done=self.ledger.succeeded + self.ledger.failed,

@@ -1,6 +1,6 @@
 """Which item a run starts next: taken from its source, admitted, and let through the re-run limit.
 
-The engine's slots ask the :class:`Feed` for their next item. It comes from the backlog (retries
+The engine's lanes ask the :class:`Feed` for their next item. It comes from the backlog (retries
 that are due first), and when that is empty from the intake: an item recorded already is
 skipped, one that cannot be named or routed fails at once, the rest join the backlog with the
 attempt they start on. A run with a re-run limit (no journal to note starts) lets an item start
@@ -29,7 +29,7 @@ from agentpool.runs.status import RunLedger
 
 @dataclass(slots=True, eq=False, repr=False)
 class Feed:
-    """The items a run's slots start, one at a time, in order."""
+    """The items a run's lanes start, one at a time, in order."""
 
     config: RunConfig
     shared: InitVar[RunShared]
@@ -85,7 +85,7 @@ class Feed:
         return self._backlog.missing()
 
     def reopen(self) -> None:
-        """A fill of the run's slots begins: it is held only if the limit stops it again."""
+        """A fill of the run's lanes begins: it is held only if the limit stops it again."""
         self.held = False
 
     async def take(self, now: float) -> Work | None:

@@ -1,7 +1,7 @@
 """How a run takes items from its source: one request at a time, backing off while none is ready,
 and each item named as it comes.
 
-The engine's slots all take items through one :class:`Intake`: a slot asking while another request
+The engine's lanes all take items through one :class:`Intake`: a lane asking while another request
 is on its way gets nothing (it does not wait in line), a source that answers "nothing ready yet" is
 asked again after a back-off that doubles between the run settings' source poll times, and the back-
 off starts over when the run's active items change (the source may have something for it then). Each
@@ -14,12 +14,12 @@ Each request says how many items the source may send (its ``room``: twice ``cap`
 in flight, at least one, at most the settings' batch size), and a source may answer that many in
 one batch. The intake names a batch's items as it comes, in order, hands them out one a take, and
 asks again only once it has handed out the last: a run holds at most twice ``cap`` items it took
-and has not finished, ``cap`` of them in its slots, so a slot that frees finds its next item
+and has not finished, ``cap`` of them in its lanes, so a lane that frees finds its next item
 waiting instead of waiting for a request. An item
 taken ahead reached no agent; like an item in flight, it lives in the operator's memory only (the
 HTTP source is not replayable), so at an operator restart it runs when the source service hands
 it out again, and then as its first attempt, which it is. A source that answers more items than
-it was asked for loses none: the extra ones are handed out, to slots as they free, before it is
+it was asked for loses none: the extra ones are handed out, to lanes as they free, before it is
 asked again.
 
 A source that may be slow (any but a list known up front: a source service over HTTP) is asked in a
@@ -81,7 +81,7 @@ class Intake:
         self._waiting = shared.waiting
         # A source slow to answer is waited on for one status interval before the run says so.
         self._patience = settings.status_interval_seconds
-        self._ready = shared.wake
+        self._wake = shared.wake
         # A list known up front answers at once: no task, no wait.
         self._slow = not isinstance(source, ListSource)
         self._source_done = False
@@ -104,14 +104,14 @@ class Intake:
 
     def room(self, *, taking: int = 0) -> int:
         """How many items the next request may bring: twice cap less those in flight (and
-        ``taking``, handed out and about to start), so that up to cap wait ahead of the slots;
+        ``taking``, handed out and about to start), so that up to cap wait ahead of the lanes;
         at least one."""
         held = self._ledger.attempts.active + taking
         return max(1, min(self._batch_max, 2 * self._cap - held))
 
     async def take(self, active: Sequence[str], now: float) -> Named | None:
         """The source's next item, named; None when there is none now: the source is done, has
-        nothing ready, is still answering, or another slot is asking it. Raises the source's
+        nothing ready, is still answering, or another lane is asking it. Raises the source's
         SourceError."""
         if not self._batch:
             await self._pull(active, now)
@@ -123,8 +123,8 @@ class Intake:
         return named
 
     def _ask_ahead(self, active: Sequence[str], now: float) -> None:
-        """The batch's last item is handed out: ask for the next one now, while the slots are
-        busy, so that a slot that frees finds items waiting rather than a request to make."""
+        """The batch's last item is handed out: ask for the next one now, while the lanes are
+        busy, so that a lane that frees finds items waiting rather than a request to make."""
         if self._slow and not self._source_done and self._request is None and now >= self.next_poll:
             self._send(active, taking=1)
 
@@ -197,9 +197,9 @@ class Intake:
     def _answered(self, request: asyncio.Task[Pulled | Batch | Signal]) -> None:
         answered = not request.cancelled() and request.exception() is None
         if answered and isinstance(request.result(), Pulled | Batch):
-            # It answered: an answer asked ahead may wait a while for a slot to take it.
+            # It answered: an answer asked ahead may wait a while for a lane to take it.
             self._end_wait()
-        self._ready()
+        self._wake()
 
     def _note(self, message: str, *, after: float = 0.0) -> None:
         self._waiting_since_noted = True

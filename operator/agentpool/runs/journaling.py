@@ -174,7 +174,7 @@ class Recorder:
         self._journal = journal
 
     def start(self, key: str, *, attempt: int, index: int) -> None:
-        """``key`` takes a slot on ``attempt``."""
+        """``key`` takes a lane on ``attempt``."""
         self._ledger.start(key, attempt=attempt)
         if self._journal is not None:
             self._journal.append(encode_entry(Started(key=key, attempt=attempt, index=index)))

@@ -1,6 +1,6 @@
 """How a run reports: batched status writes, conditions, and rate-limited Events.
 
-The engine marks the status dirty (:meth:`Reporter.mark_dirty`) as things happen and asks
+The engine says status has news (:meth:`Reporter.changed`) as things happen and asks
 :class:`Reporter` to write when :func:`flush_due` allows, at most once per interval (sooner when
 dispatch waits on the write) and once at the end; ConfigMaps go before the status that names
 them, and a write that fails on a passing API error is retried. Each write seals the run's
@@ -19,7 +19,7 @@ from typing import Any
 from agentpool.api.conditions import format_time
 from agentpool.api.reasons import EventReason
 from agentpool.runs.contracts import Journal, StatusSink
-from agentpool.runs.outcome import RunEnd, final_conditions, running_conditions
+from agentpool.runs.ending import RunEnd, final_conditions, running_conditions
 from agentpool.runs.shared import RunShared
 from agentpool.runs.status import flush_due
 from agentpool.runs.waits import Waits
@@ -75,7 +75,7 @@ class Reporter:
             self.start_time = format_time(self._clock.now())
             await self._sink.event("Normal", EventReason.STARTED, message)
 
-    def mark_dirty(self) -> bool:
+    def changed(self) -> bool:
         """Status has news; True when it had none since the last write (the engine then arms
         its write timer)."""
         if self._dirty:
@@ -227,22 +227,22 @@ class Reporter:
         self._events.add(task)
         task.add_done_callback(self._events.discard)
 
-    async def finish(self, outcome: RunEnd, *, total: int) -> None:
+    async def finish(self, end: RunEnd, *, total: int) -> None:
         """The last write and the closing Event: Drained, Deadlocked or SourceFailed."""
         now = self._clock.now()
-        self.phase = outcome.phase
-        self._conditions = final_conditions(self._conditions, outcome, now=now)
+        self.phase = end.phase
+        self._conditions = final_conditions(self._conditions, end, now=now)
         self._conditions_dirty = False
         extra: dict[str, Any] = {
-            "message": outcome.message,
+            "message": end.message,
             "completionTime": format_time(now),
             "conditions": self._conditions,
         }
-        if outcome.result is not None:
-            extra["result"] = outcome.result
+        if end.result is not None:
+            extra["result"] = end.result
         await self.write(total=total, extra=extra)
-        kind = "Normal" if outcome.phase == "Succeeded" else "Warning"
-        await self._sink.event(kind, outcome.result or outcome.reason, outcome.message)
+        kind = "Normal" if end.phase == "Succeeded" else "Warning"
+        await self._sink.event(kind, end.result or end.reason, end.message)
 
     async def close(self) -> None:
         """Wait for the Events still on their way."""

@@ -1,7 +1,7 @@
 """What the parts of one run's engine share: one value, made once per run and handed to each.
 
 The :class:`~agentpool.runs.engine.RunEngine` joins parts (the intake, the feed, the retries,
-the slots, the reporter) that all read the same clock, count in the same ledger, record through
+the lanes, the reporter) that all read the same clock, count in the same ledger, record through
 the same recorder, note what the run waits for in the same place and wake the same loop. The
 engine makes a :class:`RunShared` of those once, and each part's constructor takes it and only
 what is its own besides. A part keeps its own references to what it uses, taken at
@@ -32,7 +32,7 @@ class RunShared:
     """Where a part notes what the run waits for (a pool, the source), for its Waiting
     condition."""
     wake: Callable[[], None]
-    """Rings the engine's alarm, so its loop looks again: a slot is free, a retry or an item is
+    """Rings the engine's alarm, so its loop looks again: a lane is free, a retry or an item is
     ready."""
     changed: Callable[[], None]
     """Status has news: the next batched write carries it."""

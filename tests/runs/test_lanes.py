@@ -1,7 +1,7 @@
-"""The run's slots: at most cap items in flight, each slot going on to the next item, and a
-checkout that finds no agent while no slot holds one deadlocks the run.
+"""The run's lanes: at most cap items in flight, each lane going on to the next item, and a
+checkout that finds no agent while no lane holds one deadlocks the run.
 
-Tests of :class:`Slots` over the fake broker and agents, with the feed and ledger it drives.
+Tests of :class:`Lanes` over the fake broker and agents, with the feed and ledger it drives.
 """
 
 from __future__ import annotations
@@ -13,21 +13,21 @@ from runfakes import FakeClock, FakeDispatcher, FakeInvoker, echo, run_config, r
 from agentpool.runs.calls import Caller
 from agentpool.runs.feed import Feed
 from agentpool.runs.intake import Intake
-from agentpool.runs.slots import Slots
+from agentpool.runs.lanes import Lanes
 from agentpool.runs.sources import inline_source
 from agentpool.runs.status import RunLedger
 
 
-def slots(
+def lanes(
     clock: FakeClock, dispatcher: FakeDispatcher, items: list[Any], *, cap: int
-) -> tuple[Slots, RunLedger, Feed]:
+) -> tuple[Lanes, RunLedger, Feed]:
     config = run_config("run", pool="workers", cap=cap, checkout_timeout_seconds=1.0)
     ledger = RunLedger(run="run", replayable=True)
     shared, report, retries = run_parts(config, ledger, clock)
     intake = Intake(inline_source(items), shared)
     feed = Feed(config, shared, intake=intake, retries=retries, report=report, rerun_limit=None)
     invoker = FakeInvoker(clock, echo())
-    made = Slots(
+    made = Lanes(
         cap,
         shared,
         feed=feed,
@@ -39,23 +39,23 @@ def slots(
     return made, ledger, feed
 
 
-async def test_slots_carry_every_item_at_most_cap_at_a_time() -> None:
-    """Two slots carry five items: each slot goes on to the next item by itself."""
+async def test_lanes_carry_every_item_at_most_cap_at_a_time() -> None:
+    """Two lanes carry five items: each lane goes on to the next item by itself."""
     clock = FakeClock()
     dispatcher = FakeDispatcher(clock, {"workers": 2})
-    running_slots, ledger, feed = slots(clock, dispatcher, [{"n": n} for n in range(5)], cap=2)
+    running_lanes, ledger, feed = lanes(clock, dispatcher, [{"n": n} for n in range(5)], cap=2)
     async with running(clock):
-        await running_slots.fill(clock.now())
-        assert len(running_slots) == 2
+        await running_lanes.fill(clock.now())
+        assert len(running_lanes) == 2
         deadline = clock.now() + 60
         while ledger.succeeded < 5:
             assert clock.now() < deadline, "the items did not finish"
             await clock.sleep(0.1)
-            running_slots.reap()
-        await running_slots.stop()
+            running_lanes.reap()
+        await running_lanes.stop()
     assert dispatcher.most_held == 2
     assert feed.drained
-    assert running_slots.deadlock is None
+    assert running_lanes.deadlock is None
 
 
 async def test_no_agent_while_no_slot_holds_one_is_a_deadlock() -> None:
@@ -63,7 +63,7 @@ async def test_no_agent_while_no_slot_holds_one_is_a_deadlock() -> None:
     back to the front, and the run is deadlocked."""
     clock = FakeClock()
     dispatcher = FakeDispatcher(clock, {"workers": 0})
-    stuck, ledger, feed = slots(clock, dispatcher, [{"n": 0}], cap=1)
+    stuck, ledger, feed = lanes(clock, dispatcher, [{"n": 0}], cap=1)
     async with running(clock):
         await stuck.fill(clock.now())
         deadline = clock.now() + 60

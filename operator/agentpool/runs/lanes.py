@@ -1,11 +1,11 @@
-"""The ``cap`` slots of a run: each a task that carries items, one attempt at a time.
+"""The ``cap`` lanes of a run: each a task that carries items, one attempt at a time.
 
-The engine's loop fills free slots from the run's feed (:meth:`Slots.fill`); a slot makes its
+The engine's loop fills free lanes from the run's feed (:meth:`Lanes.fill`); a lane makes its
 item's attempt through the :class:`~agentpool.runs.calls.Caller`, records the verdict (an output,
 or the item goes to :class:`~agentpool.runs.retries.Retries`), and goes straight on with the next
 item when one may start at once. An item whose pool does not exist is parked; one that finds no
-agent goes back to the front, and when no other slot holds an agent either, the run is
-deadlocked (:attr:`Slots.deadlock`).
+agent goes back to the front, and when no other lane holds an agent either, the run is
+deadlocked (:attr:`Lanes.deadlock`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from agentpool.runs.shared import RunShared
 
 
 @dataclass(slots=True, eq=False, repr=False)
-class Slots:
+class Lanes:
     """The run's items in flight, at most ``cap`` of them."""
 
     cap: int
@@ -45,9 +45,9 @@ class Slots:
     changed: Callable[[], None] = field(init=False)
     """Called when status has news."""
     wake: Callable[[], None] = field(init=False)
-    """Called when the engine's loop must look: a slot is free, or a task is done."""
+    """Called when the engine's loop must look: a lane is free, or a task is done."""
     deadlock: str | None = field(default=None, init=False)
-    """Why a checkout found no agent while no slot held one."""
+    """Why a checkout found no agent while no lane held one."""
     _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
     _holding: int = field(default=0, init=False)
 
@@ -56,11 +56,11 @@ class Slots:
         self.changed, self.wake = shared.changed, shared.wake
 
     def __len__(self) -> int:
-        """Slots in use."""
+        """Lanes in use."""
         return len(self._tasks)
 
     async def fill(self, now: float) -> None:
-        """Start items in the free slots, as many as may start now."""
+        """Start items in the free lanes, as many as may start now."""
         self.feed.reopen()
         while len(self._tasks) < self.cap:
             work = await self.feed.take(now)
@@ -74,7 +74,7 @@ class Slots:
             task.add_done_callback(self._task_done)
 
     def reap(self) -> None:
-        """Free the slots whose task is done; raises what a task raised."""
+        """Free the lanes whose task is done; raises what a task raised."""
         for task in [task for task in self._tasks if task.done()]:
             self._tasks.discard(task)
             task.result()
@@ -89,11 +89,11 @@ class Slots:
         self.wake()
 
     async def _drive(self, work: Work) -> None:
-        """Carry items through one slot, from ``work`` on.
+        """Carry items through one lane, from ``work`` on.
 
-        Once an item is done the slot goes straight on with the next, when one may start at
+        Once an item is done the lane goes straight on with the next, when one may start at
         once: a loop turn and a task fewer per item. Anything else (a suspend, a limit, nothing
-        ready, another slot asking the source) ends the task, and the loop decides.
+        ready, another lane asking the source) ends the task, and the loop decides.
         """
         while await self._carry(work):
             if not self.may_start():
@@ -105,7 +105,7 @@ class Slots:
                 return
             work = taken
             if len(self._tasks) < self.cap:
-                # Slots are free (the source had nothing for a while): the loop fills them.
+                # Lanes are free (the source had nothing for a while): the loop fills them.
                 self.wake()
 
     async def _carry(self, work: Work) -> bool:

@@ -3,7 +3,7 @@
 Pure functions of what the engine counted. A drained run succeeds unless items failed under the
 ``Fail`` policy; a deadlocked run (items remain, none can start) fails whatever the policy, since
 work was left undone, with a message that names the cause; a source that cannot give items fails
-the run. The engine calls :func:`outcome_now` whenever nothing is in flight; conditions are
+the run. The engine calls :func:`end_now` whenever nothing is in flight; conditions are
 stamped by :func:`agentpool.api.conditions.set_condition`.
 """
 
@@ -28,7 +28,7 @@ class RunEnd:
     message: str
 
 
-def decide_outcome(
+def decide_end(
     *,
     result: RunResult | None,
     policy: FailurePolicy,
@@ -56,7 +56,7 @@ def decide_outcome(
     return RunEnd("Succeeded", result, Reason.DRAINED, message)
 
 
-def outcome_now(
+def end_now(
     *,
     policy: FailurePolicy,
     total: int,
@@ -84,7 +84,7 @@ def outcome_now(
     result: RunResult | None = None
     if source_error is None:
         result = "Deadlocked" if cause is not None else "Drained"
-    return decide_outcome(
+    return decide_end(
         result=result,
         policy=policy,
         total=total,
@@ -128,29 +128,29 @@ def running_conditions(
 
 
 def final_conditions(
-    conditions: Sequence[Mapping[str, Any]], outcome: RunEnd, *, now: float
+    conditions: Sequence[Mapping[str, Any]], end: RunEnd, *, now: float
 ) -> list[dict[str, Any]]:
-    """Conditions of a finished run: Complete or Failed true, with the outcome's words."""
-    succeeded = outcome.phase == "Succeeded"
+    """Conditions of a finished run: Complete or Failed true, with the end's words."""
+    succeeded = end.phase == "Succeeded"
     result = set_condition(
         conditions,
         ConditionType.COMPLETE,
         succeeded,
-        reason=outcome.reason,
-        message=outcome.message,
+        reason=end.reason,
+        message=end.message,
         now=now,
     )
     result = set_condition(
         result,
         ConditionType.FAILED,
         not succeeded,
-        reason=outcome.reason,
-        message=outcome.message,
+        reason=end.reason,
+        message=end.message,
         now=now,
     )
     result = set_condition(
-        result, ConditionType.SUSPENDED, False, reason=outcome.reason, message="finished", now=now
+        result, ConditionType.SUSPENDED, False, reason=end.reason, message="finished", now=now
     )
     return set_condition(
-        result, ConditionType.WAITING, False, reason=outcome.reason, message="finished", now=now
+        result, ConditionType.WAITING, False, reason=end.reason, message="finished", now=now
     )
