@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import kopf
 
-from agentpool.api import AgentLeaseSpec
+from agentpool.api import AgentLeaseSpec, parse_spec
 from agentpool.api.conditions import format_time
 from agentpool.api.reasons import EventReason, Reason
 from agentpool.broker import CheckinOutcome, Checkout, PoolClosed, PoolExhausted
@@ -137,7 +137,7 @@ async def take_agent(
 ) -> binds.Binding | None:
     """The lease's agent, bound to it (or still bound from before a restart) and reported
     Bound; None when the lease cannot have one (reported Failed) or its task stopped."""
-    spec = AgentLeaseSpec.model_validate(body.get("spec") or {})
+    spec = parse_spec(AgentLeaseSpec, body.get("spec"))
     status = dict(body.get("status") or {})
     too_large = None if status.get("agent") else binding.oversized_context(spec.context)
     if too_large is not None:

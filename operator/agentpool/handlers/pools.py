@@ -20,7 +20,7 @@ from typing import Any
 import kopf
 
 from agentpool import metrics
-from agentpool.api import AgentPoolSpec
+from agentpool.api import AgentPoolSpec, parse_spec
 from agentpool.api.reasons import EventReason, RetireReason
 from agentpool.broker.registry import PoolKey
 from agentpool.handlers import failures, gatewaysetup, tokens
@@ -110,7 +110,7 @@ async def start_pool(runtime: Runtime, body: kopf.Body, key: PoolKey) -> PoolHan
     each pod listed, which at 10,000 agents kept a restarted operator from serving any pool for
     minutes."""
     namespace, name = key
-    spec = AgentPoolSpec.model_validate(body.get("spec") or {})
+    spec = parse_spec(AgentPoolSpec, body.get("spec"))
     policy = policy_of(spec)
     wake = asyncio.Event()
     handle = PoolHandle(
@@ -230,7 +230,7 @@ def _forget_counts(runtime: Runtime, key: PoolKey) -> None:
 async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> float:
     """One pass: plan from what is observed, apply, report. Returns when to look again."""
     pool = dict(body)
-    spec = AgentPoolSpec.model_validate(pool.get("spec") or {})
+    spec = parse_spec(AgentPoolSpec, pool.get("spec"))
     await tokens.keep_token_secret(runtime, handle, body)
     await _keep_gateway_published(runtime, handle)
     policy = policy_of(spec, token=handle.token)

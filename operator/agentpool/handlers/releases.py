@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentpool.api import AgentLeaseSpec
+from agentpool.api import AgentLeaseSpec, parse_spec
 from agentpool.api.reasons import EventReason, Reason
 from agentpool.broker import CheckinOutcome
 from agentpool.broker.registry import PoolKey
@@ -69,7 +69,7 @@ async def lease_release(runtime: Runtime, body: dict[str, Any], key: PoolKey) ->
     running = runtime.leases.tasks.get(key)
     if running is not None:
         running.stop.set(deleted=True)
-    pool = AgentLeaseSpec.model_validate(body.get("spec") or {}).pool_ref.name
+    pool = parse_spec(AgentLeaseSpec, body.get("spec")).pool_ref.name
     async with runtime.leases.lock(key):
         # Under the lock: a bind still in flight has answered, and its agent is held.
         checkout = runtime.leases.take(key)

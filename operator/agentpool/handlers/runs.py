@@ -17,13 +17,13 @@ from collections.abc import Iterable
 from typing import Any
 
 import kopf
-import pydantic
 
 from agentpool import metrics
-from agentpool.api import AgentPoolSpec, PoolRunSpec
+from agentpool.api import AgentPoolSpec, PoolRunSpec, SpecError, parse_spec
 from agentpool.api.conditions import now_time
 from agentpool.api.reasons import Reason
 from agentpool.broker.registry import PoolKey
+from agentpool.handlers import serving
 from agentpool.handlers.dispatch import BrokerDispatcher
 from agentpool.handlers.registration import KindHandlers
 from agentpool.handlers.runtime import Runtime
@@ -115,11 +115,9 @@ async def pool_timeouts(
     pool not found yet is left out (the API's defaults apply)."""
     found = {}
     for pool in sorted(set(pools)):
-        try:
-            spec = (await runtime.kube.get_custom("agentpools", namespace, pool)).get("spec") or {}
-        except NotFound:
-            continue
-        found[pool] = AgentPoolSpec.model_validate(spec)
+        stored = await serving.find_pool(runtime, namespace, pool)
+        if stored is not None:
+            found[pool] = parse_spec(AgentPoolSpec, stored.get("spec"))
     return found
 
 
@@ -229,11 +227,12 @@ async def drive(
     arrived = time.time()
     raw_spec = dict(body.get("spec") or {})
     try:
-        spec = PoolRunSpec.model_validate(raw_spec)
-    except pydantic.ValidationError as error:
+        spec = parse_spec(PoolRunSpec, raw_spec)
+    except SpecError as error:
         # The CRD's schema admits nearly nothing invalid; what slips through (an older CRD,
-        # say) ends the run with a condition that says what to fix.
-        patch = lifecycle.invalid_spec_status(f"the spec is invalid: {error}", finished=now_time())
+        # say) ends the run with a condition that names each field to fix.
+        message = "the spec is invalid: " + "; ".join(error.errors)
+        patch = lifecycle.invalid_spec_status(message, finished=now_time())
         await KubeSink(runtime, body).write(patch)
         return None
     engine, journal = await build_engine(
