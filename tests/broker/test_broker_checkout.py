@@ -9,9 +9,9 @@ from collections.abc import Callable
 
 import pytest
 
-from agentpool.broker import Broker, CheckinOutcome, Checkout, PoolClosed, PoolExhausted
+from agentpool.broker import Broker, Checkout
 from agentpool.pool import ObservedAgent, PoolPolicy
-from agentpool.pool.checkin import TooManyWaiters
+from agentpool.pool.checkin import CheckinOutcome, PoolClosed, PoolExhausted, TooManyWaiters
 
 
 class FakeClock:

@@ -8,9 +8,10 @@ import random
 
 import pytest
 
-from agentpool.broker import Broker, Brokers, CheckinOutcome, PoolClosed, PoolExhausted
+from agentpool.broker import Broker, Brokers
 from agentpool.broker.records import AgentRecord
 from agentpool.pool import ObservedAgent, PoolPolicy, plan
+from agentpool.pool.checkin import CheckinOutcome, PoolClosed, PoolExhausted
 
 
 def agent(name: str, **fields: object) -> ObservedAgent:

@@ -15,12 +15,13 @@ from test_broker_checkout import queued, wait_until
 from agentpool.agent import Agent, Context
 from agentpool.agent.server import AgentServer
 from agentpool.agent.settings import Settings
-from agentpool.broker import Broker, CheckinOutcome
+from agentpool.broker import Broker
 from agentpool.handlers.dispatch import BrokerDispatcher
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import AgentClient
 from agentpool.io.kube import Kube
 from agentpool.pool import ObservedAgent, PoolPolicy
+from agentpool.pool.checkin import CheckinOutcome
 from agentpool.runs.contracts import CheckoutTerms
 
 TOKEN = "pool-token-cast"

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from agentpool.broker import Broker, PoolExhausted
+from agentpool.broker import Broker
 from agentpool.handlers.recovery import restore_held_agents
 from agentpool.io.agents import AgentStatus
 from agentpool.pool import ObservedAgent, PoolPolicy
+from agentpool.pool.checkin import PoolExhausted
 from agentpool.settings import OperatorSettings, RecoverySettings
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agentpool.pool import DemandSample, ObservedAgent, PoolPolicy, PoolStatusView, Recommendation
+from agentpool.pool import DemandSample, ObservedAgent, PoolPolicy, PoolStatusView, SizingAdvice
 from agentpool.pool.passes import pass_delay, scaled_down
 from agentpool.pool.report import (
     AGENT_STATES,
@@ -53,7 +53,7 @@ def test_status_body_is_the_view_in_wire_form() -> None:
         overflow=0,
         waiting=0,
         state="Ready",
-        recommendation=Recommendation(
+        recommendation=SizingAdvice(
             min_size=1, max_size=4, peak_demand=4, median_demand=1, samples=9, window_seconds=3600.0
         ),
         cold_start_seconds=1.23456,

@@ -28,7 +28,7 @@ from runfakes import (
     run_until_crash,
 )
 
-from agentpool.handlers.sources import HttpSource
+from agentpool.handlers.sources import HttpItemSource
 from agentpool.io.journal import FileJournal
 from agentpool.io.sources import SourceClient
 from agentpool.runs.engine import RunEngine
@@ -319,7 +319,7 @@ async def test_a_batched_http_source_runs_over_one_kept_connection(
     clock, sink = FakeClock(), FakeSink()
     engine = RunEngine(
         run_config("run", pool="workers", item_id="id", cap=4),
-        source=HttpSource(SourceClient(url)),
+        source=HttpItemSource(SourceClient(url)),
         dispatcher=FakeDispatcher(clock, {"workers": 4}),
         invoker=FakeInvoker(clock, echo()),
         sink=sink,

@@ -1,7 +1,7 @@
 """One attempt at one item: what the agent answered becomes a verdict, the agent goes back as
 it should, and a retry goes to another agent when one is free.
 
-Table tests of :func:`judge`, and tests of :class:`Caller` against the fake broker and agents.
+Table tests of :func:`judge`, and tests of :class:`AgentCalls` against the fake broker and agents.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from agentpool.broker import Broker
 from agentpool.pool import ObservedAgent, PoolPolicy
 from agentpool.pool.checkin import CheckinOutcome
 from agentpool.runs.backlog import Work
-from agentpool.runs.calls import OUTPUT_MAX, Caller, Verdict, judge
+from agentpool.runs.calls import OUTPUT_MAX, AgentCalls, Verdict, judge
 from agentpool.runs.contracts import CheckoutTerms, HeldAgent
 
 BIG = "x" * OUTPUT_MAX
@@ -59,8 +59,8 @@ def test_an_answer_becomes_a_verdict(result: Result, verdict: Verdict) -> None:
     assert judge(result) == verdict
 
 
-def caller(clock: FakeClock, dispatcher: FakeDispatcher, invoker: Any, **config: Any) -> Caller:
-    return Caller(
+def caller(clock: FakeClock, dispatcher: FakeDispatcher, invoker: Any, **config: Any) -> AgentCalls:
+    return AgentCalls(
         run_config("run", pool="workers", input={"k": 1}, **config),
         dispatcher=dispatcher,
         invoker=invoker,

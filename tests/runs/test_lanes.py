@@ -10,7 +10,7 @@ from typing import Any
 
 from runfakes import FakeClock, FakeDispatcher, FakeInvoker, echo, run_config, run_parts, running
 
-from agentpool.runs.calls import Caller
+from agentpool.runs.calls import AgentCalls
 from agentpool.runs.feed import Feed
 from agentpool.runs.intake import Intake
 from agentpool.runs.lanes import Lanes
@@ -31,7 +31,7 @@ def lanes(
         cap,
         shared,
         feed=feed,
-        calls=Caller(config, dispatcher=dispatcher, invoker=invoker, waiting=shared.waiting),
+        calls=AgentCalls(config, dispatcher=dispatcher, invoker=invoker, waiting=shared.waiting),
         retries=retries,
         intake=intake,
         may_start=lambda: True,

@@ -10,7 +10,7 @@ import pytest
 from aiohttp import web
 from runfakes import FakeClock, FakeDispatcher, FakeInvoker, FakeSink, echo, run_config, run_engine
 
-from agentpool.handlers.sources import HttpSource
+from agentpool.handlers.sources import HttpItemSource
 from agentpool.io.sources import SourceClient
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.sources import (
@@ -114,7 +114,7 @@ async def test_http_source_items_flow_through_a_run(
 ) -> None:
     """Items from the HTTP source all run, with nothing-ready answers polled past."""
     url, state = source_service
-    _, sink = await run_with(HttpSource(SourceClient(url)), item_id="id", cap=2)
+    _, sink = await run_with(HttpItemSource(SourceClient(url)), item_id="id", cap=2)
     assert (sink.status["phase"], sink.status["result"]) == ("Succeeded", "Drained")
     assert sink.status["succeeded"] == 30
     assert sink.status["total"] == 30
@@ -135,7 +135,7 @@ async def test_http_source_answers() -> None:
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    source = HttpSource(SourceClient(f"http://127.0.0.1:{runner.addresses[0][1]}/"))
+    source = HttpItemSource(SourceClient(f"http://127.0.0.1:{runner.addresses[0][1]}/"))
     try:
         assert await source.next([]) == Batch(({"a": 1},))
         assert await source.next(["x"]) is NOT_READY
@@ -157,7 +157,7 @@ def closed_port() -> int:
 async def test_an_unreachable_http_source_fails_the_run_after_retries() -> None:
     """A source URL nobody answers fails the run after its retries, naming the URL."""
     url = f"http://127.0.0.1:{closed_port()}/next"
-    _, sink = await run_with(HttpSource(SourceClient(url, attempts=3, retry_delay=0.01)))
+    _, sink = await run_with(HttpItemSource(SourceClient(url, attempts=3, retry_delay=0.01)))
     assert sink.status["phase"] == "Failed"
     assert sink.status["message"].startswith(f"http source {url} unreachable after 3 attempts:")
 

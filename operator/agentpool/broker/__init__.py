@@ -2,21 +2,18 @@
 
 The broker is in-memory and asyncio-only: it receives observed agents as values from the
 AgentPool reconciler and leaves choices (which agent, which waiter) to `agentpool.pool`. The
-run engine and the lease controller check agents out of it and back in.
+run engine and the lease controller check agents out of it and back in; the words of a
+checkout's end (:class:`~agentpool.pool.checkin.CheckinOutcome`, ``PoolExhausted`` and the rest)
+are :mod:`agentpool.pool.checkin`'s.
 """
 
 from agentpool.broker.broker import Broker
 from agentpool.broker.handles import Checkout
 from agentpool.broker.registry import Brokers, PoolKey
-from agentpool.pool.checkin import CheckinOutcome, CheckoutFailed, PoolClosed, PoolExhausted
 
 __all__ = [
     "Broker",
     "Brokers",
-    "CheckinOutcome",
     "Checkout",
-    "CheckoutFailed",
-    "PoolClosed",
-    "PoolExhausted",
     "PoolKey",
 ]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agentpool.api.gateway import GatewayRequest, GatewayVerb
-from agentpool.gateway.requests import Envelope
+from agentpool.gateway.requests import EncodedItem
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +46,7 @@ class Reviewer(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Answer:
+class CallAnswer:
     """What a call or a cast came to: the agent that took the item, and a call's output."""
 
     agent: str
@@ -61,10 +61,10 @@ class Calls(Protocol):
         namespace: str,
         pool: str,
         request: GatewayRequest,
-        item: Envelope,
+        item: EncodedItem,
         *,
         verb: GatewayVerb,
-    ) -> Answer:
+    ) -> CallAnswer:
         """Hand ``item`` to an agent of the pool, waiting in line as ``request`` says; for a
         call, wait for the output. Raises :class:`~agentpool.gateway.errors.GatewayError` with
         what to answer when no output (or, for a cast, no agent) can be had."""

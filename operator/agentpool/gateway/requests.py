@@ -61,14 +61,14 @@ def _describe(error: ValidationError) -> list[str]:
 
 
 @dataclass(frozen=True, slots=True)
-class Envelope:
+class EncodedItem:
     """The item as the agent will get it: its id and the encoded envelope."""
 
     id: str
     body: bytes
 
 
-def envelope(request: GatewayRequest) -> Envelope:
+def envelope(request: GatewayRequest) -> EncodedItem:
     """The agent protocol's envelope for ``request``, encoded; a 400 when the item or input
     holds what JSON cannot carry."""
     item_id = request.id if request.id is not None else f"{_PREFIX}{next(_numbers)}"
@@ -77,4 +77,4 @@ def envelope(request: GatewayRequest) -> Envelope:
         body = _STRICT.encode(fields).encode()
     except (ValueError, RecursionError) as error:
         raise invalid(f"the item or input cannot be sent as JSON: {error}") from None
-    return Envelope(item_id, body)
+    return EncodedItem(item_id, body)

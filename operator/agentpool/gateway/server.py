@@ -28,7 +28,7 @@ from agentpool.agent import protocol
 from agentpool.api.gateway import PATH_PREFIX, VERBS, GatewayVerb
 from agentpool.api.reasons import GatewayReason
 from agentpool.gateway.access import Access
-from agentpool.gateway.contracts import Answer, Calls
+from agentpool.gateway.contracts import CallAnswer, Calls
 from agentpool.gateway.errors import GatewayError, from_agent, too_large
 from agentpool.gateway.http import HttpServer, Request, Response
 from agentpool.gateway.requests import envelope, parse_request
@@ -155,7 +155,7 @@ class GatewayServer:
         metrics.GATEWAY_REFUSALS.labels(verb, error.reason).inc()
         return _answer(error)
 
-    def _reply(self, answer: Answer, *, verb: GatewayVerb) -> Response:
+    def _reply(self, answer: CallAnswer, *, verb: GatewayVerb) -> Response:
         if verb == "cast":
             return Response(202, _STRICT.encode({"agent": answer.agent}).encode())
         try:

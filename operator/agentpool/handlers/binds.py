@@ -19,12 +19,13 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from agentpool.broker import CheckinOutcome, Checkout
+from agentpool.broker import Checkout
 from agentpool.broker.registry import PoolKey
 from agentpool.handlers.checkins import return_agent
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.kube import Conflict, NotFound
 from agentpool.pool import binding
+from agentpool.pool.checkin import CheckinOutcome
 from agentpool.pool.manifests import (
     lease_token_secret,
     lease_token_secret_name,
@@ -41,7 +42,7 @@ FATES = {
 
 
 @dataclass
-class Binding:
+class LeaseBinding:
     """One lease's binding of its agent, as the lease's daemon holds it."""
 
     #: The lease, (namespace, name), and the pool it holds an agent of.
@@ -90,7 +91,7 @@ async def delete_token(runtime: Runtime, key: PoolKey) -> None:
 
 
 async def open_binding(
-    runtime: Runtime, handle: PoolHandle, lease: dict[str, Any], held: Binding
+    runtime: Runtime, handle: PoolHandle, lease: dict[str, Any], held: LeaseBinding
 ) -> binding.BindFailure | None:
     """Bind ``held.checkout``'s agent to the lease: a new token written to the Secret and
     handed to the agent (``POST /bind``) side by side, as no client reads the Secret before
@@ -119,7 +120,11 @@ async def open_binding(
 
 
 async def renew_binding(
-    runtime: Runtime, handle: PoolHandle, lease: dict[str, Any], held: Binding, expire_time: str
+    runtime: Runtime,
+    handle: PoolHandle,
+    lease: dict[str, Any],
+    held: LeaseBinding,
+    expire_time: str,
 ) -> binding.BindFailure | None:
     """Give the agent the lease's new expiry (``POST /bind`` again, the same lease and token);
     None once it took it, else why it did not."""
@@ -134,7 +139,7 @@ async def renew_binding(
 
 
 async def _post_bind(
-    runtime: Runtime, handle: PoolHandle, held: Binding
+    runtime: Runtime, handle: PoolHandle, held: LeaseBinding
 ) -> binding.BindFailure | None:
     answer = await runtime.agents.bind(
         held.checkout.endpoint,

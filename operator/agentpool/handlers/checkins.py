@@ -17,10 +17,11 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
-from agentpool.broker import CheckinOutcome, Checkout
+from agentpool.broker import Checkout
 from agentpool.handlers.idling import wait_until_idle
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import InvokeResult
+from agentpool.pool.checkin import CheckinOutcome
 from agentpool.pool.restoring import IdleWatch
 
 

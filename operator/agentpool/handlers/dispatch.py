@@ -16,12 +16,12 @@ from typing import Any
 from agentpool import metrics
 from agentpool.api import POOL_DEFAULTS
 from agentpool.api.reasons import Reason
-from agentpool.broker import CheckinOutcome, Checkout, PoolExhausted
+from agentpool.broker import Checkout
 from agentpool.handlers import serving
 from agentpool.handlers.checkins import call_held, return_agent, return_later
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import InvokeResult
-from agentpool.pool.checkin import pool_not_found
+from agentpool.pool.checkin import CheckinOutcome, PoolExhausted, pool_not_found
 from agentpool.runs.contracts import CheckoutTerms, HeldAgent, Waiting
 
 

@@ -21,15 +21,15 @@ from agentpool import GROUP, metrics
 from agentpool.agent import protocol
 from agentpool.api import POOL_DEFAULTS
 from agentpool.api.gateway import SUBRESOURCES, GatewayRequest, GatewayVerb
-from agentpool.broker import CheckinOutcome, Checkout, CheckoutFailed
+from agentpool.broker import Checkout
 from agentpool.gateway import errors
-from agentpool.gateway.contracts import Answer, Caller, ReviewFailed
-from agentpool.gateway.requests import Envelope
+from agentpool.gateway.contracts import CallAnswer, Caller, ReviewFailed
+from agentpool.gateway.requests import EncodedItem
 from agentpool.handlers import serving
 from agentpool.handlers.checkins import call_held, in_background, return_agent, return_later
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import InvokeResult
-from agentpool.pool.checkin import PoolExhausted, PoolNotFound
+from agentpool.pool.checkin import CheckinOutcome, CheckoutFailed, PoolExhausted, PoolNotFound
 
 OK = "OK"
 
@@ -116,10 +116,10 @@ class GatewayCalls:
         namespace: str,
         pool: str,
         request: GatewayRequest,
-        item: Envelope,
+        item: EncodedItem,
         *,
         verb: GatewayVerb,
-    ) -> Answer:
+    ) -> CallAnswer:
         started = time.monotonic()
         handle = await self._served(namespace, pool, request)
         series = self._series_of(namespace, pool, verb)
@@ -163,11 +163,11 @@ class GatewayCalls:
         self,
         handle: PoolHandle,
         request: GatewayRequest,
-        item: Envelope,
+        item: EncodedItem,
         *,
         cast: bool,
         series: _Series,
-    ) -> Answer:
+    ) -> CallAnswer:
         spec = handle.spec
         wait = request.checkout_timeout_seconds or float(spec.checkout_timeout_seconds)
         deadline = time.monotonic() + (wait if request.wait else 0.0)
@@ -182,7 +182,7 @@ class GatewayCalls:
                     )
                 else:
                     self._give_back(handle, checkout, CheckinOutcome.SUCCESS)
-                return Answer(agent=checkout.agent, output=result.output)
+                return CallAnswer(agent=checkout.agent, output=result.output)
             if result.reason == protocol.UNAUTHORIZED and result.status_code == 401:
                 # The agent holds another pool token (rotated, not yet replaced): it is retired,
                 # and the item goes to the next agent, costing the caller nothing.
@@ -201,7 +201,7 @@ class GatewayCalls:
         self,
         handle: PoolHandle,
         request: GatewayRequest,
-        item: Envelope,
+        item: EncodedItem,
         deadline: float,
         series: _Series,
     ) -> Checkout:
@@ -226,7 +226,13 @@ class GatewayCalls:
         return checkout
 
     async def _call(
-        self, handle: PoolHandle, checkout: Checkout, item: Envelope, timeout: float, *, cast: bool
+        self,
+        handle: PoolHandle,
+        checkout: Checkout,
+        item: EncodedItem,
+        timeout: float,
+        *,
+        cast: bool,
     ) -> InvokeResult:
         """The agent's answer; a caller gone mid-call leaves the agent with its item, taken
         back once the agent reports it done."""

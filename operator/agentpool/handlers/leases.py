@@ -27,14 +27,14 @@ import kopf
 from agentpool.api import AgentLeaseSpec, parse_spec
 from agentpool.api.conditions import format_time
 from agentpool.api.reasons import EventReason, Reason
-from agentpool.broker import CheckinOutcome, Checkout, PoolClosed, PoolExhausted
+from agentpool.broker import Checkout
 from agentpool.broker.registry import PoolKey
 from agentpool.handlers import binds, leasestatus, releases, serving
 from agentpool.handlers.leasestatus import Report, StatusWriter, failed_status
 from agentpool.handlers.registration import KindHandlers
 from agentpool.handlers.runtime import LeaseStop, LeaseTask, PoolHandle, Runtime
 from agentpool.pool import binding, leases
-from agentpool.pool.checkin import PoolNotFound
+from agentpool.pool.checkin import CheckinOutcome, PoolClosed, PoolExhausted, PoolNotFound
 from agentpool.pool.manifests import lease_token_secret_name
 
 TERMINAL = frozenset({"Released", "Expired", "Failed"})
@@ -134,7 +134,7 @@ async def take_agent(
     key: PoolKey,
     stop: LeaseStop,
     report: Report,
-) -> binds.Binding | None:
+) -> binds.LeaseBinding | None:
     """The lease's agent, bound to it (or still bound from before a restart) and reported
     Bound; None when the lease cannot have one (reported Failed) or its task stopped."""
     spec = parse_spec(AgentLeaseSpec, body.get("spec"))
@@ -180,7 +180,7 @@ def binding_of(
     spec: AgentLeaseSpec,
     status: dict[str, Any],
     checkout: Checkout,
-) -> tuple[binds.Binding, binding.Hold]:
+) -> tuple[binds.LeaseBinding, binding.Hold]:
     """The binding to open (or resume) for the agent just checked out, with its term."""
     hold = binding.hold_of(
         status,
@@ -191,14 +191,14 @@ def binding_of(
         now=time.time(),
     )
     expire_time = hold.expire_time or format_time(hold.term.expires)
-    held = binds.Binding(
+    held = binds.LeaseBinding(
         key, spec.pool_ref.name, checkout, "", spec.context, hold.term, expire_time
     )
     return held, hold
 
 
 async def open_binding(
-    runtime: Runtime, lease: dict[str, Any], held: binds.Binding
+    runtime: Runtime, lease: dict[str, Any], held: binds.LeaseBinding
 ) -> binding.BindFailure | None:
     """Bind the agent to the lease; why not, when its pool stopped being served meanwhile."""
     handle = runtime.pools.get(held.pool_key)
@@ -215,7 +215,7 @@ async def announce(
     status: dict[str, Any],
     report: Report,
     *,
-    held: binds.Binding,
+    held: binds.LeaseBinding,
     hold: binding.Hold,
 ) -> None:
     """Write the Bound status when it is not written yet, and post an Event for a new binding."""
@@ -236,7 +236,7 @@ async def announce(
 async def hold_agent(
     runtime: Runtime,
     body: dict[str, Any],
-    held: binds.Binding,
+    held: binds.LeaseBinding,
     stop: LeaseStop,
     report: Report,
 ) -> binding.BindFailure | None:
@@ -267,7 +267,11 @@ async def hold_agent(
 
 
 async def renew(
-    runtime: Runtime, body: dict[str, Any], held: binds.Binding, expire_time: str, report: Report
+    runtime: Runtime,
+    body: dict[str, Any],
+    held: binds.LeaseBinding,
+    expire_time: str,
+    report: Report,
 ) -> binding.BindFailure | None:
     """Give the agent the renewed expiry and say so in status; why not, if it refused."""
     handle = runtime.pools.get(held.pool_key)

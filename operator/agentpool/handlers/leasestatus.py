@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from agentpool.api.conditions import merge_conditions, now_time
-from agentpool.handlers.binds import Binding
+from agentpool.handlers.binds import LeaseBinding
 from agentpool.handlers.runtime import Runtime
 from agentpool.io import events
 from agentpool.io.kube import NotFound
@@ -33,7 +33,7 @@ def failed_status(reason: str, message: str) -> dict[str, Any]:
     return leases.ended_status("Failed", reason, message)
 
 
-def bound_status(held: Binding, bound_time: str) -> dict[str, Any]:
+def bound_status(held: LeaseBinding, bound_time: str) -> dict[str, Any]:
     """The lease holds its agent until the expiry the agent was last given."""
     return leases.bound_status(
         pool=held.pool,

@@ -16,10 +16,11 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from agentpool.broker import CheckinOutcome, Checkout
+from agentpool.broker import Checkout
 from agentpool.handlers.idling import wait_until_idle
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import AgentStatus
+from agentpool.pool.checkin import CheckinOutcome
 from agentpool.pool.checkout import is_available
 from agentpool.pool.restoring import IdleWatch, bound_lease_agents
 

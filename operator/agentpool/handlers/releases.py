@@ -15,17 +15,17 @@ from typing import Any
 
 from agentpool.api import AgentLeaseSpec, parse_spec
 from agentpool.api.reasons import EventReason, Reason
-from agentpool.broker import CheckinOutcome
 from agentpool.broker.registry import PoolKey
 from agentpool.handlers import binds, leasestatus
 from agentpool.handlers.runtime import LeaseStop, Runtime
 from agentpool.pool import binding, leases
+from agentpool.pool.checkin import CheckinOutcome
 
 
 async def end_lease(
     runtime: Runtime,
     body: dict[str, Any],
-    held: binds.Binding,
+    held: binds.LeaseBinding,
     report: leasestatus.Report,
     failure: binding.BindFailure | None,
 ) -> None:
@@ -81,7 +81,7 @@ async def lease_release(runtime: Runtime, body: dict[str, Any], key: PoolKey) ->
 
 
 async def stopped_with(
-    runtime: Runtime, held: binds.Binding, stop: LeaseStop, *, bound: bool
+    runtime: Runtime, held: binds.LeaseBinding, stop: LeaseStop, *, bound: bool
 ) -> None:
     """The task was stopped as it got its agent. A deleted lease's gives it back itself (the
     deletion found none held): unbound first if it was bound before a restart. An operator

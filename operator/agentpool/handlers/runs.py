@@ -27,7 +27,7 @@ from agentpool.handlers import serving
 from agentpool.handlers.dispatch import BrokerDispatcher
 from agentpool.handlers.registration import KindHandlers
 from agentpool.handlers.runtime import Runtime
-from agentpool.handlers.sources import HttpSource
+from agentpool.handlers.sources import HttpItemSource
 from agentpool.io import events
 from agentpool.io.journal import FileJournal
 from agentpool.io.kube import NotFound
@@ -105,7 +105,7 @@ async def open_source(
         digest = source_digest(raw_source, data.get(ref.key))
         return configmap_source(ref.name, ref.key, data), digest
     assert source.http is not None  # the CRD admits exactly one source
-    return HttpSource(SourceClient(source.http.url)), source_digest(raw_source)
+    return HttpItemSource(SourceClient(source.http.url)), source_digest(raw_source)
 
 
 async def pool_timeouts(

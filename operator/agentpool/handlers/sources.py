@@ -1,7 +1,7 @@
 """A PoolRun's HTTP source as the run engine pulls from it.
 
 The engine does no I/O and the I/O modules know nothing of the engine, so this is where the two
-meet, as ``dispatch`` is for the brokers: :class:`HttpSource` asks the source service through
+meet, as ``dispatch`` is for the brokers: :class:`HttpItemSource` asks the source service through
 :class:`agentpool.io.sources.SourceClient` and reads each answer with
 :func:`agentpool.runs.sources.read_answer`. ``runs.open_source`` opens one for a run whose source
 is ``http``.
@@ -15,7 +15,7 @@ from agentpool.io.sources import SourceClient, SourceUnavailable
 from agentpool.runs.sources import Batch, Signal, SourceError, read_answer
 
 
-class HttpSource:
+class HttpItemSource:
     """A source service: ``POST {url}`` with ``{"active": [ids], "max": room}``.
 
     It answers ``{"item": ...}``, ``{"items": [...]}`` (up to ``room`` of them; ``"done": true``

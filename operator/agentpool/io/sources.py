@@ -5,7 +5,7 @@
 only carries the answer's text, over one session whose connection is kept alive between requests
 (a run asks its source again and again), retrying what may pass (a connection failure, a 5xx
 answer); :func:`agentpool.runs.sources.read_answer` reads it, and
-:class:`agentpool.handlers.sources.HttpSource` joins the two for the run engine.
+:class:`agentpool.handlers.sources.HttpItemSource` joins the two for the run engine.
 """
 
 from __future__ import annotations

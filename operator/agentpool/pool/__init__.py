@@ -11,7 +11,7 @@ from agentpool.pool.observed import ObservedAgent, Waiter
 from agentpool.pool.plan import Plan, Retirement, desired_size, plan
 from agentpool.pool.policy import PoolPolicy
 from agentpool.pool.recycling import retirement_reason
-from agentpool.pool.sizing import DemandSample, Recommendation, recommend
+from agentpool.pool.sizing import DemandSample, SizingAdvice, recommend
 from agentpool.pool.status import PoolStatusView, compute_status, state_name
 
 __all__ = [
@@ -21,8 +21,8 @@ __all__ = [
     "Plan",
     "PoolPolicy",
     "PoolStatusView",
-    "Recommendation",
     "Retirement",
+    "SizingAdvice",
     "Waiter",
     "available_agents",
     "compute_status",

@@ -31,7 +31,7 @@ class DemandSample:
 
 
 @dataclass(frozen=True, slots=True)
-class Recommendation:
+class SizingAdvice:
     """Suggested sizes, with the figures they come from."""
 
     min_size: int
@@ -60,7 +60,7 @@ def recommend(
     *,
     now: float,
     window: float,
-) -> Recommendation | None:
+) -> SizingAdvice | None:
     """Recommend minSize (median demand) and maxSize (peak demand) over the last `window` s."""
     recent = recent_samples(history, now=now, window=window)
     if not recent:
@@ -69,7 +69,7 @@ def recommend(
     # The upper median, so an even split between two levels recommends the higher.
     median = demands[math.floor(len(demands) / 2)]
     peak = demands[-1]
-    return Recommendation(
+    return SizingAdvice(
         min_size=median,
         max_size=max(peak, median),
         peak_demand=peak,

@@ -29,7 +29,7 @@ from agentpool.pool.observed import (
 from agentpool.pool.plan import desired_size, slots_taken, waiting_slots
 from agentpool.pool.pods import PodFailure
 from agentpool.pool.policy import PoolPolicy
-from agentpool.pool.sizing import DemandSample, Recommendation, recommend
+from agentpool.pool.sizing import DemandSample, SizingAdvice, recommend
 
 READY = str(ConditionType.READY)
 DEGRADED = str(ConditionType.DEGRADED)
@@ -56,7 +56,7 @@ class PoolStatusView:
     slots: int = 0
     busy_slots: int = 0
     conditions: list[ConditionView] = field(default_factory=list)
-    recommendation: Recommendation | None = None
+    recommendation: SizingAdvice | None = None
     cold_start_seconds: float | None = None
 
 

@@ -6,7 +6,6 @@ protocols in :mod:`agentpool.runs.contracts`, then awaits :meth:`RunEngine.run`.
 ``agentpool results`` reads results back with :func:`iter_results`.
 """
 
-from agentpool.pool.checkin import CheckoutFailed, PoolExhausted, PoolNotFound
 from agentpool.runs.config import RunConfig, config_from_spec
 from agentpool.runs.contracts import Clock, Dispatcher, Invoker, Journal, StatusSink, SystemClock
 from agentpool.runs.ending import RunEnd
@@ -20,14 +19,11 @@ from agentpool.runs.sources import (
 )
 
 __all__ = [
-    "CheckoutFailed",
     "Clock",
     "Dispatcher",
     "Invoker",
     "ItemSource",
     "Journal",
-    "PoolExhausted",
-    "PoolNotFound",
     "RunConfig",
     "RunEnd",
     "RunEngine",

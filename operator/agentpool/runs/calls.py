@@ -1,9 +1,9 @@
 """One attempt at one item: check out an agent, hand it the item's envelope, check it back in.
 
-The engine's lanes make every attempt through a :class:`Caller`. A retry goes to another agent
-than the one that failed it when one is free at once. The agent gets the envelope of the agent
-protocol (:func:`agentpool.agent.envelopes.envelope_body`); what it answers becomes a
-:class:`Verdict` (:func:`judge`, pure): an output (encoded once, for the size cap, the result
+The engine's lanes make every attempt through the run's :class:`AgentCalls`. A retry goes to
+another agent than the one that failed it when one is free at once. The agent gets the envelope
+of the agent protocol (:func:`agentpool.agent.envelopes.envelope_body`); what it answers becomes
+a :class:`Verdict` (:func:`judge`, pure): an output (encoded once, for the size cap, the result
 ConfigMap and the journal alike), a failure with its reason, or a refusal of the operator's own
 token, which is for the operator to mend and costs the item no attempt. The agent goes back
 ``lost`` when its state is unknown, and the engine records the verdict. Which attempt an item is
@@ -23,11 +23,11 @@ from agentpool.pool.checkin import CheckinOutcome, CheckoutFailed
 from agentpool.runs.backlog import Work
 from agentpool.runs.config import RunConfig
 from agentpool.runs.contracts import (
+    AttemptResult,
     CheckoutTerms,
     Dispatcher,
     HeldAgent,
     Invoker,
-    InvokeResult,
     Waiting,
 )
 from agentpool.runs.results import CHUNK_BYTES, encode
@@ -51,7 +51,7 @@ class Verdict:
     """The agent refused the operator's token: the item waits for another, attempt unchanged."""
 
 
-def judge(result: InvokeResult) -> Verdict:
+def judge(result: AttemptResult) -> Verdict:
     """The verdict on an agent's answer."""
     if not result.ok and result.reason == Reason.UNAUTHORIZED:
         return Verdict(checkin=CheckinOutcome.LOST, refused=True)
@@ -72,7 +72,7 @@ def judge(result: InvokeResult) -> Verdict:
     return Verdict(checkin=checkin, ok=True, output=result.output, encoded=encoded)
 
 
-class Caller:
+class AgentCalls:
     """The run's side of its agents: checkouts from the broker and calls through the client."""
 
     def __init__(

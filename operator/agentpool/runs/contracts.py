@@ -73,7 +73,7 @@ class Dispatcher(Protocol):
         ...
 
 
-class InvokeResult(Protocol):
+class AttemptResult(Protocol):
     """What one attempt of one item came to."""
 
     @property
@@ -95,7 +95,7 @@ class Invoker(Protocol):
 
     async def invoke(
         self, checkout: HeldAgent, envelope: dict[str, Any], *, timeout: float, cast: bool
-    ) -> InvokeResult: ...
+    ) -> AttemptResult: ...
 
 
 class StatusSink(Protocol):

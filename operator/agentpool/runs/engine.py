@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentpool.runs.alarm import Alarm
-from agentpool.runs.calls import Caller
+from agentpool.runs.calls import AgentCalls
 from agentpool.runs.config import RunConfig
 from agentpool.runs.contracts import Clock, Dispatcher, Invoker, Journal, StatusSink, SystemClock
 from agentpool.runs.ending import RunEnd, end_now
@@ -117,7 +117,7 @@ class RunEngine:
             config.spec.cap,
             shared,
             feed=self._feed,
-            calls=Caller(config, dispatcher=dispatcher, invoker=invoker, waiting=self._notes),
+            calls=AgentCalls(config, dispatcher=dispatcher, invoker=invoker, waiting=self._notes),
             retries=self._retries,
             intake=intake,
             may_start=self._may_dispatch,

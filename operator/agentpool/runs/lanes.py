@@ -1,11 +1,11 @@
 """The ``cap`` lanes of a run: each a task that carries items, one attempt at a time.
 
 The engine's loop fills free lanes from the run's feed (:meth:`Lanes.fill`); a lane makes its
-item's attempt through the :class:`~agentpool.runs.calls.Caller`, records the verdict (an output,
-or the item goes to :class:`~agentpool.runs.retries.Retries`), and goes straight on with the next
-item when one may start at once. An item whose pool does not exist is parked; one that finds no
-agent goes back to the front, and when no other lane holds an agent either, the run is
-deadlocked (:attr:`Lanes.deadlock`).
+item's attempt through :class:`~agentpool.runs.calls.AgentCalls`, records the verdict (an
+output, or the item goes to :class:`~agentpool.runs.retries.Retries`), and goes straight on
+with the next item when one may start at once. An item whose pool does not exist is parked; one
+that finds no agent goes back to the front, and when no other lane holds an agent either, the
+run is deadlocked (:attr:`Lanes.deadlock`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import KW_ONLY, InitVar, dataclass, field
 from agentpool.api.reasons import Reason
 from agentpool.pool.checkin import CheckoutFailed, PoolNotFound
 from agentpool.runs.backlog import Work
-from agentpool.runs.calls import Caller, Verdict
+from agentpool.runs.calls import AgentCalls, Verdict
 from agentpool.runs.contracts import Clock, Waiting
 from agentpool.runs.feed import Feed
 from agentpool.runs.intake import Intake
@@ -34,7 +34,7 @@ class Lanes:
     shared: InitVar[RunShared]
     _: KW_ONLY
     feed: Feed
-    calls: Caller
+    calls: AgentCalls
     retries: Retries
     intake: Intake
     may_start: Callable[[], bool]

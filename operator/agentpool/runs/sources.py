@@ -7,7 +7,7 @@ order every time), so a resumed run skips what it recorded; the HTTP source is n
 goes on numbering after the items it counted, and runs an unfinished item again when the service
 hands it out again. The daemon builds the source (it reads the ConfigMap) and hands it to the
 engine; since the engine does no I/O of its own, the HTTP source is
-:class:`agentpool.handlers.sources.HttpSource`, which reads the service's answers with
+:class:`agentpool.handlers.sources.HttpItemSource`, which reads the service's answers with
 :func:`read_answer`.
 """
 
