@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import random
-from collections.abc import Callable
 
 import pytest
 
 from agentpool.broker import Broker, Checkout
 from agentpool.pool import ObservedAgent, PoolPolicy
 from agentpool.pool.checkin import CheckinOutcome, PoolClosed, PoolExhausted, TooManyWaiters
+from brokerwait import queued, wait_until
 
 
 class FakeClock:
@@ -50,21 +50,6 @@ def make_broker(
     broker = Broker("p", PoolPolicy(**fields), clock=clock or FakeClock())  # type: ignore[arg-type]
     broker.update_agents([agent(name) for name in names])
     return broker
-
-
-async def wait_until(broker: Broker, condition: Callable[[], bool]) -> None:
-    """Wait for the broker to reach a condition, woken by its change notification."""
-    async with asyncio.timeout(5):
-        while not condition():
-            broker.changed.clear()
-            if condition():
-                return
-            await broker.changed.wait()
-
-
-def queued(broker: Broker, count: int) -> Callable[[], bool]:
-    """A condition: exactly `count` checkouts wait."""
-    return lambda: len(broker.waiters()) == count
 
 
 async def test_checkout_gives_an_idle_agent_with_its_endpoint() -> None:

@@ -9,11 +9,12 @@ import dataclasses
 from collections import Counter
 
 import pytest
-from test_broker_checkout import FakeClock, agent, make_broker, queued, wait_until
+from test_broker_checkout import FakeClock, agent, make_broker
 
 from agentpool.broker import Broker
 from agentpool.pool import plan
 from agentpool.pool.checkin import PoolExhausted
+from brokerwait import queued, wait_until
 
 
 async def test_one_agent_serves_up_to_its_slots_then_checkouts_wait() -> None:

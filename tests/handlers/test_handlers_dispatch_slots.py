@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import pytest
-from test_broker_checkout import queued, wait_until
 
 from agentpool.agent import Agent, Context
 from agentpool.agent.server import AgentServer
@@ -23,6 +22,7 @@ from agentpool.io.kube import Kube
 from agentpool.pool import ObservedAgent, PoolPolicy
 from agentpool.pool.checkin import CheckinOutcome
 from agentpool.runs.contracts import CheckoutTerms
+from brokerwait import queued, wait_until
 
 TOKEN = "pool-token-cast"
 
