@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentpool.api import NameRef, PoolRunSpec, Routes, Source
+from agentpool.api import NameRef, PoolRunSpec, PoolRunStatus, Routes, Source, parse_spec
 from agentpool.io.journal import FileJournal
 from agentpool.pool.checkin import PoolExhausted, PoolNotFound
 from agentpool.runs.config import RunConfig, config_from_spec
@@ -35,6 +35,11 @@ from agentpool.runs.shared import RunShared
 from agentpool.runs.status import RunLedger
 from agentpool.runs.waits import WaitNotes, Waits
 from agentpool.settings import RunSettings
+
+
+def stored(status: dict[str, Any]) -> PoolRunStatus:
+    """A run's status as the API server stored it, read as the operator reads it on a restart."""
+    return parse_spec(PoolRunStatus, status, root="status")
 
 
 class FakeClock:
@@ -377,7 +382,9 @@ def run_parts(
     """What the parts share, the reporter and the retries of a run without a journal, wired as
     the engine wires them, for tests of the parts that take them."""
     shared = run_shared(ledger, clock=clock)
-    report = Reporter(shared, sink=FakeSink(), status={}, interval=1.0, failure_event_interval=5.0)
+    report = Reporter(
+        shared, sink=FakeSink(), status=PoolRunStatus(), interval=1.0, failure_event_interval=5.0
+    )
     retries = Retries(config, shared, report=report, refused_max=RunSettings().refused_max_seconds)
     return shared, report, retries
 

@@ -26,6 +26,7 @@ from runfakes import (
     run_engine,
     run_shared,
     run_until_crash,
+    stored,
 )
 
 from agentpool.handlers.sources import HttpItemSource
@@ -212,7 +213,7 @@ async def test_a_duplicate_id_in_a_batch_fails_alone() -> None:
 async def test_a_batch_size_is_capped_by_the_settings() -> None:
     intake = Intake(Batches([]), run_shared(), cap=1000, settings=RunSettings(source_batch_max=16))
     assert intake.room() == 16
-    ledger = RunLedger.restore("run", replayable=False, status={"inFlight": {}})
+    ledger = RunLedger.restore("run", replayable=False, status=stored({"inFlight": {}}))
     ledger.start("x", attempt=1)
     assert Intake(Batches([]), run_shared(ledger), cap=3).room() == 5
 
@@ -265,7 +266,7 @@ async def test_items_taken_ahead_run_again_after_a_crash_as_first_attempts(
         clock,
         sink,
         cap=4,
-        status=status,
+        status=stored(status),
         configmaps=configmaps,
         journal=FileJournal(tmp_path / "run"),
     )

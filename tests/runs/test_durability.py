@@ -20,6 +20,7 @@ from runfakes import (
     run_config,
     run_engine,
     run_until_crash,
+    stored,
 )
 
 from agentpool.runs.engine import RunEngine
@@ -91,7 +92,7 @@ async def test_a_crashed_run_resumes_without_running_recorded_items_again(
         invoker=invoker,
         sink=sink,
         clock=clock,
-        status=written,
+        status=stored(written),
         configmaps=copy.deepcopy(sink.configmaps),
     )
     outcome = await run_engine(second, clock)

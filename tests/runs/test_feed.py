@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runfakes import run_config, run_parts
+from runfakes import run_config, run_parts, stored
 
 from agentpool.api import Routes
 from agentpool.runs.backlog import Work
@@ -37,7 +37,7 @@ def feed(
         routes=Routes(field="kind", pools={"a": "pool-a", "b": "pool-b"}),
         max_attempts=2,
     )
-    ledger = RunLedger.restore("run", replayable=True, status=status)
+    ledger = RunLedger.restore("run", replayable=True, status=stored(status))
     shared, report, retries = run_parts(config, ledger, Clock())
     intake = Intake(inline_source(items), shared, id_field="id")
     made = Feed(

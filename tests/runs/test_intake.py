@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runfakes import run_shared
+from runfakes import run_shared, stored
 
 from agentpool.runs.intake import Intake
 from agentpool.runs.sources import DONE, Pulled, Signal, inline_source
@@ -49,7 +49,7 @@ async def test_an_unreplayable_source_goes_on_after_what_it_gave_before_a_restar
     """After a restart the items of a source that does not give them again are numbered on from
     the ledger, and the ids recorded before still count as seen."""
     status = {"total": 5, "items": {"a": 1}, "succeeded": 1}
-    ledger = RunLedger.restore("run", replayable=False, status=status)
+    ledger = RunLedger.restore("run", replayable=False, status=stored(status))
     intake = Intake(Feed([{"id": "b"}, {"id": "a"}]), run_shared(ledger), id_field="id")
     b = await intake.take([], 0.0)
     a = await intake.take([], 0.0)

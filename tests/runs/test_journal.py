@@ -19,6 +19,7 @@ from runfakes import (
     run_config,
     run_engine,
     run_until_crash,
+    stored,
 )
 
 from agentpool.io.journal import FileJournal, Journals
@@ -113,7 +114,7 @@ async def test_a_crash_re_runs_only_items_in_flight_and_writes_stay_rare(tmp_pat
         invoker=invoker,
         sink=sink,
         clock=clock,
-        status=written,
+        status=stored(written),
         configmaps=copy.deepcopy(sink.configmaps),
         journal=FileJournal(tmp_path / "run"),
     )
@@ -238,7 +239,7 @@ async def test_items_named_by_index_after_a_crash_are_not_taken_for_recorded_one
         invoker=invoker,
         sink=sink,
         clock=clock,
-        status=copy.deepcopy(sink.status),
+        status=stored(copy.deepcopy(sink.status)),
         configmaps=copy.deepcopy(sink.configmaps),
         journal=FileJournal(tmp_path / "run"),
     )
@@ -310,7 +311,7 @@ async def test_a_made_up_key_taken_over_by_a_later_real_id_survives_a_crash(
         invoker=invoker,
         sink=sink,
         clock=clock,
-        status=copy.deepcopy(sink.status),
+        status=stored(copy.deepcopy(sink.status)),
         configmaps=copy.deepcopy(sink.configmaps),
         journal=FileJournal(tmp_path / "run"),
     )

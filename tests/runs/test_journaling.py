@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from runfakes import stored
 
 from agentpool.io.journal import FileJournal
 from agentpool.runs.journaling import (
@@ -143,7 +144,7 @@ def test_replay_restores_what_a_status_and_the_journal_since_say(
 ) -> None:
     """Replaying a journal over the status written before it gives the ledger a resumed run
     starts from: records, counts, the source's next index and the attempts to resume."""
-    ledger = replay(entries, run="run", replayable=True, status=status)
+    ledger = replay(entries, run="run", replayable=True, status=stored(status))
     assert restored(ledger) == expected
 
 
@@ -151,7 +152,7 @@ def test_replay_leaves_its_inputs_alone() -> None:
     """Replay is a function of its inputs: the status it reads is not changed."""
     status = {"items": {"a": 1}, "succeeded": 1, "inFlight": {"b": 1}}
     before = json.dumps(status, sort_keys=True)
-    replay([Output("b", 2)], run="run", replayable=True, status=status)
+    replay([Output("b", 2)], run="run", replayable=True, status=stored(status))
     assert json.dumps(status, sort_keys=True) == before
 
 

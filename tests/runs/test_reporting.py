@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from runfakes import FakeSink, run_shared
 
+from agentpool.api import PoolRunStatus
 from agentpool.runs.reporting import Reporter
 
 
@@ -27,7 +28,11 @@ class Clock:
 
 def reporter(clock: Clock, sink: FakeSink) -> Reporter:
     return Reporter(
-        run_shared(clock=clock), sink=sink, status={}, interval=1.0, failure_event_interval=5.0
+        run_shared(clock=clock),
+        sink=sink,
+        status=PoolRunStatus(),
+        interval=1.0,
+        failure_event_interval=5.0,
     )
 
 

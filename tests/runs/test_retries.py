@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from runfakes import FakeSink, run_config, run_shared
 
+from agentpool.api import PoolRunStatus
 from agentpool.runs.backlog import Work
 from agentpool.runs.reporting import Reporter
 from agentpool.runs.retries import Retries, after_failure, after_refusal
@@ -68,7 +69,9 @@ def retries(
     clock: Clock, ledger: RunLedger, sink: FakeSink, wakes: list[str]
 ) -> tuple[Retries, Reporter]:
     shared = run_shared(ledger, clock=clock, wake=lambda: wakes.append("wake"))
-    report = Reporter(shared, sink=sink, status={}, interval=1.0, failure_event_interval=5.0)
+    report = Reporter(
+        shared, sink=sink, status=PoolRunStatus(), interval=1.0, failure_event_interval=5.0
+    )
     config = run_config("run", pool="workers", max_attempts=2, backoff_seconds=1.0)
     waiting = Retries(config, shared, report=report, refused_max=REFUSED_MAX)
     return waiting, report

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from runfakes import run_config
+from runfakes import run_config, stored
 
 from agentpool.api import AgentPoolSpec, PoolRunSpec, Routes
 from agentpool.api.conditions import set_condition
@@ -157,7 +157,7 @@ def test_a_ledger_restores_records_counts_and_in_flight_items() -> None:
         "resultRefs": [{"name": "r-results-0", "outputs": 1, "failures": 0}],
     }
     configmaps = {"r-results-0": {CHUNK_KEY: '{"id":"d","output":4}\n'}}
-    ledger = RunLedger.restore("r", replayable=True, status=status, configmaps=configmaps)
+    ledger = RunLedger.restore("r", replayable=True, status=stored(status), configmaps=configmaps)
     assert ledger.recorded == {"a", "b", "d"}
     assert (ledger.succeeded, ledger.failed, ledger.attempts.retries, ledger.seen) == (2, 1, 3, 9)
     assert ledger.attempts.resumed == {"c": 1}

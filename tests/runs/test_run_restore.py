@@ -12,7 +12,16 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from runfakes import FakeClock, FakeDispatcher, FakeInvoker, FakeSink, echo, run_config, run_engine
+from runfakes import (
+    FakeClock,
+    FakeDispatcher,
+    FakeInvoker,
+    FakeSink,
+    echo,
+    run_config,
+    run_engine,
+    stored,
+)
 
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.sources import inline_source
@@ -63,7 +72,7 @@ async def test_a_status_written_today_is_restored_item_for_item() -> None:
         invoker=invoker,
         sink=sink,
         clock=clock,
-        status=copy.deepcopy(WRITTEN_TODAY),
+        status=stored(copy.deepcopy(WRITTEN_TODAY)),
     )
     end = await run_engine(engine, clock)
     assert (end.phase, end.result) == ("Succeeded", "Drained")

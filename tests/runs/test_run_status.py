@@ -24,6 +24,7 @@ from runfakes import (
     run_engine,
     run_until_crash,
     running,
+    stored,
 )
 
 from agentpool.io.journal import FileJournal
@@ -133,7 +134,7 @@ async def test_attempts_and_retries_agree_across_a_crash(tmp_path: Path, journal
         invoker=invoker,
         sink=sink,
         clock=clock,
-        status=copy.deepcopy(sink.status),
+        status=stored(copy.deepcopy(sink.status)),
         configmaps=copy.deepcopy(sink.configmaps),
         journal=FileJournal(tmp_path / "run") if journaled else None,
     )
@@ -189,7 +190,7 @@ async def test_a_retry_named_in_status_before_a_crash_counts_once_it_runs_again(
         invoker=invoker,
         sink=sink,
         clock=clock,
-        status=copy.deepcopy(sink.status),
+        status=stored(copy.deepcopy(sink.status)),
     )
     outcome = await run_engine(second, clock)
     assert outcome.result == "Drained"
@@ -222,7 +223,7 @@ def test_a_journal_read_back_after_a_restart_counts_each_retry_once() -> None:
         [decode_entry(raw) for raw in journal],
         run="run",
         replayable=True,
-        status=status,
+        status=stored(status),
     )
     assert ledger.attempts.retries == 3
     assert ledger.attempts.resumed == {"a": 2, "b": 1, "d": 1}

@@ -19,7 +19,7 @@ from typing import Any
 import kopf
 
 from agentpool import metrics
-from agentpool.api import AgentPoolSpec, PoolRunSpec, SpecError, parse_spec
+from agentpool.api import AgentPoolSpec, PoolRunSpec, PoolRunStatus, SpecError, parse_spec
 from agentpool.api.conditions import now_time
 from agentpool.api.reasons import Reason
 from agentpool.broker.registry import PoolKey
@@ -321,7 +321,7 @@ async def build_engine(
         dispatcher=dispatcher,
         invoker=dispatcher,
         sink=KubeSink(runtime, body),
-        status=status,
+        status=parse_spec(PoolRunStatus, status, root="status"),
         configmaps=configmaps,
         suspended=spec.suspend,
         journal=journal,

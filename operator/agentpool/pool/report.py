@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from agentpool.api import AgentPoolStatus
+from agentpool.api import AgentPoolStatus, Recommendation
 from agentpool.pool.observed import ObservedAgent
 from agentpool.pool.policy import PoolPolicy
 from agentpool.pool.sizing import DemandSample
@@ -49,30 +49,27 @@ def status_body(
     generation: int | None,
 ) -> dict[str, Any]:
     """The pool's status in wire form, conditions aside (they are stamped by the handler)."""
-    return AgentPoolStatus.model_validate(
-        {
-            "replicas": view.replicas,
-            "readyReplicas": view.ready_replicas,
-            "available": view.available,
-            "busy": view.busy,
-            "slots": view.slots,
-            "busySlots": view.busy_slots,
-            "overflow": view.overflow,
-            "maxSize": policy.max_size,
-            "waiting": view.waiting,
-            "state": view.state,
-            "selector": selector,
-            "observedGeneration": generation,
-            "recommendation": (
-                {"minSize": view.recommendation.min_size, "maxSize": view.recommendation.max_size}
-                if view.recommendation
-                else None
-            ),
-            "coldStartSeconds": (
-                round(view.cold_start_seconds, 3) if view.cold_start_seconds is not None else None
-            ),
-        }
-    ).model_dump(by_alias=True, exclude_none=True, mode="json")
+    advice, cold_start = view.recommendation, view.cold_start_seconds
+    return AgentPoolStatus(
+        replicas=view.replicas,
+        ready_replicas=view.ready_replicas,
+        available=view.available,
+        busy=view.busy,
+        slots=view.slots,
+        busy_slots=view.busy_slots,
+        overflow=view.overflow,
+        max_size=policy.max_size,
+        waiting=view.waiting,
+        state=view.state,
+        selector=selector,
+        observed_generation=generation,
+        recommendation=(
+            None
+            if advice is None
+            else Recommendation(min_size=advice.min_size, max_size=advice.max_size)
+        ),
+        cold_start_seconds=None if cold_start is None else round(cold_start, 3),
+    ).to_wire()
 
 
 def agent_states(agents: Iterable[ObservedAgent], *, kept: Collection[str]) -> dict[str, int]:

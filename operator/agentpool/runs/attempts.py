@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentpool.api import PoolRunStatus
+
 
 def _map_changes(written: Mapping[str, int], now: Mapping[str, int]) -> dict[str, int | None]:
     """The merge patch that turns map ``written`` into ``now`` (null removes a key)."""
@@ -45,12 +47,11 @@ class Attempts:
     """``status.awaitingRetry`` as last written."""
 
     @classmethod
-    def restore(cls, status: Mapping[str, Any], *, recorded: set[str]) -> Attempts:
+    def restore(cls, status: PoolRunStatus, *, recorded: set[str]) -> Attempts:
         """The attempts as a status written before an operator restart left them."""
-        in_flight = {str(k): int(v) for k, v in (status.get("inFlight") or {}).items()}
-        retrying = {str(k): int(v) for k, v in (status.get("awaitingRetry") or {}).items()}
+        in_flight, retrying = dict(status.in_flight), dict(status.awaiting_retry)
         attempts = cls(
-            retries=int(status.get("retries") or 0),
+            retries=status.retries,
             in_flight_written=in_flight,
             retrying_written=retrying,
         )

@@ -23,8 +23,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Mapping
-from typing import Any
 
+from agentpool.api import PoolRunStatus
 from agentpool.runs.alarm import Alarm
 from agentpool.runs.calls import AgentCalls
 from agentpool.runs.config import RunConfig
@@ -54,7 +54,7 @@ class RunEngine:
         invoker: Invoker,
         sink: StatusSink,
         clock: Clock | None = None,
-        status: Mapping[str, Any] | None = None,
+        status: PoolRunStatus | None = None,
         configmaps: Mapping[str, Mapping[str, str]] | None = None,
         suspended: bool = False,
         settings: RunSettings | None = None,
@@ -68,7 +68,7 @@ class RunEngine:
         waits = Waits()
         self._notes = WaitNotes(waits, self._clock, self._changed)
         self._suspended = suspended
-        status = status or {}
+        status = status or PoolRunStatus()
         entries = [decode_entry(raw) for raw in journal.load()] if journal is not None else []
         self.ledger = replay(
             entries,

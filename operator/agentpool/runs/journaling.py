@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentpool.api import PoolRunStatus
 from agentpool.runs.contracts import Journal
 from agentpool.runs.results import encode, output_line
 from agentpool.runs.status import RunLedger
@@ -128,7 +129,7 @@ def replay(
     *,
     run: str,
     replayable: bool,
-    status: Mapping[str, Any] | None = None,
+    status: PoolRunStatus | None = None,
     configmaps: Mapping[str, Mapping[str, str]] | None = None,
 ) -> RunLedger:
     """The ledger of a run as its last status write (and result ConfigMaps) and its journal

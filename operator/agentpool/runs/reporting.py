@@ -16,6 +16,7 @@ import functools
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
+from agentpool.api import PoolRunStatus
 from agentpool.api.conditions import format_time
 from agentpool.api.reasons import EventReason
 from agentpool.runs.contracts import Journal, StatusSink
@@ -35,7 +36,7 @@ class Reporter:
         shared: RunShared,
         *,
         sink: StatusSink,
-        status: Mapping[str, Any],
+        status: PoolRunStatus,
         interval: float,
         failure_event_interval: float,
         held_gap: float = 0.0,
@@ -49,15 +50,16 @@ class Reporter:
         self._waiting: tuple[str, str, float] | None = None
         self._waiting_at: float | None = None
         # status.message as last written: a running run's is what it waits for, if anything.
-        self._message: str | None = status.get("message")
+        self._message: str | None = status.message
         self._journal = journal
         self._clock = shared.clock
         self._ledger = shared.ledger
         self._interval = interval
         self._held_gap = held_gap
         self._failure_event_interval = failure_event_interval
-        self.start_time: str | None = status.get("startTime")
-        self._conditions: list[dict[str, Any]] = list(status.get("conditions") or [])
+        started = status.start_time
+        self.start_time = None if started is None else format_time(started)
+        self._conditions = [condition.to_wire() for condition in status.conditions]
         self._conditions_dirty = True
         self.phase = "Running"
         self._dirty = True

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentpool.api import ItemFailure, PoolRunStatus
 from agentpool.runs.attempts import Attempts
 from agentpool.runs.items import MADE_UP
 from agentpool.runs.results import (
@@ -88,13 +89,14 @@ class RunLedger:
         run: str,
         *,
         replayable: bool,
-        status: Mapping[str, Any] | None,
+        status: PoolRunStatus | None,
         configmaps: Mapping[str, Mapping[str, str]] | None = None,
     ) -> RunLedger:
         """The ledger of a run whose status (and result ConfigMaps) were written before."""
-        status = status or {}
+        status = status or PoolRunStatus()
         configmaps = configmaps or {}
-        refs = list(status.get("resultRefs") or [])
+        refs = [ref.to_wire() for ref in status.result_refs]
+        failures = {key: failure.to_wire() for key, failure in status.failures.items()}
         # A ConfigMap named in status but gone costs its items a second run, not the whole run.
         datas = [configmaps.get(ref_name(ref), {}) for ref in refs]
         ledger = cls(
@@ -104,7 +106,8 @@ class RunLedger:
         )
         assert ledger.chunks is not None
         ledger._refs_written = [dict(ref) for ref in ledger.chunks.refs]
-        for record in iter_results(status, datas):
+        written = {"items": status.items, "failures": failures, "resultRefs": refs}
+        for record in iter_results(written, datas):
             ledger.recorded.add(record["id"])
             if "failure" in record:
                 ledger.failed += 1
@@ -113,11 +116,11 @@ class RunLedger:
             else:
                 ledger.succeeded += 1
         ledger.attempts = Attempts.restore(status, recorded=ledger.recorded)
-        ledger.seen = int(status.get("total") or 0)
-        for key, output in (status.get("items") or {}).items():
+        ledger.seen = status.total
+        for key, output in status.items.items():
             ledger.status_used += record_size(key, output)
-        for key, failure in (status.get("failures") or {}).items():
-            ledger.status_used += record_size(key, failure)
+        for key, failure_wire in failures.items():
+            ledger.status_used += record_size(key, failure_wire)
         return ledger
 
     def note_seen(self, count: int) -> None:
@@ -148,9 +151,9 @@ class RunLedger:
         self.attempts.finish(key)
         self.recorded.add(key)
         self.failed += 1
-        failure: dict[str, Any] = {"reason": reason, "message": message, "attempts": attempts}
-        if agent:
-            failure["agent"] = agent
+        failure = ItemFailure(
+            reason=reason, message=message, attempts=attempts, agent=agent or None
+        ).to_wire()
         if reason in MADE_UP:
             self.made_up[key] = failure
         self._place_failure(key, failure)
