@@ -22,7 +22,7 @@ from typing import Any
 from agentpool.broker import Checkout
 from agentpool.broker.registry import PoolKey
 from agentpool.handlers.checkins import return_agent
-from agentpool.handlers.runtime import PoolHandle, Runtime
+from agentpool.handlers.runtime import ObjectKey, PoolHandle, Runtime
 from agentpool.io.kube import Conflict, NotFound
 from agentpool.pool import binding
 from agentpool.pool.checkin import CheckinOutcome
@@ -46,7 +46,7 @@ class LeaseBinding:
     """One lease's binding of its agent, as the lease's daemon holds it."""
 
     #: The lease, (namespace, name), and the pool it holds an agent of.
-    key: PoolKey
+    key: ObjectKey
     pool: str
     checkout: Checkout
     #: The lease's own token, as handed to the agent and kept in the lease's Secret.
@@ -86,7 +86,7 @@ async def lease_token(
     raise Conflict(f"secrets: {name} is held by another lease of that name")
 
 
-async def delete_token(runtime: Runtime, key: PoolKey) -> None:
+async def delete_token(runtime: Runtime, key: ObjectKey) -> None:
     await runtime.kube.delete_secret(key[0], lease_token_secret_name(key[1]))
 
 
@@ -162,7 +162,7 @@ async def _post_bind(
 
 
 async def close_binding(
-    runtime: Runtime, key: PoolKey, pool: str, checkout: Checkout, *, delete_secret: bool = True
+    runtime: Runtime, key: ObjectKey, pool: str, checkout: Checkout, *, delete_secret: bool = True
 ) -> CheckinOutcome:
     """Take the lease's token back from its agent (``POST /unbind``, unless the agent is lost)
     and, with ``delete_secret``, delete the lease's Secret (a deleted lease's goes by garbage
@@ -180,7 +180,7 @@ async def close_binding(
 
 
 async def _post_unbind(
-    runtime: Runtime, handle: PoolHandle, key: PoolKey, checkout: Checkout
+    runtime: Runtime, handle: PoolHandle, key: ObjectKey, checkout: Checkout
 ) -> bool:
     """``POST /unbind`` the lease ``key`` from its agent; whether the agent took it."""
     return await runtime.agents.unbind(

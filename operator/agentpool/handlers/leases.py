@@ -28,11 +28,10 @@ from agentpool.api import AgentLeaseSpec, parse_spec
 from agentpool.api.conditions import format_time
 from agentpool.api.reasons import EventReason, Reason
 from agentpool.broker import Checkout
-from agentpool.broker.registry import PoolKey
 from agentpool.handlers import binds, leasestatus, releases, serving
 from agentpool.handlers.leasestatus import Report, StatusWriter, failed_status
 from agentpool.handlers.registration import KindHandlers
-from agentpool.handlers.runtime import LeaseStop, LeaseTask, PoolHandle, Runtime
+from agentpool.handlers.runtime import LeaseStop, LeaseTask, ObjectKey, PoolHandle, Runtime
 from agentpool.pool import binding, leases
 from agentpool.pool.checkin import CheckinOutcome, PoolClosed, PoolExhausted, PoolNotFound
 from agentpool.pool.manifests import lease_token_secret_name
@@ -82,7 +81,7 @@ async def lease_event(
 
 
 async def lease_task(
-    runtime: Runtime, key: PoolKey, stop: LeaseStop, *, after: asyncio.Task[None] | None = None
+    runtime: Runtime, key: ObjectKey, stop: LeaseStop, *, after: asyncio.Task[None] | None = None
 ) -> None:
     """Run the lease's loop on the lease as last seen; after an error (an API write refused,
     say), again 2 s later, until it ends or is stopped."""
@@ -111,7 +110,9 @@ def renew_time_of(body: dict[str, Any]) -> str | None:
     return (body.get("spec") or {}).get("renewTime") or None
 
 
-async def lease_loop(runtime: Runtime, body: dict[str, Any], key: PoolKey, stop: LeaseStop) -> None:
+async def lease_loop(
+    runtime: Runtime, body: dict[str, Any], key: ObjectKey, stop: LeaseStop
+) -> None:
     """Bind an agent, hold it while renewed until its term passes or it is lost, then return
     it; a stopped task leaves it to the lease's deletion or the next task."""
     if (body.get("status") or {}).get("phase") in TERMINAL:
@@ -131,7 +132,7 @@ async def lease_loop(runtime: Runtime, body: dict[str, Any], key: PoolKey, stop:
 async def take_agent(
     runtime: Runtime,
     body: dict[str, Any],
-    key: PoolKey,
+    key: ObjectKey,
     stop: LeaseStop,
     report: Report,
 ) -> binds.LeaseBinding | None:
@@ -176,7 +177,7 @@ async def take_agent(
 
 def binding_of(
     body: dict[str, Any],
-    key: PoolKey,
+    key: ObjectKey,
     spec: AgentLeaseSpec,
     status: dict[str, Any],
     checkout: Checkout,

@@ -15,9 +15,8 @@ from typing import Any
 
 from agentpool.api import AgentLeaseSpec, parse_spec
 from agentpool.api.reasons import EventReason, Reason
-from agentpool.broker.registry import PoolKey
 from agentpool.handlers import binds, leasestatus
-from agentpool.handlers.runtime import LeaseStop, Runtime
+from agentpool.handlers.runtime import LeaseStop, ObjectKey, Runtime
 from agentpool.pool import binding, leases
 from agentpool.pool.checkin import CheckinOutcome
 
@@ -59,7 +58,7 @@ async def end_lease(
         )
 
 
-async def lease_release(runtime: Runtime, body: dict[str, Any], key: PoolKey) -> None:
+async def lease_release(runtime: Runtime, body: dict[str, Any], key: ObjectKey) -> None:
     """The lease is deleted: its task stops, then its binding is closed and its agent goes back.
 
     The lease carries no finalizer, so it is gone already: nothing is written to it, and its

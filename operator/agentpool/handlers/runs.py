@@ -22,11 +22,10 @@ from agentpool import metrics
 from agentpool.api import AgentPoolSpec, PoolRunSpec, PoolRunStatus, SpecError, parse_spec
 from agentpool.api.conditions import now_time
 from agentpool.api.reasons import Reason
-from agentpool.broker.registry import PoolKey
 from agentpool.handlers import serving
 from agentpool.handlers.dispatch import BrokerDispatcher
 from agentpool.handlers.registration import KindHandlers
-from agentpool.handlers.runtime import Runtime
+from agentpool.handlers.runtime import ObjectKey, Runtime
 from agentpool.handlers.sources import HttpItemSource
 from agentpool.io import events
 from agentpool.io.journal import FileJournal
@@ -167,7 +166,7 @@ async def run_event(
     asyncio.get_running_loop().call_later(metrics.FORGET_AFTER_SECONDS, forget)
 
 
-def follow_spec(runtime: Runtime, key: PoolKey, body: kopf.Body) -> None:
+def follow_spec(runtime: Runtime, key: ObjectKey, body: kopf.Body) -> None:
     """Hand a running engine the run's spec.suspend, and stop its source if spec.source changed.
 
     Every event carries the current spec.suspend: no last-handled state is kept on the run for
@@ -216,7 +215,7 @@ async def run_loop(
 async def drive(
     runtime: Runtime,
     body: kopf.Body,
-    key: PoolKey,
+    key: ObjectKey,
     status: dict[str, Any],
     stopped: kopf.DaemonStopped,
 ) -> float | None:
@@ -291,7 +290,7 @@ async def read_inputs(
 async def build_engine(
     runtime: Runtime,
     body: kopf.Body,
-    key: PoolKey,
+    key: ObjectKey,
     spec: PoolRunSpec,
     *,
     raw_spec: dict[str, Any],

@@ -29,6 +29,9 @@ from agentpool.pool.health import PoolHealth
 from agentpool.runs.engine import RunEngine
 from agentpool.settings import OperatorSettings, PoolSettings
 
+#: A run's or a lease's namespace and name, as a PoolKey is a pool's.
+ObjectKey = tuple[str, str]
+
 
 @dataclass
 class PoolHandle:
@@ -177,38 +180,38 @@ class LeaseAgents:
     """The agents of Bound leases, by lease (namespace, name)."""
 
     # Taken back by their pool's loop after a restart, for the lease tasks to pick up.
-    restored: dict[PoolKey, Checkout] = field(default_factory=dict)
+    restored: dict[ObjectKey, Checkout] = field(default_factory=dict)
     # Held by a running lease task: the task (expiry, a lost agent) or the lease's deletion
     # takes one out to return it, whichever comes first.
-    held: dict[PoolKey, Checkout] = field(default_factory=dict)
+    held: dict[ObjectKey, Checkout] = field(default_factory=dict)
     # A lease's binding is opened, renewed and closed one step at a time, so an unbind never
     # overtakes a bind still in flight (which would leave the agent bound to a lease gone).
-    locks: dict[PoolKey, asyncio.Lock] = field(default_factory=dict)
+    locks: dict[ObjectKey, asyncio.Lock] = field(default_factory=dict)
     # Set when a lease object changes (its holder renewed it), to wake the task holding it.
-    wakes: dict[PoolKey, asyncio.Event] = field(default_factory=dict)
+    wakes: dict[ObjectKey, asyncio.Event] = field(default_factory=dict)
     # The running tasks, and each lease as last seen on the watch (its holder's renewTime).
-    tasks: dict[PoolKey, LeaseTask] = field(default_factory=dict)
-    latest: dict[PoolKey, dict[str, Any]] = field(default_factory=dict)
+    tasks: dict[ObjectKey, LeaseTask] = field(default_factory=dict)
+    latest: dict[ObjectKey, dict[str, Any]] = field(default_factory=dict)
 
-    def take(self, key: PoolKey) -> Checkout | None:
+    def take(self, key: ObjectKey) -> Checkout | None:
         """The lease's agent, held or restored, now the caller's to return; None if neither."""
         return self.held.pop(key, None) or self.restored.pop(key, None)
 
-    def lock(self, key: PoolKey) -> asyncio.Lock:
+    def lock(self, key: ObjectKey) -> asyncio.Lock:
         """The lock one lease's binding steps take."""
         return self.locks.setdefault(key, asyncio.Lock())
 
-    def wake(self, key: PoolKey) -> asyncio.Event:
+    def wake(self, key: ObjectKey) -> asyncio.Event:
         """The event that wakes the lease's daemon when the lease changes."""
         return self.wakes.setdefault(key, asyncio.Event())
 
-    def forget(self, key: PoolKey) -> None:
+    def forget(self, key: ObjectKey) -> None:
         """The lease is done with its agent: drop its lock and wake-up (a holder of the lock
         keeps its own)."""
         self.locks.pop(key, None)
         self.wakes.pop(key, None)
 
-    def park(self, key: PoolKey) -> None:
+    def park(self, key: ObjectKey) -> None:
         """The lease's task stops but the lease stays Bound: its agent waits for the next."""
         checkout = self.held.pop(key, None)
         if checkout is not None:
@@ -232,16 +235,16 @@ class LeaseAgents:
 class RunEngines:
     """The engines of the runs this operator drives, by run (namespace, name)."""
 
-    engines: dict[PoolKey, RunEngine] = field(default_factory=dict)
+    engines: dict[ObjectKey, RunEngine] = field(default_factory=dict)
     # The generation and spec.source digest each running run started on.
-    pinned: dict[PoolKey, tuple[int, str]] = field(default_factory=dict)
+    pinned: dict[ObjectKey, tuple[int, str]] = field(default_factory=dict)
 
-    def start(self, key: PoolKey, engine: RunEngine, *, generation: int, digest: str) -> None:
+    def start(self, key: ObjectKey, engine: RunEngine, *, generation: int, digest: str) -> None:
         """The run's engine is about to run on this generation and source digest."""
         self.engines[key] = engine
         self.pinned[key] = (generation, digest)
 
-    def end(self, key: PoolKey, engine: RunEngine) -> None:
+    def end(self, key: ObjectKey, engine: RunEngine) -> None:
         """The engine ended; unless a run made again under its name has its own by now."""
         if self.engines.get(key) is engine:
             del self.engines[key]
