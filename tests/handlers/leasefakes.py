@@ -79,6 +79,8 @@ class FakeApi:
     phases: dict[str, list[str]] = field(default_factory=dict)
     #: What creating a Secret raises, as an API server that refuses it would.
     secret_error: Exception | None = None
+    #: What the next Bound status write raises, once.
+    bound_error: Exception | None = None
     uids: int = 0
     #: The pools read, by name, in order.
     pools_read: list[str] = field(default_factory=list)
@@ -92,6 +94,9 @@ class FakeApi:
         self, plural: str, namespace: str, name: str, status: dict[str, Any]
     ) -> None:
         self.phases.setdefault(name, []).append(status.get("phase", ""))
+        if status.get("phase") == "Bound" and self.bound_error is not None:
+            error, self.bound_error = self.bound_error, None
+            raise error
         stored = self.statuses.setdefault(name, {})
         for key, value in status.items():
             if value is None:

@@ -259,6 +259,24 @@ async def test_a_lease_deleted_while_its_bind_is_in_flight_leaves_no_agent_bound
     assert cluster.idle() == set(cluster.agents)
 
 
+async def test_a_lease_whose_bound_status_write_failed_keeps_one_agent_and_gives_it_back(
+    cluster: Cluster,
+) -> None:
+    """The API server refuses the Bound status once: the lease's next try binds the same agent
+    again rather than a second one beside it, and once the lease is deleted every agent is idle
+    in the pool, none left bound."""
+    cluster.api.bound_error = RuntimeError("the API server refused the write")
+    lease = await start_lease(cluster, lease_body("chat", ttlSeconds=60))
+    await until(lambda: phase(cluster, "chat") == "Bound", "the lease Bound after a retry")
+    used = [a for a in cluster.agents.values() if a.calls]
+    assert [a.name for a in used] == [status(cluster, "chat")["agent"]]
+    assert len(cluster.idle()) == len(cluster.agents) - 1
+    await lease.delete()
+    await lease.task
+    assert used[0].bound is None
+    assert cluster.idle() == set(cluster.agents)
+
+
 async def test_a_lease_bound_before_a_restart_keeps_its_agent_token_and_times(
     cluster: Cluster,
 ) -> None:

@@ -43,7 +43,7 @@ FATES = {
 
 @dataclass
 class LeaseBinding:
-    """One lease's binding of its agent, as the lease's daemon holds it."""
+    """One lease's binding of its agent, as the lease's task holds it."""
 
     #: The lease, (namespace, name), and the pool it holds an agent of.
     key: ObjectKey

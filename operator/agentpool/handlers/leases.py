@@ -97,6 +97,9 @@ async def lease_task(
                 return
             except Exception:
                 log.exception("lease %s/%s: its task failed; trying again in 2 s", *key)
+                # An agent it holds (bound, perhaps without its Bound status written) is the
+                # next try's to take up again, never a second checkout's beside it.
+                runtime.leases.park(key)
                 await until_stopped(stop, asyncio.sleep(2.0))
     finally:
         entry = runtime.leases.tasks.get(key)

@@ -42,8 +42,11 @@ async def end_lease(
             f" renewed); agent {checkout.agent} goes back to pool {pool}"
         )
     async with runtime.leases.lock(held.key):
-        outcome = await binds.close_binding(runtime, held.key, pool, checkout)
+        # An unbind or a Secret delete that fails leaves the agent possibly holding the
+        # lease's token: it is retired, never handed out again.
+        outcome = CheckinOutcome.RESET_FAILED
         try:
+            outcome = await binds.close_binding(runtime, held.key, pool, checkout)
             # Before the agent goes back, so the client stops calling it first.
             phase: leases.EndPhase = "Expired" if reason == Reason.EXPIRED else "Failed"
             await report(leases.ended_status(phase, reason, message))

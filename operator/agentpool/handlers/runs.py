@@ -301,6 +301,8 @@ async def build_engine(
     ConfigMaps, and its source stopped at once when it no longer matches the digest the run
     started on."""
     namespace, name = key
+    # Parsed before anything is opened, so a status that does not read leaks no source or journal.
+    restored = parse_spec(PoolRunStatus, status, root="status")
     source, digest, pools = await read_inputs(runtime, body, spec, raw_spec, status)
     config = config_from_spec(name, spec, pools=pools)
     configmaps = {}
@@ -320,7 +322,7 @@ async def build_engine(
         dispatcher=dispatcher,
         invoker=dispatcher,
         sink=KubeSink(runtime, body),
-        status=parse_spec(PoolRunStatus, status, root="status"),
+        status=restored,
         configmaps=configmaps,
         suspended=spec.suspend,
         journal=journal,

@@ -202,7 +202,7 @@ class LeaseAgents:
         return self.locks.setdefault(key, asyncio.Lock())
 
     def wake(self, key: ObjectKey) -> asyncio.Event:
-        """The event that wakes the lease's daemon when the lease changes."""
+        """The event that wakes the lease's task when the lease changes."""
         return self.wakes.setdefault(key, asyncio.Event())
 
     def forget(self, key: ObjectKey) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agentpool.api import AgentPoolSpec, parse_spec
+from agentpool.api import AgentPoolSpec, SpecError, parse_spec
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.kube import NotFound
 from agentpool.pool.checkin import pool_not_found
@@ -48,7 +48,12 @@ async def served_pool(
     found = await find_pool(runtime, namespace, pool)
     if found is None:
         raise pool_not_found(namespace, pool)
-    wait = timeout(parse_spec(AgentPoolSpec, found.get("spec")))
+    try:
+        spec = parse_spec(AgentPoolSpec, found.get("spec"))
+    except SpecError as error:
+        # Its loop will not serve it either until its spec is fixed.
+        raise NotServed(f'AgentPool "{pool}" in namespace "{namespace}": {error}') from None
+    wait = timeout(spec)
     handle = await runtime.pools.wait((namespace, pool), wait)
     if handle is None:
         raise NotServed(

@@ -1,6 +1,6 @@
 """How a lease binds its agent: until when it holds it, and what it says when that goes wrong.
 
-The lease daemon in :mod:`agentpool.handlers.leases` asks :func:`hold_of` whether the agent it
+The lease task in :mod:`agentpool.handlers.leases` asks :func:`hold_of` whether the agent it
 got is the one the lease was Bound to before an operator restart (and so keeps its times) or a
 new binding, and its :class:`Term` until when the lease holds it as the holder renews it;
 :func:`oversized_context` whether the lease's context may go to an agent at all,

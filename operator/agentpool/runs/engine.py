@@ -113,7 +113,7 @@ class RunEngine:
                 replayable=source.replayable, journaled=journal is not None
             ),
         )
-        self._slots = Lanes(
+        self._lanes = Lanes(
             config.spec.cap,
             shared,
             feed=self._feed,
@@ -141,13 +141,13 @@ class RunEngine:
             return await self._run()
         except asyncio.CancelledError:
             # The operator is stopping: keep what is done, so the next one resumes from there.
-            await self._slots.stop()
+            await self._lanes.stop()
             with contextlib.suppress(Exception):
                 await self._report.write(total=self._total())
             raise
         finally:
             self._alarm.disarm()
-            await self._slots.stop()
+            await self._lanes.stop()
             await self._report.close()
             await self._intake.close()
 
@@ -155,15 +155,15 @@ class RunEngine:
         await self._report.begin(f"dispatching to {self._pools_text()}, cap {self.config.spec.cap}")
         while True:
             self._alarm.clear()
-            self._slots.reap()
+            self._lanes.reap()
             now = self._clock.now()
             self._feed.promote(now)
             if self._may_dispatch():
-                await self._slots.fill(now)
+                await self._lanes.fill(now)
             await self._report.follow_suspension(
-                self._suspended, idle=not self._slots, total=self._total()
+                self._suspended, idle=not self._lanes, total=self._total()
             )
-            if not self._slots:
+            if not self._lanes:
                 end = self._end()
                 if end is not None:
                     await self._report.finish(end, total=self._total())
@@ -178,11 +178,11 @@ class RunEngine:
 
     def _may_dispatch(self) -> bool:
         """Whether items may start: not suspended, deadlocked, or without a source."""
-        return not (self._suspended or self._slots.deadlock or self._feed.source_error)
+        return not (self._suspended or self._lanes.deadlock or self._feed.source_error)
 
     def _held_on_write(self) -> bool:
         # With nothing running, every unwritten item is done: a write frees the whole limit.
-        return self._feed.held and not self._slots
+        return self._feed.held and not self._lanes
 
     def _changed(self) -> None:
         """Status has news: the loop arms its write timer the first time after a write."""
@@ -209,7 +209,7 @@ class RunEngine:
             suspended=self._suspended,
             source_error=self._feed.source_error,
             source_reason=self._feed.source_reason,
-            deadlock=self._slots.deadlock,
+            deadlock=self._lanes.deadlock,
             missing=self._feed.missing(),
         )
 
