@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from runfakes import FakeClock, FakeDispatcher, FakeInvoker, FakeSink, echo, run_config, run_engine
 
@@ -72,14 +72,14 @@ def check_every_item_recorded_once(items: list[Any], status: dict[str, Any], cal
     assert len(keys) == len(set(keys)) == len(items)
     assert status["succeeded"] + status["failed"] == status["total"] == len(items)
     # Each item that is valid and the first with its id runs once, under its own id.
-    firsts: list[str] = []
+    firsts: dict[str, Any] = {}
     for item in items:
         raw = item.get("id")
         if isinstance(raw, str | int) and raw != "" and str(raw) not in firsts:
-            firsts.append(str(raw))
+            firsts[str(raw)] = item
     assert calls == len(firsts)
-    for key in firsts:
-        assert status["items"][key] == {"echo": next(i for i in items if str(i.get("id")) == key)}
+    for key, item in firsts.items():
+        assert status["items"][key] == {"echo": item}
 
 
 def sink_configmaps(status: dict[str, Any]) -> list[dict[str, str]]:
@@ -89,6 +89,8 @@ def sink_configmaps(status: dict[str, Any]) -> list[dict[str, str]]:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(items=ITEMS)
+# An item with no id beside one whose id reads like a missing one.
+@example(items=[{"n": 1}, {"id": "None"}])
 async def test_any_ids_from_a_list_source_end_in_one_record_each(items: list[Any]) -> None:
     """Inline items with any ids (missing, duplicate, shaped like made-up keys): succeeded plus
     failed is the total, and every item has its own record."""
@@ -98,6 +100,8 @@ async def test_any_ids_from_a_list_source_end_in_one_record_each(items: list[Any
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(items=ITEMS)
+# An item with no id beside one whose id reads like a missing one.
+@example(items=[{"n": 1}, {"id": "None"}])
 async def test_any_ids_from_an_http_like_source_end_in_one_record_each(items: list[Any]) -> None:
     """The same holds when ids arrive one by one, so a real id can come after a made-up key
     equal to it."""
