@@ -51,6 +51,18 @@ from bench import (
 ROOT = Path(__file__).resolve().parents[1]
 
 #: Every figure results.json must hold, by section; null when its scenario did not run.
+#: What scenario 6 reports on each cluster it runs on.
+LEASE_FIGURES = [
+    "p50_ms",
+    "p99_ms",
+    "burst4_p50_ms",
+    "burst32_p50_ms",
+    "writes_per_lease",
+    "writes_per_lease_without_events",
+    "floor_p50_ms",
+    "floor_burst4_p50_ms",
+    "floor_burst32_p50_ms",
+]
 REQUIRED = {
     "overhead": ["throughput_ratio", "p50_ms", "p95_ms", "p99_ms"],
     "warm_vs_cold": ["ratio", "theoretical_ratio"],
@@ -71,31 +83,9 @@ REQUIRED = {
         "results_exactly_once",
     ],
     "reactivity": ["overflow_ms", "replacement_ms", "checkout_p99_ms"],
-    "lease": [
-        "p50_ms",
-        "p99_ms",
-        "burst4_p50_ms",
-        "burst32_p50_ms",
-        "writes_per_lease",
-        "writes_per_lease_without_events",
-        "floor_p50_ms",
-        "floor_burst4_p50_ms",
-        "floor_burst32_p50_ms",
-        "bind_p50_ms",
-        "bind_p99_ms",
-    ],
+    "lease": [*LEASE_FIGURES, "bind_p50_ms", "bind_p99_ms"],
     # Only with --kubeconfig; a run without it keeps the figures of the last run with it.
-    "lease_real": [
-        "p50_ms",
-        "p99_ms",
-        "burst4_p50_ms",
-        "burst32_p50_ms",
-        "writes_per_lease",
-        "writes_per_lease_without_events",
-        "floor_p50_ms",
-        "floor_burst4_p50_ms",
-        "floor_burst32_p50_ms",
-    ],
+    "lease_real": LEASE_FIGURES,
     "client": ["call_p50_ms", "call_p99_ms", "direct_p50_ms", "direct_p99_ms"],
     "simulated": ["max_agents", "max_pools", "checkout_p99_ms", "recovery_seconds"],
     "priorities": ["max_wait_seconds", "inversions", "fifo_breaks", "starved"],
