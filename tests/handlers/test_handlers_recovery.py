@@ -186,6 +186,30 @@ async def test_an_agent_bound_to_a_lease_deleted_while_no_operator_ran_is_unboun
     assert await free_agents(handle.broker) == expected
 
 
+@pytest.mark.parametrize("unbound", [True, False], ids=["unbinds", "fails to unbind"])
+async def test_an_agent_silent_at_a_restart_that_later_names_a_gone_lease_is_unbound_first(
+    unbound: bool,
+) -> None:
+    """An agent bound to a lease deleted while no operator ran, too slow to answer the restart's
+    ``/status``, is held as a silent one; once it answers idle it still names that lease, whose
+    client may hold the token: it is unbound before anyone gets it, and retired when the unbind
+    fails, as an agent that answered in time would be."""
+    runtime, handle, agents = restart({"10.0.0.1": None, "10.0.0.2": idle()})
+    agents.unbind_answer = unbound
+    await restore_held_agents(runtime, handle)
+    assert await free_agents(handle.broker) == {"pod-10.0.0.2"}
+    agents.answers["10.0.0.1"] = dataclasses.replace(idle(), lease="chat")
+    async with asyncio.timeout(10):
+        await agents.asked.wait()
+    assert agents.unbinds == [("10.0.0.1", "chat")]
+    assert await free_agents(handle.broker) == {"pod-10.0.0.2"}
+    agents.unbinding.set()
+    async with asyncio.timeout(10):
+        await asyncio.gather(*runtime.restorers)
+    expected = {"pod-10.0.0.1", "pod-10.0.0.2"} if unbound else {"pod-10.0.0.2"}
+    assert await free_agents(handle.broker) == expected
+
+
 class Crowded(Agents):
     """Agents behind a client that can carry ``room`` calls at once: a call beyond that waits
     for a connection past its timeout and comes back with no answer, as a restart of thousands

@@ -82,14 +82,15 @@ async def return_when_idle(
     """Give the agent back once it reports ``item`` done (``GET /status``); one still busy with
     it past ``call_timeout``, or gone, is in an unknown state and retired."""
     watch = IdleWatch(deadline=time.monotonic() + call_timeout)
-    if await wait_until_idle(
+    done = await wait_until_idle(
         runtime.agents,
         checkout,
         handle.token,
         watch=watch,
         poll_seconds=runtime.settings.runs.cast_poll_seconds,
         item=item,
-    ):
+    )
+    if done is not None:
         await return_agent(runtime, handle, checkout, CheckinOutcome.SUCCESS)
         return
     handle.broker.checkin(checkout, CheckinOutcome.LOST)

@@ -25,20 +25,20 @@ async def wait_until_idle(
     poll_seconds: float,
     status_timeout: float | None = None,
     item: str | None = None,
-) -> bool:
+) -> AgentStatus | None:
     """Ask the checked-out agent ``GET /status`` every ``poll_seconds`` until it reports idle,
-    or with ``item`` until that item is no longer among its busy slots (True); False once it is
-    lost or ``watch`` gives up."""
+    or with ``item`` until that item is no longer among its busy slots (that answer); None once
+    it is lost or ``watch`` gives up."""
     timeout = {} if status_timeout is None else {"timeout": status_timeout}
     current: IdleWatch | None = watch
     while current is not None and not checkout.is_lost and current.open(time.monotonic()):
         status = await agents.status(checkout.endpoint, token, **timeout)
         if status is not None and (not status.busy or _done(item, status)):
-            return True
+            return status
         current = current.heard(answered=status is not None, now=time.monotonic())
         if current is not None:
             await asyncio.sleep(poll_seconds)
-    return False
+    return None
 
 
 def _done(item: str | None, status: AgentStatus) -> bool:

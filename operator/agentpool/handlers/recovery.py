@@ -135,7 +135,9 @@ async def release_when_idle(
     runtime: Runtime, handle: PoolHandle, checkout: Checkout, *, item: str | None = None
 ) -> None:
     """Hold a restored agent until it reports idle (with ``item``, until that item is done);
-    one that stops answering is lost."""
+    one that stops answering is lost. One that then names a lease (silent at the restart, and
+    bound to a lease that is no longer Bound) is unbound before it goes back, as
+    :func:`restore_held_agents` unbinds one that answered in time."""
     settings = runtime.settings.recovery
     watch = IdleWatch(silence_seconds=settings.silence_seconds)
     idle = await wait_until_idle(
@@ -147,4 +149,7 @@ async def release_when_idle(
         status_timeout=settings.status_timeout_seconds,
         item=item,
     )
-    handle.broker.checkin(checkout, CheckinOutcome.SUCCESS if idle else CheckinOutcome.LOST)
+    if idle is not None and idle.lease is not None:
+        await unbind(runtime, handle, idle.lease)(checkout)
+        return
+    handle.broker.checkin(checkout, CheckinOutcome.LOST if idle is None else CheckinOutcome.SUCCESS)
