@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import json
 import socket
 import time
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
 
+import kopf
 import pytest
 from leasefakes import (
     POOL_TOKEN,
@@ -31,6 +34,7 @@ from leasefakes import (
 
 from agentpool.api.conditions import format_micro_time, format_time
 from agentpool.api.leases import MAX_CONTEXT_BYTES
+from agentpool.handlers import pools
 from agentpool.io.agents import AgentClient
 from agentpool.pool.manifests import lease_token_secret
 from agentpool.pool.pods import epoch
@@ -391,3 +395,31 @@ async def test_a_lease_that_ended_and_went_leaves_nothing_behind(cluster: Cluste
     leases = cluster.runtime.leases
     assert (leases.tasks, leases.latest, leases.locks, leases.wakes) == ({}, {}, {}, {})
     assert cluster.idle() == set(cluster.agents)
+
+
+async def test_a_replica_that_pauses_leaves_its_leases_bound_to_the_peer_that_acts(
+    cluster: Cluster,
+) -> None:
+    """kopf pauses this replica (a peer of higher priority acts) and stops its pool loops: its
+    lease tasks end at once and drive their leases no more. A lease whose term then passes is
+    the acting peer's to expire: this replica writes no status, unbinds nothing and deletes no
+    Secret, and the agent stays held for the lease, never handed to anyone else."""
+    lease = await start_lease(cluster, lease_body("brief", ttlSeconds=1))
+    agent = await bound(cluster, "brief")
+    handle = cluster.runtime.pools.get(("ns", "p"))
+    assert handle is not None
+    pools.end_pool(
+        cluster.runtime,
+        handle,
+        SimpleNamespace(reason=kopf.DaemonStoppingReason.OPERATOR_PAUSING),  # type: ignore[arg-type]
+    )
+    async with asyncio.timeout(30):
+        await lease.task
+    # Past the term the lease was bound for, it is still Bound as this replica left it.
+    expires = datetime.datetime.fromisoformat(str(status(cluster, "brief")["expireTime"]))
+    await until(lambda: datetime.datetime.now(datetime.UTC) > expires, "the lease's term")
+    assert cluster.api.phases["brief"] == ["Bound"]
+    assert agent.paths() == ["bind"]
+    assert "brief-lease-token" in cluster.api.secrets
+    assert agent.name not in cluster.idle()
+    assert cluster.runtime.leases.restored[("ns", "brief")].agent == agent.name

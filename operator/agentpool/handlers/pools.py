@@ -177,9 +177,11 @@ async def run_passes(
 
 
 def end_pool(runtime: Runtime, handle: PoolHandle, stopped: kopf.DaemonStopped) -> None:
-    """The loop ended: a deleted pool refuses checkouts and waits for pool_drain; either way,
-    its handle goes."""
+    """The loop ended: a deleted pool refuses checkouts and waits for pool_drain; a paused
+    operator's leases are left to the peer that acts; either way, its handle goes."""
     reason = stopped.reason
+    if reason and reason & kopf.DaemonStoppingReason.OPERATOR_PAUSING:
+        runtime.leases.pause()
     if reason and reason & kopf.DaemonStoppingReason.RESOURCE_DELETED:
         namespace, name = key = (handle.namespace, handle.name)
         # Refuse checkouts at once; pool_drain lets busy agents finish and deletes pods.

@@ -217,6 +217,13 @@ class LeaseAgents:
         if checkout is not None:
             self.restored[key] = checkout
 
+    def pause(self) -> None:
+        """The operator is paused, a peer acting in its place: every lease task ends as at a
+        stop, without waiting, its lease left Bound and its agent parked. The peer drives the
+        leases meanwhile; a resumed operator takes up each lease its watch shows again."""
+        for entry in self.tasks.values():
+            entry.stop.set(deleted=False)
+
     async def stop_all(self, timeout: float) -> None:
         """The operator stops: every lease task ends, leaving its lease Bound for the next
         operator; one still running after ``timeout`` seconds is cancelled."""
