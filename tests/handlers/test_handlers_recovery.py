@@ -42,8 +42,20 @@ def host_of(endpoint: str) -> str:
 
 
 class Kube:
+    def __init__(self) -> None:
+        self.leases: list[dict[str, Any]] = []
+
     async def list_custom(self, plural: str, namespace: str) -> list[dict[str, Any]]:
-        return []
+        assert plural == "agentleases"
+        return self.leases
+
+
+def bound_lease(name: str, agent: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {"poolRef": {"name": "p"}},
+        "status": {"phase": "Bound", "agent": agent},
+    }
 
 
 def idle(uses: int = 0) -> AgentStatus:
@@ -208,6 +220,30 @@ async def test_an_agent_silent_at_a_restart_that_later_names_a_gone_lease_is_unb
         await asyncio.gather(*runtime.restorers)
     expected = {"pod-10.0.0.1", "pod-10.0.0.2"} if unbound else {"pod-10.0.0.2"}
     assert await free_agents(handle.broker) == expected
+
+
+async def test_a_resumed_pool_keeps_parked_agents_of_bound_leases_and_unbinds_the_rest() -> None:
+    """This replica was paused while a peer acted: its lease tasks parked their agents. On
+    resuming, the agent of a lease still Bound stays with it, unasked; the agent of a lease the
+    peer ended meanwhile still names it, so it is unbound before anyone gets it."""
+    runtime, handle, agents = restart(
+        {"10.0.0.1": idle(), "10.0.0.2": dataclasses.replace(idle(), lease="gone")}
+    )
+    for lease in ("kept", "gone"):
+        checkout = await handle.broker.checkout(timeout=0, holder=f"lease:ns/{lease}")
+        runtime.leases.restored[("ns", lease)] = checkout
+    kept = runtime.leases.restored[("ns", "kept")]
+    gone = runtime.leases.restored[("ns", "gone")].agent
+    agents.answers[kept.ip] = dataclasses.replace(idle(), lease="kept")
+    agents.answers[gone.removeprefix("pod-")] = dataclasses.replace(idle(), lease="gone")
+    runtime.kube.leases = [bound_lease("kept", kept.agent)]
+    agents.unbinding.set()
+    await restore_held_agents(runtime, handle)
+    async with asyncio.timeout(10):
+        await asyncio.gather(*runtime.restorers)
+    assert runtime.leases.restored == {("ns", "kept"): kept}
+    assert agents.unbinds == [(gone.removeprefix("pod-"), "gone")]
+    assert await free_agents(handle.broker) == {gone}
 
 
 class Crowded(Agents):

@@ -26,17 +26,19 @@ from agentpool.pool.restoring import IdleWatch, bound_lease_agents
 
 
 async def restore_held_agents(runtime: Runtime, handle: PoolHandle) -> None:
-    """After a restart, take back what was held before it, before any checkout is served.
+    """After a restart (or a pause, a peer acting meanwhile), take back what was held before
+    it, before any checkout is served.
 
     Agents of Bound leases go back to their leases (their clients talk to them directly, so they
     may look idle between requests); agents that report work in progress on ``GET /status``, or
     give no answer in time, stay busy until they report idle. Either way, no agent is handed out
     twice.
     """
-    leased: set[str] = set()
     listed = await runtime.kube.list_custom("agentleases", handle.namespace)
-    for lease, held in bound_lease_agents(listed, handle.name):
-        checkout = handle.broker.restore_busy(held, None)
+    bound = bound_lease_agents(listed, handle.name)
+    leased = keep_parked(runtime, handle, {lease for lease, _ in bound})
+    for lease, held in bound:
+        checkout = None if held in leased else handle.broker.restore_busy(held, None)
         if checkout is not None:
             leased.add(held)
             runtime.leases.restored[(handle.namespace, lease)] = checkout
@@ -72,6 +74,22 @@ async def restore_held_agents(runtime: Runtime, handle: PoolHandle) -> None:
                 item=item,
                 whole=whole,
             )
+
+
+def keep_parked(runtime: Runtime, handle: PoolHandle, bound: set[str]) -> set[str]:
+    """The agents the pool's lease tasks parked when this operator was paused, kept for their
+    leases that are still Bound (named); those of leases the acting peer ended or saw deleted
+    meanwhile go back to the pool, to be asked ``/status`` and unbound like any other."""
+    kept = set()
+    for key, checkout in list(runtime.leases.restored.items()):
+        if key[0] != handle.namespace or checkout.pool != handle.name:
+            continue
+        if key[1] in bound:
+            kept.add(checkout.agent)
+        else:
+            del runtime.leases.restored[key]
+            handle.broker.checkin(checkout, CheckinOutcome.UNUSED)
+    return kept
 
 
 def _hold(
