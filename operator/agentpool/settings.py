@@ -74,6 +74,9 @@ class LeaseSettings:
     bind_timeout_seconds: float = 30.0
     """How long an agent may take to answer ``POST /bind`` or ``/unbind``: its author's bind or
     unbind (and reset) functions run before it answers. Past it the agent is retired."""
+    sweep_seconds: float = 30.0
+    """How often the leases held are listed, to release those whose deletion the watch missed
+    (a listing after a broken watch names no deleted object): one LIST per namespace."""
     events: bool = True
     """Post an Event on a lease when it is bound and when it expires (``agentpool run
     --no-lease-events`` turns them off: each is one more API write in a lease's life)."""

@@ -84,6 +84,15 @@ class FakeApi:
     uids: int = 0
     #: The pools read, by name, in order.
     pools_read: list[str] = field(default_factory=list)
+    #: The leases a LIST of AgentLeases shows, by name.
+    listed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The namespaces AgentLeases were listed in, in order.
+    lists: list[str] = field(default_factory=list)
+
+    async def list_custom(self, plural: str, namespace: str) -> list[dict[str, Any]]:
+        assert plural == "agentleases"
+        self.lists.append(namespace)
+        return list(self.listed.values())
 
     async def get_custom(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
         assert plural == "agentpools"
@@ -216,6 +225,15 @@ def lease_body(name: str, **spec: Any) -> kopf.Body:
         "metadata": {"name": name, "namespace": NAMESPACE, "uid": f"uid-{name}", "generation": 1},
         "spec": {"poolRef": {"name": "p"}, **spec},
     }
+    return kopf.Body(raw)
+
+
+def made_again(body: kopf.Body, uid: str) -> kopf.Body:
+    """A lease of the same name and spec as ``body``, made again: another object, another uid,
+    no status yet."""
+    raw = json.loads(json.dumps(dict(body)))
+    raw["metadata"]["uid"] = uid
+    raw.pop("status", None)
     return kopf.Body(raw)
 
 

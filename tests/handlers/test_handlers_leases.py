@@ -27,6 +27,7 @@ from leasefakes import (
     cluster_of,
     event,
     lease_body,
+    made_again,
     serve_agents,
     start_lease,
     until,
@@ -34,7 +35,7 @@ from leasefakes import (
 
 from agentpool.api.conditions import format_micro_time, format_time
 from agentpool.api.leases import MAX_CONTEXT_BYTES
-from agentpool.handlers import pools
+from agentpool.handlers import leases, pools
 from agentpool.io.agents import AgentClient
 from agentpool.pool.manifests import lease_token_secret
 from agentpool.pool.pods import epoch
@@ -423,3 +424,54 @@ async def test_a_replica_that_pauses_leaves_its_leases_bound_to_the_peer_that_ac
     assert "brief-lease-token" in cluster.api.secrets
     assert agent.name not in cluster.idle()
     assert cluster.runtime.leases.restored[("ns", "brief")].agent == agent.name
+
+
+async def test_a_lease_deleted_in_a_gap_of_the_watch_is_released_by_the_next_sweep(
+    cluster: Cluster,
+) -> None:
+    """The watch missed a lease's deletion (it broke, and kopf's listing after it names no
+    deleted object): the next sweep of the leases finds it gone and releases its agent as the
+    deletion would have, long before its term, writing nothing to it. A lease still there
+    keeps its agent."""
+    lease = await start_lease(cluster, lease_body("chat", ttlSeconds=3600))
+    kept = await start_lease(cluster, lease_body("kept", ttlSeconds=3600))
+    agent, other = await bound(cluster, "chat"), await bound(cluster, "kept")
+    cluster.api.listed = {"kept": dict(kept.body)}
+    await leases.sweep_once(cluster.runtime)
+    async with asyncio.timeout(30):
+        await lease.task
+    assert cluster.api.lists == ["ns"]
+    assert agent.paths() == ["bind", "unbind"]
+    assert agent.name in cluster.idle()
+    assert cluster.api.phases["chat"] == ["Bound"]
+    assert other.paths() == ["bind"]
+    assert not cluster.runtime.leases.tasks[("ns", "kept")].task.done()
+    await kept.delete()
+    await kept.task
+    assert cluster.idle() == set(cluster.agents)
+
+
+async def test_a_lease_made_again_under_a_name_whose_deletion_was_missed_is_a_new_lease(
+    cluster: Cluster,
+) -> None:
+    """A lease is deleted and made again under its name while the watch is away: the watch
+    shows only the new one. The old lease's agent is unbound (its client may still hold the
+    old token), and the new lease is bound anew, with a token of its own in a Secret it owns."""
+    first = await start_lease(cluster, lease_body("chat", ttlSeconds=3600))
+    old = await bound(cluster, "chat")
+    old_token = cluster.api.token("chat")
+    # The old lease's Secret and status go with it.
+    del cluster.api.secrets["chat-lease-token"]
+    del cluster.api.statuses["chat"]
+    await event(cluster, "ADDED", made_again(first.body, "uid-chat-2"))
+    async with asyncio.timeout(30):
+        await first.task
+    assert old.calls[1] == ("unbind", {"lease": "chat"})
+    agent = await bound(cluster, "chat")
+    token = cluster.api.token("chat")
+    assert token != old_token
+    assert agent.bound is not None
+    assert agent.bound["token"] == token
+    owner = cluster.api.secrets["chat-lease-token"]["metadata"]["ownerReferences"][0]
+    assert owner["uid"] == "uid-chat-2"
+    assert len(cluster.idle()) == len(cluster.agents) - 1

@@ -10,8 +10,10 @@ its agent goes back from the deletion event (:mod:`agentpool.handlers.releases`)
 no finalizer and kopf keeps no state on them, so a lease costs its create, its Secret, one status
 write and its delete. Either way the binding is closed first (``POST /unbind``). A restarted
 operator's pool loop takes a Bound lease's agent back before serving anyone, for the lease's
-new task to pick up, and unbinds an agent whose lease went meanwhile. What to wait for and until
-when is :mod:`agentpool.pool.binding`'s to decide; :func:`register` binds the handler to kopf.
+new task to pick up, and unbinds an agent whose lease went meanwhile. A deletion the watch
+missed is found by :func:`sweep_once`, or by the lease made again under its name (another uid)
+when the watch shows that first. What to wait for and until when is
+:mod:`agentpool.pool.binding`'s to decide; :func:`register` binds the handler to kopf.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from typing import Any, TypeVar
 
 import kopf
@@ -65,9 +67,15 @@ async def lease_event(
         return
     running = runtime.leases.tasks.get(key)
     if running is not None and not running.task.done() and not running.stop:
-        runtime.leases.latest[key] = dict(body)
-        runtime.leases.wake(key).set()
-        return
+        seen = runtime.leases.latest.get(key)
+        if seen is None or uid_of(seen) == uid_of(body):
+            runtime.leases.latest[key] = dict(body)
+            runtime.leases.wake(key).set()
+            return
+        # Made again under its name while the watch missed the deletion: the lease held is
+        # gone, and is released as its deletion would have released it.
+        await releases.lease_release(runtime, seen, key)
+        running = runtime.leases.tasks.get(key)
     if (body.get("status") or {}).get("phase") in TERMINAL:
         # Nothing to hold: an ended lease is remembered nowhere.
         return
@@ -106,6 +114,42 @@ async def lease_task(
         if entry is not None and entry.stop is stop:
             del runtime.leases.tasks[key]
             runtime.leases.latest.pop(key, None)
+
+
+def uid_of(body: Mapping[str, Any]) -> str:
+    """The lease object's uid: a lease made again under a name is another lease."""
+    return str((body.get("metadata") or {}).get("uid") or "")
+
+
+async def sweep(runtime: Runtime, every: float) -> None:
+    """:func:`sweep_once` every ``every`` seconds while the operator runs."""
+    while True:
+        await asyncio.sleep(every)
+        try:
+            await sweep_once(runtime)
+        except Exception as error:  # the API server away: the next sweep looks again
+            log.warning("sweeping the leases failed: %s", error)
+
+
+async def sweep_once(runtime: Runtime) -> None:
+    """Release the leases whose deletion the watch missed (kopf lists again after a broken
+    watch, and a listing names no deleted object): those a running task holds that a listing
+    of their namespace, made after the watch showed them, no longer shows."""
+    held = {
+        key: uid_of(runtime.leases.latest.get(key) or {})
+        for key, entry in runtime.leases.tasks.items()
+        if not entry.task.done() and not entry.stop
+    }
+    for namespace in sorted({key[0] for key in held}):
+        listed = await runtime.kube.list_custom("agentleases", namespace)
+        present = {uid_of(lease) for lease in listed}
+        for key, uid in held.items():
+            if key[0] != namespace or uid in present:
+                continue
+            body = runtime.leases.latest.get(key)
+            if body is not None and uid_of(body) == uid:
+                log.info("lease %s/%s is gone though no deletion was seen: releasing it", *key)
+                await releases.lease_release(runtime, body, key)
 
 
 def renew_time_of(body: dict[str, Any]) -> str | None:

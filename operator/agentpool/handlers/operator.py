@@ -171,9 +171,11 @@ async def beside_kopf(
     peering: Peering | None,
     namespaces: Collection[str],
 ) -> AsyncIterator[None]:
-    """The gateway (its certificate kept current), and with peers the watch on which replica
-    acts, while kopf runs; the lease tasks are stopped when it ends, their leases left Bound."""
+    """The gateway (its certificate kept current), the sweep of leases whose deletion the watch
+    missed, and with peers the watch on which replica acts, while kopf runs; the lease tasks
+    are stopped when it ends, their leases left Bound."""
     opened, tasks = None, list[asyncio.Task[None]]()
+    tasks.append(asyncio.create_task(leases.sweep(runtime, runtime.settings.leases.sweep_seconds)))
     if gateway is not None:
         opened = await open_gateway(runtime, gateway)
         tasks.append(asyncio.create_task(keep_certificate(runtime, gateway, opened)))
