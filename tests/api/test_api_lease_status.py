@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from agentpool.api.base import KeyRef
 from agentpool.api.conditions import merge_conditions
 from agentpool.local.apiserver.schema.structural import apply_defaults, prune
 from agentpool.local.apiserver.schema.validation import validate
@@ -16,16 +17,18 @@ BOUND = leases.bound_status(
     pool="p",
     agent="p-x7k2q",
     endpoint="http://10.0.0.7:8080",
-    token_secret_ref={"name": "chat-lease-token", "key": "token"},
+    token_secret_ref=KeyRef(name="chat-lease-token", key="token"),
     bound_time="2026-01-01T00:00:00Z",
     expire_time="2026-01-01T00:05:00Z",
-)
+).to_patch()
 STATUSES = {
-    "Pending": leases.pending_status("p"),
+    "Pending": leases.pending_status("p").to_patch(),
     "Bound": BOUND,
-    "Released": leases.ended_status("Released", "Released", "The lease was deleted"),
-    "Expired": leases.ended_status("Expired", "Expired", "The lease passed its ttl of 300s"),
-    "Failed": leases.ended_status("Failed", "PoolFull", "pool p has no idle agent"),
+    "Released": leases.ended_status("Released", "Released", "The lease was deleted").to_patch(),
+    "Expired": leases.ended_status(
+        "Expired", "Expired", "The lease passed its ttl of 300s"
+    ).to_patch(),
+    "Failed": leases.ended_status("Failed", "PoolFull", "pool p has no idle agent").to_patch(),
 }
 
 

@@ -56,6 +56,11 @@ class ApiModel(BaseModel):
         """The JSON the API server stores: camelCase keys, unset optional fields left out."""
         return self.model_dump(by_alias=True, mode="json", exclude_none=True)
 
+    def to_patch(self) -> dict[str, Any]:
+        """A JSON merge patch of the fields given when it was made: camelCase keys, the others
+        left as they are stored, and one given as None cleared."""
+        return self.model_dump(by_alias=True, mode="json", exclude_unset=True)
+
 
 @dataclass(frozen=True)
 class CelRule:

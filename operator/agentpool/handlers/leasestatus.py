@@ -12,7 +12,9 @@ import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from agentpool.api.base import KeyRef
 from agentpool.api.conditions import merge_conditions, now_time
+from agentpool.api.leases import AgentLeaseStatus
 from agentpool.handlers.binds import LeaseBinding
 from agentpool.handlers.runtime import Runtime
 from agentpool.io import events
@@ -20,7 +22,7 @@ from agentpool.io.kube import NotFound
 from agentpool.pool import leases
 from agentpool.pool.manifests import TOKEN_KEY, lease_token_secret_name
 
-Report = Callable[[dict[str, Any]], Awaitable[None]]
+Report = Callable[[AgentLeaseStatus], Awaitable[None]]
 
 
 def post_event(runtime: Runtime, lease: Mapping[str, Any], reason: str, message: str) -> None:
@@ -29,17 +31,17 @@ def post_event(runtime: Runtime, lease: Mapping[str, Any], reason: str, message:
         events.post(lease, type="Normal", reason=reason, message=message)
 
 
-def failed_status(reason: str, message: str) -> dict[str, Any]:
+def failed_status(reason: str, message: str) -> AgentLeaseStatus:
     return leases.ended_status("Failed", reason, message)
 
 
-def bound_status(held: LeaseBinding, bound_time: str) -> dict[str, Any]:
+def bound_status(held: LeaseBinding, bound_time: str) -> AgentLeaseStatus:
     """The lease holds its agent until the expiry the agent was last given."""
     return leases.bound_status(
         pool=held.pool,
         agent=held.checkout.agent,
         endpoint=held.checkout.endpoint,
-        token_secret_ref={"name": lease_token_secret_name(held.key[1]), "key": TOKEN_KEY},
+        token_secret_ref=KeyRef(name=lease_token_secret_name(held.key[1]), key=TOKEN_KEY),
         bound_time=bound_time,
         expire_time=held.expire_time,
     )
@@ -59,13 +61,15 @@ class StatusWriter:
             (body.get("status") or {}).get("conditions") or []
         )
 
-    async def __call__(self, patch: dict[str, Any]) -> None:
+    async def __call__(self, status: AgentLeaseStatus) -> None:
         generation: int | None = self.body["metadata"].get("generation")
-        current = leases.lease_conditions(patch["phase"], patch["reason"], patch["message"])
+        if status.phase is None:
+            raise ValueError("a lease's status patch must name its phase")
+        current = leases.lease_conditions(status.phase, status.reason or "", status.message or "")
         conditions = merge_conditions(
             self.conditions, current, generation=generation, now=now_time()
         )
-        patch = {**patch, "conditions": conditions, "observedGeneration": generation}
+        patch = status.to_patch() | {"conditions": conditions, "observedGeneration": generation}
         with contextlib.suppress(NotFound):
             await self.runtime.kube.patch_status("agentleases", self.namespace, self.name, patch)
         self.conditions = conditions

@@ -1,19 +1,22 @@
 """What an AgentLease's status says at each step of its life, as data.
 
 The lease handlers in :mod:`agentpool.handlers.leases` decide when a lease waits, binds, expires,
-fails or is released; the functions here give the status to write then, as a JSON merge patch
-(``None`` clears a field). While a lease is Bound its status says where to reach its agent; once it
-ends, nothing a client could still use to reach the agent is left in it. Its conditions follow the
-phase, so ``kubectl wait --for=condition=Bound`` (or ``Expired``, ``Failed``) works: the condition
-named by the phase is True, the others False, and each carries the phase's reason and message.
+fails or is released; the functions here give the status to write then, as an
+:class:`~agentpool.api.leases.AgentLeaseStatus` of the fields to change, written as a JSON merge
+patch (a field given as ``None`` is cleared). While a lease is Bound its status says where to
+reach its agent; once it ends, nothing a client could still use to reach the agent is left in
+it. Its conditions follow the phase, so ``kubectl wait --for=condition=Bound`` (or ``Expired``,
+``Failed``) works: the condition named by the phase is True, the others False, and each carries
+the phase's reason and message.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
+from agentpool.api.base import KeyRef
 from agentpool.api.conditions import ConditionView
-from agentpool.api.leases import LeasePhase
+from agentpool.api.leases import AgentLeaseStatus, LeasePhase
 from agentpool.api.reasons import ConditionType, Reason
 
 #: The lease's phase that makes each of its conditions True.
@@ -22,8 +25,6 @@ CONDITION_PHASES: dict[str, LeasePhase] = {
     str(ConditionType.EXPIRED): "Expired",
     str(ConditionType.FAILED): "Failed",
 }
-#: The status fields that tell a client how to reach the lease's agent.
-REACH_FIELDS = ("agent", "endpoint", "tokenSecretRef")
 
 EndPhase = Literal["Released", "Expired", "Failed"]
 
@@ -36,13 +37,13 @@ def lease_conditions(phase: LeasePhase, reason: str, message: str) -> list[Condi
     ]
 
 
-def pending_status(pool: str) -> dict[str, Any]:
+def pending_status(pool: str) -> AgentLeaseStatus:
     """The lease waits for an agent of ``pool``."""
-    return {
-        "phase": "Pending",
-        "reason": str(Reason.WAITING),
-        "message": f"Waiting for an agent of pool {pool}",
-    }
+    return AgentLeaseStatus(
+        phase="Pending",
+        reason=str(Reason.WAITING),
+        message=f"Waiting for an agent of pool {pool}",
+    )
 
 
 def bound_status(
@@ -50,24 +51,32 @@ def bound_status(
     pool: str,
     agent: str,
     endpoint: str,
-    token_secret_ref: dict[str, str],
+    token_secret_ref: KeyRef,
     bound_time: str,
     expire_time: str,
-) -> dict[str, Any]:
-    """The lease holds ``agent`` until ``expire_time``: where to reach it and with which token."""
-    return {
-        "phase": "Bound",
-        "agent": agent,
-        "endpoint": endpoint,
-        "tokenSecretRef": token_secret_ref,
-        "boundTime": bound_time,
-        "expireTime": expire_time,
-        "reason": str(Reason.BOUND),
-        "message": f"Agent {agent} of pool {pool} is held for this lease until {expire_time}",
-    }
+) -> AgentLeaseStatus:
+    """The lease holds ``agent`` until ``expire_time`` (RFC 3339, as the agent was given it):
+    where to reach it and with which token."""
+    return AgentLeaseStatus(
+        phase="Bound",
+        agent=agent,
+        endpoint=endpoint,
+        token_secret_ref=token_secret_ref,
+        bound_time=bound_time,
+        expire_time=expire_time,
+        reason=str(Reason.BOUND),
+        message=f"Agent {agent} of pool {pool} is held for this lease until {expire_time}",
+    )
 
 
-def ended_status(phase: EndPhase, reason: str, message: str) -> dict[str, Any]:
+def ended_status(phase: EndPhase, reason: str, message: str) -> AgentLeaseStatus:
     """The lease ended: released, expired or failed. Its agent is no longer the client's to
     call, so the fields that said how to reach it are cleared."""
-    return {"phase": phase, "reason": reason, "message": message} | dict.fromkeys(REACH_FIELDS)
+    return AgentLeaseStatus(
+        phase=phase,
+        reason=reason,
+        message=message,
+        agent=None,
+        endpoint=None,
+        token_secret_ref=None,
+    )
