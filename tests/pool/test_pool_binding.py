@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentpool.api.leases import MAX_CONTEXT_BYTES
+from agentpool.api.leases import MAX_CONTEXT_BYTES, AgentLeaseStatus
 from agentpool.pool.binding import (
     Hold,
     Term,
@@ -30,10 +30,15 @@ BOUND = {
     "tokenSecretRef": {"name": SECRET, "key": "token"},
     "expireTime": "1970-01-01T03:00:00Z",
     "boundTime": "1970-01-01T02:00:00Z",
-    "conditions": [{"type": "Bound"}],
+    "conditions": [{"type": "Bound", "status": "True"}],
 }
 #: 1970-01-01T02:00:00Z and 03:00:00Z in seconds since the epoch.
 TWO, THREE = 7_200.0, 10_800.0
+
+
+def stored(status: dict[str, Any]) -> AgentLeaseStatus:
+    """The status as the lease handler reads it from the lease."""
+    return AgentLeaseStatus.model_validate(status)
 
 
 @pytest.mark.parametrize(
@@ -56,7 +61,7 @@ def test_a_lease_resumes_its_binding_or_starts_a_new_one(
     status: dict[str, Any], agent: str, resumed: bool, bound: float
 ) -> None:
     """After a restart the lease keeps its times; otherwise its ttl runs from now."""
-    hold = hold_of(status, agent, secret=SECRET, ttl_seconds=60, renew_time=None, now=NOW)
+    hold = hold_of(stored(status), agent, secret=SECRET, ttl_seconds=60, renew_time=None, now=NOW)
     assert (hold.resumed, hold.term.bound, hold.term.expires) == (resumed, bound, bound + 60)
     if resumed:
         assert (hold.bound_time, hold.expire_time) == (status["boundTime"], status["expireTime"])
@@ -65,7 +70,12 @@ def test_a_lease_resumes_its_binding_or_starts_a_new_one(
 def test_a_renewal_made_while_the_operator_was_away_counts() -> None:
     """A lease renewed before a restart holds its agent ttl after that renewal."""
     hold = hold_of(
-        BOUND, "a", secret=SECRET, ttl_seconds=60, renew_time="1970-01-01T02:30:00Z", now=NOW
+        stored(BOUND),
+        "a",
+        secret=SECRET,
+        ttl_seconds=60,
+        renew_time="1970-01-01T02:30:00Z",
+        now=NOW,
     )
     assert (hold.resumed, hold.term.expires) == (True, TWO + 1_800 + 60)
 
@@ -176,16 +186,20 @@ def test_bound_is_written_unless_already_there(
     hold: Hold, status: dict[str, Any], report: bool
 ) -> None:
     """A resumed binding written with conditions is not written again."""
-    assert hold.needs_report(status) is report
+    assert hold.needs_report(stored(status)) is report
 
 
 @pytest.mark.parametrize(
     ("status", "report"),
-    [({}, True), ({"phase": "Pending"}, True), ({"phase": "Pending", "conditions": [{}]}, False)],
+    [
+        ({}, True),
+        ({"phase": "Pending"}, True),
+        ({"phase": "Pending", "conditions": [{"type": "Bound", "status": "False"}]}, False),
+    ],
 )
 def test_pending_is_written_unless_already_there(status: dict[str, Any], report: bool) -> None:
     """A lease already Pending, with its conditions, is not written again before it waits."""
-    assert needs_pending_report(status) is report
+    assert needs_pending_report(stored(status)) is report
 
 
 def test_a_checkout_without_agent_says_why() -> None:

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 import kopf
 
-from agentpool.api import AgentLeaseSpec, parse_spec
+from agentpool.api import AgentLeaseSpec, AgentLeaseStatus, parse_spec
 from agentpool.api.conditions import format_time
 from agentpool.api.reasons import EventReason, Reason
 from agentpool.broker import Checkout
@@ -76,7 +76,7 @@ async def lease_event(
         # gone, and is released as its deletion would have released it.
         await releases.lease_release(runtime, seen, key)
         running = runtime.leases.tasks.get(key)
-    if (body.get("status") or {}).get("phase") in TERMINAL:
+    if leases.stored_status(body.get("status")).phase in TERMINAL:
         # Nothing to hold: an ended lease is remembered nowhere.
         return
     runtime.leases.latest[key] = dict(body)
@@ -162,7 +162,7 @@ async def lease_loop(
 ) -> None:
     """Bind an agent, hold it while renewed until its term passes or it is lost, then return
     it; a stopped task leaves it to the lease's deletion or the next task."""
-    if (body.get("status") or {}).get("phase") in TERMINAL:
+    if leases.stored_status(body.get("status")).phase in TERMINAL:
         return
     report = StatusWriter(runtime, body)
     try:
@@ -186,8 +186,8 @@ async def take_agent(
     """The lease's agent, bound to it (or still bound from before a restart) and reported
     Bound; None when the lease cannot have one (reported Failed) or its task stopped."""
     spec = parse_spec(AgentLeaseSpec, body.get("spec"))
-    status = dict(body.get("status") or {})
-    too_large = None if status.get("agent") else binding.oversized_context(spec.context)
+    status = leases.stored_status(body.get("status"))
+    too_large = None if status.agent else binding.oversized_context(spec.context)
     if too_large is not None:
         await report(failed_status(str(Reason.CONTEXT_TOO_LARGE), too_large))
         return None
@@ -226,7 +226,7 @@ def binding_of(
     body: dict[str, Any],
     key: ObjectKey,
     spec: AgentLeaseSpec,
-    status: dict[str, Any],
+    status: AgentLeaseStatus,
     checkout: Checkout,
 ) -> tuple[binds.LeaseBinding, binding.Hold]:
     """The binding to open (or resume) for the agent just checked out, with its term."""
@@ -260,7 +260,7 @@ async def announce(
     runtime: Runtime,
     body: dict[str, Any],
     spec: AgentLeaseSpec,
-    status: dict[str, Any],
+    status: AgentLeaseStatus,
     report: Report,
     *,
     held: binds.LeaseBinding,
@@ -328,8 +328,8 @@ async def renew(
             return None
         failure = await binds.renew_binding(runtime, handle, body, held, expire_time)
         if failure is None:
-            bound_time = (body.get("status") or {}).get("boundTime")
-            await report(leasestatus.bound_status(held, bound_time or format_time(held.term.bound)))
+            bound_time = leases.stored_status(body.get("status")).bound_time
+            await report(leasestatus.bound_status(held, format_time(bound_time or held.term.bound)))
         return failure
 
 
@@ -386,7 +386,7 @@ async def checkout_agent(
     runtime: Runtime,
     lease: dict[str, Any],
     spec: AgentLeaseSpec,
-    status: dict[str, Any],
+    status: AgentLeaseStatus,
     report: Report,
 ) -> Checkout | None:
     """The agent for the lease: the one it held before a restart, else a new checkout.
@@ -403,9 +403,9 @@ async def checkout_agent(
     restored = runtime.leases.restored.pop((namespace, name), None)
     if restored is not None:
         return restored
-    if status.get("agent"):
+    if status.agent:
         # The lease was bound before a restart and its agent did not come back with the pool.
-        message = f"agent {status['agent']} of this lease is gone; create a new lease"
+        message = f"agent {status.agent} of this lease is gone; create a new lease"
         await report(failed_status(str(Reason.AGENT_LOST), message))
         return None
     if binding.needs_pending_report(status) and not handle.broker.serves_at_once(whole=True):

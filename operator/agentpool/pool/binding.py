@@ -16,7 +16,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agentpool.api.leases import MAX_CONTEXT_BYTES
+from agentpool.api.conditions import format_time
+from agentpool.api.leases import MAX_CONTEXT_BYTES, AgentLeaseStatus
 from agentpool.api.reasons import Reason
 from agentpool.pool.pods import epoch
 
@@ -80,14 +81,14 @@ class Hold:
     bound_time: str | None = None
     expire_time: str | None = None
 
-    def needs_report(self, status: dict[str, Any]) -> bool:
+    def needs_report(self, status: AgentLeaseStatus) -> bool:
         """The Bound status is still to be written: a new binding, or one written before by an
         operator that wrote no conditions."""
-        return not self.resumed or not status.get("conditions")
+        return not self.resumed or not status.conditions
 
 
 def hold_of(
-    status: dict[str, Any],
+    status: AgentLeaseStatus,
     agent: str,
     *,
     secret: str,
@@ -99,14 +100,15 @@ def hold_of(
     ``secret``: its earlier binding when the status names this agent, that Secret and a time,
     else a new one bound ``now``; either renewed by ``renew_time``. A lease Bound by an operator
     that handed out no lease token (its status names another Secret) is bound anew."""
-    ref = status.get("tokenSecretRef") or {}
-    bound, expires = moment(status.get("boundTime")), moment(status.get("expireTime"))
-    if bound is None and expires is not None:
-        bound = expires - ttl_seconds
+    bound_time, expire_time = status.bound_time, status.expire_time
+    bound = None if bound_time is None else bound_time.timestamp()
+    if bound is None and expire_time is not None:
+        bound = expire_time.timestamp() - ttl_seconds
     resumed = (
-        status.get("phase") == "Bound"
-        and status.get("agent") == agent
-        and ref.get("name") == secret
+        status.phase == "Bound"
+        and status.agent == agent
+        and status.token_secret_ref is not None
+        and status.token_secret_ref.name == secret
         and bound is not None
     )
     if not resumed or bound is None:
@@ -114,8 +116,8 @@ def hold_of(
     return Hold(
         resumed=True,
         term=Term(bound, ttl_seconds).renew(renew_time, seen=now),
-        bound_time=status.get("boundTime") or None,
-        expire_time=status.get("expireTime") or None,
+        bound_time=None if bound_time is None else format_time(bound_time),
+        expire_time=None if expire_time is None else format_time(expire_time),
     )
 
 
@@ -173,9 +175,9 @@ def bind_failure(
     )
 
 
-def needs_pending_report(status: dict[str, Any]) -> bool:
+def needs_pending_report(status: AgentLeaseStatus) -> bool:
     """The Pending status is still to be written before the lease waits for an agent."""
-    return status.get("phase") != "Pending" or not status.get("conditions")
+    return status.phase != "Pending" or not status.conditions
 
 
 def failure_reason(*, waited: bool) -> str:

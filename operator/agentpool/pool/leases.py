@@ -12,7 +12,10 @@ the phase's reason and message.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import ValidationError
 
 from agentpool.api.base import KeyRef
 from agentpool.api.conditions import ConditionView
@@ -27,6 +30,15 @@ CONDITION_PHASES: dict[str, LeasePhase] = {
 }
 
 EndPhase = Literal["Released", "Expired", "Failed"]
+
+
+def stored_status(raw: Mapping[str, Any] | None) -> AgentLeaseStatus:
+    """The lease's status as stored, read once into the model; one the model refuses (written
+    by hand past an older schema) is read as none, so the lease is served as a new one."""
+    try:
+        return AgentLeaseStatus.model_validate(raw or {})
+    except ValidationError:
+        return AgentLeaseStatus()
 
 
 def lease_conditions(phase: LeasePhase, reason: str, message: str) -> list[ConditionView]:
