@@ -19,6 +19,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
+from agentpool.api.raw import RawBody
 from agentpool.broker import Checkout
 from agentpool.broker.registry import PoolKey
 from agentpool.handlers.checkins import return_agent
@@ -63,7 +64,7 @@ class LeaseBinding:
 
 
 async def lease_token(
-    runtime: Runtime, lease: dict[str, Any], pool: str, *, new: str | None = None
+    runtime: Runtime, lease: RawBody, pool: str, *, new: str | None = None
 ) -> str:
     """The lease's token, from its Secret, which is created (with ``new``, or a token made
     here) if it is not there; one an earlier lease of the same name left is replaced."""
@@ -91,7 +92,7 @@ async def delete_token(runtime: Runtime, key: ObjectKey) -> None:
 
 
 async def open_binding(
-    runtime: Runtime, handle: PoolHandle, lease: dict[str, Any], held: LeaseBinding
+    runtime: Runtime, handle: PoolHandle, lease: RawBody, held: LeaseBinding
 ) -> binding.BindFailure | None:
     """Bind ``held.checkout``'s agent to the lease: a new token written to the Secret and
     handed to the agent (``POST /bind``) side by side, as no client reads the Secret before
@@ -122,7 +123,7 @@ async def open_binding(
 async def renew_binding(
     runtime: Runtime,
     handle: PoolHandle,
-    lease: dict[str, Any],
+    lease: RawBody,
     held: LeaseBinding,
     expire_time: str,
 ) -> binding.BindFailure | None:

@@ -28,6 +28,7 @@ import kopf
 
 from agentpool.api import AgentLeaseSpec, AgentLeaseStatus, parse_spec
 from agentpool.api.conditions import format_time
+from agentpool.api.raw import RawBody, raw_body
 from agentpool.api.reasons import EventReason, Reason
 from agentpool.broker import Checkout
 from agentpool.handlers import binds, leasestatus, releases, serving
@@ -61,25 +62,25 @@ async def lease_event(
 ) -> None:
     """A lease appeared, changed or went: a new one gets its task, a changed one (its holder
     renewed it) wakes it, a deleted one's task stops and its agent goes back."""
-    key = (namespace or "", name)
+    key, lease = (namespace or "", name), raw_body(body)
     if type == "DELETED":
-        await releases.lease_release(runtime, dict(body), key)
+        await releases.lease_release(runtime, lease, key)
         return
     running = runtime.leases.tasks.get(key)
     if running is not None and not running.task.done() and not running.stop:
         seen = runtime.leases.latest.get(key)
-        if seen is None or uid_of(seen) == uid_of(body):
-            runtime.leases.latest[key] = dict(body)
+        if seen is None or uid_of(seen) == uid_of(lease):
+            runtime.leases.latest[key] = lease
             runtime.leases.wake(key).set()
             return
         # Made again under its name while the watch missed the deletion: the lease held is
         # gone, and is released as its deletion would have released it.
         await releases.lease_release(runtime, seen, key)
         running = runtime.leases.tasks.get(key)
-    if leases.stored_status(body.get("status")).phase in TERMINAL:
+    if leases.stored_status(lease.get("status")).phase in TERMINAL:
         # Nothing to hold: an ended lease is remembered nowhere.
         return
-    runtime.leases.latest[key] = dict(body)
+    runtime.leases.latest[key] = lease
     # A task still ending (of a lease deleted just before this one was made under its name)
     # ends before the new one starts.
     before = None if running is None or running.task.done() else running.task
@@ -152,14 +153,12 @@ async def sweep_once(runtime: Runtime) -> None:
                 await releases.lease_release(runtime, body, key)
 
 
-def renew_time_of(body: dict[str, Any]) -> str | None:
+def renew_time_of(body: RawBody) -> str | None:
     """The lease's ``spec.renewTime``, as its holder wrote it."""
     return (body.get("spec") or {}).get("renewTime") or None
 
 
-async def lease_loop(
-    runtime: Runtime, body: dict[str, Any], key: ObjectKey, stop: LeaseStop
-) -> None:
+async def lease_loop(runtime: Runtime, body: RawBody, key: ObjectKey, stop: LeaseStop) -> None:
     """Bind an agent, hold it while renewed until its term passes or it is lost, then return
     it; a stopped task leaves it to the lease's deletion or the next task."""
     if leases.stored_status(body.get("status")).phase in TERMINAL:
@@ -178,7 +177,7 @@ async def lease_loop(
 
 async def take_agent(
     runtime: Runtime,
-    body: dict[str, Any],
+    body: RawBody,
     key: ObjectKey,
     stop: LeaseStop,
     report: Report,
@@ -191,7 +190,7 @@ async def take_agent(
     if too_large is not None:
         await report(failed_status(str(Reason.CONTEXT_TOO_LARGE), too_large))
         return None
-    work = checkout_agent(runtime, dict(body), spec, status, report)
+    work = checkout_agent(runtime, body, spec, status, report)
     checkout = await until_stopped(stop, work)
     if checkout is None:
         return None
@@ -223,7 +222,7 @@ async def take_agent(
 
 
 def binding_of(
-    body: dict[str, Any],
+    body: RawBody,
     key: ObjectKey,
     spec: AgentLeaseSpec,
     status: AgentLeaseStatus,
@@ -246,7 +245,7 @@ def binding_of(
 
 
 async def open_binding(
-    runtime: Runtime, lease: dict[str, Any], held: binds.LeaseBinding
+    runtime: Runtime, lease: RawBody, held: binds.LeaseBinding
 ) -> binding.BindFailure | None:
     """Bind the agent to the lease; why not, when its pool stopped being served meanwhile."""
     handle = runtime.pools.get(held.pool_key)
@@ -258,7 +257,7 @@ async def open_binding(
 
 async def announce(
     runtime: Runtime,
-    body: dict[str, Any],
+    body: RawBody,
     spec: AgentLeaseSpec,
     status: AgentLeaseStatus,
     report: Report,
@@ -283,7 +282,7 @@ async def announce(
 
 async def hold_agent(
     runtime: Runtime,
-    body: dict[str, Any],
+    body: RawBody,
     held: binds.LeaseBinding,
     stop: LeaseStop,
     report: Report,
@@ -316,7 +315,7 @@ async def hold_agent(
 
 async def renew(
     runtime: Runtime,
-    body: dict[str, Any],
+    body: RawBody,
     held: binds.LeaseBinding,
     expire_time: str,
     report: Report,
@@ -384,7 +383,7 @@ async def served_pool(
 
 async def checkout_agent(
     runtime: Runtime,
-    lease: dict[str, Any],
+    lease: RawBody,
     spec: AgentLeaseSpec,
     status: AgentLeaseStatus,
     report: Report,

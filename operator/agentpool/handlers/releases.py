@@ -11,9 +11,8 @@ the idle set when the unbind (which resets it) answered, retired when it failed 
 
 from __future__ import annotations
 
-from typing import Any
-
 from agentpool.api import AgentLeaseSpec, parse_spec
+from agentpool.api.raw import RawBody
 from agentpool.api.reasons import EventReason, Reason
 from agentpool.handlers import binds, leasestatus
 from agentpool.handlers.runtime import LeaseStop, ObjectKey, Runtime
@@ -23,7 +22,7 @@ from agentpool.pool.checkin import CheckinOutcome
 
 async def end_lease(
     runtime: Runtime,
-    body: dict[str, Any],
+    body: RawBody,
     held: binds.LeaseBinding,
     report: leasestatus.Report,
     failure: binding.BindFailure | None,
@@ -61,7 +60,7 @@ async def end_lease(
         )
 
 
-async def lease_release(runtime: Runtime, body: dict[str, Any], key: ObjectKey) -> None:
+async def lease_release(runtime: Runtime, body: RawBody, key: ObjectKey) -> None:
     """The lease is deleted: its task stops, then its binding is closed and its agent goes back.
 
     The lease carries no finalizer, so it is gone already: nothing is written to it, and its

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentpool.api import AgentPoolSpec
+from agentpool.api.raw import RawBody
 from agentpool.broker import Broker, Brokers, Checkout
 from agentpool.broker.registry import PoolKey
 from agentpool.io.agents import AgentClient
@@ -191,7 +192,7 @@ class LeaseAgents:
     wakes: dict[ObjectKey, asyncio.Event] = field(default_factory=dict)
     # The running tasks, and each lease as last seen on the watch (its holder's renewTime).
     tasks: dict[ObjectKey, LeaseTask] = field(default_factory=dict)
-    latest: dict[ObjectKey, dict[str, Any]] = field(default_factory=dict)
+    latest: dict[ObjectKey, RawBody] = field(default_factory=dict)
 
     def take(self, key: ObjectKey) -> Checkout | None:
         """The lease's agent, held or restored, now the caller's to return; None if neither."""

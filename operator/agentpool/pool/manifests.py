@@ -12,6 +12,7 @@ import base64
 import copy
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from agentpool import API_VERSION
@@ -53,7 +54,7 @@ def lease_token_secret_name(lease_name: str) -> str:
     return f"{lease_name}{TOKEN_SECRET_SUFFIX}"
 
 
-def owner_reference(obj: dict[str, Any], *, block: bool = True) -> dict[str, Any]:
+def owner_reference(obj: Mapping[str, Any], *, block: bool = True) -> dict[str, Any]:
     """A controller ownerReference to ``obj``, so deleting it collects what it owns; ``block``
     holds a foreground deletion of ``obj`` until the owned object is gone."""
     return {
@@ -66,7 +67,7 @@ def owner_reference(obj: dict[str, Any], *, block: bool = True) -> dict[str, Any
     }
 
 
-def owned_by(obj: dict[str, Any], uid: str) -> bool:
+def owned_by(obj: Mapping[str, Any], uid: str) -> bool:
     """Whether ``obj`` belongs to the owner with ``uid``, not to an earlier one of the same name.
 
     An object naming no controller is taken as the owner's (it may predate owner references).
@@ -115,7 +116,7 @@ def token_secret(pool: dict[str, Any], token: str) -> dict[str, Any]:
     }
 
 
-def lease_token_secret(lease: dict[str, Any], pool_name: str, token: str) -> dict[str, Any]:
+def lease_token_secret(lease: Mapping[str, Any], pool_name: str, token: str) -> dict[str, Any]:
     """The Secret holding a lease's own token, which its client reads (``status.tokenSecretRef``).
 
     The lease owns it, so it goes with the lease even if the operator is not there to delete it.
@@ -141,7 +142,7 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()[:12]
 
 
-def read_token(secret: dict[str, Any]) -> str:
+def read_token(secret: Mapping[str, Any]) -> str:
     """The token stored in a Secret made by :func:`token_secret`."""
     return base64.b64decode(secret["data"][TOKEN_KEY]).decode()
 

@@ -1,0 +1,60 @@
+"""Typed views of Kubernetes objects as the API server sends them: the raw JSON, keys as on the
+wire.
+
+A spec or status the operator decides on is read into its model (``parse_spec``,
+``AgentLeaseStatus.model_validate``); what stays raw (an object as a watch event or a listing
+gives it, passed on to be read a field at a time) is a :class:`RawBody`, so mypy knows
+``metadata`` and its fields by name. Every key may be missing, as on the wire. :func:`raw_body`
+takes kopf's body, or any mapping, as one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypedDict, cast
+
+
+class RawOwnerReference(TypedDict, total=False):
+    """``metadata.ownerReferences[]``: the object that owns this one."""
+
+    apiVersion: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool
+    blockOwnerDeletion: bool
+
+
+class RawMeta(TypedDict, total=False):
+    """``metadata``: who the object is."""
+
+    name: str
+    generateName: str
+    namespace: str
+    uid: str
+    resourceVersion: str
+    generation: int
+    creationTimestamp: str
+    deletionTimestamp: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    ownerReferences: list[RawOwnerReference]
+    finalizers: list[str]
+
+
+class RawBody(TypedDict, total=False):
+    """An object as stored: its kind, who it is, and its spec and status as free JSON."""
+
+    apiVersion: str
+    kind: str
+    metadata: RawMeta
+    spec: dict[str, Any]
+    status: dict[str, Any]
+    data: dict[str, str]
+    type: str
+
+
+def raw_body(body: Mapping[str, Any]) -> RawBody:
+    """``body`` (kopf's, or a mapping a listing gave) as a :class:`RawBody`: a shallow copy,
+    taken as the API server's JSON for what it is."""
+    return cast(RawBody, dict(body))
