@@ -5,7 +5,7 @@ A spec or status the operator decides on is read into its model (``parse_spec``,
 ``AgentLeaseStatus.model_validate``); what stays raw (an object as a watch event or a listing
 gives it, passed on to be read a field at a time) is a :class:`RawBody`, so mypy knows
 ``metadata`` and its fields by name. Every key may be missing, as on the wire. :func:`raw_body`
-takes kopf's body, or any mapping, as one.
+takes kopf's body, or any mapping, as one; :func:`raw_items` a listing's items.
 """
 
 from __future__ import annotations
@@ -58,3 +58,8 @@ def raw_body(body: Mapping[str, Any]) -> RawBody:
     """``body`` (kopf's, or a mapping a listing gave) as a :class:`RawBody`: a shallow copy,
     taken as the API server's JSON for what it is."""
     return cast(RawBody, dict(body))
+
+
+def raw_items(listed: Mapping[str, Any]) -> list[RawBody]:
+    """The items of a listing (a ``...List`` object) as :class:`RawBody` views."""
+    return cast(list[RawBody], list(listed.get("items") or []))

@@ -14,6 +14,7 @@ from typing import Any
 
 import kopf
 
+from agentpool.api.raw import raw_body
 from agentpool.handlers import pools
 from agentpool.handlers.runtime import Runtime
 from agentpool.pool.manifests import POOL_LABEL, owned_by
@@ -36,7 +37,7 @@ async def pod_event(
 ) -> None:
     """An agent pod was added, changed or deleted: tell its pool, or keep it for a pool whose
     loop has not started yet."""
-    pod: dict[str, Any] = dict(event["object"])
+    pod = raw_body(event["object"])
     key = (namespace or "", labels[POOL_LABEL])
     handle = runtime.pools.watched(key)
     seen = handle.pods if handle is not None else runtime.pools.orphan_pods.setdefault(key, {})

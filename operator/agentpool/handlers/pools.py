@@ -21,6 +21,7 @@ import kopf
 
 from agentpool import metrics
 from agentpool.api import AgentPoolSpec, parse_spec
+from agentpool.api.raw import RawBody
 from agentpool.api.reasons import EventReason, RetireReason
 from agentpool.broker.registry import PoolKey
 from agentpool.handlers import failures, gatewaysetup, tokens
@@ -332,7 +333,7 @@ async def create_agents(
     return created
 
 
-def take_created(handle: PoolHandle, pod: dict[str, Any]) -> None:
+def take_created(handle: PoolHandle, pod: RawBody) -> None:
     """Count a pod the pool just created, unless the watch told of it first: its events can
     reach the loop before the create's answer does, and are newer (a pod that failed at once
     is Failed already, and sends no further event to correct an older state)."""

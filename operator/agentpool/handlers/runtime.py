@@ -49,7 +49,7 @@ class PoolHandle:
     # When the token Secret was last seen to exist: it is looked for again every few seconds.
     secret_checked_at: float = 0.0
     reset_between_items: bool = False
-    pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pods: dict[str, RawBody] = field(default_factory=dict)
     # When the operator first saw each pod Ready, to tell "turned unready" from "never ready".
     first_ready: dict[str, float] = field(default_factory=dict)
     history: list[DemandSample] = field(default_factory=list)
@@ -95,7 +95,7 @@ class Pools:
     # Deleted pools whose loop has ended, until their deletion handler has drained them.
     draining: dict[PoolKey, PoolHandle] = field(default_factory=dict)
     # Pods seen before their pool's loop started; the loop adopts them when it starts.
-    orphan_pods: dict[PoolKey, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    orphan_pods: dict[PoolKey, dict[str, RawBody]] = field(default_factory=dict)
     # Uids of pods deleted before their pool was served: its listing must not bring them back.
     deleted_pods: dict[PoolKey, set[str]] = field(default_factory=dict)
     started: dict[PoolKey, asyncio.Event] = field(default_factory=dict)

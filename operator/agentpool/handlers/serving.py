@@ -12,9 +12,9 @@ a run's wait, a gateway's 404 or 503) is its own.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from agentpool.api import AgentPoolSpec, SpecError, parse_spec
+from agentpool.api.raw import RawBody
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.kube import NotFound
 from agentpool.pool.checkin import pool_not_found
@@ -24,7 +24,7 @@ class NotServed(Exception):
     """The pool exists, but this operator did not serve it within the wait."""
 
 
-async def find_pool(runtime: Runtime, namespace: str, pool: str) -> dict[str, Any] | None:
+async def find_pool(runtime: Runtime, namespace: str, pool: str) -> RawBody | None:
     """The pool as stored; None when there is no such pool."""
     try:
         return await runtime.kube.get_custom("agentpools", namespace, pool)

@@ -20,7 +20,7 @@ import contextvars
 import functools
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -28,6 +28,7 @@ import kubernetes
 from kubernetes.client.exceptions import ApiException
 
 from agentpool import GROUP, VERSION, metrics
+from agentpool.api.raw import RawBody, raw_body, raw_items
 from agentpool.io.connection import CALLS_AT_ONCE, Connection, make_api_client
 from agentpool.pool.backoff import retry_delay
 
@@ -174,28 +175,29 @@ class Kube:
         )
         return await self._call(verb, resource, call)
 
-    async def create_manifest(self, manifest: dict[str, Any], namespace: str) -> dict[str, Any]:
+    async def create_manifest(self, manifest: Mapping[str, Any], namespace: str) -> RawBody:
         """Create any namespaced object from its manifest, as ``kubectl create -f`` would."""
         api_version = manifest["apiVersion"]
         plural = manifest["kind"].lower() + "s"
         prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-        created: dict[str, Any] = await self.request(
+        created = await self.request(
             "POST", f"{prefix}/namespaces/{namespace}/{plural}", body=manifest
         )
-        return created
+        return raw_body(created)
 
     # Pods -----------------------------------------------------------------------------------
 
-    async def create_pod(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._plain_call(
-            "create", "pods", self._core.create_namespaced_pod, namespace, body
+    async def create_pod(self, namespace: str, body: Mapping[str, Any]) -> RawBody:
+        return raw_body(
+            await self._plain_call(
+                "create", "pods", self._core.create_namespaced_pod, namespace, body
+            )
         )
 
-    async def list_pods(self, namespace: str, labels: str) -> list[dict[str, Any]]:
+    async def list_pods(self, namespace: str, labels: str) -> list[RawBody]:
         """The pods of ``namespace`` matching the label selector ``labels``, as plain dicts."""
         call = functools.partial(self._core.list_namespaced_pod, label_selector=labels)
-        listed = await self._plain_call("list", "pods", call, namespace)
-        return list(listed.get("items") or [])
+        return raw_items(await self._plain_call("list", "pods", call, namespace))
 
     async def delete_pod(self, namespace: str, name: str) -> None:
         """Delete a pod; one already gone is not an error."""
@@ -206,14 +208,18 @@ class Kube:
 
     # Secrets and ConfigMaps -----------------------------------------------------------------
 
-    async def read_secret(self, namespace: str, name: str) -> dict[str, Any]:
-        return await self._plain_call(
-            "get", "secrets", self._core.read_namespaced_secret, name, namespace
+    async def read_secret(self, namespace: str, name: str) -> RawBody:
+        return raw_body(
+            await self._plain_call(
+                "get", "secrets", self._core.read_namespaced_secret, name, namespace
+            )
         )
 
-    async def create_secret(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._plain_call(
-            "create", "secrets", self._core.create_namespaced_secret, namespace, body
+    async def create_secret(self, namespace: str, body: Mapping[str, Any]) -> RawBody:
+        return raw_body(
+            await self._plain_call(
+                "create", "secrets", self._core.create_namespaced_secret, namespace, body
+            )
         )
 
     async def delete_secret(self, namespace: str, name: str, *, uid: str | None = None) -> None:
@@ -224,9 +230,11 @@ class Kube:
         with contextlib.suppress(NotFound, Conflict):
             await self._call("delete", "secrets", self._timed(delete, name, namespace))
 
-    async def read_configmap(self, namespace: str, name: str) -> dict[str, Any]:
-        return await self._plain_call(
-            "get", "configmaps", self._core.read_namespaced_config_map, name, namespace
+    async def read_configmap(self, namespace: str, name: str) -> RawBody:
+        return raw_body(
+            await self._plain_call(
+                "get", "configmaps", self._core.read_namespaced_config_map, name, namespace
+            )
         )
 
     async def apply_configmap(
@@ -303,19 +311,19 @@ class Kube:
 
     # Custom resources -----------------------------------------------------------------------
 
-    async def get_custom(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+    async def get_custom(self, plural: str, namespace: str, name: str) -> RawBody:
         call = self._custom.get_namespaced_custom_object
-        obj: dict[str, Any] = await self._call(
+        obj = await self._call(
             "get", plural, self._timed(call, GROUP, VERSION, namespace, plural, name)
         )
-        return obj
+        return raw_body(obj)
 
-    async def list_custom(self, plural: str, namespace: str) -> list[dict[str, Any]]:
+    async def list_custom(self, plural: str, namespace: str) -> list[RawBody]:
         call = self._custom.list_namespaced_custom_object
-        listed: dict[str, Any] = await self._call(
+        listed = await self._call(
             "list", plural, self._timed(call, GROUP, VERSION, namespace, plural)
         )
-        return list(listed.get("items") or [])
+        return raw_items(listed)
 
     async def patch_status(
         self, plural: str, namespace: str, name: str, status: dict[str, Any]

@@ -14,9 +14,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from agentpool.api.conditions import ConditionView
+from agentpool.api.raw import RawBody
 from agentpool.api.reasons import ConditionType, Reason, RetireReason
 from agentpool.pool.backoff import Backoff, retry_delay
 from agentpool.pool.pods import PodFailure, failed_at, failure_of, is_failed, is_terminal
@@ -54,7 +54,7 @@ class PoolHealth:
 
 def note_start_failure(
     health: PoolHealth,
-    pod: dict[str, Any] | None,
+    pod: RawBody | None,
     *,
     ever_ready: bool,
     loop_started_at: float,
@@ -91,7 +91,7 @@ def note_retirement(health: PoolHealth, name: str, reason: str, now: float) -> P
     return health
 
 
-def kept_since(reason: str, pod: dict[str, Any] | None, now: float) -> float | None:
+def kept_since(reason: str, pod: RawBody | None, now: float) -> float | None:
     """When a retired agent's pod failed, if it is kept for a post-mortem (it failed and its
     processes ended); None when it is deleted at once."""
     if reason == RetireReason.FAILED and pod is not None and is_terminal(pod):

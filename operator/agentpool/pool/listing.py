@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
+from agentpool.api.raw import RawBody
+
 
 def version(pod: Mapping[str, Any]) -> int | None:
     """The pod's resourceVersion as a number, or None when it is not one."""
@@ -19,11 +21,11 @@ def version(pod: Mapping[str, Any]) -> int | None:
 
 
 def join_listing(
-    listed: Iterable[dict[str, Any]],
+    listed: Iterable[RawBody],
     *,
-    seen: Mapping[str, dict[str, Any]],
+    seen: Mapping[str, RawBody],
     deleted: Collection[str],
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, RawBody]:
     """The pool's pods by name: those ``seen`` in events, and each ``listed`` one unless its uid
     is among those ``deleted`` by an event or an event showed it at a later version."""
     pods = dict(seen)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from agentpool.api.raw import RawBody
 from agentpool.pool.manifests import TEMPLATE_HASH_ANNOTATION, TOKEN_HASH_ANNOTATION
 from agentpool.pool.observed import ObservedAgent
 
@@ -23,7 +24,7 @@ def epoch(timestamp: str | None) -> float | None:
     return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
 
 
-def condition(pod: dict[str, Any], kind: str) -> dict[str, Any] | None:
+def condition(pod: RawBody, kind: str) -> dict[str, Any] | None:
     for cond in (pod.get("status") or {}).get("conditions") or []:
         if cond.get("type") == kind:
             found: dict[str, Any] = cond
@@ -31,7 +32,7 @@ def condition(pod: dict[str, Any], kind: str) -> dict[str, Any] | None:
     return None
 
 
-def is_ready(pod: dict[str, Any]) -> bool:
+def is_ready(pod: RawBody) -> bool:
     """Ready as the pool understands it: Running, Ready condition True, not being deleted."""
     status = pod.get("status") or {}
     if pod["metadata"].get("deletionTimestamp") or status.get("phase") != "Running":
@@ -40,7 +41,7 @@ def is_ready(pod: dict[str, Any]) -> bool:
     return bool(ready and ready.get("status") == "True")
 
 
-def ready_since(pod: dict[str, Any]) -> float | None:
+def ready_since(pod: RawBody) -> float | None:
     """When the pod last turned Ready, if it is Ready now."""
     if not is_ready(pod):
         return None
@@ -50,7 +51,7 @@ def ready_since(pod: dict[str, Any]) -> float | None:
     )
 
 
-def container_waiting_reason(pod: dict[str, Any]) -> str | None:
+def container_waiting_reason(pod: RawBody) -> str | None:
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
         waiting = (status.get("state") or {}).get("waiting")
         if waiting and waiting.get("reason"):
@@ -59,17 +60,17 @@ def container_waiting_reason(pod: dict[str, Any]) -> str | None:
     return None
 
 
-def is_failed(pod: dict[str, Any]) -> bool:
+def is_failed(pod: RawBody) -> bool:
     """The pod's agent is gone for good: the pod ended, or its container keeps crashing."""
     return is_terminal(pod) or container_waiting_reason(pod) == "CrashLoopBackOff"
 
 
-def is_terminal(pod: dict[str, Any]) -> bool:
+def is_terminal(pod: RawBody) -> bool:
     """The pod ended (Failed or Succeeded): its processes are gone and will not restart."""
     return (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded")
 
 
-def failed_at(pod: dict[str, Any]) -> float | None:
+def failed_at(pod: RawBody) -> float | None:
     """When the pod's agent container last terminated, if its status says."""
     ends = [
         epoch(((container.get(key) or {}).get("terminated") or {}).get("finishedAt"))
@@ -79,7 +80,7 @@ def failed_at(pod: dict[str, Any]) -> float | None:
     return max((end for end in ends if end is not None), default=None)
 
 
-def is_unschedulable(pod: dict[str, Any]) -> bool:
+def is_unschedulable(pod: RawBody) -> bool:
     scheduled = condition(pod, "PodScheduled")
     return bool(
         scheduled
@@ -89,7 +90,7 @@ def is_unschedulable(pod: dict[str, Any]) -> bool:
 
 
 def observe_pod(
-    pod: dict[str, Any],
+    pod: RawBody,
     *,
     first_ready: float | None = None,
 ) -> ObservedAgent:
@@ -133,7 +134,7 @@ class PodFailure:
     message: str
 
 
-def failure_of(pod: dict[str, Any]) -> PodFailure:
+def failure_of(pod: RawBody) -> PodFailure:
     """Why a failed pod failed, for the pool's Degraded condition.
 
     The pod's own reason wins (NoLocalCommand, Evicted); then the agent container's termination

@@ -13,10 +13,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+
+from agentpool.api.raw import RawBody
 
 
-def bound_lease_agents(leases: Iterable[dict[str, Any]], pool: str) -> list[tuple[str, str]]:
+def bound_lease_agents(leases: Iterable[RawBody], pool: str) -> list[tuple[str, str]]:
     """(lease name, agent) for each Bound lease of ``pool`` that names its agent."""
     bound = []
     for lease in leases:
