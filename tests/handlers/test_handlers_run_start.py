@@ -49,7 +49,7 @@ async def test_a_start_whose_pool_read_fails_closes_the_source_it_opened(
             cast(Any, body),
             ("ns", "r"),
             spec,
-            raw_spec={"poolRef": {"name": "p"}, "source": {"items": [1]}},
+            raw_source={"items": [1]},
             status={"sourceDigest": "digest"},
         )
     assert source.closed, "the source opened for a run that failed to start was left open"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import kopf
@@ -121,15 +121,15 @@ async def pool_timeouts(
 
 
 async def pin_source(
-    runtime: Runtime, body: kopf.Body, spec: PoolRunSpec, raw_source: Any, status: dict[str, Any]
+    runtime: Runtime, body: kopf.Body, spec: PoolRunSpec, raw_source: Any, status: PoolRunStatus
 ) -> tuple[ItemSource, str]:
     """The run's source and its digest, which a run's first start records in status before any
     item starts, so that a restarted operator can tell whether the source changed since."""
     namespace = str(body["metadata"]["namespace"])
     source, digest = await open_source(runtime, namespace, spec, raw_source)
-    if status.get("sourceDigest") is None:
+    if status.source_digest is None:
         await KubeSink(runtime, body).write({"sourceDigest": digest})
-        status["sourceDigest"] = digest
+        status.source_digest = digest
     return source, digest
 
 
@@ -193,7 +193,7 @@ async def run_loop(
 ) -> None:
     """The run's daemon: drive the engine to the end, then delete the run after its ttl."""
     key = (body.metadata.namespace or "", body.metadata.name)
-    status = dict(body.get("status") or {})
+    status: Mapping[str, Any] = body.get("status") or {}
     if status.get("phase") not in lifecycle.FINISHED:
         completion = await drive(runtime, body, key, status, stopped)
         if completion is None:
@@ -216,7 +216,7 @@ async def drive(
     runtime: Runtime,
     body: kopf.Body,
     key: ObjectKey,
-    status: dict[str, Any],
+    status: Mapping[str, Any],
     stopped: kopf.DaemonStopped,
 ) -> float | None:
     """Run the engine until the run ends; when it ended, or None if it did not (stopped first,
@@ -235,7 +235,7 @@ async def drive(
         await KubeSink(runtime, body).write(patch)
         return None
     engine, journal = await build_engine(
-        runtime, body, key, spec, raw_spec=raw_spec, status=status, arrived=arrived
+        runtime, body, key, spec, raw_source=raw_spec.get("source"), status=status, arrived=arrived
     )
     generation = int(body["metadata"].get("generation") or 0)
     digest = source_digest(raw_spec.get("source"))
@@ -263,8 +263,8 @@ async def read_inputs(
     runtime: Runtime,
     body: kopf.Body,
     spec: PoolRunSpec,
-    raw_spec: dict[str, Any],
-    status: dict[str, Any],
+    raw_source: Any,
+    status: PoolRunStatus,
 ) -> tuple[ItemSource, str, dict[str, AgentPoolSpec]]:
     """The run's pinned source, its digest and its pools' specs, read side by side, since its
     first items wait on both; a source opened for a start that fails is closed again."""
@@ -273,7 +273,7 @@ async def read_inputs(
         pool_timeouts(runtime, namespace, pools=lifecycle.named_pools(spec))
     )
     try:
-        source, digest = await pin_source(runtime, body, spec, raw_spec.get("source"), status)
+        source, digest = await pin_source(runtime, body, spec, raw_source, status)
     except BaseException:
         reading.cancel()
         # Its own error, if any, is not the one to report; retrieve it so none is logged.
@@ -293,8 +293,8 @@ async def build_engine(
     key: ObjectKey,
     spec: PoolRunSpec,
     *,
-    raw_spec: dict[str, Any],
-    status: dict[str, Any],
+    raw_source: Any,
+    status: Mapping[str, Any],
     arrived: float | None = None,
 ) -> tuple[RunEngine, FileJournal | None]:
     """The run's engine and journal, with its progress restored from status and its result
@@ -303,13 +303,13 @@ async def build_engine(
     namespace, name = key
     # Parsed before anything is opened, so a status that does not read leaks no source or journal.
     restored = parse_spec(PoolRunStatus, status, root="status")
-    source, digest, pools = await read_inputs(runtime, body, spec, raw_spec, status)
+    source, digest, pools = await read_inputs(runtime, body, spec, raw_source, restored)
     config = config_from_spec(name, spec, pools=pools)
     configmaps = {}
-    for ref in status.get("resultRefs") or []:
+    for ref in restored.result_refs:
         with contextlib.suppress(NotFound):
-            data = (await runtime.kube.read_configmap(namespace, ref["name"])).get("data")
-            configmaps[ref["name"]] = dict(data or {})
+            data = (await runtime.kube.read_configmap(namespace, ref.name)).get("data")
+            configmaps[ref.name] = dict(data or {})
     # A run that starts suspended was not waiting: its first items queue when it resumes.
     dispatcher = BrokerDispatcher(
         runtime, namespace, arrived=None if spec.suspend else arrived, backdated=config.spec.cap
@@ -328,6 +328,6 @@ async def build_engine(
         journal=journal,
         settings=runtime.settings.runs,
     )
-    if status["sourceDigest"] != digest:
-        engine.stop_source(Reason.SOURCE_CHANGED, lifecycle.source_changed(raw_spec.get("source")))
+    if restored.source_digest != digest:
+        engine.stop_source(Reason.SOURCE_CHANGED, lifecycle.source_changed(raw_source))
     return engine, journal
