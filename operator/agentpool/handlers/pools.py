@@ -21,7 +21,7 @@ import kopf
 
 from agentpool import metrics
 from agentpool.api import AgentPoolSpec, parse_spec
-from agentpool.api.raw import RawBody
+from agentpool.api.raw import RawBody, raw_body
 from agentpool.api.reasons import EventReason, RetireReason
 from agentpool.broker.registry import PoolKey
 from agentpool.handlers import failures, gatewaysetup, tokens
@@ -232,7 +232,7 @@ def _forget_counts(runtime: Runtime, key: PoolKey) -> None:
 
 async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> float:
     """One pass: plan from what is observed, apply, report. Returns when to look again."""
-    pool = dict(body)
+    pool = raw_body(body)
     spec = parse_spec(AgentPoolSpec, pool.get("spec"))
     await tokens.keep_token_secret(runtime, handle, body)
     await _keep_gateway_published(runtime, handle)
@@ -301,7 +301,7 @@ async def create_agents(
     handle: PoolHandle,
     *,
     body: kopf.Body,
-    pool: dict[str, Any],
+    pool: RawBody,
     spec: AgentPoolSpec,
     wanted: int,
     now: float,

@@ -12,6 +12,7 @@ from typing import Any
 
 from agentpool import metrics
 from agentpool.api.conditions import merge_conditions, now_time
+from agentpool.api.raw import RawBody
 from agentpool.handlers.failures import health_ahead
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.kube import NotFound
@@ -23,7 +24,7 @@ from agentpool.pool.report import agent_states, sample_demand, status_body, writ
 
 
 async def write_status(
-    runtime: Runtime, handle: PoolHandle, pool: dict[str, Any], policy: PoolPolicy, now: float
+    runtime: Runtime, handle: PoolHandle, pool: RawBody, policy: PoolPolicy, now: float
 ) -> None:
     """Report the pass: the status the pool core computes, with the Degraded causes the pool
     remembers, written when it changed and at most once a second; and the pool's gauges."""
@@ -49,7 +50,7 @@ async def write_status(
 
 
 def current_status(
-    handle: PoolHandle, pool: dict[str, Any], policy: PoolPolicy, now: float
+    handle: PoolHandle, pool: RawBody, policy: PoolPolicy, now: float
 ) -> dict[str, Any]:
     """The pool's status as of ``now``, its conditions stamped; samples demand and sets the
     pool's gauges on the way."""

@@ -11,10 +11,10 @@ from __future__ import annotations
 import contextlib
 import secrets
 import time
-from typing import Any
 
 import kopf
 
+from agentpool.api.raw import RawBody, raw_body
 from agentpool.api.reasons import EventReason
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io import events
@@ -22,7 +22,7 @@ from agentpool.io.kube import Conflict, NotFound
 from agentpool.pool.manifests import read_token, token_secret, token_secret_name
 
 
-async def ensure_token(runtime: Runtime, pool: dict[str, Any]) -> tuple[str, bool]:
+async def ensure_token(runtime: Runtime, pool: RawBody) -> tuple[str, bool]:
     """The pool's agent token, from its Secret, creating the Secret on first sight; and whether
     the token is a new one."""
     namespace, name = pool["metadata"]["namespace"], pool["metadata"]["name"]
@@ -46,7 +46,7 @@ async def ensure_token(runtime: Runtime, pool: dict[str, Any]) -> tuple[str, boo
 async def open_token(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> str:
     """The token a pool's loop starts with; a new one, when agents already run, is announced:
     they hold the old one and are replaced (see ``TokenChanged`` in the pool core)."""
-    token, minted = await ensure_token(runtime, dict(body))
+    token, minted = await ensure_token(runtime, raw_body(body))
     # Just read or written: the loop's first pass need not look again (a second GET a pool,
     # queued behind every other pool's, when all start at once after a restart).
     handle.secret_checked_at = time.monotonic()

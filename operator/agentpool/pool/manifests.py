@@ -99,7 +99,7 @@ def template_hash(spec: AgentPoolSpec) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
-def token_secret(pool: dict[str, Any], token: str) -> dict[str, Any]:
+def token_secret(pool: Mapping[str, Any], token: str) -> dict[str, Any]:
     """The Secret holding the bearer token the pool's agents demand on every request."""
     name = pool["metadata"]["name"]
     return {
@@ -168,7 +168,7 @@ def readiness_probe(spec: AgentPoolSpec) -> dict[str, Any]:
     return {**PROBE_TIMINGS, **_given(spec.effective_readiness_probe())}
 
 
-def agent_pod(pool: dict[str, Any], *, spec: AgentPoolSpec, token: str = "") -> dict[str, Any]:
+def agent_pod(pool: Mapping[str, Any], *, spec: AgentPoolSpec, token: str = "") -> dict[str, Any]:
     """The manifest of one new agent pod for ``pool``, whose validated spec is ``spec``.
 
     ``template`` gives everything; ``image`` fills the first container. The operator adds the
