@@ -63,3 +63,39 @@ def raw_body(body: Mapping[str, Any]) -> RawBody:
 def raw_items(listed: Mapping[str, Any]) -> list[RawBody]:
     """The items of a listing (a ``...List`` object) as :class:`RawBody` views."""
     return cast(list[RawBody], list(listed.get("items") or []))
+
+
+class RawUserInfo(TypedDict, total=False):
+    """``authentication.k8s.io/v1`` UserInfo: who a TokenReview found a token to belong to."""
+
+    username: str
+    uid: str
+    groups: list[str]
+    extra: dict[str, list[str]]
+
+
+class RawTokenReviewStatus(TypedDict, total=False):
+    """A TokenReview's ``status``: whether the token is good, and whose it is."""
+
+    authenticated: bool
+    user: RawUserInfo
+    audiences: list[str]
+    error: str
+
+
+class RawReviewedUser(TypedDict, total=False):
+    """The user fields of a SubjectAccessReview's ``spec``: whom to ask about."""
+
+    user: str
+    uid: str
+    groups: list[str]
+    extra: dict[str, list[str]]
+
+
+class RawAccessReviewStatus(TypedDict, total=False):
+    """A SubjectAccessReview's ``status``: whether the user may, and why."""
+
+    allowed: bool
+    denied: bool
+    reason: str
+    evaluationError: str

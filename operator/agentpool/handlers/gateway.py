@@ -21,6 +21,7 @@ from agentpool import GROUP, metrics
 from agentpool.agent import protocol
 from agentpool.api import POOL_DEFAULTS
 from agentpool.api.gateway import SUBRESOURCES, GatewayRequest, GatewayVerb
+from agentpool.api.raw import RawReviewedUser
 from agentpool.broker import Checkout
 from agentpool.gateway import errors
 from agentpool.gateway.contracts import CallAnswer, Caller, ReviewFailed
@@ -59,7 +60,7 @@ class KubeReviewer:
     async def authorize(
         self, caller: Caller, *, verb: GatewayVerb, namespace: str, pool: str
     ) -> bool:
-        user: dict[str, Any] = {"user": caller.username, "groups": list(caller.groups)}
+        user: RawReviewedUser = {"user": caller.username, "groups": list(caller.groups)}
         if caller.uid:
             user["uid"] = caller.uid
         if caller.extra:

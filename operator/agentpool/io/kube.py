@@ -22,13 +22,20 @@ import json
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import kubernetes
 from kubernetes.client.exceptions import ApiException
 
 from agentpool import GROUP, VERSION, metrics
-from agentpool.api.raw import RawBody, raw_body, raw_items
+from agentpool.api.raw import (
+    RawAccessReviewStatus,
+    RawBody,
+    RawReviewedUser,
+    RawTokenReviewStatus,
+    raw_body,
+    raw_items,
+)
 from agentpool.io.connection import CALLS_AT_ONCE, Connection, make_api_client
 from agentpool.pool.backoff import retry_delay
 
@@ -238,7 +245,7 @@ class Kube:
         )
 
     async def apply_configmap(
-        self, namespace: str, body: dict[str, Any], *, exists: bool = False
+        self, namespace: str, body: Mapping[str, Any], *, exists: bool = False
     ) -> None:
         """Create the ConfigMap, or replace its data if it exists.
 
@@ -280,7 +287,7 @@ class Kube:
 
     # Reviews: who holds a token, and what they may do ---------------------------------------
 
-    async def review_token(self, token: str) -> dict[str, Any]:
+    async def review_token(self, token: str) -> RawTokenReviewStatus:
         """The status of the cluster's TokenReview of ``token`` (``authenticated``, ``user``,
         ``error``), for the API server's own audience."""
         body = {
@@ -291,11 +298,11 @@ class Kube:
         answer = await self.request(
             "POST", "/apis/authentication.k8s.io/v1/tokenreviews", body=body
         )
-        return dict((answer or {}).get("status") or {})
+        return cast(RawTokenReviewStatus, dict((answer or {}).get("status") or {}))
 
     async def review_access(
-        self, user: dict[str, Any], attributes: dict[str, str]
-    ) -> dict[str, Any]:
+        self, user: RawReviewedUser, attributes: dict[str, str]
+    ) -> RawAccessReviewStatus:
         """The status of the cluster's SubjectAccessReview (``allowed``, ``denied``, ``reason``)
         of ``user`` (``user``, ``uid``, ``groups``, ``extra``) for ``attributes`` (a
         ``resourceAttributes``)."""
@@ -307,7 +314,7 @@ class Kube:
         answer = await self.request(
             "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body=body
         )
-        return dict((answer or {}).get("status") or {})
+        return cast(RawAccessReviewStatus, dict((answer or {}).get("status") or {}))
 
     # Custom resources -----------------------------------------------------------------------
 
@@ -326,7 +333,7 @@ class Kube:
         return raw_items(listed)
 
     async def patch_status(
-        self, plural: str, namespace: str, name: str, status: dict[str, Any]
+        self, plural: str, namespace: str, name: str, status: Mapping[str, Any]
     ) -> None:
         """Merge-patch a custom object's status. A 409 re-reads the object (NotFound if it is
         gone) and tries again; a 429 or 5xx tries again after a back-off; `STATUS_ATTEMPTS`
