@@ -14,7 +14,7 @@ import logging
 import os
 import random
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -35,7 +35,14 @@ PREFIX = "agentpool.dev"
 
 class NoDiffBase(kopf.DiffBaseStorage):
     """Keeps no last-handled state: kopf sees every object as new, which no handler here
-    minds, as none is called on a creation or an update."""
+    minds, as none is called on a creation or an update. Nor does it build an essence to
+    compare: kopf would deep-copy every event's body for it (and again to clear it of progress
+    annotations), a pod's on each of its status changes, for nothing."""
+
+    def build(
+        self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None
+    ) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
 
     def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
         return None
