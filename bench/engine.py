@@ -134,7 +134,6 @@ async def engine(
         config_from_spec(name, PoolRunSpec.model_validate(spec), pools={}),
         source=inline_source(work),
         dispatcher=dispatcher,
-        invoker=dispatcher,
         sink=NullSink(),
         journal=journal,
     )

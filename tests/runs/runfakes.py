@@ -237,6 +237,26 @@ class FakeInvoker:
                 self.on_call(len(self.calls))
 
 
+@dataclass
+class Dispatching:
+    """A run's dispatcher made of a fake broker's checkouts and a fake agent client's calls,
+    the two halves the operator's dispatcher joins."""
+
+    broker: Any
+    agents: Any
+
+    async def checkout(self, terms: CheckoutTerms, *, waiting: Any = None) -> Any:
+        return await self.broker.checkout(terms, waiting=waiting)
+
+    async def checkin(self, checkout: Any, outcome: Any) -> None:
+        await self.broker.checkin(checkout, outcome)
+
+    async def invoke(
+        self, checkout: Any, envelope: dict[str, Any], *, timeout: float, cast: bool
+    ) -> Any:
+        return await self.agents.invoke(checkout, envelope, timeout=timeout, cast=cast)
+
+
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch, as the API server applies it to status."""
     if not isinstance(patch, dict):

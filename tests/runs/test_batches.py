@@ -15,6 +15,7 @@ from aiohttp import web
 from hypothesis import given
 from hypothesis import strategies as st
 from runfakes import (
+    Dispatching,
     FakeClock,
     FakeDispatcher,
     FakeInvoker,
@@ -159,8 +160,7 @@ def engine_over(
     engine = RunEngine(
         config,
         source=source,
-        dispatcher=FakeDispatcher(clock, {"workers": cap}),
-        invoker=invoker,
+        dispatcher=Dispatching(FakeDispatcher(clock, {"workers": cap}), invoker),
         sink=sink,
         clock=clock,
         **more,
@@ -321,8 +321,7 @@ async def test_a_batched_http_source_runs_over_one_kept_connection(
     engine = RunEngine(
         run_config("run", pool="workers", item_id="id", cap=4),
         source=HttpItemSource(SourceClient(url)),
-        dispatcher=FakeDispatcher(clock, {"workers": 4}),
-        invoker=FakeInvoker(clock, echo()),
+        dispatcher=Dispatching(FakeDispatcher(clock, {"workers": 4}), FakeInvoker(clock, echo())),
         sink=sink,
         clock=clock,
     )

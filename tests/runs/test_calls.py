@@ -10,7 +10,16 @@ import asyncio
 from typing import Any
 
 import pytest
-from runfakes import FakeClock, FakeDispatcher, FakeInvoker, Result, echo, run_config, running
+from runfakes import (
+    Dispatching,
+    FakeClock,
+    FakeDispatcher,
+    FakeInvoker,
+    Result,
+    echo,
+    run_config,
+    running,
+)
 
 from agentpool.broker import Broker
 from agentpool.pool import ObservedAgent, PoolPolicy
@@ -62,8 +71,7 @@ def test_an_answer_becomes_a_verdict(result: Result, verdict: Verdict) -> None:
 def caller(clock: FakeClock, dispatcher: FakeDispatcher, invoker: Any, **config: Any) -> AgentCalls:
     return AgentCalls(
         run_config("run", pool="workers", input={"k": 1}, **config),
-        dispatcher=dispatcher,
-        invoker=invoker,
+        dispatcher=Dispatching(dispatcher, invoker),
     )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from runfakes import (
     Behaviour,
+    Dispatching,
     FakeClock,
     FakeDispatcher,
     FakeInvoker,
@@ -68,8 +69,7 @@ async def test_a_crashed_run_resumes_without_running_recorded_items_again(
     first = RunEngine(
         config,
         source=inline_source(items),
-        dispatcher=FakeDispatcher(clock, {"workers": cap}),
-        invoker=invoker,
+        dispatcher=Dispatching(FakeDispatcher(clock, {"workers": cap}), invoker),
         sink=sink,
         clock=clock,
     )
@@ -88,8 +88,7 @@ async def test_a_crashed_run_resumes_without_running_recorded_items_again(
     second = RunEngine(
         config,
         source=inline_source(items),
-        dispatcher=FakeDispatcher(clock, {"workers": cap}),
-        invoker=invoker,
+        dispatcher=Dispatching(FakeDispatcher(clock, {"workers": cap}), invoker),
         sink=sink,
         clock=clock,
         status=stored(written),
@@ -120,8 +119,7 @@ async def test_500_items_cost_at_most_30_status_writes() -> None:
     engine = RunEngine(
         run_config("run", pool="workers", item_id="id", cap=20),
         source=inline_source(items),
-        dispatcher=FakeDispatcher(clock, {"workers": 20}),
-        invoker=FakeInvoker(clock, varied),
+        dispatcher=Dispatching(FakeDispatcher(clock, {"workers": 20}), FakeInvoker(clock, varied)),
         sink=sink,
         clock=clock,
     )
@@ -147,8 +145,9 @@ async def test_writes_are_at_least_an_interval_apart() -> None:
     engine = RunEngine(
         config,
         source=inline_source(list(range(60))),
-        dispatcher=FakeDispatcher(clock, {"workers": 4}),
-        invoker=FakeInvoker(clock, echo(0.3)),
+        dispatcher=Dispatching(
+            FakeDispatcher(clock, {"workers": 4}), FakeInvoker(clock, echo(0.3))
+        ),
         sink=sink,
         clock=clock,
         configmaps={},
@@ -180,8 +179,7 @@ async def test_short_items_held_by_the_rerun_limit_do_not_wait_for_the_interval(
     engine = RunEngine(
         run_config("run", pool="workers", cap=8),
         source=inline_source(list(range(200))),
-        dispatcher=FakeDispatcher(clock, {"workers": 8}),
-        invoker=invoker,
+        dispatcher=Dispatching(FakeDispatcher(clock, {"workers": 8}), invoker),
         sink=sink,
         clock=clock,
         settings=RunSettings(held_write_gap_seconds=0.1),
@@ -215,8 +213,7 @@ async def test_20000_items_with_2_kib_outputs_keep_status_small() -> None:
     engine = RunEngine(
         run_config("big", pool="workers", item_id="id", cap=200),
         source=inline_source(items),
-        dispatcher=FakeDispatcher(clock, {"workers": 200}),
-        invoker=FakeInvoker(clock, big),
+        dispatcher=Dispatching(FakeDispatcher(clock, {"workers": 200}), FakeInvoker(clock, big)),
         sink=sink,
         clock=clock,
     )
@@ -248,8 +245,7 @@ async def test_an_output_over_4_kib_goes_to_a_configmap() -> None:
     engine = RunEngine(
         run_config("run", pool="workers", item_id="id", cap=2),
         source=inline_source([{"id": "small", "size": 10}, {"id": "large", "size": 5000}]),
-        dispatcher=FakeDispatcher(clock, {"workers": 2}),
-        invoker=FakeInvoker(clock, sized),
+        dispatcher=Dispatching(FakeDispatcher(clock, {"workers": 2}), FakeInvoker(clock, sized)),
         sink=sink,
         clock=clock,
     )
@@ -276,8 +272,9 @@ async def test_items_that_finish_during_a_status_write_are_written_later() -> No
     engine = RunEngine(
         run_config("run", pool="workers", cap=4),
         source=inline_source(list(range(200))),
-        dispatcher=FakeDispatcher(clock, {"workers": 4}),
-        invoker=FakeInvoker(clock, echo(0.05)),
+        dispatcher=Dispatching(
+            FakeDispatcher(clock, {"workers": 4}), FakeInvoker(clock, echo(0.05))
+        ),
         sink=sink,
         clock=clock,
         settings=RunSettings(held_write_gap_seconds=0.1),

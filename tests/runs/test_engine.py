@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from runfakes import (
     Behaviour,
+    Dispatching,
     FakeClock,
     FakeDispatcher,
     FakeInvoker,
@@ -43,8 +44,7 @@ def build(
     engine = RunEngine(
         config,
         source=inline_source(items),
-        dispatcher=dispatcher,
-        invoker=invoker,
+        dispatcher=Dispatching(dispatcher, invoker),
         sink=sink,
         clock=clock,
     )

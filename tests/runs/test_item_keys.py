@@ -11,7 +11,16 @@ from typing import Any
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from runfakes import FakeClock, FakeDispatcher, FakeInvoker, FakeSink, echo, run_config, run_engine
+from runfakes import (
+    Dispatching,
+    FakeClock,
+    FakeDispatcher,
+    FakeInvoker,
+    FakeSink,
+    echo,
+    run_config,
+    run_engine,
+)
 
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.results import iter_results
@@ -57,8 +66,7 @@ async def drive(items: list[Any], *, replayable: bool) -> tuple[dict[str, Any], 
     engine = RunEngine(
         run_config("run", pool="workers", item_id="id", failures="Report", cap=3),
         source=inline_source(items) if replayable else Feed(items),
-        dispatcher=FakeDispatcher(clock, {"workers": 3}),
-        invoker=invoker,
+        dispatcher=Dispatching(FakeDispatcher(clock, {"workers": 3}), invoker),
         sink=sink,
         clock=clock,
     )

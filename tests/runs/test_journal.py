@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from runfakes import (
+    Dispatching,
     FakeClock,
     FakeDispatcher,
     FakeInvoker,
@@ -88,8 +89,7 @@ async def test_a_crash_re_runs_only_items_in_flight_and_writes_stay_rare(tmp_pat
     first = RunEngine(
         config,
         source=inline_source(items),
-        dispatcher=FakeDispatcher(clock, {"workers": cap}),
-        invoker=invoker,
+        dispatcher=Dispatching(FakeDispatcher(clock, {"workers": cap}), invoker),
         sink=sink,
         clock=clock,
         journal=journal,
@@ -110,8 +110,7 @@ async def test_a_crash_re_runs_only_items_in_flight_and_writes_stay_rare(tmp_pat
     second = RunEngine(
         config,
         source=inline_source(items),
-        dispatcher=FakeDispatcher(clock, {"workers": cap}),
-        invoker=invoker,
+        dispatcher=Dispatching(FakeDispatcher(clock, {"workers": cap}), invoker),
         sink=sink,
         clock=clock,
         status=stored(written),
@@ -158,8 +157,7 @@ async def test_a_resumed_run_raises_the_attempt_only_of_items_that_reached_an_ag
     engine = RunEngine(
         run_config("run", pool="workers", item_id="id", cap=2),
         source=inline_source(items),
-        dispatcher=FakeDispatcher(clock, {"workers": 2}),
-        invoker=invoker,
+        dispatcher=Dispatching(FakeDispatcher(clock, {"workers": 2}), invoker),
         sink=sink,
         clock=clock,
         journal=FileJournal(tmp_path / "run"),
@@ -221,8 +219,7 @@ async def test_items_named_by_index_after_a_crash_are_not_taken_for_recorded_one
     first = RunEngine(
         config,
         source=feed,
-        dispatcher=FakeDispatcher(clock, {"workers": cap}),
-        invoker=invoker,
+        dispatcher=Dispatching(FakeDispatcher(clock, {"workers": cap}), invoker),
         sink=sink,
         clock=clock,
         journal=journal,
@@ -235,8 +232,7 @@ async def test_items_named_by_index_after_a_crash_are_not_taken_for_recorded_one
     second = RunEngine(
         config,
         source=feed,
-        dispatcher=FakeDispatcher(clock, {"workers": cap}),
-        invoker=invoker,
+        dispatcher=Dispatching(FakeDispatcher(clock, {"workers": cap}), invoker),
         sink=sink,
         clock=clock,
         status=stored(copy.deepcopy(sink.status)),
@@ -293,8 +289,7 @@ async def test_a_made_up_key_taken_over_by_a_later_real_id_survives_a_crash(
     first = RunEngine(
         config,
         source=feed,
-        dispatcher=FakeDispatcher(clock, {"workers": 4}),
-        invoker=invoker,
+        dispatcher=Dispatching(FakeDispatcher(clock, {"workers": 4}), invoker),
         sink=sink,
         clock=clock,
         journal=journal,
@@ -307,8 +302,7 @@ async def test_a_made_up_key_taken_over_by_a_later_real_id_survives_a_crash(
     second = RunEngine(
         config,
         source=feed,
-        dispatcher=FakeDispatcher(clock, {"workers": 4}),
-        invoker=invoker,
+        dispatcher=Dispatching(FakeDispatcher(clock, {"workers": 4}), invoker),
         sink=sink,
         clock=clock,
         status=stored(copy.deepcopy(sink.status)),

@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from runfakes import FakeClock, FakeDispatcher, FakeInvoker, echo, run_config, run_parts, running
+from runfakes import (
+    Dispatching,
+    FakeClock,
+    FakeDispatcher,
+    FakeInvoker,
+    echo,
+    run_config,
+    run_parts,
+    running,
+)
 
 from agentpool.runs.calls import AgentCalls
 from agentpool.runs.feed import Feed
@@ -31,7 +40,9 @@ def lanes(
         cap,
         shared,
         feed=feed,
-        calls=AgentCalls(config, dispatcher=dispatcher, invoker=invoker, waiting=shared.waiting),
+        calls=AgentCalls(
+            config, dispatcher=Dispatching(dispatcher, invoker), waiting=shared.waiting
+        ),
         retries=retries,
         intake=intake,
         may_start=lambda: True,

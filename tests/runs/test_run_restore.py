@@ -13,6 +13,7 @@ import copy
 from typing import Any
 
 from runfakes import (
+    Dispatching,
     FakeClock,
     FakeDispatcher,
     FakeInvoker,
@@ -68,8 +69,7 @@ async def test_a_status_written_today_is_restored_item_for_item() -> None:
     engine = RunEngine(
         config,
         source=inline_source(ITEMS),
-        dispatcher=FakeDispatcher(clock, {"workers": 2}),
-        invoker=invoker,
+        dispatcher=Dispatching(FakeDispatcher(clock, {"workers": 2}), invoker),
         sink=sink,
         clock=clock,
         status=stored(copy.deepcopy(WRITTEN_TODAY)),

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from runfakes import (
+    Dispatching,
     FakeClock,
     FakeDispatcher,
     FakeInvoker,
@@ -64,8 +65,9 @@ async def test_items_waiting_for_a_retry_are_not_active(tmp_path: Path, journale
     engine = RunEngine(
         run_config("run", pool="workers", cap=2, max_attempts=2, backoff_seconds=30.0),
         source=inline_source(list(range(10))),
-        dispatcher=FakeDispatcher(clock, {"workers": 2}),
-        invoker=FakeInvoker(clock, fail_first_attempt),
+        dispatcher=Dispatching(
+            FakeDispatcher(clock, {"workers": 2}), FakeInvoker(clock, fail_first_attempt)
+        ),
         sink=sink,
         clock=clock,
         journal=FileJournal(tmp_path / "run") if journaled else None,
@@ -113,8 +115,7 @@ async def test_attempts_and_retries_agree_across_a_crash(tmp_path: Path, journal
     first = RunEngine(
         config,
         source=inline_source(items),
-        dispatcher=FakeDispatcher(clock, {"workers": 6}),
-        invoker=invoker,
+        dispatcher=Dispatching(FakeDispatcher(clock, {"workers": 6}), invoker),
         sink=sink,
         clock=clock,
         journal=journal,
@@ -130,8 +131,7 @@ async def test_attempts_and_retries_agree_across_a_crash(tmp_path: Path, journal
     second = RunEngine(
         config,
         source=inline_source(items),
-        dispatcher=FakeDispatcher(clock, {"workers": 6}),
-        invoker=invoker,
+        dispatcher=Dispatching(FakeDispatcher(clock, {"workers": 6}), invoker),
         sink=sink,
         clock=clock,
         status=stored(copy.deepcopy(sink.status)),
@@ -176,8 +176,7 @@ async def test_a_retry_named_in_status_before_a_crash_counts_once_it_runs_again(
     first = RunEngine(
         config,
         source=inline_source(["only"]),
-        dispatcher=FakeDispatcher(clock, {"workers": 1}),
-        invoker=invoker,
+        dispatcher=Dispatching(FakeDispatcher(clock, {"workers": 1}), invoker),
         sink=sink,
         clock=clock,
     )
@@ -186,8 +185,7 @@ async def test_a_retry_named_in_status_before_a_crash_counts_once_it_runs_again(
     second = RunEngine(
         config,
         source=inline_source(["only"]),
-        dispatcher=FakeDispatcher(clock, {"workers": 1}),
-        invoker=invoker,
+        dispatcher=Dispatching(FakeDispatcher(clock, {"workers": 1}), invoker),
         sink=sink,
         clock=clock,
         status=stored(copy.deepcopy(sink.status)),
@@ -258,8 +256,7 @@ async def test_a_missing_pool_is_named_at_once_and_the_wait_ends_when_it_comes()
     engine = RunEngine(
         run_config("run", pool="workers", cap=2, checkout_timeout_seconds=60.0),
         source=inline_source(list(range(4))),
-        dispatcher=dispatcher,
-        invoker=FakeInvoker(clock, echo()),
+        dispatcher=Dispatching(dispatcher, FakeInvoker(clock, echo())),
         sink=sink,
         clock=clock,
     )
@@ -336,8 +333,7 @@ async def test_a_source_that_does_not_answer_is_named_while_the_run_waits() -> N
     engine = RunEngine(
         run_config("run", pool="workers", cap=2),
         source=HangingSource(clock, hang=40.0, count=3),
-        dispatcher=FakeDispatcher(clock, {"workers": 2}),
-        invoker=FakeInvoker(clock, echo()),
+        dispatcher=Dispatching(FakeDispatcher(clock, {"workers": 2}), FakeInvoker(clock, echo())),
         sink=sink,
         clock=clock,
     )

@@ -8,7 +8,16 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from runfakes import FakeClock, FakeDispatcher, FakeInvoker, FakeSink, echo, run_config, run_engine
+from runfakes import (
+    Dispatching,
+    FakeClock,
+    FakeDispatcher,
+    FakeInvoker,
+    FakeSink,
+    echo,
+    run_config,
+    run_engine,
+)
 
 from agentpool.handlers.sources import HttpItemSource
 from agentpool.io.sources import SourceClient
@@ -63,8 +72,7 @@ async def run_with(source: ItemSource, **settings: Any) -> tuple[RunEngine, Fake
     engine = RunEngine(
         run_config("run", pool="workers", **settings),
         source=source,
-        dispatcher=FakeDispatcher(clock, {"workers": 2}),
-        invoker=FakeInvoker(clock, echo()),
+        dispatcher=Dispatching(FakeDispatcher(clock, {"workers": 2}), FakeInvoker(clock, echo())),
         sink=sink,
         clock=clock,
     )

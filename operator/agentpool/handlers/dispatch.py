@@ -1,4 +1,4 @@
-"""The PoolRun engine's dispatcher and invoker, backed by the operator's brokers and agent client.
+"""The PoolRun engine's dispatcher, backed by the operator's brokers and agent client.
 
 The engine (``agentpool.runs``) knows only protocols; this adapter gives it checkouts from the
 pool's broker, calls through :mod:`agentpool.io.agents` with the pool's token, and returns agents

@@ -320,7 +320,6 @@ async def build_engine(
         config,
         source=source,
         dispatcher=dispatcher,
-        invoker=dispatcher,
         sink=KubeSink(runtime, body),
         status=restored,
         configmaps=configmaps,

@@ -7,7 +7,7 @@ protocols in :mod:`agentpool.runs.contracts`, then awaits :meth:`RunEngine.run`.
 """
 
 from agentpool.runs.config import RunConfig, config_from_spec
-from agentpool.runs.contracts import Clock, Dispatcher, Invoker, Journal, StatusSink, SystemClock
+from agentpool.runs.contracts import Clock, Dispatcher, Journal, StatusSink, SystemClock
 from agentpool.runs.ending import RunEnd
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.results import iter_results
@@ -21,7 +21,6 @@ from agentpool.runs.sources import (
 __all__ = [
     "Clock",
     "Dispatcher",
-    "Invoker",
     "ItemSource",
     "Journal",
     "RunConfig",

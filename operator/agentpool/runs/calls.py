@@ -27,7 +27,6 @@ from agentpool.runs.contracts import (
     CheckoutTerms,
     Dispatcher,
     HeldAgent,
-    Invoker,
     Waiting,
 )
 from agentpool.runs.results import CHUNK_BYTES, encode
@@ -80,12 +79,10 @@ class AgentCalls:
         config: RunConfig,
         *,
         dispatcher: Dispatcher,
-        invoker: Invoker,
         waiting: Waiting | None = None,
     ) -> None:
         self._config = config
         self._dispatcher = dispatcher
-        self._invoker = invoker
         self._waiting = waiting
         self._terms: dict[str, CheckoutTerms] = {}
 
@@ -150,7 +147,7 @@ class AgentCalls:
             id=work.key, item=work.value, input=spec.input, attempt=work.attempt, run=config.name
         )
         try:
-            result = await self._invoker.invoke(
+            result = await self._dispatcher.invoke(
                 checkout, body, timeout=config.call_timeout(work.pool), cast=spec.mode == "Cast"
             )
         except Exception as error:  # the agent client's own bug must cost one attempt, not the run

@@ -1,7 +1,7 @@
 """What the PoolRun engine needs from the rest of the operator, as protocols and exceptions.
 
 The engine knows nothing of Kubernetes, kopf or HTTP to agents: the kopf daemon that wraps a
-PoolRun hands it a dispatcher (the broker's checkout and checkin), an invoker (the agent client),
+PoolRun hands it a dispatcher (the broker's checkout and checkin, and the agent client's call),
 a status sink (merge patches to the run's status, result ConfigMaps, Events) and a clock. Each is
 matched by structure, so the tests pass fakes and the daemon passes the real ones. How a
 checkout ends (:class:`~agentpool.pool.checkin.CheckinOutcome`, and the errors of one that got no
@@ -59,7 +59,7 @@ class CheckoutTerms:
 
 
 class Dispatcher(Protocol):
-    """The broker as a run sees it: checkout an agent of a pool, and give it back."""
+    """The pools as a run sees them: check an agent out, hand it an item, give it back."""
 
     async def checkout(self, terms: CheckoutTerms, *, waiting: Waiting | None = None) -> HeldAgent:
         """An agent of ``terms.pool``; raises ``PoolNotFound`` or another ``CheckoutFailed``.
@@ -70,6 +70,12 @@ class Dispatcher(Protocol):
 
     async def checkin(self, checkout: HeldAgent, outcome: CheckinOutcome) -> None:
         """Return the agent to its pool."""
+        ...
+
+    async def invoke(
+        self, checkout: HeldAgent, envelope: dict[str, Any], *, timeout: float, cast: bool
+    ) -> AttemptResult:
+        """Hand ``envelope`` to the checked-out agent (``POST /invoke``) and say what came of it."""
         ...
 
 
@@ -88,14 +94,6 @@ class AttemptResult(Protocol):
     def lost(self) -> bool:
         """The agent's state is unknown (timed out, connection broken): it must not be reused."""
         ...
-
-
-class Invoker(Protocol):
-    """The agent client: hand an envelope to a checked-out agent."""
-
-    async def invoke(
-        self, checkout: HeldAgent, envelope: dict[str, Any], *, timeout: float, cast: bool
-    ) -> AttemptResult: ...
 
 
 class StatusSink(Protocol):

@@ -4,7 +4,7 @@ It keeps up to ``cap`` items in flight, each one a checkout, a call and a checki
 attempts with back-off (to another agent when one is free); records every verdict in its ledger
 and its journal, when it has one, so that an operator crash re-runs only what was in flight;
 writes status in batches; and ends Drained or Deadlocked. The kopf daemon of a PoolRun builds one
-per run with the injected dispatcher, invoker, sink, journal and clock, and awaits
+per run with the injected dispatcher, sink, journal and clock, and awaits
 :meth:`RunEngine.run`; it calls :meth:`RunEngine.set_suspended` when ``spec.suspend`` changes.
 
 This module is the loop that joins the parts. The :mod:`~agentpool.runs.intake` takes items
@@ -28,7 +28,7 @@ from agentpool.api import PoolRunStatus
 from agentpool.runs.alarm import Alarm
 from agentpool.runs.calls import AgentCalls
 from agentpool.runs.config import RunConfig
-from agentpool.runs.contracts import Clock, Dispatcher, Invoker, Journal, StatusSink, SystemClock
+from agentpool.runs.contracts import Clock, Dispatcher, Journal, StatusSink, SystemClock
 from agentpool.runs.ending import RunEnd, end_now
 from agentpool.runs.feed import Feed
 from agentpool.runs.intake import Intake
@@ -51,7 +51,6 @@ class RunEngine:
         *,
         source: ItemSource,
         dispatcher: Dispatcher,
-        invoker: Invoker,
         sink: StatusSink,
         clock: Clock | None = None,
         status: PoolRunStatus | None = None,
@@ -117,7 +116,7 @@ class RunEngine:
             config.spec.cap,
             shared,
             feed=self._feed,
-            calls=AgentCalls(config, dispatcher=dispatcher, invoker=invoker, waiting=self._notes),
+            calls=AgentCalls(config, dispatcher=dispatcher, waiting=self._notes),
             retries=self._retries,
             intake=intake,
             may_start=self._may_dispatch,
