@@ -475,3 +475,24 @@ async def test_a_lease_made_again_under_a_name_whose_deletion_was_missed_is_a_ne
     owner = cluster.api.secrets["chat-lease-token"]["metadata"]["ownerReferences"][0]
     assert owner["uid"] == "uid-chat-2"
     assert len(cluster.idle()) == len(cluster.agents) - 1
+
+
+async def test_a_lease_seen_by_a_paused_replica_is_left_to_the_peer_that_acts(
+    cluster: Cluster,
+) -> None:
+    """An event reaches a replica just paused (kopf stops its watches, but one already in hand
+    is handled): it serves no pool, so the lease waits, and once its checkout timeout passes
+    it writes nothing, as the acting peer serves the lease; a resumed replica takes the lease
+    up from its watch's listing."""
+    handle = cluster.runtime.pools.get(("ns", "p"))
+    assert handle is not None
+    pools.end_pool(
+        cluster.runtime,
+        handle,
+        SimpleNamespace(reason=kopf.DaemonStoppingReason.OPERATOR_PAUSING),  # type: ignore[arg-type]
+    )
+    lease = await start_lease(cluster, lease_body("late", ttlSeconds=60, checkoutTimeoutSeconds=1))
+    async with asyncio.timeout(30):
+        await lease.task
+    assert "late" not in cluster.api.phases
+    assert [a.name for a in cluster.agents.values() if a.calls] == []

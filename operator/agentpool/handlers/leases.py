@@ -368,7 +368,8 @@ async def served_pool(
 ) -> PoolHandle | None:
     """The lease's pool as the operator serves it (:mod:`agentpool.handlers.serving`), waited
     for within the lease's checkout timeout; None, reported PoolNotFound, when it does not exist
-    or is not served in time."""
+    or is not served in time. A paused operator serves no pool: its peer that acts serves the
+    lease, so it reports nothing, and takes the lease up again from its watch once resumed."""
     try:
         return await serving.served_pool(
             runtime,
@@ -377,6 +378,14 @@ async def served_pool(
             timeout=lambda pool: float(spec.effective_checkout_timeout(pool)),
         )
     except (PoolNotFound, serving.NotServed) as error:
+        if runtime.leases.paused:
+            log.info(
+                "lease of pool %s/%s left to the acting peer: %s",
+                namespace,
+                spec.pool_ref.name,
+                error,
+            )
+            return None
         await report(failed_status(str(Reason.POOL_NOT_FOUND), str(error)))
         return None
 

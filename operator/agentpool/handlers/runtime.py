@@ -193,6 +193,9 @@ class LeaseAgents:
     # The running tasks, and each lease as last seen on the watch (its holder's renewTime).
     tasks: dict[ObjectKey, LeaseTask] = field(default_factory=dict)
     latest: dict[ObjectKey, RawBody] = field(default_factory=dict)
+    # The operator is paused, a peer acting in its place, until it serves a pool again or its
+    # peering object says it acts.
+    paused: bool = False
 
     def take(self, key: ObjectKey) -> Checkout | None:
         """The lease's agent, held or restored, now the caller's to return; None if neither."""
@@ -222,6 +225,7 @@ class LeaseAgents:
         """The operator is paused, a peer acting in its place: every lease task ends as at a
         stop, without waiting, its lease left Bound and its agent parked. The peer drives the
         leases meanwhile; a resumed operator takes up each lease its watch shows again."""
+        self.paused = True
         for entry in self.tasks.values():
             entry.stop.set(deleted=False)
 

@@ -57,7 +57,8 @@ async def follow_peers(
     runtime: Runtime, paths: list[str], *, identity: str, priority: int, every: float
 ) -> None:
     """Keep ``runtime.serving`` to whether this replica acts, from the peering objects read
-    every ``every`` seconds; a read that fails leaves the last word standing."""
+    every ``every`` seconds; a read that fails leaves the last word standing. A replica seen to
+    act is no longer paused for its leases, though it serves no pool yet."""
     runtime.serving = False
     while True:
         try:
@@ -70,4 +71,6 @@ async def follow_peers(
                 acts(status or {}, identity=identity, priority=priority, now=now)
                 for status in statuses
             )
+            if runtime.serving:
+                runtime.leases.paused = False
         await asyncio.sleep(every)
