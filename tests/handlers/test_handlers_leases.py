@@ -398,22 +398,24 @@ async def test_a_lease_that_ended_and_went_leaves_nothing_behind(cluster: Cluste
     assert cluster.idle() == set(cluster.agents)
 
 
-async def test_a_replica_that_pauses_leaves_its_leases_bound_to_the_peer_that_acts(
-    cluster: Cluster,
+@pytest.mark.parametrize(
+    "reason",
+    [kopf.DaemonStoppingReason.OPERATOR_PAUSING, kopf.DaemonStoppingReason.OPERATOR_EXITING],
+    ids=["pauses", "exits"],
+)
+async def test_a_replica_that_pauses_or_exits_leaves_its_leases_bound_to_the_next(
+    cluster: Cluster, reason: kopf.DaemonStoppingReason
 ) -> None:
-    """kopf pauses this replica (a peer of higher priority acts) and stops its pool loops: its
-    lease tasks end at once and drive their leases no more. A lease whose term then passes is
-    the acting peer's to expire: this replica writes no status, unbinds nothing and deletes no
-    Secret, and the agent stays held for the lease, never handed to anyone else."""
+    """kopf pauses this replica (a peer of higher priority acts) or makes it exit, and stops
+    its pool loops and its watches: its lease tasks end at once, as they would no longer see
+    their holders' renewals. A lease whose term then passes is the next replica's to expire:
+    this one writes no status, unbinds nothing and deletes no Secret, and the agent stays held
+    for the lease, never handed to anyone else."""
     lease = await start_lease(cluster, lease_body("brief", ttlSeconds=1))
     agent = await bound(cluster, "brief")
     handle = cluster.runtime.pools.get(("ns", "p"))
     assert handle is not None
-    pools.end_pool(
-        cluster.runtime,
-        handle,
-        SimpleNamespace(reason=kopf.DaemonStoppingReason.OPERATOR_PAUSING),  # type: ignore[arg-type]
-    )
+    pools.end_pool(cluster.runtime, handle, SimpleNamespace(reason=reason))  # type: ignore[arg-type]
     async with asyncio.timeout(30):
         await lease.task
     # Past the term the lease was bound for, it is still Bound as this replica left it.

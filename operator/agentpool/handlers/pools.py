@@ -49,6 +49,13 @@ __all__ = ["POOL_LABEL", "register", "sync_broker"]
 log = logging.getLogger(__name__)
 
 
+#: Why kopf stops a pool's loop when the operator pauses for a peer or exits: it watches no
+#: more from then on, so the leases stop being driven at once.
+STANDING_DOWN = (
+    kopf.DaemonStoppingReason.OPERATOR_PAUSING | kopf.DaemonStoppingReason.OPERATOR_EXITING
+)
+
+
 def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
     """Bind the AgentPool handlers to ``registry``, each given ``runtime``."""
     handlers = KindHandlers("agentpools", registry, runtime)
@@ -179,10 +186,11 @@ async def run_passes(
 
 
 def end_pool(runtime: Runtime, handle: PoolHandle, stopped: kopf.DaemonStopped) -> None:
-    """The loop ended: a deleted pool refuses checkouts and waits for pool_drain; a paused
-    operator's leases are left to the peer that acts; either way, its handle goes."""
+    """The loop ended: a deleted pool refuses checkouts and waits for pool_drain; a paused or
+    exiting operator's leases are left to the replica that acts next; either way, its handle
+    goes."""
     reason = stopped.reason
-    if reason and reason & kopf.DaemonStoppingReason.OPERATOR_PAUSING:
+    if reason and reason & STANDING_DOWN:
         runtime.leases.pause()
     if reason and reason & kopf.DaemonStoppingReason.RESOURCE_DELETED:
         namespace, name = key = (handle.namespace, handle.name)

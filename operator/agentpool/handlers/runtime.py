@@ -222,9 +222,11 @@ class LeaseAgents:
             self.restored[key] = checkout
 
     def pause(self) -> None:
-        """The operator is paused, a peer acting in its place: every lease task ends as at a
-        stop, without waiting, its lease left Bound and its agent parked. The peer drives the
-        leases meanwhile; a resumed operator takes up each lease its watch shows again."""
+        """The operator is paused, a peer acting in its place, or exits: every lease task ends
+        as at a stop, without waiting, its lease left Bound and its agent parked (kopf watches
+        no more, so a task would not see its holder's renewals and would expire a lease still
+        held). The replica that acts next drives the leases; a resumed operator takes up each
+        lease its watch shows again."""
         self.paused = True
         for entry in self.tasks.values():
             entry.stop.set(deleted=False)
