@@ -100,10 +100,12 @@ def test_every_lease_status_is_one_the_schema_accepts(schemas: dict[str, Any], p
 
 
 def test_a_stored_status_reads_back_as_written_and_a_refused_one_as_none() -> None:
-    """The lease handler reads what it wrote as the model it wrote it from; a status the model
-    refuses (a phase from a newer operator, written by hand) reads as none, so the lease is
-    served as a new one instead of failing its handler on every event."""
+    """The lease handler reads what it wrote as the model it wrote it from. A status the model
+    refuses (written by hand) keeps only its phase, so an ended lease is never bound again and
+    a live one is served as a new one, instead of failing its handler on every event."""
     bound = leases.stored_status(BOUND)
     assert bound.to_patch() == {key: value for key, value in BOUND.items() if value is not None}
     assert leases.stored_status({"phase": "Lost", "agent": "p-x7k2q"}).agent is None
+    assert leases.stored_status({"phase": "Lost"}).phase is None
+    assert leases.stored_status({"phase": "Expired", "boundTime": "garbage"}).phase == "Expired"
     assert leases.stored_status(None).phase is None

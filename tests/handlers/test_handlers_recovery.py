@@ -11,6 +11,7 @@ import pytest
 
 from agentpool.broker import Broker
 from agentpool.handlers.recovery import restore_held_agents
+from agentpool.handlers.runtime import LeaseAgents
 from agentpool.io.agents import AgentStatus
 from agentpool.pool import ObservedAgent, PoolPolicy
 from agentpool.pool.checkin import PoolExhausted
@@ -87,7 +88,7 @@ def restart(
     runtime = SimpleNamespace(
         kube=Kube(),
         agents=agents,
-        leases=SimpleNamespace(restored={}),
+        leases=LeaseAgents(),
         settings=dataclasses.replace(OperatorSettings(), recovery=recovery),
         restorers=set(),
         status_gate=None,
@@ -222,28 +223,51 @@ async def test_an_agent_silent_at_a_restart_that_later_names_a_gone_lease_is_unb
     assert await free_agents(handle.broker) == expected
 
 
+async def test_a_paused_replica_unbinds_no_agent_the_acting_peer_may_have_bound() -> None:
+    """A restarted replica holds a silent agent; it is paused, and meanwhile the acting peer
+    hands the agent to a lease of its own: when the agent answers idle, naming that lease, the
+    paused replica gives it back to its pool without unbinding it."""
+    runtime, handle, agents = restart({"10.0.0.1": None, "10.0.0.2": idle()})
+    await restore_held_agents(runtime, handle)
+    runtime.leases.pause()
+    agents.answers["10.0.0.1"] = dataclasses.replace(idle(), lease="the-peers")
+    async with asyncio.timeout(10):
+        await asyncio.gather(*runtime.restorers)
+    assert agents.unbinds == []
+    assert await free_agents(handle.broker) == {"pod-10.0.0.1", "pod-10.0.0.2"}
+
+
 async def test_a_resumed_pool_keeps_parked_agents_of_bound_leases_and_unbinds_the_rest() -> None:
     """This replica was paused while a peer acted: its lease tasks parked their agents. On
-    resuming, the agent of a lease still Bound stays with it, unasked; the agent of a lease the
-    peer ended meanwhile still names it, so it is unbound before anyone gets it."""
+    resuming, the agent of a lease still Bound to it stays with it, unasked; the agent of a
+    lease the peer ended meanwhile still names it, so it is unbound before anyone gets it; and
+    a lease the peer bound anew to another agent gets that one, its parked one going back."""
     runtime, handle, agents = restart(
-        {"10.0.0.1": idle(), "10.0.0.2": dataclasses.replace(idle(), lease="gone")}
+        {"10.0.0.1": idle(), "10.0.0.2": idle(), "10.0.0.3": idle(), "10.0.0.4": idle()}
     )
-    for lease in ("kept", "gone"):
+    for lease in ("kept", "gone", "moved"):
         checkout = await handle.broker.checkout(timeout=0, holder=f"lease:ns/{lease}")
         runtime.leases.restored[("ns", lease)] = checkout
     kept = runtime.leases.restored[("ns", "kept")]
     gone = runtime.leases.restored[("ns", "gone")].agent
+    moved_from = runtime.leases.restored[("ns", "moved")].agent
+    [moved_to] = {"pod-10.0.0.1", "pod-10.0.0.2", "pod-10.0.0.3", "pod-10.0.0.4"} - {
+        kept.agent,
+        gone,
+        moved_from,
+    }
     agents.answers[kept.ip] = dataclasses.replace(idle(), lease="kept")
     agents.answers[gone.removeprefix("pod-")] = dataclasses.replace(idle(), lease="gone")
-    runtime.kube.leases = [bound_lease("kept", kept.agent)]
+    agents.answers[moved_to.removeprefix("pod-")] = dataclasses.replace(idle(), lease="moved")
+    runtime.kube.leases = [bound_lease("kept", kept.agent), bound_lease("moved", moved_to)]
     agents.unbinding.set()
     await restore_held_agents(runtime, handle)
     async with asyncio.timeout(10):
         await asyncio.gather(*runtime.restorers)
-    assert runtime.leases.restored == {("ns", "kept"): kept}
+    assert runtime.leases.restored[("ns", "kept")] is kept
+    assert runtime.leases.restored[("ns", "moved")].agent == moved_to
     assert agents.unbinds == [(gone.removeprefix("pod-"), "gone")]
-    assert await free_agents(handle.broker) == {gone}
+    assert await free_agents(handle.broker) == {gone, moved_from}
 
 
 class Crowded(Agents):

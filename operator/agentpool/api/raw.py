@@ -5,7 +5,8 @@ A spec or status the operator decides on is read into its model (``parse_spec``,
 ``AgentLeaseStatus.model_validate``); what stays raw (an object as a watch event or a listing
 gives it, passed on to be read a field at a time) is a :class:`RawBody`, so mypy knows
 ``metadata`` and its fields by name. Every key may be missing, as on the wire. :func:`raw_body`
-takes kopf's body, or any mapping, as one; :func:`raw_items` a listing's items.
+takes kopf's body, or any mapping, as one; :func:`raw_items` a listing's items; :func:`uid_of`
+tells objects of one name apart.
 """
 
 from __future__ import annotations
@@ -58,6 +59,11 @@ def raw_body(body: Mapping[str, Any]) -> RawBody:
     """``body`` (kopf's, or a mapping a listing gave) as a :class:`RawBody`: a shallow copy,
     taken as the API server's JSON for what it is."""
     return cast(RawBody, dict(body))
+
+
+def uid_of(body: Mapping[str, Any]) -> str:
+    """The object's uid: an object made again under a name is another object."""
+    return str((body.get("metadata") or {}).get("uid") or "")
 
 
 def raw_items(listed: Mapping[str, Any]) -> list[RawBody]:

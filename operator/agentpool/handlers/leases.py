@@ -21,14 +21,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 import kopf
 
 from agentpool.api import AgentLeaseSpec, AgentLeaseStatus, parse_spec
 from agentpool.api.conditions import format_time
-from agentpool.api.raw import RawBody, raw_body
+from agentpool.api.raw import RawBody, raw_body, uid_of
 from agentpool.api.reasons import EventReason, Reason
 from agentpool.broker import Checkout
 from agentpool.handlers import binds, leasestatus, releases, serving
@@ -115,11 +115,6 @@ async def lease_task(
         if entry is not None and entry.stop is stop:
             del runtime.leases.tasks[key]
             runtime.leases.latest.pop(key, None)
-
-
-def uid_of(body: Mapping[str, Any]) -> str:
-    """The lease object's uid: a lease made again under a name is another lease."""
-    return str((body.get("metadata") or {}).get("uid") or "")
 
 
 async def sweep(runtime: Runtime, every: float) -> None:
@@ -368,26 +363,24 @@ async def served_pool(
 ) -> PoolHandle | None:
     """The lease's pool as the operator serves it (:mod:`agentpool.handlers.serving`), waited
     for within the lease's checkout timeout; None, reported PoolNotFound, when it does not exist
-    or is not served in time. A paused operator serves no pool: its peer that acts serves the
-    lease, so it reports nothing, and takes the lease up again from its watch once resumed."""
-    try:
-        return await serving.served_pool(
-            runtime,
-            namespace,
-            spec.pool_ref.name,
-            timeout=lambda pool: float(spec.effective_checkout_timeout(pool)),
-        )
-    except (PoolNotFound, serving.NotServed) as error:
-        if runtime.leases.paused:
-            log.info(
-                "lease of pool %s/%s left to the acting peer: %s",
+    or is not served in time. A paused operator serves no pool and writes nothing: the replica
+    that acts serves the lease meanwhile, and this one looks again once it acts itself."""
+    while True:
+        await runtime.leases.acting.wait()
+        try:
+            handle = await serving.served_pool(
+                runtime,
                 namespace,
                 spec.pool_ref.name,
-                error,
+                timeout=lambda pool: float(spec.effective_checkout_timeout(pool)),
             )
+        except (PoolNotFound, serving.NotServed) as error:
+            if runtime.leases.paused:
+                continue
+            await report(failed_status(str(Reason.POOL_NOT_FOUND), str(error)))
             return None
-        await report(failed_status(str(Reason.POOL_NOT_FOUND), str(error)))
-        return None
+        if not runtime.leases.paused:
+            return handle
 
 
 async def checkout_agent(

@@ -146,7 +146,7 @@ async def start_pool(runtime: Runtime, body: kopf.Body, key: PoolKey) -> PoolHan
     handle.pods.update(runtime.pools.orphan_pods.pop(key, {}))
     sync_broker(handle)
     runtime.pools.serve(handle)
-    runtime.leases.paused = False
+    runtime.leases.resume()
     runtime.pools.deleted_pods.pop(key, None)
     return handle
 

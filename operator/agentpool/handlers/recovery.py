@@ -36,7 +36,7 @@ async def restore_held_agents(runtime: Runtime, handle: PoolHandle) -> None:
     """
     listed = await runtime.kube.list_custom("agentleases", handle.namespace)
     bound = bound_lease_agents(listed, handle.name)
-    leased = keep_parked(runtime, handle, {lease for lease, _ in bound})
+    leased = keep_parked(runtime, handle, set(bound))
     for lease, held in bound:
         checkout = None if held in leased else handle.broker.restore_busy(held, None)
         if checkout is not None:
@@ -76,15 +76,16 @@ async def restore_held_agents(runtime: Runtime, handle: PoolHandle) -> None:
             )
 
 
-def keep_parked(runtime: Runtime, handle: PoolHandle, bound: set[str]) -> set[str]:
+def keep_parked(runtime: Runtime, handle: PoolHandle, bound: set[tuple[str, str]]) -> set[str]:
     """The agents the pool's lease tasks parked when this operator was paused, kept for their
-    leases that are still Bound (named); those of leases the acting peer ended or saw deleted
-    meanwhile go back to the pool, to be asked ``/status`` and unbound like any other."""
+    leases still Bound to them (``bound``: lease and agent pairs); the others (the acting peer
+    ended the lease, or bound it anew to another agent, meanwhile) go back to the pool, to be
+    asked ``/status`` and unbound like any other."""
     kept = set()
     for key, checkout in list(runtime.leases.restored.items()):
         if key[0] != handle.namespace or checkout.pool != handle.name:
             continue
-        if key[1] in bound:
+        if (key[1], checkout.agent) in bound:
             kept.add(checkout.agent)
         else:
             del runtime.leases.restored[key]
@@ -155,7 +156,9 @@ async def release_when_idle(
     """Hold a restored agent until it reports idle (with ``item``, until that item is done);
     one that stops answering is lost. One that then names a lease (silent at the restart, and
     bound to a lease that is no longer Bound) is unbound before it goes back, as
-    :func:`restore_held_agents` unbinds one that answered in time."""
+    :func:`restore_held_agents` unbinds one that answered in time; unless the operator is
+    paused by then, when the lease may be one the acting peer bound since (the agent goes back
+    to the paused pool, whose restore on resuming asks it again)."""
     settings = runtime.settings.recovery
     watch = IdleWatch(silence_seconds=settings.silence_seconds)
     idle = await wait_until_idle(
@@ -167,7 +170,7 @@ async def release_when_idle(
         status_timeout=settings.status_timeout_seconds,
         item=item,
     )
-    if idle is not None and idle.lease is not None:
+    if idle is not None and idle.lease is not None and not runtime.leases.paused:
         await unbind(runtime, handle, idle.lease)(checkout)
         return
     handle.broker.checkin(checkout, CheckinOutcome.LOST if idle is None else CheckinOutcome.SUCCESS)

@@ -12,7 +12,7 @@ the idle set when the unbind (which resets it) answered, retired when it failed 
 from __future__ import annotations
 
 from agentpool.api import AgentLeaseSpec, parse_spec
-from agentpool.api.raw import RawBody
+from agentpool.api.raw import RawBody, uid_of
 from agentpool.api.reasons import EventReason, Reason
 from agentpool.handlers import binds, leasestatus
 from agentpool.handlers.runtime import LeaseStop, ObjectKey, Runtime
@@ -67,6 +67,11 @@ async def lease_release(runtime: Runtime, body: RawBody, key: ObjectKey) -> None
     Secret, which it owns, goes with it by garbage collection. The unbind takes the token back
     from the agent, so the token stops working there whether or not the Secret is gone yet.
     """
+    current = runtime.leases.latest.get(key)
+    if current is not None and uid_of(current) != uid_of(body):
+        # A lease of that name deleted before the one held now was made: the one held was
+        # told apart by its uid when it appeared, and the deleted one released then.
+        return
     running = runtime.leases.tasks.get(key)
     if running is not None:
         running.stop.set(deleted=True)

@@ -149,6 +149,11 @@ class Pools:
         return self.served.get(key)
 
 
+def _set(event: asyncio.Event) -> asyncio.Event:
+    event.set()
+    return event
+
+
 class LeaseStop:
     """Asks a lease's task to end: because its lease was deleted, or because the operator stops
     (the lease then stays Bound, for the next task to take up)."""
@@ -193,9 +198,14 @@ class LeaseAgents:
     # The running tasks, and each lease as last seen on the watch (its holder's renewTime).
     tasks: dict[ObjectKey, LeaseTask] = field(default_factory=dict)
     latest: dict[ObjectKey, RawBody] = field(default_factory=dict)
-    # The operator is paused, a peer acting in its place, until it serves a pool again or its
-    # peering object says it acts.
-    paused: bool = False
+    # Set while the operator acts; clear while it is paused (a peer acting in its place) or
+    # exits, until it serves a pool again or its peering object says it acts.
+    acting: asyncio.Event = field(default_factory=lambda: _set(asyncio.Event()))
+
+    @property
+    def paused(self) -> bool:
+        """The operator does not act now: its leases are the acting replica's to drive."""
+        return not self.acting.is_set()
 
     def take(self, key: ObjectKey) -> Checkout | None:
         """The lease's agent, held or restored, now the caller's to return; None if neither."""
@@ -226,10 +236,14 @@ class LeaseAgents:
         as at a stop, without waiting, its lease left Bound and its agent parked (kopf watches
         no more, so a task would not see its holder's renewals and would expire a lease still
         held). The replica that acts next drives the leases; a resumed operator takes up each
-        lease its watch shows again."""
-        self.paused = True
+        lease its watch shows again; a task started meanwhile waits for :meth:`resume`."""
+        self.acting.clear()
         for entry in self.tasks.values():
             entry.stop.set(deleted=False)
+
+    def resume(self) -> None:
+        """The operator acts again (it serves a pool, or its peering object says it acts)."""
+        self.acting.set()
 
     async def stop_all(self, timeout: float) -> None:
         """The operator stops: every lease task ends, leaving its lease Bound for the next

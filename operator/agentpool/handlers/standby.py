@@ -72,5 +72,5 @@ async def follow_peers(
                 for status in statuses
             )
             if runtime.serving:
-                runtime.leases.paused = False
+                runtime.leases.resume()
         await asyncio.sleep(every)

@@ -33,10 +33,16 @@ EndPhase = Literal["Released", "Expired", "Failed"]
 
 
 def stored_status(raw: Mapping[str, Any] | None) -> AgentLeaseStatus:
-    """The lease's status as stored, read once into the model; one the model refuses (written
-    by hand past an older schema) is read as none, so the lease is served as a new one."""
+    """The lease's status as stored, read once into the model. One the model refuses (written
+    by hand past an older schema) keeps only its phase, so an ended lease stays ended and a
+    live one is served as a new one."""
+    raw = raw or {}
     try:
-        return AgentLeaseStatus.model_validate(raw or {})
+        return AgentLeaseStatus.model_validate(raw)
+    except ValidationError:
+        pass
+    try:
+        return AgentLeaseStatus.model_validate({"phase": raw.get("phase")})
     except ValidationError:
         return AgentLeaseStatus()
 
