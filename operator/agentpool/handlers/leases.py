@@ -156,8 +156,6 @@ def renew_time_of(body: RawBody) -> str | None:
 async def lease_loop(runtime: Runtime, body: RawBody, key: ObjectKey, stop: LeaseStop) -> None:
     """Bind an agent, hold it while renewed until its term passes or it is lost, then return
     it; a stopped task leaves it to the lease's deletion or the next task."""
-    if leases.stored_status(body.get("status")).phase in TERMINAL:
-        return
     report = StatusWriter(runtime, body)
     try:
         held = await take_agent(runtime, body, key, stop, report)
@@ -181,6 +179,9 @@ async def take_agent(
     Bound; None when the lease cannot have one (reported Failed) or its task stopped."""
     spec = parse_spec(AgentLeaseSpec, body.get("spec"))
     status = leases.stored_status(body.get("status"))
+    if status.phase in TERMINAL:
+        # Ended (a retry took up the lease as its own end came back on the watch).
+        return None
     too_large = None if status.agent else binding.oversized_context(spec.context)
     if too_large is not None:
         await report(failed_status(str(Reason.CONTEXT_TOO_LARGE), too_large))
