@@ -176,6 +176,22 @@ async def test_an_agent_with_several_slots_keeps_one_busy_per_item_it_reports() 
     assert handle.broker.agents()[0].busy_slots == 0
 
 
+async def unbound_before_it_returns(
+    runtime: Any, handle: Any, agents: Agents, *, unbound: bool
+) -> None:
+    """Agent 10.0.0.1, bound to the lease "chat", is asked to unbind and is nobody's until it
+    answers; then it is free again if it unbound, retired if not."""
+    async with asyncio.timeout(10):
+        await agents.asked.wait()
+    assert agents.unbinds == [("10.0.0.1", "chat")]
+    assert await free_agents(handle.broker) == {"pod-10.0.0.2"}
+    agents.unbinding.set()
+    async with asyncio.timeout(10):
+        await asyncio.gather(*runtime.restorers)
+    expected = {"pod-10.0.0.1", "pod-10.0.0.2"} if unbound else {"pod-10.0.0.2"}
+    assert await free_agents(handle.broker) == expected
+
+
 @pytest.mark.parametrize("unbound", [True, False], ids=["unbinds", "fails to unbind"])
 async def test_an_agent_bound_to_a_lease_deleted_while_no_operator_ran_is_unbound_first(
     unbound: bool,
@@ -188,15 +204,7 @@ async def test_an_agent_bound_to_a_lease_deleted_while_no_operator_ran_is_unboun
     runtime, handle, agents = restart({"10.0.0.1": bound, "10.0.0.2": idle()})
     agents.unbind_answer = unbound
     await restore_held_agents(runtime, handle)
-    async with asyncio.timeout(10):
-        await agents.asked.wait()
-    assert agents.unbinds == [("10.0.0.1", "chat")]
-    assert await free_agents(handle.broker) == {"pod-10.0.0.2"}
-    agents.unbinding.set()
-    async with asyncio.timeout(10):
-        await asyncio.gather(*runtime.restorers)
-    expected = {"pod-10.0.0.1", "pod-10.0.0.2"} if unbound else {"pod-10.0.0.2"}
-    assert await free_agents(handle.broker) == expected
+    await unbound_before_it_returns(runtime, handle, agents, unbound=unbound)
 
 
 @pytest.mark.parametrize("unbound", [True, False], ids=["unbinds", "fails to unbind"])
@@ -212,15 +220,7 @@ async def test_an_agent_silent_at_a_restart_that_later_names_a_gone_lease_is_unb
     await restore_held_agents(runtime, handle)
     assert await free_agents(handle.broker) == {"pod-10.0.0.2"}
     agents.answers["10.0.0.1"] = dataclasses.replace(idle(), lease="chat")
-    async with asyncio.timeout(10):
-        await agents.asked.wait()
-    assert agents.unbinds == [("10.0.0.1", "chat")]
-    assert await free_agents(handle.broker) == {"pod-10.0.0.2"}
-    agents.unbinding.set()
-    async with asyncio.timeout(10):
-        await asyncio.gather(*runtime.restorers)
-    expected = {"pod-10.0.0.1", "pod-10.0.0.2"} if unbound else {"pod-10.0.0.2"}
-    assert await free_agents(handle.broker) == expected
+    await unbound_before_it_returns(runtime, handle, agents, unbound=unbound)
 
 
 async def test_a_paused_replica_unbinds_no_agent_the_acting_peer_may_have_bound() -> None:
