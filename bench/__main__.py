@@ -50,7 +50,6 @@ from bench import (
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: Every figure results.json must hold, by section; null when its scenario did not run.
 #: What scenario 6 reports on each cluster it runs on.
 LEASE_FIGURES = [
     "p50_ms",
@@ -63,6 +62,7 @@ LEASE_FIGURES = [
     "floor_burst4_p50_ms",
     "floor_burst32_p50_ms",
 ]
+#: Every figure results.json must hold, by section; null when its scenario did not run.
 REQUIRED = {
     "overhead": ["throughput_ratio", "p50_ms", "p95_ms", "p99_ms"],
     "warm_vs_cold": ["ratio", "theoretical_ratio"],
