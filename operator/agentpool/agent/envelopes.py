@@ -10,9 +10,20 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from agentpool.agent import protocol
+
+
+class EnvelopeBody(TypedDict):
+    """The ``POST /invoke`` body as the operator sends it: every key, ``run`` null for a call
+    that belongs to no run."""
+
+    id: Any
+    item: Any
+    input: Any
+    attempt: int
+    run: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +37,7 @@ class Envelope:
     run: str | None
     cast: bool
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> EnvelopeBody:
         """The JSON object the operator sends, which :func:`parse_envelope` reads back as this
         envelope (a cast is asked for in the ``Prefer`` header, not in the body)."""
         return envelope_body(
@@ -34,9 +45,7 @@ class Envelope:
         )
 
 
-def envelope_body(
-    *, id: Any, item: Any, input: Any, attempt: int, run: str | None
-) -> dict[str, Any]:
+def envelope_body(*, id: Any, item: Any, input: Any, attempt: int, run: str | None) -> EnvelopeBody:
     """The body of :class:`Envelope`, built without one: the operator sends one per attempt."""
     return {"id": id, "item": item, "input": input, "attempt": attempt, "run": run}
 

@@ -36,12 +36,16 @@ from agentpool.api.runs import (
     ItemFailure,
     PoolRunSpec,
     PoolRunStatus,
+    RawItemFailure,
+    RawResultRef,
+    RawRunStatus,
     ResultRef,
     Routes,
     RunMode,
     RunPhase,
     RunResult,
     Source,
+    raw_run_status,
 )
 
 __all__ = [
@@ -71,6 +75,9 @@ __all__ = [
     "PoolRunStatus",
     "PoolState",
     "Probe",
+    "RawItemFailure",
+    "RawResultRef",
+    "RawRunStatus",
     "Recommendation",
     "ResultRef",
     "Routes",
@@ -81,5 +88,6 @@ __all__ = [
     "SpecError",
     "Strategy",
     "parse_spec",
+    "raw_run_status",
     "refuse_below",
 ]

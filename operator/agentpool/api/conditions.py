@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
-from agentpool.api.base import ConditionStatus
+from agentpool.api.base import Condition, ConditionStatus
+from agentpool.api.raw import RawCondition
 
 _SECONDS = "%Y-%m-%dT%H:%M:%SZ"
 _MICROSECONDS = "%Y-%m-%dT%H:%M:%S.%fZ"
@@ -40,6 +41,11 @@ def _utc(moment: float | datetime) -> datetime:
     return datetime.fromtimestamp(moment, UTC)
 
 
+def condition_wire(condition: Condition) -> RawCondition:
+    """``condition`` as it is written: the model's wire form, typed."""
+    return cast(RawCondition, condition.to_wire())
+
+
 @dataclass(frozen=True, slots=True)
 class ConditionView:
     """A condition as a pure core decides it: before it is stamped with its transition time and
@@ -57,12 +63,12 @@ def stamp_condition(
     *,
     now: str,
     generation: int | None = None,
-) -> dict[str, Any]:
+) -> RawCondition:
     """``cond`` in wire form, keeping ``old``'s transition time when its status held."""
     since = now
     if old is not None and old.get("status") == cond.status and old.get("lastTransitionTime"):
         since = old["lastTransitionTime"]
-    entry: dict[str, Any] = {
+    entry: RawCondition = {
         "type": cond.type,
         "status": cond.status,
         "reason": cond.reason,
@@ -80,7 +86,7 @@ def merge_conditions(
     *,
     generation: int | None,
     now: str,
-) -> list[dict[str, Any]]:
+) -> list[RawCondition]:
     """The whole new condition list, in ``current``'s order, each stamped against ``previous``."""
     before = {cond.get("type"): cond for cond in previous or []}
     return [
@@ -90,21 +96,21 @@ def merge_conditions(
 
 
 def set_condition(
-    conditions: Sequence[Mapping[str, Any]],
+    conditions: Sequence[RawCondition],
     type: str,
     status: bool,
     *,
     reason: str,
     message: str,
     now: float,
-) -> list[dict[str, Any]]:
+) -> list[RawCondition]:
     """``conditions`` with ``type`` set in place (or appended), the others left as they were."""
     decided = ConditionView(type, "True" if status else "False", reason, message)
     stamped = format_time(now)
     updated = [
         stamp_condition(condition, decided, now=stamped)
         if condition.get("type") == type
-        else dict(condition)
+        else RawCondition(**condition)
         for condition in conditions
     ]
     if not any(condition.get("type") == type for condition in conditions):

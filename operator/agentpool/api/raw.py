@@ -55,6 +55,18 @@ class RawBody(TypedDict, total=False):
     type: str
 
 
+class RawCondition(TypedDict, total=False):
+    """One entry of ``status.conditions``, as :class:`~agentpool.api.base.Condition` is written
+    (``metav1.Condition``)."""
+
+    type: str
+    status: str
+    reason: str
+    message: str
+    lastTransitionTime: str
+    observedGeneration: int
+
+
 def raw_body(body: Mapping[str, Any]) -> RawBody:
     """``body`` (kopf's, or a mapping a listing gave) as a :class:`RawBody`: a shallow copy,
     taken as the API server's JSON for what it is."""

@@ -7,8 +7,9 @@ source service), the pool or routes, the dispatch and failure policy, and the st
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal, TypedDict, cast
 
 from pydantic import ConfigDict, Field
 
@@ -23,6 +24,7 @@ from agentpool.api.base import (
     cel,
     name_rule,
 )
+from agentpool.api.raw import RawCondition
 
 RunMode = Literal["Call", "Cast"]
 FailurePolicy = Literal["Fail", "Report"]
@@ -203,6 +205,10 @@ class ItemFailure(ApiModel):
     agent: str | None = None
     """The agent pod of the last attempt, if it reached one."""
 
+    def to_raw(self) -> RawItemFailure:
+        """As it is written: :meth:`to_wire`, typed."""
+        return cast(RawItemFailure, self.to_wire())
+
 
 class ResultRef(ApiModel):
     """A ConfigMap owned by the run that holds results which did not fit in status."""
@@ -213,6 +219,10 @@ class ResultRef(ApiModel):
     """How many item outputs it holds."""
     failures: int = Field(default=0, ge=0)
     """How many item failures it holds."""
+
+    def to_raw(self) -> RawResultRef:
+        """As it is written, every field given."""
+        return {"name": self.name, "outputs": self.outputs, "failures": self.failures}
 
 
 class PoolRunStatus(ApiModel):
@@ -270,3 +280,53 @@ class PoolRunStatus(ApiModel):
     the run waits for, named by its reason (PoolNotFound: the pool does not exist yet;
     SourcePending: the source has not answered or has no item ready) and its message, which
     says for how long."""
+
+
+class RawItemFailure(TypedDict, total=False):
+    """An :class:`ItemFailure` on the wire, as status, result ConfigMaps and journals hold it."""
+
+    reason: str
+    message: str
+    attempts: int
+    agent: str | None
+
+
+class RawResultRef(TypedDict):
+    """A :class:`ResultRef` on the wire: the engine writes every field."""
+
+    name: str
+    outputs: int
+    failures: int
+
+
+class RawRunStatus(TypedDict, total=False):
+    """A :class:`PoolRunStatus` on the wire, or a JSON merge patch of one: only the keys to
+    change, and in the maps a key set to null is removed. The run engine writes its status
+    through this (a status is read back into the model); a test keeps its keys those of the
+    model."""
+
+    phase: RunPhase
+    result: RunResult
+    message: str | None
+    total: int
+    active: int
+    retrying: int
+    succeeded: int
+    failed: int
+    retries: int
+    startTime: str
+    completionTime: str
+    items: dict[str, object]
+    failures: dict[str, RawItemFailure | None]
+    inFlight: dict[str, int | None]
+    awaitingRetry: dict[str, int | None]
+    resultRefs: list[RawResultRef]
+    observedGeneration: int
+    sourceDigest: str
+    conditions: list[RawCondition]
+
+
+def raw_run_status(body: Mapping[str, Any]) -> RawRunStatus:
+    """A PoolRun's ``status`` as a :class:`RawRunStatus` view (empty when it has none), for
+    code that reads a few fields of it as they are stored."""
+    return cast(RawRunStatus, body.get("status") or {})

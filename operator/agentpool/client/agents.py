@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from agentpool.agent import protocol
+from agentpool.agent.envelopes import EnvelopeBody
 from agentpool.client.errors import CallFailed
 from agentpool.io.agentwire import WireError, WirePool
 
@@ -54,7 +55,7 @@ class AgentCaller:
         self._wire.close()
 
     async def invoke(
-        self, endpoint: str, token: str, envelope: dict[str, Any], *, timeout: float
+        self, endpoint: str, token: str, envelope: EnvelopeBody, *, timeout: float
     ) -> Any:
         """The agent's output for ``envelope``; raises :class:`CallFailed` with the agent's
         reason, or CallTimeout / AgentLost when no answer came."""

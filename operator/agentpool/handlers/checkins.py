@@ -17,6 +17,7 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
+from agentpool.agent.envelopes import EnvelopeBody
 from agentpool.broker import Checkout
 from agentpool.handlers.idling import wait_until_idle
 from agentpool.handlers.runtime import PoolHandle, Runtime
@@ -29,7 +30,7 @@ async def call_held(
     runtime: Runtime,
     handle: PoolHandle,
     checkout: Checkout,
-    envelope: dict[str, Any] | bytes,
+    envelope: EnvelopeBody | bytes,
     *,
     timeout: float,
     cast: bool,

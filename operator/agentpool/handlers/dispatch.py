@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentpool import metrics
+from agentpool.agent.envelopes import EnvelopeBody
 from agentpool.api import POOL_DEFAULTS
 from agentpool.api.reasons import Reason
 from agentpool.broker import Checkout
@@ -112,7 +113,7 @@ class BrokerDispatcher:
         return await serving.find_pool(self._runtime, self._namespace, pool) is not None
 
     async def invoke(
-        self, checkout: HeldAgent, envelope: dict[str, Any], *, timeout: float, cast: bool
+        self, checkout: HeldAgent, envelope: EnvelopeBody, *, timeout: float, cast: bool
     ) -> InvokeResult:
         assert isinstance(checkout, AgentCheckout)
         inner = checkout.inner

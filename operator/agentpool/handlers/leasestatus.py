@@ -15,6 +15,7 @@ from typing import Any
 from agentpool.api.base import KeyRef
 from agentpool.api.conditions import merge_conditions, now_time
 from agentpool.api.leases import AgentLeaseStatus
+from agentpool.api.raw import RawCondition
 from agentpool.handlers.binds import LeaseBinding
 from agentpool.handlers.runtime import Runtime
 from agentpool.io import events
@@ -57,7 +58,7 @@ class StatusWriter:
         self.body = body
         self.namespace = str(body["metadata"].get("namespace") or "")
         self.name = str(body["metadata"]["name"])
-        self.conditions: list[dict[str, Any]] = list(
+        self.conditions: list[RawCondition] = list(
             (body.get("status") or {}).get("conditions") or []
         )
 

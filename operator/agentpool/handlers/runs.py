@@ -19,7 +19,14 @@ from typing import Any
 import kopf
 
 from agentpool import metrics
-from agentpool.api import AgentPoolSpec, PoolRunSpec, PoolRunStatus, SpecError, parse_spec
+from agentpool.api import (
+    AgentPoolSpec,
+    PoolRunSpec,
+    PoolRunStatus,
+    RawRunStatus,
+    SpecError,
+    parse_spec,
+)
 from agentpool.api.conditions import now_time
 from agentpool.api.reasons import Reason
 from agentpool.handlers import serving
@@ -52,7 +59,7 @@ class KubeSink:
         # Result ConfigMaps this run has written, which later writes patch rather than create.
         self._written: set[str] = set()
 
-    async def write(self, patch: dict[str, Any]) -> None:
+    async def write(self, patch: RawRunStatus) -> None:
         # kopf keeps a daemon's body up to date, so this is the generation the engine now follows.
         generation = self._body["metadata"].get("generation")
         if generation is not None:

@@ -30,6 +30,7 @@ import aiohttp
 from yarl import URL
 
 from agentpool.agent import protocol
+from agentpool.agent.envelopes import EnvelopeBody
 from agentpool.io.agentwire import Answer, WireError, WirePool
 
 #: Connections kept to agents across all pools; a pool of hundreds must not queue on the client.
@@ -221,7 +222,7 @@ class AgentClient:
         self,
         endpoint: str,
         token: str,
-        envelope: dict[str, Any] | bytes,
+        envelope: EnvelopeBody | bytes,
         *,
         timeout: float,
         cast: bool = False,

@@ -21,7 +21,7 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +49,11 @@ class FileJournal:
     def _file(self, number: int) -> Path:
         return self.path / f"{number:08d}{SUFFIX}"
 
-    def load(self) -> list[dict[str, Any]]:
+    def load(self) -> list[Mapping[str, Any]]:
         """Every entry still held, oldest first; a line torn by a crash is skipped."""
         return list(self._entries())
 
-    def _entries(self) -> Iterator[dict[str, Any]]:
+    def _entries(self) -> Iterator[Mapping[str, Any]]:
         for number in self._segments():
             for line in self._file(number).read_bytes().splitlines():
                 try:
@@ -63,7 +63,7 @@ class FileJournal:
                 if isinstance(entry, dict) and isinstance(entry.get("id"), str):
                     yield entry
 
-    def append(self, entry: dict[str, Any] | str) -> None:
+    def append(self, entry: Mapping[str, Any] | str) -> None:
         """Add one entry (or one already encoded as a JSON object); :meth:`flush` hands it to
         the kernel."""
         line = entry if isinstance(entry, str) else _COMPACT.encode(entry)

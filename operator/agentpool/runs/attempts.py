@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from agentpool.api import PoolRunStatus
+from agentpool.api import PoolRunStatus, RawRunStatus
 
 
 def _map_changes(written: Mapping[str, int], now: Mapping[str, int]) -> dict[str, int | None]:
@@ -121,7 +120,7 @@ class Attempts:
         """Whether the last status write named ``key`` in flight on ``attempt``."""
         return self.in_flight_written.get(key) == attempt
 
-    def take_patch(self, declare: Iterable[tuple[str, int]] = ()) -> dict[str, Any]:
+    def take_patch(self, declare: Iterable[tuple[str, int]] = ()) -> RawRunStatus:
         """Counts, and the changes to ``inFlight`` and ``awaitingRetry`` since the last write.
 
         ``declare``: items about to start, written in flight before they do (see
@@ -132,7 +131,7 @@ class Attempts:
         # A retry written in flight counts from then on: a crash may leave it unknown whether
         # it reached its agent, and the attempt after it is the one the agent is given.
         upcoming = sum(1 for attempt in declared.values() if attempt > 1)
-        patch: dict[str, Any] = {
+        patch: RawRunStatus = {
             "retries": self.retries + upcoming,
             "active": self.active,
             "retrying": len(self.retrying),

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from agentpool.agent.envelopes import EnvelopeBody
+from agentpool.api import RawRunStatus
 from agentpool.pool.checkin import CheckinOutcome
 
 
@@ -73,7 +76,7 @@ class Dispatcher(Protocol):
         ...
 
     async def invoke(
-        self, checkout: HeldAgent, envelope: dict[str, Any], *, timeout: float, cast: bool
+        self, checkout: HeldAgent, envelope: EnvelopeBody, *, timeout: float, cast: bool
     ) -> AttemptResult:
         """Hand ``envelope`` to the checked-out agent (``POST /invoke``) and say what came of it."""
         ...
@@ -99,7 +102,7 @@ class AttemptResult(Protocol):
 class StatusSink(Protocol):
     """Where a run's progress goes: the run object's status, its result ConfigMaps, its Events."""
 
-    async def write(self, patch: dict[str, Any]) -> None:
+    async def write(self, patch: RawRunStatus) -> None:
         """Apply a JSON merge patch to the run's ``status``."""
         ...
 
@@ -119,7 +122,7 @@ class Journal(Protocol):
     write succeeded it releases it; after a restart it reads back what no write holds yet.
     """
 
-    def load(self) -> list[dict[str, Any]]:
+    def load(self) -> list[Mapping[str, Any]]:
         """Entries still held, oldest first: ``{"id", "attempt", "index"}`` when an item starts,
         ``{"id", "unstarted"}`` when no agent could be had for it after all, and ``{"id",
         "output"}`` or ``{"id", "failure"}`` when it is recorded, ``{"id", "moved"}`` when a
@@ -127,9 +130,9 @@ class Journal(Protocol):
         them)."""
         ...
 
-    def append(self, entry: dict[str, Any] | str) -> None:
-        """Add an entry (or one already encoded as a JSON object); it is safe from a crash once
-        :meth:`flush` returns."""
+    def append(self, entry: str) -> None:
+        """Add an entry, one JSON object as :func:`~agentpool.runs.journaling.encode_entry`
+        writes it; it is safe from a crash once :meth:`flush` returns."""
         ...
 
     def flush(self) -> None: ...

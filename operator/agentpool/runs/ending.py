@@ -9,12 +9,13 @@ stamped by :func:`agentpool.api.conditions.set_condition`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from agentpool.api import FailurePolicy, RunResult
 from agentpool.api.conditions import set_condition
+from agentpool.api.raw import RawCondition
 from agentpool.api.reasons import ConditionType, Reason
 
 
@@ -97,12 +98,12 @@ def end_now(
 
 
 def running_conditions(
-    conditions: Sequence[Mapping[str, Any]],
+    conditions: Sequence[RawCondition],
     *,
     suspended: bool,
     now: float,
     waiting: tuple[str, str, float] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[RawCondition]:
     """Conditions while a run goes on: neither Complete nor Failed; Suspended as it is;
     Waiting with ``waiting``'s reason and message while items cannot start for that, since the
     time it gives."""
@@ -128,8 +129,8 @@ def running_conditions(
 
 
 def final_conditions(
-    conditions: Sequence[Mapping[str, Any]], end: RunEnd, *, now: float
-) -> list[dict[str, Any]]:
+    conditions: Sequence[RawCondition], end: RunEnd, *, now: float
+) -> list[RawCondition]:
     """Conditions of a finished run: Complete or Failed true, with the end's words."""
     succeeded = end.phase == "Succeeded"
     result = set_condition(

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
-from agentpool.api import PoolRunStatus
+from agentpool.api import PoolRunStatus, RawItemFailure
 from agentpool.runs.contracts import Journal
 from agentpool.runs.results import encode, output_line
 from agentpool.runs.status import RunLedger
@@ -72,12 +72,24 @@ class Moved:
 Entry = Started | Unstarted | Output | Failure | Moved
 
 
+class RawEntry(TypedDict, total=False):
+    """An entry's JSON line: its ``id``, and the keys that say which entry it is."""
+
+    id: str
+    attempt: int
+    index: int
+    unstarted: bool
+    moved: str
+    output: Any
+    failure: RawItemFailure
+
+
 def encode_entry(entry: Entry) -> str:
     """The journal line of ``entry``: compact JSON, ``id`` first."""
     if isinstance(entry, Output):
         encoded = encode(entry.output) if entry.encoded is None else entry.encoded
         return output_line(entry.key, encoded)
-    raw: dict[str, Any] = {"id": entry.key}
+    raw: RawEntry = {"id": entry.key}
     if isinstance(entry, Moved):
         raw["moved"] = entry.displaced
         return encode(raw)

@@ -7,16 +7,17 @@ runs; these functions decide, from values, what it then does. Pure: ``now`` is g
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from agentpool.api import PoolRunSpec
+from agentpool.api import PoolRunSpec, RawRunStatus
 from agentpool.runs.sources import source_digest
 
 #: The phases of a run that is over.
 FINISHED = frozenset({"Succeeded", "Failed"})
 
 
-def run_uid(metadata: dict[str, Any]) -> str:
+def run_uid(metadata: Mapping[str, Any]) -> str:
     """What names the run's journal: its uid, so a run made again under the same name never
     reads its predecessor's."""
     return str(metadata.get("uid") or f"{metadata.get('namespace')}.{metadata.get('name')}")
@@ -55,7 +56,7 @@ def repin(
     return (generation or 0, pinned[1]), source_digest(source) != pinned[1]
 
 
-def invalid_spec_status(message: str, *, finished: str) -> dict[str, Any]:
+def invalid_spec_status(message: str, *, finished: str) -> RawRunStatus:
     """The status that ends a run whose spec does not validate, saying what to fix."""
     return {
         "phase": "Failed",

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable
 
-from agentpool.api import PoolRunStatus
-from agentpool.api.conditions import format_time
+from agentpool.api import PoolRunStatus, RawRunStatus, RunPhase
+from agentpool.api.conditions import condition_wire, format_time
 from agentpool.api.reasons import EventReason
 from agentpool.runs.contracts import Journal, StatusSink
 from agentpool.runs.ending import RunEnd, final_conditions, running_conditions
@@ -59,9 +58,9 @@ class Reporter:
         self._failure_event_interval = failure_event_interval
         started = status.start_time
         self.start_time = None if started is None else format_time(started)
-        self._conditions = [condition.to_wire() for condition in status.conditions]
+        self._conditions = [condition_wire(condition) for condition in status.conditions]
         self._conditions_dirty = True
-        self.phase = "Running"
+        self.phase: RunPhase = "Running"
         self._dirty = True
         # The Suspended phase is written: a resume writes Running again.
         self._suspend_written = False
@@ -111,7 +110,7 @@ class Reporter:
         self,
         *,
         total: int,
-        extra: Mapping[str, Any] | None = None,
+        extra: RawRunStatus | None = None,
         declare: Iterable[tuple[str, int]] = (),
     ) -> None:
         """Write what changed: result ConfigMaps first, then the status patch naming them.
@@ -119,7 +118,7 @@ class Reporter:
         ``declare``: items about to start, written in flight (see :meth:`RunLedger.take_flush`).
         """
         now = self._clock.now()
-        fields: dict[str, Any] = {"phase": self.phase, "total": total}
+        fields: RawRunStatus = {"phase": self.phase, "total": total}
         if self.start_time is not None:
             fields["startTime"] = self.start_time
         waiting = self._waits.condition(now)
@@ -235,7 +234,7 @@ class Reporter:
         self.phase = end.phase
         self._conditions = final_conditions(self._conditions, end, now=now)
         self._conditions_dirty = False
-        extra: dict[str, Any] = {
+        extra: RawRunStatus = {
             "message": end.message,
             "completionTime": format_time(now),
             "conditions": self._conditions,

@@ -12,13 +12,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, cast
+
+from agentpool.api import RawItemFailure, RawResultRef
 
 CHUNK_KEY = "results.jsonl"
 SMALL_OUTPUT_BYTES = 4 * 1024
 CHUNK_BYTES = 900 * 1024
 STATUS_RESULTS_BUDGET = 128 * 1024
 """Bytes of ``items`` and ``failures`` kept in status, so the object stays far below 256 KiB."""
+
+
+class ResultRecord(TypedDict, total=False):
+    """One record of a run's results: ``{"id", "output"}`` or ``{"id", "failure"}``, as status
+    holds it and as each line of a result ConfigMap and of ``agentpool results`` is written."""
+
+    id: str
+    output: Any
+    failure: RawItemFailure
 
 
 def chunk_name(run: str, number: int) -> str:
@@ -44,11 +55,11 @@ def output_line(key: str, encoded_output: str) -> str:
     return f'{{"id":{encode(key)},"output":{encoded_output}}}'
 
 
-def record_line(key: str, *, output: Any = None, failure: Mapping[str, Any] | None = None) -> str:
+def record_line(key: str, *, output: Any = None, failure: RawItemFailure | None = None) -> str:
     """One JSON Lines record: ``{"id", "output"}`` or ``{"id", "failure"}``."""
-    record: dict[str, Any] = {"id": key}
+    record: ResultRecord = {"id": key}
     if failure is not None:
-        record["failure"] = dict(failure)
+        record["failure"] = failure
     else:
         record["output"] = output
     return encode(record)
@@ -91,18 +102,14 @@ class ResultChunks:
         self,
         run: str,
         *,
-        refs: Sequence[Mapping[str, Any]] = (),
+        refs: Sequence[RawResultRef] = (),
         last_data: Mapping[str, str] | None = None,
         chunk_bytes: int = CHUNK_BYTES,
     ) -> None:
         self._run = run
         self._chunk_bytes = chunk_bytes
-        self.refs: list[dict[str, Any]] = [
-            {
-                "name": ref_name(ref),
-                "outputs": ref.get("outputs", 0),
-                "failures": ref.get("failures", 0),
-            }
+        self.refs: list[RawResultRef] = [
+            {"name": ref["name"], "outputs": ref["outputs"], "failures": ref["failures"]}
             for ref in refs
         ]
         self._lines: list[str] = []
@@ -142,17 +149,18 @@ class ResultChunks:
         return (self.refs[-1]["name"], {CHUNK_KEY: "\n".join(self._lines) + "\n"})
 
 
-def _chunk_records(data: Mapping[str, str]) -> Iterator[dict[str, Any]]:
+def _chunk_records(data: Mapping[str, str]) -> Iterator[ResultRecord]:
     for line in data.get(CHUNK_KEY, "").splitlines():
         if line.strip():
             record = json.loads(line)
             if isinstance(record, dict) and "id" in record:
-                yield record
+                # Read as record_line wrote it: the JSON object is a record.
+                yield cast(ResultRecord, record)
 
 
 def iter_results(
     status: Mapping[str, Any], configmaps: Sequence[Mapping[str, str]]
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[ResultRecord]:
     """Every output and failure of a run, once each: from status, then from its ConfigMaps.
 
     ``configmaps`` holds the ``data`` of each ConfigMap in ``status.resultRefs``, in that order.

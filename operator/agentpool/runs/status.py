@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentpool.api import ItemFailure, PoolRunStatus
+from agentpool.api import PoolRunStatus, RawItemFailure, RawResultRef, RawRunStatus
 from agentpool.runs.attempts import Attempts
 from agentpool.runs.items import MADE_UP
 from agentpool.runs.results import (
@@ -56,7 +56,7 @@ class Flush:
     """One batch to write: ConfigMaps first (status names them), then the status patch."""
 
     configmaps: list[tuple[str, dict[str, str]]]
-    patch: dict[str, Any]
+    patch: RawRunStatus
 
 
 @dataclass
@@ -71,13 +71,13 @@ class RunLedger:
     seen: int = 0
     """Items the source gave, over the run's whole life: an unreplayable source's next index."""
     attempts: Attempts = field(default_factory=Attempts)
-    made_up: dict[str, dict[str, Any]] = field(default_factory=dict)
+    made_up: dict[str, RawItemFailure] = field(default_factory=dict)
     """Failures of items recorded under a made-up key (no usable id, or a duplicate one)."""
     status_used: int = 0
     chunks: ResultChunks | None = None
-    _new_items: dict[str, Any] = field(default_factory=dict)
-    _new_failures: dict[str, dict[str, Any] | None] = field(default_factory=dict)
-    _refs_written: list[dict[str, Any]] = field(default_factory=list)
+    _new_items: dict[str, object] = field(default_factory=dict)
+    _new_failures: dict[str, RawItemFailure | None] = field(default_factory=dict)
+    _refs_written: list[RawResultRef] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.chunks is None:
@@ -95,8 +95,8 @@ class RunLedger:
         """The ledger of a run whose status (and result ConfigMaps) were written before."""
         status = status or PoolRunStatus()
         configmaps = configmaps or {}
-        refs = [ref.to_wire() for ref in status.result_refs]
-        failures = {key: failure.to_wire() for key, failure in status.failures.items()}
+        refs = [ref.to_raw() for ref in status.result_refs]
+        failures = {key: failure.to_raw() for key, failure in status.failures.items()}
         # A ConfigMap named in status but gone costs its items a second run, not the whole run.
         datas = [configmaps.get(ref_name(ref), {}) for ref in refs]
         ledger = cls(
@@ -105,14 +105,14 @@ class RunLedger:
             chunks=ResultChunks(run, refs=refs, last_data=datas[-1] if datas else None),
         )
         assert ledger.chunks is not None
-        ledger._refs_written = [dict(ref) for ref in ledger.chunks.refs]
+        ledger._refs_written = [RawResultRef(**ref) for ref in ledger.chunks.refs]
         written = {"items": status.items, "failures": failures, "resultRefs": refs}
         for record in iter_results(written, datas):
             ledger.recorded.add(record["id"])
             if "failure" in record:
                 ledger.failed += 1
                 if record["failure"].get("reason") in MADE_UP:
-                    ledger.made_up[record["id"]] = dict(record["failure"])
+                    ledger.made_up[record["id"]] = RawItemFailure(**record["failure"])
             else:
                 ledger.succeeded += 1
         ledger.attempts = Attempts.restore(status, recorded=ledger.recorded)
@@ -151,9 +151,9 @@ class RunLedger:
         self.attempts.finish(key)
         self.recorded.add(key)
         self.failed += 1
-        failure = ItemFailure(
-            reason=reason, message=message, attempts=attempts, agent=agent or None
-        ).to_wire()
+        failure: RawItemFailure = {"reason": reason, "message": message, "attempts": attempts}
+        if agent:
+            failure["agent"] = agent
         if reason in MADE_UP:
             self.made_up[key] = failure
         self._place_failure(key, failure)
@@ -176,7 +176,7 @@ class RunLedger:
         self.made_up[to] = failure
         self._place_failure(to, failure)
 
-    def _place_failure(self, key: str, failure: dict[str, Any]) -> None:
+    def _place_failure(self, key: str, failure: RawItemFailure) -> None:
         if place_record(key, failure, is_output=False, status_used=self.status_used):
             self.status_used += record_size(key, failure)
             self._new_failures[key] = failure
@@ -184,9 +184,7 @@ class RunLedger:
             assert self.chunks is not None
             self.chunks.add(record_line(key, failure=failure), is_output=False)
 
-    def take_flush(
-        self, extra: Mapping[str, Any], *, declare: Iterable[tuple[str, int]] = ()
-    ) -> Flush:
+    def take_flush(self, extra: RawRunStatus, *, declare: Iterable[tuple[str, int]] = ()) -> Flush:
         """The next write: changed ConfigMaps, and a status patch of counts and new records.
 
         After it is written, only what is in flight now (and ``declare``: items about to start,
@@ -194,7 +192,7 @@ class RunLedger:
         """
         assert self.chunks is not None
         configmaps = self.chunks.take_changed()
-        patch: dict[str, Any] = {"succeeded": self.succeeded, "failed": self.failed}
+        patch: RawRunStatus = {"succeeded": self.succeeded, "failed": self.failed}
         patch.update(self.attempts.take_patch(declare))
         if self._new_items:
             patch["items"] = self._new_items
@@ -203,7 +201,7 @@ class RunLedger:
             patch["failures"] = self._new_failures
             self._new_failures = {}
         if self.chunks.refs != self._refs_written:
-            patch["resultRefs"] = [dict(ref) for ref in self.chunks.refs]
-            self._refs_written = [dict(ref) for ref in self.chunks.refs]
+            patch["resultRefs"] = [RawResultRef(**ref) for ref in self.chunks.refs]
+            self._refs_written = [RawResultRef(**ref) for ref in self.chunks.refs]
         patch.update(extra)
         return Flush(configmaps=configmaps, patch=patch)
