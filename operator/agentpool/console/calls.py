@@ -15,7 +15,7 @@ import json
 import os
 import sys
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypedDict
 
 if TYPE_CHECKING:
     from agentpool.client import AgentpoolError, Client
@@ -77,7 +77,18 @@ def run_cast(args: argparse.Namespace) -> int:
     )
 
 
-def _of(args: argparse.Namespace) -> dict[str, Any]:
+class _CallOptions(TypedDict):
+    """The keywords of ``Client.call`` and ``Client.cast`` the command line sets."""
+
+    input: Any
+    id: str | None
+    priority: int
+    wait: bool
+    checkout_timeout: float | None
+    call_timeout: float | None
+
+
+def _of(args: argparse.Namespace) -> _CallOptions:
     return {
         "input": args.input,
         "id": args.id,

@@ -13,11 +13,13 @@ import logging
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import yaml
 
 from agentpool import API_VERSION
+from agentpool.api import RawRunStatus, raw_run_status
+from agentpool.api.raw import RawBody
 from agentpool.console.runs import collect_results, watch_run
 from agentpool.console.tables import TABLE_ACCEPT, format_table
 from agentpool.handlers.operator import embedded_operator
@@ -41,8 +43,8 @@ def quickstart_dir() -> Path:
     )
 
 
-def load_manifests(directory: Path) -> list[dict[str, Any]]:
-    manifests: list[dict[str, Any]] = []
+def load_manifests(directory: Path) -> list[RawBody]:
+    manifests: list[RawBody] = []
     for path in sorted(directory.glob("*.yaml")):
         manifests += [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
     # Pools first, so the run finds its pool.
@@ -82,8 +84,8 @@ async def demo(out: TextIO = sys.stdout) -> int:
 
 
 async def show_quickstart(
-    kubeconfig: Path, manifests: list[dict[str, Any]], run_name: str, out: TextIO
-) -> tuple[int, dict[str, Any]]:
+    kubeconfig: Path, manifests: list[RawBody], run_name: str, out: TextIO
+) -> tuple[int, RawRunStatus]:
     """Apply the quickstart, follow the run, print its row and failures; (exit code, status)."""
     kube = Kube.connect(Connection(kubeconfig=str(kubeconfig), context=CONTEXT))
     try:
@@ -108,4 +110,4 @@ async def show_quickstart(
         run = await kube.get_custom("poolruns", NAMESPACE, run_name)
     finally:
         kube.close()
-    return code, dict(run.get("status") or {})
+    return code, raw_run_status(run)

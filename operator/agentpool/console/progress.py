@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+
+from agentpool.api import RawRunStatus
 
 BAR_WIDTH = 30
 RATE_POINTS = 10
@@ -69,7 +70,7 @@ class RateMeter:
 
 
 def progress_of(
-    status: dict[str, Any],
+    status: RawRunStatus,
     now: datetime,
     *,
     rate: float | None = None,
@@ -143,7 +144,7 @@ class ProgressWatch:
         self._meter = RateMeter()
         self._total_known = total_known
 
-    def line(self, status: dict[str, Any], now: datetime) -> str:
+    def line(self, status: RawRunStatus, now: datetime) -> str:
         finished = int(status.get("succeeded") or 0) + int(status.get("failed") or 0)
         rate = self._meter.observe(now.timestamp(), finished)
         return render(progress_of(status, now, rate=rate, total_known=self._total_known))

@@ -10,22 +10,23 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import TextIO
 
+from agentpool.api import RawRunStatus, raw_run_status
 from agentpool.console.progress import ProgressWatch
 from agentpool.io.kube import Kube, NotFound
-from agentpool.runs.results import iter_results
+from agentpool.runs.results import ResultRecord, iter_results
 
 POLL_SECONDS = 0.5
 
 
-def finished(status: dict[str, Any]) -> bool:
+def finished(status: RawRunStatus) -> bool:
     return status.get("phase") in ("Succeeded", "Failed")
 
 
-def exit_code(status: dict[str, Any]) -> int:
+def exit_code(status: RawRunStatus) -> int:
     """0 for a run that succeeded, 1 for one that failed."""
     return 0 if status.get("phase") == "Succeeded" else 1
 
@@ -53,7 +54,7 @@ async def watch_run(
         except NotFound:
             print(f'poolrun "{name}" not found in namespace "{namespace}"', file=sys.stderr)
             return 2
-        status = run.get("status") or {}
+        status = raw_run_status(run)
         if progress is None:
             source = (run.get("spec") or {}).get("source") or {}
             progress = ProgressWatch(total_known="http" not in source)
@@ -78,10 +79,10 @@ async def watch_run(
         await asyncio.sleep(POLL_SECONDS)
 
 
-async def collect_results(kube: Kube, namespace: str, name: str) -> Iterator[dict[str, Any]]:
+async def collect_results(kube: Kube, namespace: str, name: str) -> Iterator[ResultRecord]:
     """Every output and failure of the run, from its status and its result ConfigMaps."""
     run = await kube.get_custom("poolruns", namespace, name)
-    status = run.get("status") or {}
+    status = raw_run_status(run)
     configmaps: list[dict[str, str]] = []
     for ref in status.get("resultRefs") or []:
         configmap = await kube.read_configmap(namespace, ref["name"])
@@ -89,7 +90,7 @@ async def collect_results(kube: Kube, namespace: str, name: str) -> Iterator[dic
     return iter_results(status, configmaps)
 
 
-def print_results(records: Iterator[dict[str, Any]], out: TextIO = sys.stdout) -> int:
+def print_results(records: Iterable[ResultRecord], out: TextIO = sys.stdout) -> int:
     count = 0
     for record in records:
         out.write(json.dumps(record, sort_keys=True) + "\n")

@@ -6,7 +6,7 @@ API server for Table output (the printer columns of the CRD) and prints it here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 
@@ -19,7 +19,33 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def format_table(table: dict[str, Any]) -> str:
+class RawTableColumn(TypedDict, total=False):
+    """A ``meta.k8s.io/v1`` TableColumnDefinition: a column's header and whether it is wide."""
+
+    name: str
+    type: str
+    format: str
+    description: str
+    priority: int
+
+
+class RawTableRow(TypedDict, total=False):
+    """A ``meta.k8s.io/v1`` TableRow: one object's cells, in the columns' order."""
+
+    cells: list[Any]
+    object: Any
+
+
+class RawTable(TypedDict, total=False):
+    """A ``meta.k8s.io/v1`` Table, as the API server answers a request for one."""
+
+    apiVersion: str
+    kind: str
+    columnDefinitions: list[RawTableColumn]
+    rows: list[RawTableRow]
+
+
+def format_table(table: RawTable) -> str:
     """Columns of priority 0, upper-cased headers, each column as wide as its widest cell."""
     columns = [
         (index, column)
