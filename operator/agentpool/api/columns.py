@@ -7,7 +7,18 @@ CRD (and states its built-in kinds' columns the same way) to answer ``kubectl ge
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
+
+
+class RawPrinterColumn(TypedDict, total=False):
+    """A CRD's ``additionalPrinterColumns`` entry, as the API server reads it."""
+
+    name: str
+    type: str
+    jsonPath: str
+    description: str
+    format: str
+    priority: int
 
 
 @dataclass(frozen=True)
@@ -25,9 +36,9 @@ class PrinterColumn:
     priority: int = 0
     format: str = ""
 
-    def to_crd(self) -> dict[str, Any]:
+    def to_crd(self) -> RawPrinterColumn:
         """The column as a CRD's ``additionalPrinterColumns`` entry."""
-        column: dict[str, Any] = {
+        column: RawPrinterColumn = {
             "name": self.name,
             "type": self.type,
             "jsonPath": self.json_path,

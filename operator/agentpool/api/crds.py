@@ -15,17 +15,19 @@ import typing
 from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
-from typing import Any
+from typing import Any, TypedDict
 
 import yaml
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
+from pydantic.json_schema import JsonSchemaValue
 
 from agentpool import GROUP, VERSION
 from agentpool.api.base import VALIDATIONS, CelRule
 from agentpool.api.columns import PrinterColumn
 from agentpool.api.leases import LEASE_NAME_RULE
 from agentpool.api.pools import POOL_NAME_RULE
+from agentpool.api.raw import RawBody
 from agentpool.api.resources import AgentLease, AgentPool, KubeObject, PoolRun
 from agentpool.api.runs import RUN_NAME_RULE
 from agentpool.api.schema import order_keys, structural_schema
@@ -189,7 +191,25 @@ def kind_info(model: type[KubeObject[Any, Any]], *, rules: tuple[CelRule, ...] =
     )
 
 
-_STATED: dict[str, dict[str, Any]] = yaml.safe_load(
+class StatedKind(TypedDict, total=False):
+    """What ``kinds.yaml`` states of one kind (each key as the file writes it)."""
+
+    plural: str
+    shortName: str
+    description: str
+    scale: dict[str, str]
+    columns: list[str]
+    wide: list[str]
+
+
+class RawSubresources(TypedDict, total=False):
+    """A CRD version's ``subresources``: status always, scale where the kind has it."""
+
+    status: dict[str, str]
+    scale: dict[str, str]
+
+
+_STATED: dict[str, StatedKind] = yaml.safe_load(
     resources.files(__package__ or "agentpool.api").joinpath("kinds.yaml").read_text()
 )
 KINDS: tuple[KindInfo, ...] = (
@@ -199,9 +219,9 @@ KINDS: tuple[KindInfo, ...] = (
 )
 
 
-def object_schema(info: KindInfo) -> dict[str, Any]:
+def object_schema(info: KindInfo) -> JsonSchemaValue:
     """The openAPIV3Schema of one kind: the object envelope around its spec and status."""
-    schema: dict[str, Any] = {
+    schema: JsonSchemaValue = {
         "description": info.description,
         "type": "object",
         "required": ["spec"],
@@ -221,9 +241,9 @@ def object_schema(info: KindInfo) -> dict[str, Any]:
     return order_keys(schema)
 
 
-def render_crd(info: KindInfo) -> dict[str, Any]:
+def render_crd(info: KindInfo) -> RawBody:
     """The CustomResourceDefinition of one kind, as a dict."""
-    subresources: dict[str, Any] = {"status": {}}
+    subresources: RawSubresources = {"status": {}}
     if info.scale:
         subresources["scale"] = dict(info.scale)
     return {

@@ -8,7 +8,7 @@ typed values in a single call (``AgentPool.model_validate(raw)``) and back (``to
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Generic, Literal, TypeVar
+from typing import Generic, Literal, TypeVar
 
 from pydantic import ConfigDict, Field
 
@@ -17,6 +17,20 @@ from agentpool.api.base import ApiModel
 from agentpool.api.leases import AgentLeaseSpec, AgentLeaseStatus
 from agentpool.api.pools import AgentPoolSpec, AgentPoolStatus
 from agentpool.api.runs import PoolRunSpec, PoolRunStatus
+
+
+class OwnerReference(ApiModel):
+    """``metadata.ownerReferences[]``: an object this one belongs to, which garbage collection
+    follows."""
+
+    model_config = ConfigDict(extra="allow")
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool | None = None
+    block_owner_deletion: bool | None = None
 
 
 class ObjectMeta(ApiModel):
@@ -35,7 +49,7 @@ class ObjectMeta(ApiModel):
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     finalizers: list[str] = Field(default_factory=list)
-    owner_references: list[dict[str, Any]] = Field(default_factory=list)
+    owner_references: list[OwnerReference] = Field(default_factory=list)
 
 
 SpecT = TypeVar("SpecT", bound=ApiModel)

@@ -9,9 +9,8 @@ byte-for-byte stable. Called by ``agentpool.api.crds``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaValue
 
 from agentpool.api.base import PRESERVE
 
@@ -54,14 +53,14 @@ class NotStructural(ValueError):
     """A model uses a construct the API server cannot express (a union of types, say)."""
 
 
-def structural_schema(model: type[BaseModel]) -> dict[str, Any]:
+def structural_schema(model: type[BaseModel]) -> JsonSchemaValue:
     """The structural schema of ``model`` as it appears on the wire (camelCase names)."""
     raw = model.model_json_schema(by_alias=True, mode="validation")
-    defs: dict[str, Any] = raw.get("$defs", {})
+    defs: JsonSchemaValue = raw.get("$defs", {})
     return _clean(raw, defs, model.__name__)
 
 
-def _resolve(node: dict[str, Any], defs: dict[str, Any], where: str) -> dict[str, Any]:
+def _resolve(node: JsonSchemaValue, defs: JsonSchemaValue, where: str) -> JsonSchemaValue:
     """Inline ``$ref`` and single-element ``allOf``; the referring node's keys win."""
     if "$ref" in node:
         name = str(node["$ref"]).rsplit("/", 1)[-1]
@@ -83,9 +82,9 @@ def _resolve(node: dict[str, Any], defs: dict[str, Any], where: str) -> dict[str
     return node
 
 
-def _clean(node: dict[str, Any], defs: dict[str, Any], where: str) -> dict[str, Any]:
+def _clean(node: JsonSchemaValue, defs: JsonSchemaValue, where: str) -> JsonSchemaValue:
     node = _resolve(node, defs, where)
-    out: dict[str, Any] = {}
+    out: JsonSchemaValue = {}
     for key, value in node.items():
         if key in _DROPPED:
             continue
@@ -121,6 +120,6 @@ def _clean(node: dict[str, Any], defs: dict[str, Any], where: str) -> dict[str, 
     return order_keys(out)
 
 
-def order_keys(node: dict[str, Any]) -> dict[str, Any]:
+def order_keys(node: JsonSchemaValue) -> JsonSchemaValue:
     """``node`` with its keys in ``KEY_ORDER``, unknown keys after them in alphabetical order."""
     return dict(sorted(node.items(), key=lambda item: (_RANK.get(item[0], len(_RANK)), item[0])))
