@@ -162,7 +162,7 @@ class Binder:
         return same_token(token, self._token)
 
 
-def _load_object(raw: bytes) -> dict[str, Any] | str:
+def _load_object(raw: bytes) -> dict[str, object] | str:
     try:
         body = json.loads(raw, parse_constant=_no_constant)
     except (ValueError, RecursionError) as exc:

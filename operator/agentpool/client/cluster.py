@@ -26,6 +26,7 @@ from lightkube.resources.core_v1 import ConfigMap, Secret
 from lightkube.types import OnErrorAction, OnErrorResult, PatchType
 
 from agentpool import GROUP, VERSION
+from agentpool.api.raw import RawBody, raw_body
 from agentpool.client.errors import API_ERROR, NO_CLUSTER, AgentpoolError, NotFound
 from agentpool.client.settings import ClientSettings
 
@@ -47,10 +48,9 @@ def _kubeconfig_path(path: str | os.PathLike[str] | None) -> Path:
     return Path(configured).expanduser() if configured else _DEFAULT_KUBECONFIG.expanduser()
 
 
-def _plain(obj: Any) -> dict[str, Any]:
+def _plain(obj: Any) -> RawBody:
     """An object lightkube decoded, as the dict the API server sent."""
-    plain: dict[str, Any] = obj.to_dict()
-    return plain
+    return raw_body(obj.to_dict())
 
 
 @contextlib.contextmanager
@@ -156,7 +156,7 @@ class Cluster:
 
     async def create(
         self, plural: str, spec: Mapping[str, Any], *, name: str | None, generate_name: str
-    ) -> dict[str, Any]:
+    ) -> RawBody:
         """Create an object of ``plural`` with ``spec``, named ``name`` or by the API server
         from ``generate_name``; the object as stored."""
         resource = KINDS[plural]
@@ -173,12 +173,12 @@ class Cluster:
             created = await self.kube.create(body)
         return _plain(created)
 
-    async def get(self, plural: str, name: str) -> dict[str, Any]:
+    async def get(self, plural: str, name: str) -> RawBody:
         with _answered(f"{_KIND_NAMES[plural]} {self.namespace}/{name}"):
             found = await self.kube.get(KINDS[plural], name, namespace=self.namespace)
         return _plain(found)
 
-    async def patch_spec(self, plural: str, name: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+    async def patch_spec(self, plural: str, name: str, spec: Mapping[str, Any]) -> RawBody:
         """Merge ``spec`` into the object's spec; the object as stored after."""
         with _answered(f"cannot update {_KIND_NAMES[plural]} {self.namespace}/{name}"):
             patched = await self.kube.patch(
@@ -197,7 +197,7 @@ class Cluster:
 
     async def watch(
         self, plural: str, name: str, *, version: str | None
-    ) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
+    ) -> AsyncGenerator[tuple[str, RawBody], None]:
         """Each change of one object after ``version``, as (ADDED | MODIFIED | DELETED, object).
 
         A dropped watch is taken up again from the last version seen (from the object's current
