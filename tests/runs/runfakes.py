@@ -16,12 +16,21 @@ import heapq
 import itertools
 import json
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentpool.api import NameRef, PoolRunSpec, PoolRunStatus, Routes, Source, parse_spec
+from agentpool.agent.envelopes import EnvelopeBody
+from agentpool.api import (
+    NameRef,
+    PoolRunSpec,
+    PoolRunStatus,
+    RawRunStatus,
+    Routes,
+    Source,
+    parse_spec,
+)
 from agentpool.io.journal import FileJournal
 from agentpool.pool.checkin import PoolExhausted, PoolNotFound
 from agentpool.runs.config import RunConfig, config_from_spec
@@ -157,7 +166,8 @@ class FakeDispatcher:
         waiter: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self.waiters[pool].append(waiter)
         timer = asyncio.ensure_future(self._clock.sleep(timeout))
-        await asyncio.wait({waiter, timer}, return_when=asyncio.FIRST_COMPLETED)
+        either: set[asyncio.Future[Any]] = {waiter, timer}
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
         timer.cancel()
         if waiter.done():
             return self._hand(pool, waiter.result())
@@ -192,7 +202,7 @@ class Result:
     lost: bool = False
 
 
-Behaviour = Callable[[dict[str, Any], str], tuple[float, Result]]
+Behaviour = Callable[[EnvelopeBody, str], tuple[float, Result]]
 
 
 def echo(duration: float = 0.1) -> Behaviour:
@@ -210,14 +220,14 @@ class FakeInvoker:
     runs: dict[str, int] = field(default_factory=dict)
     active: int = 0
     most_active: int = 0
-    envelopes: list[dict[str, Any]] = field(default_factory=list)
+    envelopes: list[EnvelopeBody] = field(default_factory=list)
     on_call: Callable[[int], None] | None = None
     #: The operator was killed: it calls no agent any more (a call hangs until cancelled, and
     #: counts for nothing).
     halted: bool = False
 
     async def invoke(
-        self, checkout: FakeCheckout, envelope: dict[str, Any], *, timeout: float, cast: bool
+        self, checkout: FakeCheckout, envelope: EnvelopeBody, *, timeout: float, cast: bool
     ) -> Result:
         if self.halted:
             await asyncio.get_running_loop().create_future()
@@ -252,7 +262,7 @@ class Dispatching:
         await self.broker.checkin(checkout, outcome)
 
     async def invoke(
-        self, checkout: Any, envelope: dict[str, Any], *, timeout: float, cast: bool
+        self, checkout: Any, envelope: EnvelopeBody, *, timeout: float, cast: bool
     ) -> Any:
         return await self.agents.invoke(checkout, envelope, timeout=timeout, cast=cast)
 
@@ -282,7 +292,7 @@ class FakeSink:
     frozen: bool = False
     largest_status: int = 0
 
-    async def write(self, patch: dict[str, Any]) -> None:
+    async def write(self, patch: RawRunStatus) -> None:
         if self.frozen:
             return
         json.dumps(patch)
@@ -320,7 +330,7 @@ class KilledJournal:
     def kill(self) -> None:
         self.dead = True
 
-    def load(self) -> list[dict[str, Any]]:
+    def load(self) -> list[Mapping[str, Any]]:
         return self.inner.load()
 
     def append(self, entry: dict[str, Any] | str) -> None:

@@ -6,7 +6,6 @@ import asyncio
 import copy
 import itertools
 import json
-from typing import Any
 
 import pytest
 from runfakes import (
@@ -24,19 +23,21 @@ from runfakes import (
     stored,
 )
 
+from agentpool.agent.envelopes import EnvelopeBody
+from agentpool.api import RawRunStatus
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.results import iter_results
 from agentpool.runs.sources import inline_source
 from agentpool.settings import RunSettings
 
 
-def varied(envelope: dict[str, Any], agent: str) -> tuple[float, Result]:
+def varied(envelope: EnvelopeBody, agent: str) -> tuple[float, Result]:
     """Calls of 0.2 to 0.9 s, different per item, each output naming its item."""
     n = envelope["item"]["n"]
     return 0.2 + (n * 7 % 8) / 10, Result(ok=True, output={"n": n, "by": "agent"})
 
 
-def slow(envelope: dict[str, Any], agent: str) -> tuple[float, Result]:
+def slow(envelope: EnvelopeBody, agent: str) -> tuple[float, Result]:
     """Calls of 1.5 to 3.25 s, so items are in flight whenever status is written."""
     n = envelope["item"]["n"]
     return 1.5 + (n * 5 % 8) / 4, Result(ok=True, output={"n": n})
@@ -136,7 +137,7 @@ async def test_writes_are_at_least_an_interval_apart() -> None:
     clock = FakeClock()
 
     class TimedSink(FakeSink):
-        async def write(self, patch: dict[str, Any]) -> None:
+        async def write(self, patch: RawRunStatus) -> None:
             times.append(clock.now())
             await super().write(patch)
 
@@ -170,7 +171,7 @@ async def test_short_items_held_by_the_rerun_limit_do_not_wait_for_the_interval(
     clock = FakeClock()
 
     class TimedSink(FakeSink):
-        async def write(self, patch: dict[str, Any]) -> None:
+        async def write(self, patch: RawRunStatus) -> None:
             times.append(clock.now())
             await super().write(patch)
 
@@ -204,7 +205,7 @@ async def test_20000_items_with_2_kib_outputs_keep_status_small() -> None:
     """20,000 outputs of 2 KiB keep the status under 256 KiB; results come back, all 20,000."""
     items = [{"id": f"item-{n:05d}", "n": n} for n in range(20_000)]
 
-    def big(envelope: dict[str, Any], agent: str) -> tuple[float, Result]:
+    def big(envelope: EnvelopeBody, agent: str) -> tuple[float, Result]:
         n = envelope["item"]["n"]
         return 0.5, Result(ok=True, output={"n": n, "text": f"{n:05d}" * 400})
 
@@ -237,7 +238,7 @@ async def test_20000_items_with_2_kib_outputs_keep_status_small() -> None:
 async def test_an_output_over_4_kib_goes_to_a_configmap() -> None:
     """A single output over 4 KiB is kept in a result ConfigMap, not in status."""
 
-    def sized(envelope: dict[str, Any], agent: str) -> tuple[float, Result]:
+    def sized(envelope: EnvelopeBody, agent: str) -> tuple[float, Result]:
         return 0.1, Result(ok=True, output="x" * envelope["item"]["size"])
 
     clock = FakeClock()
@@ -263,7 +264,7 @@ async def test_items_that_finish_during_a_status_write_are_written_later() -> No
     clock = FakeClock()
 
     class SlowSink(FakeSink):
-        async def write(self, patch: dict[str, Any]) -> None:
+        async def write(self, patch: RawRunStatus) -> None:
             await clock.sleep(0.2)  # a slow API round trip, during which every item finishes
             await super().write(patch)
 

@@ -22,6 +22,7 @@ from runfakes import (
     running,
 )
 
+from agentpool.agent.envelopes import EnvelopeBody
 from agentpool.api import Routes
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.results import iter_results
@@ -54,7 +55,7 @@ def build(
 def fail_marked(duration: float = 0.1) -> Behaviour:
     """Items with ``"fail": true`` fail with the agent's reason; the others echo."""
 
-    def behave(envelope: dict[str, Any], agent: str) -> tuple[float, Result]:
+    def behave(envelope: EnvelopeBody, agent: str) -> tuple[float, Result]:
         if envelope["item"].get("fail"):
             return duration, Result(ok=False, reason="HandlerError", message="asked to fail")
         return duration, Result(ok=True, output={"echo": envelope["item"]})
@@ -122,7 +123,7 @@ async def test_five_of_fifty_failing_are_reported_under_report() -> None:
 async def test_an_item_failing_once_succeeds_on_its_second_attempt() -> None:
     """With maxAttempts 2 an item that fails once succeeds, seen by the agent as attempt 2."""
 
-    def flaky_once(envelope: dict[str, Any], agent: str) -> tuple[float, Result]:
+    def flaky_once(envelope: EnvelopeBody, agent: str) -> tuple[float, Result]:
         if envelope["id"] == "b" and envelope["attempt"] == 1:
             return 0.1, Result(ok=False, reason="HandlerError", message="first time fails")
         return 0.1, Result(ok=True, output=envelope["attempt"])
@@ -259,13 +260,13 @@ async def test_cast_mode_counts_items_delivered() -> None:
     """In Cast mode an accepted hand-over counts the item delivered."""
     seen: list[bool] = []
 
-    def cast(envelope: dict[str, Any], agent: str) -> tuple[float, Result]:
+    def cast(envelope: EnvelopeBody, agent: str) -> tuple[float, Result]:
         return 0.01, Result(ok=True, output=None)
 
     engine, clock, _, invoker, sink = build([1, 2], mode="Cast", behaviour=cast)
     original = invoker.invoke
 
-    async def spy(checkout: Any, envelope: dict[str, Any], *, timeout: float, cast: bool) -> Any:
+    async def spy(checkout: Any, envelope: EnvelopeBody, *, timeout: float, cast: bool) -> Any:
         seen.append(cast)
         return await original(checkout, envelope, timeout=timeout, cast=cast)
 
@@ -279,7 +280,7 @@ async def test_cast_mode_counts_items_delivered() -> None:
 async def test_lost_agents_are_checked_in_lost() -> None:
     """An attempt whose agent is lost (timed out) checks the agent in as lost, to be retired."""
 
-    def timeout(envelope: dict[str, Any], agent: str) -> tuple[float, Result]:
+    def timeout(envelope: EnvelopeBody, agent: str) -> tuple[float, Result]:
         return 1.0, Result(ok=False, reason="CallTimeout", message="no answer", lost=True)
 
     engine, clock, dispatcher, _, sink = build([1], behaviour=timeout, failures="Report")
@@ -355,7 +356,7 @@ def test_cap_is_never_exceeded_and_every_item_is_recorded_once(
     """Whatever the cap, pool size, call durations and failures: never more than cap items in
     flight, and every item recorded exactly once with the right verdict."""
 
-    def behave(envelope: dict[str, Any], agent: str) -> tuple[float, Result]:
+    def behave(envelope: EnvelopeBody, agent: str) -> tuple[float, Result]:
         n = envelope["item"]["n"]
         if n in failing and envelope["attempt"] == 1:
             return durations[n] / 10, Result(ok=False, reason="HandlerError", message="no")
@@ -401,7 +402,7 @@ async def test_an_agent_refusing_the_operators_token_fails_no_item() -> None:
     without counting an attempt, and an AgentUnauthorized event says so."""
     refusals = {"left": 3}
 
-    def behave(envelope: dict[str, Any], agent: str) -> tuple[float, Result]:
+    def behave(envelope: EnvelopeBody, agent: str) -> tuple[float, Result]:
         if agent == "workers-1" and refusals["left"]:
             refusals["left"] -= 1
             return 0.05, Result(ok=False, reason="Unauthorized", message="bad token")

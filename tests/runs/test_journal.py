@@ -23,6 +23,7 @@ from runfakes import (
     stored,
 )
 
+from agentpool.agent.envelopes import EnvelopeBody
 from agentpool.io.journal import FileJournal, Journals
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.results import iter_results
@@ -66,7 +67,7 @@ def test_an_unwritable_state_directory_means_no_journal(tmp_path: Path) -> None:
     assert Journals(blocker).open("uid") is None
 
 
-def quick(envelope: dict[str, Any], agent: str) -> tuple[float, Result]:
+def quick(envelope: EnvelopeBody, agent: str) -> tuple[float, Result]:
     """Calls of 10 to 80 ms: hundreds finish between two status writes."""
     n = envelope["item"]["n"]
     return 0.01 + (n * 7 % 8) / 100, Result(ok=True, output={"n": n})

@@ -28,6 +28,8 @@ from runfakes import (
     stored,
 )
 
+from agentpool.agent.envelopes import EnvelopeBody
+from agentpool.api import RawRunStatus
 from agentpool.io.journal import FileJournal
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.journaling import decode_entry, replay
@@ -42,13 +44,13 @@ class RecordingSink(FakeSink):
         super().__init__()
         self.history: list[dict[str, Any]] = []
 
-    async def write(self, patch: dict[str, Any]) -> None:
+    async def write(self, patch: RawRunStatus) -> None:
         await super().write(patch)
         if not self.frozen:
             self.history.append(copy.deepcopy(self.status))
 
 
-def fail_first_attempt(envelope: dict[str, Any], agent: str) -> tuple[float, Result]:
+def fail_first_attempt(envelope: EnvelopeBody, agent: str) -> tuple[float, Result]:
     """Every item fails its first attempt and succeeds on the next."""
     if envelope["attempt"] == 1:
         return 0.1, Result(ok=False, reason="HandlerError", message="not this time")
@@ -88,7 +90,7 @@ async def test_items_waiting_for_a_retry_are_not_active(tmp_path: Path, journale
     )
 
 
-def flaky(envelope: dict[str, Any], agent: str) -> tuple[float, Result]:
+def flaky(envelope: EnvelopeBody, agent: str) -> tuple[float, Result]:
     """Calls of 0.2 to 0.9 s; every fifth item fails its first two attempts."""
     n = envelope["item"]["n"]
     if n % 5 == 0 and envelope["attempt"] <= 2:
@@ -165,7 +167,7 @@ async def test_a_retry_named_in_status_before_a_crash_counts_once_it_runs_again(
     invoker = FakeInvoker(clock, fail_first_attempt)
 
     class CrashingSink(FakeSink):
-        async def write(self, patch: dict[str, Any]) -> None:
+        async def write(self, patch: RawRunStatus) -> None:
             await super().write(patch)
             if (patch.get("inFlight") or {}).get("0") == 2 and not crashed.is_set():
                 self.frozen, invoker.halted = True, True
@@ -236,7 +238,7 @@ class TimedSink(FakeSink):
         self.clock = clock
         self.history: list[tuple[float, dict[str, Any]]] = []
 
-    async def write(self, patch: dict[str, Any]) -> None:
+    async def write(self, patch: RawRunStatus) -> None:
         await super().write(patch)
         if not self.frozen:
             self.history.append((self.clock.now(), copy.deepcopy(self.status)))
