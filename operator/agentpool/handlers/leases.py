@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
@@ -109,7 +108,7 @@ async def lease_task(
                 # An agent it holds (bound, perhaps without its Bound status written) is the
                 # next try's to take up again, never a second checkout's beside it.
                 runtime.leases.park(key)
-                await until_stopped(stop, asyncio.sleep(2.0))
+                await until_stopped(stop, runtime.clock.sleep(2.0))
     finally:
         entry = runtime.leases.tasks.get(key)
         if entry is not None and entry.stop is stop:
@@ -190,7 +189,7 @@ async def take_agent(
     checkout = await until_stopped(stop, work)
     if checkout is None:
         return None
-    held, hold = binding_of(body, key, spec, status, checkout)
+    held, hold = binding_of(body, key, spec, status, checkout, now=runtime.clock.now())
     async with runtime.leases.lock(key):
         # Under the lock: a deletion handler that found no agent held has run by now, or will
         # find this one once the binding is open.
@@ -223,15 +222,18 @@ def binding_of(
     spec: AgentLeaseSpec,
     status: AgentLeaseStatus,
     checkout: Checkout,
+    *,
+    now: float,
 ) -> tuple[binds.LeaseBinding, binding.Hold]:
-    """The binding to open (or resume) for the agent just checked out, with its term."""
+    """The binding to open (or resume) for the agent just checked out at ``now``, with its
+    term."""
     hold = binding.hold_of(
         status,
         checkout.agent,
         secret=lease_token_secret_name(key[1]),
         ttl_seconds=spec.ttl_seconds,
         renew_time=renew_time_of(body),
-        now=time.time(),
+        now=now,
     )
     expire_time = hold.expire_time or format_time(hold.term.expires)
     held = binds.LeaseBinding(
@@ -290,7 +292,7 @@ async def hold_agent(
     failure = None
     while not stop and not held.checkout.is_lost:
         wake.clear()
-        now = time.time()
+        now = runtime.clock.now()
         body = runtime.leases.latest.get(held.key, body)
         held.term = held.term.renew(renew_time_of(body), seen=now)
         expire_time = format_time(held.term.expires)
@@ -300,7 +302,7 @@ async def hold_agent(
                 break
         if now >= held.term.expires:
             break
-        await wait_any(held.checkout, stop, wake, held.term.expires - now)
+        await wait_any(held.checkout, stop, wake, runtime.clock.sleep(held.term.expires - now))
     if stop and not stop.deleted:
         # The operator stops: the lease stays Bound and the next task, in this operator or
         # the next, takes the same agent up again. A deleted lease's agent goes back from
@@ -329,16 +331,18 @@ async def renew(
 
 
 async def wait_any(
-    checkout: Checkout, stop: LeaseStop, wake: asyncio.Event, timeout: float
+    checkout: Checkout, stop: LeaseStop, wake: asyncio.Event, timer: Awaitable[None]
 ) -> None:
-    """Until the agent is lost, the task is stopped, the lease changes, or ``timeout``."""
+    """Until the agent is lost, the task is stopped, the lease changes, or ``timer`` (a sleep
+    on the runtime's clock) ends."""
     waits = {
         asyncio.ensure_future(checkout.wait_lost()),
         asyncio.ensure_future(stop.wait()),
         asyncio.ensure_future(wake.wait()),
+        asyncio.ensure_future(timer),
     }
     try:
-        await asyncio.wait(waits, timeout=max(0.0, timeout), return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for waiting in waits:
             waiting.cancel()

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from agentpool.api.base import KeyRef
-from agentpool.api.conditions import merge_conditions, now_time
+from agentpool.api.conditions import format_time, merge_conditions
 from agentpool.api.leases import AgentLeaseStatus
 from agentpool.api.raw import RawCondition
 from agentpool.handlers.binds import LeaseBinding
@@ -67,9 +67,8 @@ class StatusWriter:
         if status.phase is None:
             raise ValueError("a lease's status patch must name its phase")
         current = leases.lease_conditions(status.phase, status.reason or "", status.message or "")
-        conditions = merge_conditions(
-            self.conditions, current, generation=generation, now=now_time()
-        )
+        now = format_time(self.runtime.clock.now())
+        conditions = merge_conditions(self.conditions, current, generation=generation, now=now)
         patch = status.to_patch() | {"conditions": conditions, "observedGeneration": generation}
         with contextlib.suppress(NotFound):
             await self.runtime.kube.patch_status("agentleases", self.namespace, self.name, patch)

@@ -1,6 +1,7 @@
 """The operator's in-memory state, shared by its handlers.
 
-One :class:`Runtime` per running operator holds the API and agent clients and, apart by concern,
+One :class:`Runtime` per running operator holds the API and agent clients, the clock the lease
+handlers go by (:class:`~agentpool.runs.Clock`) and, apart by concern,
 what the handlers remember between events: the pools (:class:`Pools`, a :class:`PoolHandle` each:
 the pool's broker, the pods last seen by the watch, the event that wakes its reconcile loop), the
 agents Bound leases hold (:class:`LeaseAgents`), the running runs' engines (:class:`RunEngines`)
@@ -27,6 +28,7 @@ from agentpool.io.journal import Journals
 from agentpool.io.kube import Kube
 from agentpool.pool import DemandSample
 from agentpool.pool.health import PoolHealth
+from agentpool.runs import Clock, SystemClock
 from agentpool.runs.engine import RunEngine
 from agentpool.settings import OperatorSettings, PoolSettings
 
@@ -314,3 +316,6 @@ class Runtime:
     serving: bool = True
     # Bounds the restart's ``GET /status`` calls across all pools (made on first use, in the loop).
     status_gate: asyncio.Semaphore | None = None
+    # The wall time the lease handlers read and wait on: a lease's term, its renewals, the
+    # stamps of its conditions. Tests give one that runs on the event loop's (fake) time.
+    clock: Clock = field(default_factory=SystemClock)
