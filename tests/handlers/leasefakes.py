@@ -1,6 +1,9 @@
 """What the lease handler tests share: agents that speak the binding's side of the protocol, an
-API server of Secrets and lease statuses in memory, the kopf context the handlers run in, and
-the watch events that drive them."""
+API server of Secrets and lease statuses in memory, the clock the handlers go by, the kopf
+context they run in, and the watch events that drive them.
+
+The clock is the event loop's: a test marked ``looptime`` (the looptime plugin) sees a lease's
+term pass as soon as nothing else is left to run, rather than waiting it out."""
 
 from __future__ import annotations
 
@@ -23,9 +26,23 @@ from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import AgentClient
 from agentpool.io.kube import Conflict, NotFound
 from agentpool.pool import ObservedAgent, PoolPolicy
+from agentpool.runs import Clock
 
 POOL_TOKEN = "pool-token-0c7d2e"
 NAMESPACE = "ns"
+#: Where the lease tests' wall time starts, in seconds since the epoch.
+EPOCH = 1_700_000_000.0
+
+
+class LoopClock:
+    """Wall time that runs with the event loop's clock, from :data:`EPOCH`: the handlers' terms
+    and the sleeps they wait them out with pass together, on looptime's fake time too."""
+
+    def now(self) -> float:
+        return EPOCH + asyncio.get_running_loop().time()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(max(0.0, seconds))
 
 
 @dataclass
@@ -209,7 +226,8 @@ async def cluster_of(
             for a in agents.values()
         ]
     )
-    runtime = Runtime(kube=api, agents=client)  # type: ignore[arg-type]
+    clock: Clock = LoopClock()
+    runtime = Runtime(kube=api, agents=client, clock=clock)  # type: ignore[arg-type]
     handle = PoolHandle(
         namespace=NAMESPACE, name="p", broker=broker, port=port, wake=asyncio.Event()
     )
@@ -281,7 +299,10 @@ async def start_lease(cluster: Cluster, body: kopf.Body) -> LeaseRun:
 
 
 async def until(predicate: Any, message: str, timeout: float = 30.0) -> Any:
-    """What ``predicate()`` gives once it is truthy; fails saying ``message`` past a deadline."""
+    """What ``predicate()`` gives once it is truthy; fails saying ``message`` past a deadline.
+
+    The deadline is real time, not the loop's: on looptime's fake time each poll moves the loop
+    on at once, while what is waited for is often real I/O (an agent's answer)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if found := predicate():

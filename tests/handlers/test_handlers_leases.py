@@ -5,16 +5,18 @@ agent returns; and an agent that cannot bind fails the lease without the pool's 
 The real lease handlers run against agents that speak the binding's side of the protocol, a
 real broker, and an API of Secrets and statuses in memory. The same promises against real SDK
 agents on a cluster are in ``tests/integration/test_leases_binding.py``.
+
+The handlers' clock runs with the event loop's, so the tests that wait for a term, a retry or a
+checkout timeout to pass are marked ``looptime``: those seconds pass on fake loop time, while
+the agents' HTTP answers still come over real sockets.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import datetime
 import json
 import socket
-import time
 from collections.abc import AsyncIterator
 from types import SimpleNamespace
 
@@ -131,6 +133,7 @@ async def test_a_deleted_lease_is_unbound_before_its_agent_returns_and_writes_no
     assert cluster.runtime.leases.tasks == {}
 
 
+@pytest.mark.looptime
 async def test_a_lease_past_its_ttl_is_unbound_and_expires(cluster: Cluster) -> None:
     """A lease nobody renews expires: its agent is unbound, the Secret deleted, the status
     Expired with nothing left to reach the agent with, and the agent idle again."""
@@ -144,16 +147,18 @@ async def test_a_lease_past_its_ttl_is_unbound_and_expires(cluster: Cluster) -> 
     assert cluster.idle() == set(cluster.agents)
 
 
+@pytest.mark.looptime
 async def test_a_renewed_lease_keeps_its_agent_past_the_first_ttl(cluster: Cluster) -> None:
     """Each renewal posts /bind again with the later expiry (same token and context) and moves
     status.expireTime; the lease holds past its first ttl, then expires once renewals stop."""
+    clock = cluster.runtime.clock
     body = lease_body("chat", ttlSeconds=3, context=CONTEXT)
     lease = await start_lease(cluster, body)
     agent = await bound(cluster, "chat")
     first = epoch(str(status(cluster, "chat")["expireTime"]))
     assert first is not None
-    while time.time() < first + 1.5:
-        renewed = time.time()
+    while clock.now() < first + 1.5:
+        renewed = clock.now()
         await lease.update(renewTime=format_micro_time(renewed))
         expected = format_time(renewed + 3)
         await until(
@@ -162,7 +167,8 @@ async def test_a_renewed_lease_keeps_its_agent_past_the_first_ttl(cluster: Clust
         assert phase(cluster, "chat") == "Bound"
         assert agent.bound is not None
         assert agent.bound["expireTime"] >= expected
-        await asyncio.sleep(0.5)
+        # The holder renews every half second.
+        await clock.sleep(0.5)
     moved = epoch(str(status(cluster, "chat")["expireTime"]))
     assert moved is not None
     assert moved > first
@@ -264,6 +270,7 @@ async def test_a_lease_deleted_while_its_bind_is_in_flight_leaves_no_agent_bound
     assert cluster.idle() == set(cluster.agents)
 
 
+@pytest.mark.looptime
 async def test_a_lease_whose_bound_status_write_failed_keeps_one_agent_and_gives_it_back(
     cluster: Cluster,
 ) -> None:
@@ -296,7 +303,7 @@ async def test_a_lease_bound_before_a_restart_keeps_its_agent_token_and_times(
         token,
     )
     await cluster.api.create_secret("ns", secret)
-    now = time.time()
+    now = cluster.runtime.clock.now()
     before = {
         "phase": "Bound",
         "agent": agent.name,
@@ -315,7 +322,7 @@ async def test_a_lease_bound_before_a_restart_keeps_its_agent_token_and_times(
     lease = await start_lease(cluster, body)
     await until(lambda: ("ns", "chat") in cluster.runtime.leases.held, "the agent held again")
     assert agent.calls == []
-    renewed = time.time()
+    renewed = cluster.runtime.clock.now()
     await lease.update(renewTime=format_micro_time(renewed))
     await until(lambda: agent.calls, "the renewal's /bind")
     [(path, sent)] = agent.calls
@@ -369,6 +376,7 @@ async def test_a_secret_that_cannot_be_written_leaves_no_agent_bound_or_held(
     assert [a.bound for a in cluster.agents.values()] == [None, None]
 
 
+@pytest.mark.looptime
 async def test_lease_events_turned_off_post_none(cluster: Cluster) -> None:
     """With lease Events off (``agentpool run --no-lease-events``), a lease bound and expired
     posts no Event: one API write fewer each, and its status says all the same."""
@@ -383,6 +391,7 @@ async def test_lease_events_turned_off_post_none(cluster: Cluster) -> None:
     assert cluster.posted_events() == []
 
 
+@pytest.mark.looptime
 async def test_a_lease_that_ended_and_went_leaves_nothing_behind(cluster: Cluster) -> None:
     """An operator serves leases for months: once a lease has expired, its Expired status has
     come back on the watch and it is deleted, the operator keeps nothing of it (no task, no
@@ -403,6 +412,7 @@ async def test_a_lease_that_ended_and_went_leaves_nothing_behind(cluster: Cluste
     [kopf.DaemonStoppingReason.OPERATOR_PAUSING, kopf.DaemonStoppingReason.OPERATOR_EXITING],
     ids=["pauses", "exits"],
 )
+@pytest.mark.looptime
 async def test_a_replica_that_pauses_or_exits_leaves_its_leases_bound_to_the_next(
     cluster: Cluster, reason: kopf.DaemonStoppingReason
 ) -> None:
@@ -419,8 +429,9 @@ async def test_a_replica_that_pauses_or_exits_leaves_its_leases_bound_to_the_nex
     async with asyncio.timeout(30):
         await lease.task
     # Past the term the lease was bound for, it is still Bound as this replica left it.
-    expires = datetime.datetime.fromisoformat(str(status(cluster, "brief")["expireTime"]))
-    await until(lambda: datetime.datetime.now(datetime.UTC) > expires, "the lease's term")
+    expires = epoch(str(status(cluster, "brief")["expireTime"]))
+    assert expires is not None
+    await until(lambda: cluster.runtime.clock.now() > expires, "the lease's term")
     assert cluster.api.phases["brief"] == ["Bound"]
     assert agent.paths() == ["bind"]
     assert "brief-lease-token" in cluster.api.secrets
@@ -485,6 +496,7 @@ async def test_a_lease_made_again_under_a_name_whose_deletion_was_missed_is_a_ne
     assert len(cluster.idle()) == len(cluster.agents) - 1
 
 
+@pytest.mark.looptime
 async def test_a_lease_seen_by_a_paused_replica_is_left_to_the_peer_that_acts(
     cluster: Cluster,
 ) -> None:
