@@ -11,20 +11,21 @@ import asyncio
 import base64
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar, cast
 
 import kopf
 from aiohttp import web
 from kopf._cogs.configs.configuration import OperatorSettings
 from kopf._core.engines import posting
 
+from agentpool.api.raw import RawBody, raw_body
 from agentpool.broker import Broker
 from agentpool.handlers import leases
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import AgentClient
-from agentpool.io.kube import Conflict, NotFound
+from agentpool.io.kube import Conflict, Kube, NotFound
 from agentpool.pool import ObservedAgent, PoolPolicy
 from agentpool.runs import Clock
 
@@ -32,6 +33,8 @@ POOL_TOKEN = "pool-token-0c7d2e"
 NAMESPACE = "ns"
 #: Where the lease tests' wall time starts, in seconds since the epoch.
 EPOCH = 1_700_000_000.0
+
+T = TypeVar("T")
 
 
 class LoopClock:
@@ -85,12 +88,37 @@ class FakeAgent:
         return [path for path, _ in self.calls]
 
 
+class LeaseApi(Protocol):
+    """The calls the lease handlers make of :class:`~agentpool.io.kube.Kube`. Kube is a class,
+    not a protocol, so both it and :class:`FakeApi` are held to this one: a change to either's
+    signatures shows under mypy, not as a fake that no longer answers as the client does."""
+
+    async def list_custom(self, plural: str, namespace: str) -> list[RawBody]: ...
+
+    async def get_custom(self, plural: str, namespace: str, name: str) -> RawBody: ...
+
+    async def patch_status(
+        self, plural: str, namespace: str, name: str, status: Mapping[str, Any]
+    ) -> None: ...
+
+    async def create_secret(self, namespace: str, body: Mapping[str, Any]) -> RawBody: ...
+
+    async def read_secret(self, namespace: str, name: str) -> RawBody: ...
+
+    async def delete_secret(self, namespace: str, name: str, *, uid: str | None = None) -> None: ...
+
+
+#: Kube makes those calls as LeaseApi says: mypy checks this assignment (and FakeApi's in
+#: :func:`cluster_of`).
+KUBE_CALLS: type[LeaseApi] = Kube
+
+
 @dataclass
 class FakeApi:
     """The API calls the lease handlers make, over Secrets and lease statuses in memory."""
 
     pool_spec: dict[str, Any]
-    secrets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    secrets: dict[str, RawBody] = field(default_factory=dict)
     statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: The phase of each status patch, by lease, in order.
     phases: dict[str, list[str]] = field(default_factory=dict)
@@ -106,18 +134,18 @@ class FakeApi:
     #: The namespaces AgentLeases were listed in, in order.
     lists: list[str] = field(default_factory=list)
 
-    async def list_custom(self, plural: str, namespace: str) -> list[dict[str, Any]]:
+    async def list_custom(self, plural: str, namespace: str) -> list[RawBody]:
         assert plural == "agentleases"
         self.lists.append(namespace)
-        return list(self.listed.values())
+        return [raw_body(lease) for lease in self.listed.values()]
 
-    async def get_custom(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+    async def get_custom(self, plural: str, namespace: str, name: str) -> RawBody:
         assert plural == "agentpools"
         self.pools_read.append(name)
         return {"metadata": {"name": name, "namespace": namespace}, "spec": self.pool_spec}
 
     async def patch_status(
-        self, plural: str, namespace: str, name: str, status: dict[str, Any]
+        self, plural: str, namespace: str, name: str, status: Mapping[str, Any]
     ) -> None:
         self.phases.setdefault(name, []).append(status.get("phase", ""))
         if status.get("phase") == "Bound" and self.bound_error is not None:
@@ -130,18 +158,18 @@ class FakeApi:
             else:
                 stored[key] = value
 
-    async def create_secret(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        name = body["metadata"]["name"]
+    async def create_secret(self, namespace: str, body: Mapping[str, Any]) -> RawBody:
+        name = str(body["metadata"]["name"])
         if self.secret_error is not None:
             raise self.secret_error
         if name in self.secrets:
             raise Conflict(f"secrets: {name} exists")
         self.uids += 1
-        stored = {**body, "metadata": {**body["metadata"], "uid": f"secret-{self.uids}"}}
+        stored = raw_body({**body, "metadata": {**body["metadata"], "uid": f"secret-{self.uids}"}})
         self.secrets[name] = stored
         return stored
 
-    async def read_secret(self, namespace: str, name: str) -> dict[str, Any]:
+    async def read_secret(self, namespace: str, name: str) -> RawBody:
         if name not in self.secrets:
             raise NotFound(f"secrets: {name}")
         return self.secrets[name]
@@ -164,7 +192,7 @@ class Cluster:
     api: FakeApi
     broker: Broker
     agents: dict[str, FakeAgent]
-    events: asyncio.Queue[Any]
+    events: posting.K8sEventQueue
     posted: list[tuple[str, str]] = field(default_factory=list)
 
     def agent_view(self, name: str) -> ObservedAgent:
@@ -185,9 +213,9 @@ class Cluster:
         return self.posted
 
 
-def kopf_context() -> asyncio.Queue[Any]:
+def kopf_context() -> posting.K8sEventQueue:
     """The context kopf gives its handlers, so that kopf.event works; the Events posted."""
-    queue: asyncio.Queue[Any] = asyncio.Queue()
+    queue: posting.K8sEventQueue = asyncio.Queue()
     posting.settings_var.set(OperatorSettings())
     posting.event_queue_var.set(queue)
     posting.event_queue_loop_var.set(asyncio.get_running_loop())
@@ -196,7 +224,8 @@ def kopf_context() -> asyncio.Queue[Any]:
 
 async def serve_agents(count: int, port: int) -> AsyncIterator[dict[str, FakeAgent]]:
     """``count`` fake agents on 127.0.0.1, 127.0.0.2, ... at ``port``."""
-    agents, runners = {}, []
+    agents: dict[str, FakeAgent] = {}
+    runners: list[web.AppRunner] = []
     for index in range(count):
         agent = FakeAgent(name=f"p-{index}", host=f"127.0.0.{index + 1}")
         app = web.Application()
@@ -218,6 +247,7 @@ async def cluster_of(
     agents: dict[str, FakeAgent], port: int, client: AgentClient
 ) -> AsyncIterator[Cluster]:
     api = FakeApi(pool_spec={"image": "agent:1", "minSize": len(agents)})
+    answers: LeaseApi = api
     policy = PoolPolicy(min_size=len(agents), max_size=len(agents), port=port)
     broker = Broker("p", policy)
     broker.update_agents(
@@ -227,7 +257,8 @@ async def cluster_of(
         ]
     )
     clock: Clock = LoopClock()
-    runtime = Runtime(kube=api, agents=client, clock=clock)  # type: ignore[arg-type]
+    # The fake answers as Kube does (held to LeaseApi, as Kube is), though it is no Kube.
+    runtime = Runtime(kube=cast(Kube, answers), agents=client, clock=clock)
     handle = PoolHandle(
         namespace=NAMESPACE, name="p", broker=broker, port=port, wake=asyncio.Event()
     )
@@ -237,13 +268,14 @@ async def cluster_of(
 
 
 def lease_body(name: str, **spec: Any) -> kopf.Body:
-    raw = {
+    raw: dict[str, Any] = {
         "apiVersion": "agentpool.dev/v1alpha1",
         "kind": "AgentLease",
         "metadata": {"name": name, "namespace": NAMESPACE, "uid": f"uid-{name}", "generation": 1},
         "spec": {"poolRef": {"name": "p"}, **spec},
     }
-    return kopf.Body(raw)
+    # kopf's RawBody names no metadata.generation, which the handlers read.
+    return kopf.Body(cast(kopf.RawBody, raw))
 
 
 def made_again(body: kopf.Body, uid: str) -> kopf.Body:
@@ -298,7 +330,7 @@ async def start_lease(cluster: Cluster, body: kopf.Body) -> LeaseRun:
     return LeaseRun(cluster, body, entry.task)
 
 
-async def until(predicate: Any, message: str, timeout: float = 30.0) -> Any:
+async def until(predicate: Callable[[], T | None], message: str, timeout: float = 30.0) -> T:
     """What ``predicate()`` gives once it is truthy; fails saying ``message`` past a deadline.
 
     The deadline is real time, not the loop's: on looptime's fake time each poll moves the loop

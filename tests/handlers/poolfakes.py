@@ -1,20 +1,25 @@
-"""What the pool handler tests share: a runtime of a fake API client and the pools' registry, a
-pool's handle, and pod watch events delivered as kopf delivers them."""
+"""What the pool handler tests share: a runtime around a fake API client, a pool's handle, and
+pod watch events delivered as kopf delivers them."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Literal, cast
+
+import kopf
 
 from agentpool.broker import Broker
 from agentpool.handlers import pods
-from agentpool.handlers.runtime import PoolHandle, Pools
+from agentpool.handlers.runtime import PoolHandle, Runtime
+from agentpool.io.agents import AgentClient
+from agentpool.io.kube import Kube
 from agentpool.pool import PoolPolicy
 
 
-class Runtime:
-    def __init__(self, kube: Any) -> None:
-        self.kube, self.pools = kube, Pools()
+def runtime_of(kube: object) -> Runtime:
+    """The operator's runtime, its API client ``kube``: a fake of the few calls the test's
+    handler makes (it is no Kube, hence the cast). The pool handlers make no agent calls."""
+    return Runtime(kube=cast(Kube, kube), agents=cast(AgentClient, None))
 
 
 def pool_handle(size: int) -> PoolHandle:
@@ -29,7 +34,9 @@ def pool_handle(size: int) -> PoolHandle:
     )
 
 
-async def event(runtime: Runtime, kind: str, body: dict[str, Any]) -> None:
-    """The pod watch delivers ``kind`` (ADDED, MODIFIED, DELETED) of ``body``."""
-    raw: Any = {"type": kind, "object": body}
-    await pods.pod_event(runtime, event=raw, namespace="ns", labels=body["metadata"]["labels"])  # type: ignore[arg-type]
+async def event(
+    runtime: Runtime, kind: Literal["ADDED", "MODIFIED", "DELETED"], body: dict[str, Any]
+) -> None:
+    """The pod watch delivers ``kind`` of ``body``."""
+    raw: kopf.RawEvent = {"type": kind, "object": cast(kopf.RawBody, body)}
+    await pods.pod_event(runtime, event=raw, namespace="ns", labels=body["metadata"]["labels"])

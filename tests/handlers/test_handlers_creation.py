@@ -11,12 +11,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import kopf
-from poolfakes import Runtime, event, pool_handle
+from poolfakes import event, pool_handle, runtime_of
 
 from agentpool.api.resources import AgentPoolSpec
 from agentpool.handlers import pools
 from agentpool.handlers.poolstatus import current_status
-from agentpool.handlers.runtime import PoolHandle
+from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.pool import PoolPolicy
 from agentpool.pool.manifests import POOL_LABEL, agent_pod
 
@@ -54,7 +54,7 @@ def served(runtime: Runtime) -> PoolHandle:
 
 async def create_one(runtime: Runtime, handle: PoolHandle) -> int:
     return await pools.create_agents(
-        runtime,  # type: ignore[arg-type]
+        runtime,
         handle,
         body=kopf.Body(POOL),
         pool=POOL,
@@ -71,7 +71,7 @@ async def test_a_pod_that_failed_before_the_create_answered_stays_failed() -> No
         await event(runtime, "ADDED", created(body, rv="10", phase="Pending"))
         await event(runtime, "MODIFIED", created(body, rv="12", phase="Failed"))
 
-    runtime = Runtime(Kube(fails_at_once))
+    runtime = runtime_of(Kube(fails_at_once))
     handle = served(runtime)
     assert await create_one(runtime, handle) == 1
     assert handle.pods["p-x1"]["status"]["phase"] == "Failed"
@@ -85,7 +85,7 @@ async def test_a_pod_deleted_before_the_create_answered_is_not_brought_back() ->
     async def deleted_at_once(body: dict[str, Any]) -> None:
         await event(runtime, "DELETED", created(body, rv="11", phase="Pending"))
 
-    runtime = Runtime(Kube(deleted_at_once))
+    runtime = runtime_of(Kube(deleted_at_once))
     handle = served(runtime)
     await create_one(runtime, handle)
     assert handle.pods == {}
@@ -96,7 +96,7 @@ async def test_a_pod_created_without_events_yet_is_counted_at_once() -> None:
     async def quiet(body: dict[str, Any]) -> None:
         assert body["metadata"]["labels"][POOL_LABEL] == "p"
 
-    runtime = Runtime(Kube(quiet))
+    runtime = runtime_of(Kube(quiet))
     handle = served(runtime)
     assert await create_one(runtime, handle) == 1
     assert set(handle.pods) == {"p-x1"}
@@ -106,7 +106,7 @@ async def test_a_pod_created_without_events_yet_is_counted_at_once() -> None:
 def test_a_pod_failed_since_the_pass_planned_is_reported_with_its_own_reason() -> None:
     """The pass wrote its status after the pod failed but before the next pass retired it: the
     Degraded condition already counts it, with the pod's reason, not a bare PodFailed."""
-    runtime = Runtime(Kube(lambda body: asyncio.sleep(0)))
+    runtime = runtime_of(Kube(lambda body: asyncio.sleep(0)))
     handle = served(runtime)
     pod = created(
         agent_pod(POOL, spec=AgentPoolSpec.model_validate(POOL["spec"])), rv="12", phase="Failed"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import socket
 from collections.abc import AsyncIterator
@@ -71,6 +72,11 @@ def phase(cluster: Cluster, lease: str) -> object:
 
 def holder(cluster: Cluster, lease: str) -> FakeAgent:
     return cluster.agents[str(status(cluster, lease)["agent"])]
+
+
+def expires_by(cluster: Cluster, lease: str, expire_time: str) -> bool:
+    """The lease's status says it expires at ``expire_time`` or later."""
+    return str(status(cluster, lease)["expireTime"]) >= expire_time
 
 
 async def bound(cluster: Cluster, lease: str) -> FakeAgent:
@@ -161,9 +167,7 @@ async def test_a_renewed_lease_keeps_its_agent_past_the_first_ttl(cluster: Clust
         renewed = clock.now()
         await lease.update(renewTime=format_micro_time(renewed))
         expected = format_time(renewed + 3)
-        await until(
-            lambda e=expected: str(status(cluster, "chat")["expireTime"]) >= e, "the renewal"
-        )
+        await until(functools.partial(expires_by, cluster, "chat", expected), "the renewal")
         assert phase(cluster, "chat") == "Bound"
         assert agent.bound is not None
         assert agent.bound["expireTime"] >= expected

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from poolfakes import Runtime, event, pool_handle
+from poolfakes import event, pool_handle, runtime_of
 
 from agentpool.handlers import pools
-from agentpool.handlers.runtime import PoolHandle
+from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.pool.manifests import POOL_LABEL
 
 
@@ -47,9 +47,9 @@ def starting(runtime: Runtime) -> PoolHandle:
 
 async def test_a_starting_pool_adopts_its_listed_pods_and_only_its_own() -> None:
     kube = Kube([pod("a", "5"), pod("b", "6"), pod("old", "2", owner="earlier-pool")])
-    runtime = Runtime(kube)
+    runtime = runtime_of(kube)
     handle = starting(runtime)
-    await pools.adopt_pods(runtime, handle)  # type: ignore[arg-type]
+    await pools.adopt_pods(runtime, handle)
     assert set(handle.pods) == {"a", "b"}
     assert kube.selectors == [("ns", f"{POOL_LABEL}=p")]
 
@@ -60,18 +60,18 @@ async def test_a_pod_deleted_while_the_pool_lists_is_not_brought_back() -> None:
     async def deleted_meanwhile() -> None:
         await event(runtime, "DELETED", pod("a", "7"))
 
-    runtime = Runtime(Kube([pod("a", "5"), pod("b", "6")], during=deleted_meanwhile))
+    runtime = runtime_of(Kube([pod("a", "5"), pod("b", "6")], during=deleted_meanwhile))
     handle = starting(runtime)
-    await pools.adopt_pods(runtime, handle)  # type: ignore[arg-type]
+    await pools.adopt_pods(runtime, handle)
     assert set(handle.pods) == {"b"}
 
 
 async def test_events_before_the_loop_started_join_the_listing_newest_first() -> None:
-    runtime = Runtime(Kube([pod("a", "5"), pod("b", "9")]))
+    runtime = runtime_of(Kube([pod("a", "5"), pod("b", "9")]))
     # Seen before the pool's loop existed: a newer "a", an older "b", and "c" not listed yet.
     for body in (pod("a", "8"), pod("b", "4"), pod("c", "10")):
         await event(runtime, "ADDED", body)
     handle = starting(runtime)
-    await pools.adopt_pods(runtime, handle)  # type: ignore[arg-type]
+    await pools.adopt_pods(runtime, handle)
     versions = {name: p["metadata"]["resourceVersion"] for name, p in handle.pods.items()}
     assert versions == {"a": "8", "b": "9", "c": "10"}
