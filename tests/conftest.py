@@ -9,6 +9,7 @@ cluster instead of the local one, so the same scenarios show that both behave al
 
 from __future__ import annotations
 
+import asyncio
 import os
 import tempfile
 from collections.abc import Iterator
@@ -43,6 +44,14 @@ def pytest_configure(config: pytest.Config) -> None:
         if not config.getoption("--kube-context"):
             current = (yaml.safe_load(Path(path).read_text()) or {}).get("current-context")
             config.option.kube_context = current
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """No event loop is current in the main thread until a test sets one. Otherwise the first
+    ``get_event_loop()`` there makes one (Python < 3.14) that nothing closes: the looptime plugin
+    asks for it around every test, sync ones too, and the loop's ResourceWarning, an error here,
+    failed whichever later test was running when the loop was collected."""
+    asyncio.set_event_loop(None)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
