@@ -260,6 +260,16 @@ def _cmd_local_up(args: argparse.Namespace) -> int:
     return run_up(directory, port=args.port, operator=operator, history=history)
 
 
+def _installed_version() -> str:
+    """The version of the installed distribution, as pip recorded it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("agentpool")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     from agentpool.console.calls import add_commands
 
@@ -267,6 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="agentpool",
         description="Keep pools of warm agents on Kubernetes and drive work items through them.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_installed_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     crds = sub.add_parser("crds", help="write the CRDs generated from the API models")

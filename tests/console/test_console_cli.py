@@ -67,3 +67,18 @@ def test_no_kubeconfig_is_one_clear_line_and_exit_2(tmp_path: Path) -> None:
     assert "ConfigException" not in done.stderr
     assert "kubeconfig" in lines[0]
     assert "--server" in lines[0]
+
+
+def test_version_is_the_installed_distributions() -> None:
+    """`agentpool --version` prints the version pip recorded, one line, and exits 0: what the
+    image test runs inside the image."""
+    from importlib.metadata import version
+
+    done = subprocess.run(
+        [sys.executable, "-m", "agentpool", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"agentpool {version('agentpool')}\n"
