@@ -71,14 +71,19 @@ def test_hadolint_would_report_a_bad_dockerfile(tmp_path: Path) -> None:
 
 
 def test_image_is_multi_stage_pinned_and_non_root() -> None:
-    """Two stages on a slim base pinned to a patch release, pip without a cache, the final stage
-    as the numeric user the chart's securityContext names, and an exec-form entrypoint that runs
-    `agentpool run`."""
+    """Two stages on a slim base pinned to a patch release (the BASE_IMAGE argument's default),
+    pip without a cache, the final stage as the numeric user the chart's securityContext names,
+    and an exec-form entrypoint that runs `agentpool run`."""
     instructions = _instructions()
+    # The base is an ARG, so a build without a registry can pass one of its own; its default is
+    # what `docker build` uses.
+    arguments = dict(
+        args.split("=", 1) for keyword, args in instructions if keyword == "ARG" and "=" in args
+    )
     bases = [args for keyword, args in instructions if keyword == "FROM"]
     assert len(bases) >= 2
     for base in bases:
-        image = base.split()[0]
+        image = re.sub(r"\$\{(\w+)\}", lambda m: arguments[m[1]], base.split()[0])
         assert re.fullmatch(r"python:3\.\d+\.\d+-slim-\w+", image), image
     installs = [a for k, a in instructions if k == "RUN" and "pip install" in a]
     assert installs
