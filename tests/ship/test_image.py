@@ -1,0 +1,263 @@
+"""The operator image, built from the Dockerfile and looked into: what a cluster's nodes would run.
+
+``hack/image/build.sh`` builds it with podman (``--isolation chroot``: no daemon, no registry),
+once per content. The tests read the image's config, mount its filesystem with ``podman image
+mount`` and run the ``agentpool`` command inside it with ``chroot`` as the image's user, as a
+container runtime would, without one. Both need root, and skip with the reason where they cannot
+run; where podman is missing, the script installs it from Debian's packages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "operator" / "agentpool"
+BUILD = ROOT / "hack" / "image" / "build.sh"
+VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+VALUES = yaml.safe_load((ROOT / "charts" / "agentpool" / "values.yaml").read_text())
+USER = f"{VALUES['securityContext']['runAsUser']}:{VALUES['podSecurityContext']['runAsUser']}"
+SITE_PACKAGES = Path("opt/venv/lib/python3.11/site-packages")
+
+#: The image's size as podman reports it (uncompressed), at most. Now about 380 MB on the base
+#: made from Debian's packages: the base is about 155 MB, the operator's virtualenv about 225 MB,
+#: of which the kubernetes client alone is about 125 MB.
+SIZE_BUDGET_MB = 450
+
+#: A cold build makes the base and downloads every dependency: minutes, not seconds.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+
+
+def _data_files() -> set[str]:
+    """The package's files that are not Python modules: what package-data must carry."""
+    return {
+        path.relative_to(PACKAGE).as_posix()
+        for path in PACKAGE.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix not in {".py", ".pyc"}
+    }
+
+
+@pytest.fixture(scope="session")
+def image() -> str:
+    """The image's reference, built by hack/image/build.sh (or found in its cache)."""
+    if os.geteuid() != 0:
+        pytest.skip(
+            "needs root: podman builds with --isolation chroot and the tests chroot into the "
+            "mounted image"
+        )
+    result = subprocess.run(
+        ["bash", str(BUILD)], capture_output=True, text=True, timeout=1700, check=False
+    )
+    if result.returncode == 3:
+        pytest.skip(result.stderr.strip().splitlines()[-1])
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="session")
+def inspected(image: str) -> dict[str, Any]:
+    """``podman image inspect`` of the image."""
+    out = subprocess.run(
+        ["podman", "image", "inspect", image], capture_output=True, text=True, check=True
+    ).stdout
+    found: dict[str, Any] = json.loads(out)[0]
+    return found
+
+
+@pytest.fixture(scope="session")
+def rootfs(image: str) -> Iterator[Path]:
+    """The image's filesystem, mounted read-only for the session."""
+    mounted = subprocess.run(
+        ["podman", "image", "mount", image], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    try:
+        yield Path(mounted)
+    finally:
+        subprocess.run(["podman", "image", "unmount", image], capture_output=True, check=False)
+
+
+def _run_as_image_user(
+    rootfs: Path, inspected: dict[str, Any], *argv: str
+) -> subprocess.CompletedProcess[str]:
+    """Runs ARGV in the image as its config says a runtime would: as its user, with its
+    environment only, in its working directory."""
+    config = inspected["Config"]
+    if shutil.which("chroot") is None:
+        pytest.skip("chroot(8) is not installed")
+    return subprocess.run(
+        [
+            "chroot",
+            f"--userspec={config['User']}",
+            str(rootfs),
+            "/usr/bin/env",
+            "-i",
+            *config["Env"],
+            "/bin/sh",
+            "-c",
+            'cd "$0" && exec "$@"',
+            config["WorkingDir"],
+            *argv,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_the_config_runs_agentpool_as_the_charts_user_on_the_charts_ports(
+    inspected: dict[str, Any],
+) -> None:
+    """The user the chart's securityContext names, `agentpool run` as the command, and the
+    liveness and metrics ports the chart probes and scrapes."""
+    config = inspected["Config"]
+    assert config["User"] == USER == "10001:10001"
+    assert config["Entrypoint"] == ["agentpool"]
+    assert config["Cmd"] == ["run"]
+    ports = {VALUES["healthPort"], VALUES["metrics"]["port"]}
+    assert ports == {8080, 9090}
+    assert set(config["ExposedPorts"]) == {f"{port}/tcp" for port in ports}
+    assert config["WorkingDir"] == "/opt/agentpool"
+
+
+def test_agentpool_version_runs_inside_the_image_as_its_user(
+    rootfs: Path, inspected: dict[str, Any]
+) -> None:
+    """The image's entrypoint with --version, run in the image as uid 10001."""
+    entrypoint = inspected["Config"]["Entrypoint"]
+    result = _run_as_image_user(rootfs, inspected, *entrypoint, "--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"agentpool {VERSION}"
+    whoami = _run_as_image_user(rootfs, inspected, "python3", "-c", "import os; print(os.getuid())")
+    assert whoami.stdout.strip() == "10001", whoami.stderr
+
+
+def _files(top: Path) -> set[str]:
+    return {
+        p.relative_to(top).as_posix()
+        for p in top.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    }
+
+
+def test_the_image_holds_the_package_of_the_tree_and_the_examples(rootfs: Path) -> None:
+    """The installed package is the tree's, module for module and byte for byte (a build that
+    reused a stale layer would fail here), and the example agents are at /opt/agentpool/examples
+    as the repository has them."""
+    installed = rootfs / SITE_PACKAGES / "agentpool"
+    modules = {name for name in _files(PACKAGE) if name.endswith(".py")}
+    assert modules - _files(installed) == set()
+    stale = sorted(
+        name for name in modules if (installed / name).read_bytes() != (PACKAGE / name).read_bytes()
+    )
+    assert stale == [], f"the image's package is not the tree's: {stale[:10]}"
+    examples = rootfs / "opt" / "agentpool" / "examples"
+    assert _files(ROOT / "examples")
+    assert _files(examples) == _files(ROOT / "examples")
+
+
+def test_the_image_holds_no_tests_git_history_or_virtualenv_of_the_repository(
+    rootfs: Path,
+) -> None:
+    """Only what .dockerignore keeps reaches the image: no tests, no .git, no .venv anywhere, and
+    the builder's sources stay in the builder."""
+    assert not (rootfs / "src").exists()
+    assert sorted(p.name for p in (rootfs / "opt" / "agentpool").iterdir()) == ["examples"]
+    ours = [rootfs / "opt" / "agentpool", rootfs / SITE_PACKAGES / "agentpool"]
+    assert [p for top in ours for p in top.rglob("*") if p.name in {"tests", "conftest.py"}] == []
+    stray = [
+        Path(parent, name)
+        for parent, dirs, _ in os.walk(rootfs)
+        for name in dirs
+        if name in {".git", ".venv"}
+    ]
+    assert stray == []
+
+
+def test_the_build_secrets_stay_out_of_the_image(
+    rootfs: Path, inspected: dict[str, Any], image: str
+) -> None:
+    """The machine's pip settings reach the build as secrets: neither the image's environment,
+    its files nor its history keep them."""
+    env = dict(item.split("=", 1) for item in inspected["Config"]["Env"])
+    assert {name for name in env if name.startswith("PIP_")} == {"PIP_DISABLE_PIP_VERSION_CHECK"}
+    assert not (rootfs / "etc" / "pip.conf").exists()
+    secrets = rootfs / "run" / "secrets"
+    assert not secrets.exists() or list(secrets.iterdir()) == []
+    history = subprocess.run(
+        ["podman", "history", "--no-trunc", "--format", "{{.CreatedBy}}", image],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    machine = os.environ.get("PIP_INDEX_URL") or os.environ.get("PIP_CERT")
+    if machine:
+        assert machine not in history
+    assert "index-url" not in history
+
+
+def test_the_image_is_within_its_size_budget(
+    inspected: dict[str, Any],
+    image: str,
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The image's size, reported on the terminal, and at most SIZE_BUDGET_MB."""
+    size_mb = inspected["Size"] / 1e6
+    line = f"{image}: {size_mb:.0f} MB (budget {SIZE_BUDGET_MB} MB)"
+    with capsys.disabled():
+        print(f"\nimage size: {line}")
+    request.node.user_properties.append(("image_size_mb", round(size_mb)))
+    assert size_mb <= SIZE_BUDGET_MB, line
+
+
+def test_the_image_carries_every_data_file_the_operator_reads(
+    rootfs: Path, inspected: dict[str, Any]
+) -> None:
+    """Every file of the package that is not a module (kinds.yaml, protobuf.yaml, py.typed) is in
+    the image's package, byte for byte, and the tables the operator loads at start load there.
+
+    The Dockerfile's wheel carries only what pyproject's package-data names: a table missing from
+    it works from a checkout and fails in the image."""
+    installed = rootfs / SITE_PACKAGES / "agentpool"
+    data = _data_files()
+    assert "api/kinds.yaml" in data
+    missing = sorted(name for name in data if not (installed / name).is_file())
+    assert missing == [], (
+        f"the image's agentpool lacks {missing}: add them to [tool.setuptools.package-data] "
+        "in pyproject.toml"
+    )
+    differing = sorted(
+        name for name in data if (installed / name).read_bytes() != (PACKAGE / name).read_bytes()
+    )
+    assert differing == []
+    load = (
+        "import agentpool.handlers.operator\n"
+        "from agentpool.api.crds import render_crds\n"
+        "from agentpool.local.apiserver.endpoints import protobuf\n"
+        "print(len(render_crds()))\n"
+    )
+    result = _run_as_image_user(rootfs, inspected, "python3", "-c", load)
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout) == len(list((ROOT / "crds").glob("*.yaml")))
+
+
+def test_the_build_is_cached_by_content(image: str) -> None:
+    """A second run on the same sources builds nothing and prints the same reference."""
+    assert re.fullmatch(rf"localhost/agentpool:{re.escape(VERSION)}-[0-9a-f]{{12}}", image)
+    result = subprocess.run(
+        ["bash", str(BUILD)], capture_output=True, text=True, timeout=300, check=True
+    )
+    assert result.stdout.strip().splitlines()[-1] == image
+    assert "cached" in result.stderr
