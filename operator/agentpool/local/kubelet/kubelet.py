@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from agentpool.certificates import KeyPair
 from agentpool.local.kubeconfig import ApiAccess
 from agentpool.local.kubelet import kubeletserver, node, processes
 from agentpool.local.kubelet.addresses import AddressPool
+from agentpool.local.kubelet.images import ImageStore, images_enabled
 from agentpool.local.kubelet.kubeletserver import KubeletServer
 from agentpool.local.kubelet.podapi import Gone, PodApi
 from agentpool.local.kubelet.podstatus import NODE_NAME
@@ -54,6 +56,13 @@ class Kubelet:
 
     ``simulated_delay`` (seconds) simulates every pod instead of running it: Ready without a
     process, its agent echoing each item after that delay.
+
+    ``images`` (default: ``AGENTPOOL_KUBELET_IMAGES=1`` in the environment, else off) runs each
+    container from its image where podman's local storage has it and the kubelet is root: in the
+    image's root filesystem, with its entrypoint, environment, working directory and user merged
+    with the pod's, the pod's volumes mounted (:mod:`agentpool.local.kubelet.imagerun`). Other
+    containers run on the host as ever, and an Event on the pod says which way it runs. Off, every
+    container runs on the host and no Event is recorded, as before.
     """
 
     def __init__(
@@ -71,6 +80,7 @@ class Kubelet:
         client_ca_pem: bytes | None = None,
         version: str = "v0.0.0-local",
         simulated_delay: float | None = None,
+        images: bool | None = None,
     ) -> None:
         self.access = access
         self.work_dir = Path(work_dir).resolve()
@@ -89,6 +99,7 @@ class Kubelet:
         self._heartbeat: asyncio.Task[None] | None = None
         self.base_env: Mapping[str, str] = processes.base_env()
         self.addresses = AddressPool()
+        self.images = ImageStore() if images_enabled(images, os.environ) else None
         self.workers: dict[str, PodWorker] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._run_task: asyncio.Task[None] | None = None
@@ -247,6 +258,8 @@ class Kubelet:
         if self._simulator is not None:
             await self._simulator.stop()
         self.addresses.close()
+        if self.images is not None:
+            await self.images.close()
         if self._api is not None:
             await self._api.close()
             self._api = None

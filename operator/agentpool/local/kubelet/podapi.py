@@ -1,7 +1,8 @@
 """The few Kubernetes API calls the local kubelet makes, over aiohttp.
 
 List and watch pods with resourceVersion, bind a pod, merge-patch its status, delete it once its
-processes ended, and read Secrets and ConfigMaps for env. Asynchronous on purpose: the kubelet
+processes ended, read Secrets and ConfigMaps for env and volumes, and record Events. Asynchronous
+on purpose: the kubelet
 shares its event loop with many pod workers (and, in tests, with the API server itself), so a
 blocking client would stall them all. Only :mod:`agentpool.local.kubelet` uses it.
 """
@@ -166,6 +167,48 @@ class PodApi:
             response.raise_for_status()
             body = await response.json()
         return str(body["status"]["token"])
+
+    async def create_event(
+        self,
+        pod: Mapping[str, Any],
+        *,
+        reason: str,
+        message: str,
+        node: str,
+        at: str,
+        container: str = "",
+        kind: str = "Normal",
+    ) -> None:
+        """Record a core/v1 Event about the pod, from the kubelet, as ``kubectl describe`` shows."""
+        metadata = pod.get("metadata") or {}
+        namespace, name = metadata.get("namespace", "default"), metadata["name"]
+        involved = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "namespace": namespace,
+            "name": name,
+            "uid": metadata.get("uid", ""),
+        }
+        if container:
+            involved["fieldPath"] = f"spec.containers{{{container}}}"
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{name}.", "namespace": namespace},
+            "involvedObject": involved,
+            "reason": reason,
+            "message": message,
+            "type": kind,
+            "source": {"component": "kubelet", "host": node},
+            "reportingComponent": "kubelet",
+            "reportingInstance": node,
+            "firstTimestamp": at,
+            "lastTimestamp": at,
+            "count": 1,
+        }
+        url = f"{self.base_url}/api/v1/namespaces/{namespace}/events"
+        async with self.session.post(url, json=event) as response:
+            response.raise_for_status()
 
     async def put_node(self, node: Mapping[str, Any]) -> None:
         """Register the node (create, or take over one of the same name), then set its status."""

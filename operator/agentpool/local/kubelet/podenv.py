@@ -57,7 +57,7 @@ def field_value(path: str, pod: Mapping[str, Any], pod_ip: str) -> str:
     raise EnvError(f"unsupported fieldRef fieldPath {path!r}")
 
 
-def _data(kind: str, obj: Mapping[str, Any]) -> dict[str, str]:
+def object_data(kind: str, obj: Mapping[str, Any]) -> dict[str, str]:
     if kind == "secrets":
         values = {k: base64.b64decode(v).decode() for k, v in (obj.get("data") or {}).items()}
         values.update(obj.get("stringData") or {})
@@ -77,7 +77,7 @@ async def _key_ref(kind: str, ref: Mapping[str, Any], namespace: str, fetch: Fet
         if optional:
             return None
         raise EnvError(f'{label} "{name}" not found')
-    data = _data(kind, obj)
+    data = object_data(kind, obj)
     if key not in data:
         if optional:
             return None
@@ -108,7 +108,7 @@ async def container_env(
                 if ref.get("optional"):
                     continue
                 raise EnvError(f'{kind[:-1]} "{ref.get("name", "")}" not found')
-            env.update({prefix + k: v for k, v in _data(kind, obj).items()})
+            env.update({prefix + k: v for k, v in object_data(kind, obj).items()})
     for item in container.get("env") or []:
         name = item["name"]
         if "valueFrom" not in item:

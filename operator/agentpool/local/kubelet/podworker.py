@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import os
 import signal
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -24,8 +25,17 @@ import aiohttp
 
 from agentpool.local.apiserver.endpoints.logs import LOG_PATH_ANNOTATION
 from agentpool.local.kubeconfig import ApiAccess, write_kubeconfig
-from agentpool.local.kubelet import podenv, podstatus, probes, processes
+from agentpool.local.kubelet import (
+    imageconfig,
+    imagerun,
+    podenv,
+    podstatus,
+    probes,
+    processes,
+    volumes,
+)
 from agentpool.local.kubelet.addresses import AddressPool
+from agentpool.local.kubelet.images import ImageStore, LocalImage
 from agentpool.local.kubelet.podapi import PodApi
 from agentpool.local.kubelet.podstatus import PodObservation, Running, Terminated, Waiting
 
@@ -56,6 +66,7 @@ class Host(Protocol):
     base_env: Mapping[str, str]
     cwd: Path
     access: ApiAccess
+    images: ImageStore | None
 
 
 def now() -> datetime:
@@ -98,6 +109,10 @@ class PodWorker:
         )
         self.running: processes.Running | None = None
         self.ip: str | None = None
+        # The image the container runs from, when the kubelet runs images and has this one.
+        self.image: LocalImage | None = None
+        self._token: str | None = None
+        self._binds: list[volumes.Bind] = []
         self.deleting = asyncio.Event()
         self.gone = False
         self._changed = asyncio.Event()
@@ -146,8 +161,9 @@ class PodWorker:
     async def _live(self) -> None:
         if not await self._bind():
             return
+        self.image = await self._find_image()
         argv = podenv.container_argv(self.container, {})
-        if not argv:
+        if not argv and self.image is None:
             self._publish(
                 state=Waiting(podstatus.NO_LOCAL_COMMAND, podstatus.NO_LOCAL_COMMAND_MESSAGE),
                 phase="Failed",
@@ -192,13 +208,18 @@ class PodWorker:
         env = await self._resolve_env(self.ip)
         if env is None:
             return None
-        argv = processes.resolve_command(podenv.container_argv(self.container, env), env)
         cwd = Path(self.container.get("workingDir") or self.host.cwd)
+        run: Path | None = None
         started = now()
         output_from = processes.output_size(self.log_path)
         try:
-            self.running = await processes.spawn(argv, env=env, cwd=cwd, log_path=self.log_path)
-        except OSError as error:
+            if self.image is None:
+                argv = processes.resolve_command(podenv.container_argv(self.container, env), env)
+                self.running = await processes.spawn(argv, env=env, cwd=cwd, log_path=self.log_path)
+            else:
+                run = imagerun.run_dir(self.log_path.parent, self.observation.container, restarts)
+                self.running = await self._spawn_in_image(self.image, env, self._binds, run)
+        except (OSError, imageconfig.UserError) as error:
             self._publish(restart_count=restarts)
             return Terminated(128, "StartError", started, now(), message=str(error))
         self._publish(
@@ -208,7 +229,11 @@ class PodWorker:
             restart_count=restarts,
             container_id=f"local://{self.running.pgid}",
         )
-        ended = await self._supervise(self.running, env, cwd, started)
+        try:
+            ended = await self._supervise(self.running, env, cwd, started)
+        finally:
+            if run is not None and self.running is None:
+                imagerun.remove_run(run)
         if ended is None:
             return None
         limit = podstatus.FALLBACK_LOG_BYTES
@@ -216,23 +241,107 @@ class PodWorker:
         policy = self.container.get("terminationMessagePolicy") or "File"
         return podstatus.with_termination_message(ended, policy=policy, output_tail=tail)
 
+    async def _spawn_in_image(
+        self, image: LocalImage, env: dict[str, str], binds: list[volumes.Bind], run: Path
+    ) -> processes.Running:
+        """Start the container inside its image, as the image's (or the pod's) user."""
+        assert self.ip is not None
+        launch = imageconfig.merge_image_config(
+            image.config,
+            self.container,
+            pod_env=env,
+            pod_spec=self.pod.get("spec") or {},
+            passwd=image.passwd,
+            group=image.group,
+        )
+        if "KUBECONFIG" in env:
+            kubeconfig = Path(env["KUBECONFIG"])
+            # Readable by the container's user only, at the same path inside as outside.
+            os.chown(kubeconfig, launch.uid, launch.gid)
+            binds = [*binds, volumes.Bind(kubeconfig.parent, str(kubeconfig.parent), True)]
+        return await imagerun.spawn_in_image(
+            image,
+            launch,
+            binds,
+            pod_dir=self.log_path.parent,
+            run=run,
+            hostname=self.name,
+            pod_ip=self.ip,
+            log_path=self.log_path,
+        )
+
+    async def _find_image(self) -> LocalImage | None:
+        """The container's image where the kubelet runs images and has it; an Event says which
+        way the container runs (none when the kubelet runs no images, as before)."""
+        store = self.host.images
+        if store is None:
+            return None
+        reference = str(self.container.get("image") or "")
+        container = self.observation.container
+        reason = store.unusable()
+        image = None
+        if reason is None:
+            try:
+                image = await store.find(reference)
+            except (OSError, ValueError) as error:
+                reason = f"image {reference} could not be used: {error}"
+            else:
+                if image is None:
+                    reason = f"image {reference} is not in local image storage"
+        if image is None:
+            await self._event(
+                "LocalProcess", f"{reason}: running the container's command on the host"
+            )
+            return None
+        await self._event(
+            "Pulled",
+            f'Container image "{reference}" already present on machine: running container '
+            f"{container} from image {image.reference} ({image.digest})",
+        )
+        return image
+
+    async def _event(self, reason: str, message: str) -> None:
+        try:
+            await self.host.api.create_event(
+                self.pod,
+                reason=reason,
+                message=message,
+                node=self.host.node_name,
+                at=now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+                container=self.observation.container,
+            )
+        except aiohttp.ClientError as error:
+            logger.warning("event on pod %s/%s: %s", self.namespace, self.name, error)
+
     async def _resolve_env(self, ip: str) -> dict[str, str] | None:
-        """The container's env, waiting while a Secret or ConfigMap it needs is missing."""
+        """The container's env (over the image's, when it runs from one), waiting while a Secret
+        or ConfigMap it needs is missing; in an image, its volumes are written too (``_binds``)."""
+        base = self.host.base_env
+        if self.image is not None:
+            base = imageconfig.image_env(self.image.config)
         while not self.deleting.is_set():
             try:
                 env = await podenv.container_env(
-                    self.container,
-                    self.pod,
-                    base=self.host.base_env,
-                    pod_ip=ip,
-                    fetch=self.host.api.read,
+                    self.container, self.pod, base=base, pod_ip=ip, fetch=self.host.api.read
                 )
-                return {**env, **await self._credentials()}
+                env = {**env, **await self._credentials()}
+                self._binds = [] if self.image is None else await self._volumes(ip)
+                return env
             except podenv.EnvError as error:
                 self._publish(state=Waiting("CreateContainerConfigError", str(error)))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.deleting.wait(), timeout=self.host.backoff_initial)
         return None
+
+    async def _volumes(self, ip: str) -> list[volumes.Bind]:
+        identity = volumes.PodIdentity(self.pod, ip, self._token, self.host.access.ca_pem or b"")
+        return await volumes.prepare(
+            self.pod,
+            self.container,
+            pod_dir=self.log_path.parent,
+            fetch=self.host.api.read,
+            identity=identity,
+        )
 
     async def _credentials(self) -> dict[str, str]:
         """Where the pod mounts a service-account token: one from the API server, in a kubeconfig
@@ -253,6 +362,7 @@ class PodWorker:
             ) from error
         if token is None:
             raise podenv.EnvError(f'serviceaccount "{account}" not found')
+        self._token = token
         access = ApiAccess(self.host.access.server, self.host.access.ca_pem, token)
         path = self.log_path.parent / "serviceaccount" / "kubeconfig"
         write_kubeconfig(path, access, namespace=self.namespace)
