@@ -10,6 +10,7 @@ blocking client would stall them all. Only :mod:`agentpool.local.kubelet` uses i
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -194,7 +195,7 @@ class PodApi:
         event = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"generateName": f"{name}.", "namespace": namespace},
+            "metadata": {"name": f"{name}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
             "involvedObject": involved,
             "reason": reason,
             "message": message,
