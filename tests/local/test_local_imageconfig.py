@@ -162,6 +162,26 @@ def test_images_are_opt_in() -> None:
     assert images.unusable("/usr/bin/podman", 0) is None
 
 
+@pytest.mark.parametrize(
+    ("annotations", "asks"),
+    [
+        ({images.IMAGE_ANNOTATION: "true"}, True),
+        ({images.IMAGE_ANNOTATION: " True "}, True),
+        ({images.IMAGE_ANNOTATION: "false"}, False),
+        ({images.IMAGE_ANNOTATION: ""}, False),
+        ({"other": "true"}, False),
+        (None, False),
+    ],
+)
+def test_a_pod_asks_for_its_image_by_annotation(
+    annotations: dict[str, str] | None, asks: bool
+) -> None:
+    """A pod annotated run-from-image runs inside its image on a kubelet that runs no other pod
+    that way; any other value, or none, leaves it on the host."""
+    pod = {"metadata": {"name": "p", "annotations": annotations}}
+    assert images.asks_for_image(pod) is asks
+
+
 def test_programs_are_found_in_the_image_not_on_the_host(tmp_path: Path) -> None:
     (tmp_path / "opt" / "venv" / "bin").mkdir(parents=True)
     # A link that points inside the image (absent on the host) still counts.

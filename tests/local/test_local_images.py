@@ -23,6 +23,7 @@ import pytest
 from kubernetes import client
 
 from agentpool.local.kubelet import processes
+from agentpool.local.kubelet.images import IMAGE_ANNOTATION
 from cluster import ClusterThread, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -232,3 +233,50 @@ def test_a_pod_whose_image_is_absent_runs_on_the_host_and_says_so(
     assert _ids(pid) == (os.geteuid(), os.getegid())
     core.delete_namespaced_pod(name, NAMESPACE)
     wait_for(lambda: not Path(f"/proc/{pid}").exists(), 30, message="the process ends")
+
+
+@pytest.fixture(scope="module")
+def plain_core(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A cluster whose kubelet runs every pod on the host unless the pod asks for its image."""
+    thread = ClusterThread(tmp_path_factory.mktemp("plain"), kubelet={"images": False})
+    thread.start()
+    api_client = client.ApiClient(
+        __import__("kubernetes")
+        .config.new_client_from_config(str(thread.cluster.kubeconfig))
+        .configuration
+    )
+    try:
+        yield client.CoreV1Api(api_client)
+    finally:
+        api_client.close()
+        thread.stop()
+
+
+def test_only_a_pod_annotated_so_runs_from_its_image_on_a_kubelet_that_runs_none(
+    plain_core: client.CoreV1Api,
+) -> None:
+    """The annotation is how a test or CI runs chosen pods (the chart's operator, a pool's
+    agents) from the image while the rest of the suite's pods stay on the host."""
+    command = ["python", "-m", "agentpool.agent", "examples/agents/echo.py:agent"]
+    asked, plain = (f"{what}-{uuid.uuid4().hex[:6]}" for what in ("asked", "plain"))
+    for name in (asked, plain):
+        manifest = _pod(name, "agentpool:0.1.0", command)
+        spec = manifest["spec"]
+        spec["containers"][0]["volumeMounts"], spec["volumes"] = [], []
+        if name == asked:
+            manifest["metadata"]["annotations"] = {IMAGE_ANNOTATION: "true"}
+        plain_core.create_namespaced_pod(NAMESPACE, manifest)
+    for name in (asked, plain):
+        wait_for(lambda name=name: _ready(plain_core, name), 90, message=f"pod {name} Ready")
+    roots = {}
+    for name in (asked, plain):
+        ip = _status(plain_core, name).pod_ip
+        pid = wait_for(lambda ip=ip: _leader(ip), 10, message=f"{name}'s process")
+        roots[name] = os.readlink(f"/proc/{pid}/root")
+    assert roots[asked] != "/", roots
+    assert roots[plain] == "/", roots
+    events = _events(plain_core, asked)
+    assert any(reason == "Pulled" for reason, _ in events), events
+    assert _events(plain_core, plain) == []
+    for name in (asked, plain):
+        plain_core.delete_namespaced_pod(name, NAMESPACE)

@@ -46,6 +46,18 @@ class LocalImage:
         return f"sha256:{self.id}"
 
 
+#: A pod annotated so (value "true") runs from its image even where the kubelet does not run every
+#: pod's: a test or a CI job asks it of the pods it means, leaving the rest on the host. A real
+#: kubelet ignores it.
+IMAGE_ANNOTATION = "local.agentpool.dev/run-from-image"
+
+
+def asks_for_image(pod: Mapping[str, Any]) -> bool:
+    """Whether ``pod`` carries :data:`IMAGE_ANNOTATION` set to true."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    return str(annotations.get(IMAGE_ANNOTATION, "")).strip().lower() == "true"
+
+
 def images_enabled(value: bool | None, environ: Mapping[str, str]) -> bool:
     """The kubelet's setting, else ``AGENTPOOL_KUBELET_IMAGES`` (off unless ``1``/``true``)."""
     if value is not None:

@@ -62,7 +62,8 @@ class Kubelet:
     image's root filesystem, with its entrypoint, environment, working directory and user merged
     with the pod's, the pod's volumes mounted (:mod:`agentpool.local.kubelet.imagerun`). Other
     containers run on the host as ever, and an Event on the pod says which way it runs. Off, every
-    container runs on the host and no Event is recorded, as before.
+    container runs on the host and no Event is recorded, as before, except in a pod annotated
+    ``local.agentpool.dev/run-from-image: "true"``, which runs from its image either way.
     """
 
     def __init__(
@@ -99,7 +100,8 @@ class Kubelet:
         self._heartbeat: asyncio.Task[None] | None = None
         self.base_env: Mapping[str, str] = processes.base_env()
         self.addresses = AddressPool()
-        self.images = ImageStore() if images_enabled(images, os.environ) else None
+        self.images = ImageStore()
+        self.images_for_every_pod = images_enabled(images, os.environ)
         self.workers: dict[str, PodWorker] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._run_task: asyncio.Task[None] | None = None
@@ -258,8 +260,7 @@ class Kubelet:
         if self._simulator is not None:
             await self._simulator.stop()
         self.addresses.close()
-        if self.images is not None:
-            await self.images.close()
+        await self.images.close()
         if self._api is not None:
             await self._api.close()
             self._api = None

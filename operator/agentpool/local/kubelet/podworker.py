@@ -35,7 +35,7 @@ from agentpool.local.kubelet import (
     volumes,
 )
 from agentpool.local.kubelet.addresses import AddressPool
-from agentpool.local.kubelet.images import ImageStore, LocalImage
+from agentpool.local.kubelet.images import ImageStore, LocalImage, asks_for_image
 from agentpool.local.kubelet.podapi import PodApi
 from agentpool.local.kubelet.podstatus import PodObservation, Running, Terminated, Waiting
 
@@ -66,7 +66,8 @@ class Host(Protocol):
     base_env: Mapping[str, str]
     cwd: Path
     access: ApiAccess
-    images: ImageStore | None
+    images: ImageStore
+    images_for_every_pod: bool
 
 
 def now() -> datetime:
@@ -274,7 +275,7 @@ class PodWorker:
         """The container's image where the kubelet runs images and has it; an Event says which
         way the container runs (none when the kubelet runs no images, as before)."""
         store = self.host.images
-        if store is None:
+        if not (self.host.images_for_every_pod or asks_for_image(self.pod)):
             return None
         reference = str(self.container.get("image") or "")
         container = self.observation.container
