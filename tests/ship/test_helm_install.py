@@ -5,11 +5,18 @@ This is the README's "Run it on a cluster" path, with the operator's Deployment 
 cluster's own controllers; a real authorizer refuses whatever the chart does not grant, so a run
 that drains proves the grants suffice. The local API server authorizes nothing and runs no
 Deployments, so the test needs a real cluster (``--kubeconfig`` or ``--kube-context``).
+
+With ``AGENTPOOL_TEST_IMAGE`` naming the operator image CI built (``hack/image/build.sh``), the
+chart installs that image and the quickstart pool's agents take it too, both annotated so the local
+kubelet runs them inside it: the operator and the agents then run from the image, not from the
+checkout, and the kubelet's ``Pulled`` Events name its digest (written to
+``AGENTPOOL_IMAGE_REPORT`` for CI's log).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import ssl
 import subprocess
@@ -20,8 +27,10 @@ from urllib.parse import urlsplit
 
 import helm_python as helm
 import pytest
+import yaml
 
 from agentpool.local.apiserver import LOG_PATH_ANNOTATION
+from agentpool.local.kubelet.images import IMAGE_ANNOTATION
 from chart.rendering import CHART_DIR
 from cluster import ClusterHandle, Kubectl, wait_for
 from ship.scenario import free_port
@@ -31,6 +40,43 @@ pytestmark = [pytest.mark.kubectl, pytest.mark.cluster, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 RELEASE = "agentpool"
 RELEASE_NAMESPACE = "agentpool-system"
+BUILT_IMAGE = os.environ.get("AGENTPOOL_TEST_IMAGE", "")
+
+
+def _image_values() -> dict[str, Any]:
+    """The chart's values that run the operator from the built image, if one is named."""
+    if not BUILT_IMAGE:
+        return {}
+    repository, _, tag = BUILT_IMAGE.rpartition(":")
+    return {
+        "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
+        "podAnnotations": {IMAGE_ANNOTATION: "true"},
+    }
+
+
+def _quickstart() -> str:
+    """The quickstart's manifests, its pool's agents on the built image where one is named."""
+    documents = []
+    for path in sorted((REPO / "examples" / "quickstart").glob("*.yaml")):
+        for document in yaml.safe_load_all(path.read_text()):
+            if document and document["kind"] == "AgentPool" and BUILT_IMAGE:
+                document["spec"]["image"] = BUILT_IMAGE
+                metadata = document["spec"]["template"].setdefault("metadata", {})
+                metadata.setdefault("annotations", {})[IMAGE_ANNOTATION] = "true"
+            if document:
+                documents.append(document)
+    return yaml.safe_dump_all(documents)
+
+
+def _ran_from_image(kubectl: Kubectl, namespace: str, pod: str) -> str:
+    """The kubelet's word that ``pod`` ran from the built image: its Pulled Event's message."""
+    events = kubectl.json(
+        "get", "events", "-n", namespace, "--field-selector", f"involvedObject.name={pod}"
+    )["items"]
+    pulled = [e["message"] for e in events if e.get("reason") == "Pulled"]
+    assert pulled, [(e.get("reason"), e.get("message")) for e in events]
+    assert f"from image {BUILT_IMAGE} (sha256:" in pulled[0], pulled
+    return pulled[0]
 
 
 def _operator_pods(kubectl: Kubectl) -> list[dict[str, Any]]:
@@ -121,7 +167,8 @@ def test_chart_operator_runs_the_quickstart_under_its_own_rbac(
                     "metrics": {"enabled": True, "port": free_port()},
                     # The gateway on the pod's own loopback address, as servers here listen.
                     "gateway": {"port": free_port(), "host": "$(POD_IP)"},
-                },
+                }
+                | _image_values(),
                 namespace=RELEASE_NAMESPACE,
                 create_namespace=True,
                 timeout=120,
@@ -157,7 +204,7 @@ def test_chart_operator_runs_the_quickstart_under_its_own_rbac(
             f"system:serviceaccount:{RELEASE_NAMESPACE}:agentpool"
         )
 
-        kubectl("apply", "-n", namespace, "-f", str(REPO / "examples" / "quickstart"))
+        kubectl("apply", "-n", namespace, "-f", "-", input=_quickstart())
         kubectl(
             "wait",
             "-n",
@@ -178,6 +225,19 @@ def test_chart_operator_runs_the_quickstart_under_its_own_rbac(
             "40",
         ]
         _call_through_the_gateway(kubectl, namespace, pod)
+        if BUILT_IMAGE:
+            agents = kubectl.json("get", "pods", "-n", namespace, "-l", "agentpool.dev/pool")
+            report = [
+                f"operator pod {pod['metadata']['name']}: "
+                + _ran_from_image(kubectl, RELEASE_NAMESPACE, pod["metadata"]["name"])
+            ]
+            assert agents["items"], "the quickstart pool has no agent pods"
+            for agent in agents["items"]:
+                name = agent["metadata"]["name"]
+                report.append(f"agent pod {name}: " + _ran_from_image(kubectl, namespace, name))
+            destination = os.environ.get("AGENTPOOL_IMAGE_REPORT")
+            if destination:
+                Path(destination).write_text("\n".join(report) + "\n")
         log = log_path.read_text(errors="replace")
         assert "Forbidden" not in log, log[-3000:]
     finally:
