@@ -28,24 +28,11 @@ from agentpool.io.agents import AgentClient
 from agentpool.io.kube import Conflict, Kube, NotFound
 from agentpool.pool import ObservedAgent, PoolPolicy
 from agentpool.runs import Clock
+from clocks import LoopClock
 
 POOL_TOKEN = "pool-token-0c7d2e"
 NAMESPACE = "ns"
-#: Where the lease tests' wall time starts, in seconds since the epoch.
-EPOCH = 1_700_000_000.0
-
 T = TypeVar("T")
-
-
-class LoopClock:
-    """Wall time that runs with the event loop's clock, from :data:`EPOCH`: the handlers' terms
-    and the sleeps they wait them out with pass together, on looptime's fake time too."""
-
-    def now(self) -> float:
-        return EPOCH + asyncio.get_running_loop().time()
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(max(0.0, seconds))
 
 
 @dataclass
