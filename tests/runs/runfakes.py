@@ -1,22 +1,19 @@
-"""Fakes for the run engine's injected parts: a virtual clock, a broker, an agent client, a sink,
-and a journal whose operator can be killed.
+"""Fakes for the run engine's injected parts: a broker, an agent client, a sink, and a journal
+whose operator can be killed.
 
-The clock is virtual: time moves only when every task is waiting, and then straight to the next
-sleeper's deadline, so call durations, back-offs and status intervals cost no real time and the
-order of events is the same on every run.
+They go by the clock they are given, the tests' :class:`clocks.LoopClock`: on a test marked
+``looptime``, time moves only when every task is waiting, and then straight to the next timer,
+so call durations, back-offs and status intervals cost no real time.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import dataclasses
-import heapq
-import itertools
 import json
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +32,6 @@ from agentpool.io.journal import FileJournal
 from agentpool.pool.checkin import PoolExhausted, PoolNotFound
 from agentpool.runs.config import RunConfig, config_from_spec
 from agentpool.runs.contracts import CheckoutTerms, Clock, SystemClock
-from agentpool.runs.ending import RunEnd
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.journaling import Recorder
 from agentpool.runs.reporting import Reporter
@@ -51,68 +47,12 @@ def stored(status: dict[str, Any]) -> PoolRunStatus:
     return parse_spec(PoolRunStatus, status, root="status")
 
 
-class FakeClock:
-    """Virtual time that jumps to the next deadline once the event loop has nothing to run."""
-
-    def __init__(self, start: float = 1_700_000_000.0) -> None:
-        self._now = start
-        self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
-        self._seq = itertools.count()
-
-    def now(self) -> float:
-        return self._now
-
-    async def sleep(self, seconds: float) -> None:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        heapq.heappush(self._sleepers, (self._now + max(0.0, seconds), next(self._seq), future))
-        await future
-
-    async def advance(self) -> None:
-        """Run forever: whenever the loop is idle, wake the earliest sleepers."""
-        loop = asyncio.get_running_loop()
-        while True:
-            # The loop's ready queue is empty only when every other task is waiting.
-            while loop._ready:  # type: ignore[attr-defined]  # noqa: ASYNC110 (yield, not wait)
-                await asyncio.sleep(0)
-            while self._sleepers and self._sleepers[0][2].done():
-                heapq.heappop(self._sleepers)
-            if not self._sleepers:
-                # Something waits on real I/O (an HTTP test); give it real time.
-                await asyncio.sleep(0.001)
-                continue
-            deadline = self._sleepers[0][0]
-            self._now = max(self._now, deadline)
-            while self._sleepers and self._sleepers[0][0] <= deadline:
-                _, _, future = heapq.heappop(self._sleepers)
-                if not future.done():
-                    future.set_result(None)
-            await asyncio.sleep(0)
-
-
-@contextlib.asynccontextmanager
-async def running(clock: FakeClock) -> AsyncIterator[None]:
-    task = asyncio.ensure_future(clock.advance())
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
-async def run_engine(engine: RunEngine, clock: FakeClock) -> RunEnd:
-    async with running(clock):
-        return await engine.run()
-
-
-async def run_until_crash(engine: RunEngine, clock: FakeClock, crashed: asyncio.Event) -> None:
+async def run_until_crash(engine: RunEngine, crashed: asyncio.Event) -> None:
     """Run ``engine`` until ``crashed`` is set, then stop it mid-run, as a killed operator."""
-    async with running(clock):
-        task = asyncio.ensure_future(engine.run())
-        await crashed.wait()
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    task = asyncio.ensure_future(engine.run())
+    await crashed.wait()
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
 
 
 @dataclass
@@ -127,7 +67,7 @@ class FakeDispatcher:
     As the operator's does, a checkout from a pool that does not exist says so through its
     ``waiting`` at once, then waits up to its timeout for the pool (:meth:`add_pool`)."""
 
-    def __init__(self, clock: FakeClock, pools: dict[str, int]) -> None:
+    def __init__(self, clock: Clock, pools: dict[str, int]) -> None:
         self._clock = clock
         self.pools: dict[str, int] = {}
         self.idle: dict[str, list[str]] = {}
@@ -214,7 +154,7 @@ def echo(duration: float = 0.1) -> Behaviour:
 class FakeInvoker:
     """An agent client whose agents behave as ``behaviour`` says; it counts every call."""
 
-    clock: FakeClock
+    clock: Clock
     behaviour: Behaviour
     calls: list[tuple[str, int, str]] = field(default_factory=list)
     runs: dict[str, int] = field(default_factory=dict)

@@ -16,7 +16,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from runfakes import (
     Dispatching,
-    FakeClock,
     FakeDispatcher,
     FakeInvoker,
     FakeSink,
@@ -24,7 +23,6 @@ from runfakes import (
     crash_after,
     echo,
     run_config,
-    run_engine,
     run_shared,
     run_until_crash,
     stored,
@@ -39,6 +37,10 @@ from agentpool.runs.results import iter_results
 from agentpool.runs.sources import DONE, NOT_READY, Batch, Signal, SourceError, read_answer
 from agentpool.runs.status import RunLedger
 from agentpool.settings import RunSettings
+from clocks import LoopClock
+
+#: Calls, back-offs and status intervals pass on looptime's fake loop time.
+pytestmark = pytest.mark.looptime
 
 URL = "http://source.test/next"
 
@@ -153,7 +155,7 @@ class Batches:
 
 
 def engine_over(
-    source: Batches, clock: FakeClock, sink: FakeSink, *, cap: int, **more: Any
+    source: Batches, clock: LoopClock, sink: FakeSink, *, cap: int, **more: Any
 ) -> tuple[RunEngine, FakeInvoker]:
     invoker = FakeInvoker(clock, echo())
     config = run_config("run", pool="workers", item_id="id", cap=cap, failures="Report")
@@ -174,9 +176,9 @@ async def test_a_batched_run_asks_for_up_to_twice_its_cap_and_runs_every_item() 
     more than cap at once."""
     values = [{"id": f"b{n}"} for n in range(100)]
     source = Batches(values)
-    clock, sink = FakeClock(), FakeSink()
+    clock, sink = LoopClock(), FakeSink()
     engine, invoker = engine_over(source, clock, sink, cap=8)
-    outcome = await run_engine(engine, clock)
+    outcome = await engine.run()
     assert (outcome.phase, outcome.result) == ("Succeeded", "Drained")
     assert sink.status["succeeded"] == 100
     assert sorted(invoker.runs) == sorted(v["id"] for v in values)
@@ -192,9 +194,9 @@ async def test_an_answer_over_the_limit_loses_nothing() -> None:
     than cap at once."""
     values = [{"id": f"b{n}"} for n in range(30)]
     source = Batches(values, extra=5)
-    clock, sink = FakeClock(), FakeSink()
+    clock, sink = LoopClock(), FakeSink()
     engine, invoker = engine_over(source, clock, sink, cap=2)
-    await run_engine(engine, clock)
+    await engine.run()
     assert sink.status["succeeded"] == 30
     assert invoker.most_active <= 2
 
@@ -203,9 +205,9 @@ async def test_a_duplicate_id_in_a_batch_fails_alone() -> None:
     """Items of a batch are named as single items are: a duplicate id fails that item only."""
     values = [{"id": "a"}, {"id": "b"}, {"id": "a"}, {"id": "c"}]
     source = Batches(values)
-    clock, sink = FakeClock(), FakeSink()
+    clock, sink = LoopClock(), FakeSink()
     engine, _ = engine_over(source, clock, sink, cap=4)
-    await run_engine(engine, clock)
+    await engine.run()
     assert set(sink.status["items"]) == {"a", "b", "c"}
     assert [f["reason"] for f in sink.status["failures"].values()] == ["DuplicateId"]
 
@@ -235,7 +237,7 @@ async def test_items_taken_ahead_run_again_after_a_crash_as_first_attempts(
     waiting, which no agent saw, run as their first attempt. Nothing taken is lost."""
     values = [{"id": f"b{n:03}"} for n in range(120)]
     source = Batches(values)
-    clock, sink = FakeClock(), FakeSink()
+    clock, sink = LoopClock(), FakeSink()
     journal = KilledJournal(tmp_path / "run")
     crashed = asyncio.Event()
     first, invoker = engine_over(source, clock, sink, cap=4, journal=journal)
@@ -249,7 +251,7 @@ async def test_items_taken_ahead_run_again_after_a_crash_as_first_attempts(
             at_crash["called"] = {key for key, _, _ in invoker.calls}
 
     invoker.on_call = kill
-    await run_until_crash(first, clock, crashed)
+    await run_until_crash(first, crashed)
     waiting = set(at_crash["given"]) - at_crash["called"]
     assert waiting, "no item of a batch was waiting at the crash"
 
@@ -270,7 +272,7 @@ async def test_items_taken_ahead_run_again_after_a_crash_as_first_attempts(
         configmaps=configmaps,
         journal=FileJournal(tmp_path / "run"),
     )
-    outcome = await run_engine(second, clock)
+    outcome = await second.run()
     assert outcome.result == "Drained"
     ids = [r["id"] for r in iter_results(sink.status, sink.result_configmaps())]
     assert sorted(ids) == sorted(value["id"] for value in values)
@@ -317,7 +319,7 @@ async def test_a_batched_http_source_runs_over_one_kept_connection(
     """Through the HTTP source, each request says how many items it may take ("max"), the
     service answers that many, every item runs, and every request goes over one connection."""
     url, state = batch_service
-    clock, sink = FakeClock(), FakeSink()
+    clock, sink = LoopClock(), FakeSink()
     engine = RunEngine(
         run_config("run", pool="workers", item_id="id", cap=4),
         source=HttpItemSource(SourceClient(url)),
@@ -325,7 +327,7 @@ async def test_a_batched_http_source_runs_over_one_kept_connection(
         sink=sink,
         clock=clock,
     )
-    await run_engine(engine, clock)
+    await engine.run()
     assert sink.status["succeeded"] == 50
     assert all(1 <= ask["max"] <= 8 for ask in state["asks"])
     assert "active" in state["asks"][0]

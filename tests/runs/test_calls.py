@@ -12,13 +12,11 @@ from typing import Any
 import pytest
 from runfakes import (
     Dispatching,
-    FakeClock,
     FakeDispatcher,
     FakeInvoker,
     Result,
     echo,
     run_config,
-    running,
 )
 
 from agentpool.broker import Broker
@@ -27,6 +25,10 @@ from agentpool.pool.checkin import CheckinOutcome
 from agentpool.runs.backlog import Work
 from agentpool.runs.calls import OUTPUT_MAX, AgentCalls, Verdict, judge
 from agentpool.runs.contracts import CheckoutTerms, HeldAgent
+from clocks import LoopClock
+
+#: Calls, back-offs and status intervals pass on looptime's fake loop time.
+pytestmark = pytest.mark.looptime
 
 BIG = "x" * OUTPUT_MAX
 
@@ -68,7 +70,7 @@ def test_an_answer_becomes_a_verdict(result: Result, verdict: Verdict) -> None:
     assert judge(result) == verdict
 
 
-def caller(clock: FakeClock, dispatcher: FakeDispatcher, invoker: Any, **config: Any) -> AgentCalls:
+def caller(clock: LoopClock, dispatcher: FakeDispatcher, invoker: Any, **config: Any) -> AgentCalls:
     return AgentCalls(
         run_config("run", pool="workers", input={"k": 1}, **config),
         dispatcher=Dispatching(dispatcher, invoker),
@@ -77,14 +79,13 @@ def caller(clock: FakeClock, dispatcher: FakeDispatcher, invoker: Any, **config:
 
 async def test_the_agent_is_handed_the_envelope_of_the_agent_protocol() -> None:
     """The agent gets the item's id, the item, the run's input, the attempt and the run."""
-    clock = FakeClock()
+    clock = LoopClock()
     dispatcher = FakeDispatcher(clock, {"workers": 1})
     invoker = FakeInvoker(clock, echo())
     calls = caller(clock, dispatcher, invoker)
     work = Work(key="a", index=0, value={"n": 1}, pool="workers", attempt=2)
-    async with running(clock):
-        checkout = await calls.checkout(work)
-        verdict = await calls.call(work, checkout)
+    checkout = await calls.checkout(work)
+    verdict = await calls.call(work, checkout)
     assert invoker.envelopes == [
         {"id": "a", "item": {"n": 1}, "input": {"k": 1}, "attempt": 2, "run": "run"}
     ]
@@ -96,16 +97,15 @@ async def test_the_agent_is_handed_the_envelope_of_the_agent_protocol() -> None:
 async def test_a_retry_goes_to_another_agent_when_one_is_free() -> None:
     """The agent that failed the last attempt goes back untouched when another is free; with
     none free the retry goes to it again."""
-    clock = FakeClock()
+    clock = LoopClock()
     dispatcher = FakeDispatcher(clock, {"workers": 2})
     calls = caller(clock, dispatcher, FakeInvoker(clock, echo()))
     # The fake hands out its idle agents last first: workers-1, then workers-0.
     work = Work(key="a", index=0, value={}, pool="workers", attempt=2, last_agent="workers-1")
-    async with running(clock):
-        checkout = await calls.checkout(work)
-        assert checkout.agent == "workers-0"
-        assert dispatcher.checkins == [("workers-1", "unused")]
-        again = await calls.checkout(Work("b", 1, {}, "workers", last_agent="workers-1"))
+    checkout = await calls.checkout(work)
+    assert checkout.agent == "workers-0"
+    assert dispatcher.checkins == [("workers-1", "unused")]
+    again = await calls.checkout(Work("b", 1, {}, "workers", last_agent="workers-1"))
     assert again.agent == "workers-1", "no other agent free: the same one"
 
 
@@ -116,12 +116,11 @@ async def test_an_agent_client_error_costs_an_attempt_and_the_agent() -> None:
         async def invoke(self, *args: Any, **kwargs: Any) -> Result:
             raise RuntimeError("bug")
 
-    clock = FakeClock()
+    clock = LoopClock()
     dispatcher = FakeDispatcher(clock, {"workers": 1})
     calls = caller(clock, dispatcher, Broken())
     work = Work(key="a", index=0, value={}, pool="workers")
-    async with running(clock):
-        verdict = await calls.call(work, await calls.checkout(work))
+    verdict = await calls.call(work, await calls.checkout(work))
     assert (verdict.ok, verdict.reason, verdict.message) == (
         False,
         "CallFailed",
@@ -132,17 +131,16 @@ async def test_an_agent_client_error_costs_an_attempt_and_the_agent() -> None:
 
 async def test_a_call_stopped_midway_gives_its_agent_back_lost() -> None:
     """An operator stopping mid-call does not keep the agent checked out: its state is unknown."""
-    clock = FakeClock()
+    clock = LoopClock()
     dispatcher = FakeDispatcher(clock, {"workers": 1})
     calls = caller(clock, dispatcher, FakeInvoker(clock, echo(duration=60.0)))
     work = Work(key="a", index=0, value={}, pool="workers")
-    async with running(clock):
-        checkout = await calls.checkout(work)
-        task = asyncio.ensure_future(calls.call(work, checkout))
-        await asyncio.sleep(0)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+    checkout = await calls.checkout(work)
+    task = asyncio.ensure_future(calls.call(work, checkout))
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
     assert dispatcher.checkins == [("workers-0", "lost")]
 
 
@@ -163,7 +161,7 @@ class BrokerDispatcher:
         self.broker.checkin(checkout, outcome)
 
 
-def slotted_broker(clock: FakeClock, names: list[str], strategy: str = "LIFO") -> Broker:
+def slotted_broker(clock: LoopClock, names: list[str], strategy: str = "LIFO") -> Broker:
     broker = Broker(
         "workers",
         PoolPolicy(min_size=len(names), max_size=len(names), slots=4, strategy=strategy),  # type: ignore[arg-type]
@@ -178,7 +176,7 @@ async def test_a_retry_goes_to_another_agent_with_several_slots(strategy: str) -
     """Two agents of four slots: a retry of an item that failed on one goes to the other, though
     the strategy would hand the failing agent out again for its free slots; the first agent is
     given back unused, so its failure streak stands."""
-    clock = FakeClock()
+    clock = LoopClock()
     broker = slotted_broker(clock, ["w-0", "w-1"], strategy)
     dispatcher = BrokerDispatcher(broker)
     calls = caller(clock, dispatcher, FakeInvoker(clock, echo()))  # type: ignore[arg-type]
@@ -195,7 +193,7 @@ async def test_a_retry_goes_to_another_agent_with_several_slots(strategy: str) -
 async def test_a_retry_on_the_only_agent_takes_one_slot_of_it() -> None:
     """With no other agent, the retry goes to the same one, holding one slot: the slots tried on
     the way are given back."""
-    clock = FakeClock()
+    clock = LoopClock()
     broker = slotted_broker(clock, ["w-0"])
     dispatcher = BrokerDispatcher(broker)
     calls = caller(clock, dispatcher, FakeInvoker(clock, echo()))  # type: ignore[arg-type]

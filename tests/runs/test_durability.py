@@ -11,14 +11,12 @@ import pytest
 from runfakes import (
     Behaviour,
     Dispatching,
-    FakeClock,
     FakeDispatcher,
     FakeInvoker,
     FakeSink,
     Result,
     echo,
     run_config,
-    run_engine,
     run_until_crash,
     stored,
 )
@@ -29,6 +27,10 @@ from agentpool.runs.engine import RunEngine
 from agentpool.runs.results import iter_results
 from agentpool.runs.sources import inline_source
 from agentpool.settings import RunSettings
+from clocks import LoopClock
+
+#: Calls, back-offs and status intervals pass on looptime's fake loop time.
+pytestmark = pytest.mark.looptime
 
 
 def varied(envelope: EnvelopeBody, agent: str) -> tuple[float, Result]:
@@ -53,7 +55,7 @@ async def test_a_crashed_run_resumes_without_running_recorded_items_again(
     at most cap of them; in the end every item is recorded once."""
     items = [{"id": f"i{n}", "n": n} for n in range(count)]
     config = run_config("run", pool="workers", item_id="id", cap=cap)
-    clock = FakeClock()
+    clock = LoopClock()
     sink = FakeSink()
     crashed = asyncio.Event()
     invoker = FakeInvoker(clock, behaviour)
@@ -74,7 +76,7 @@ async def test_a_crashed_run_resumes_without_running_recorded_items_again(
         sink=sink,
         clock=clock,
     )
-    await run_until_crash(first, clock, crashed)
+    await run_until_crash(first, crashed)
 
     written = copy.deepcopy(sink.status)
     recorded_at_crash = {record["id"] for record in iter_results(written, [])}
@@ -95,7 +97,7 @@ async def test_a_crashed_run_resumes_without_running_recorded_items_again(
         status=stored(written),
         configmaps=copy.deepcopy(sink.configmaps),
     )
-    outcome = await run_engine(second, clock)
+    outcome = await second.run()
 
     assert (outcome.phase, outcome.result) == ("Succeeded", "Drained")
     assert sink.status["succeeded"] == count
@@ -115,7 +117,7 @@ async def test_a_crashed_run_resumes_without_running_recorded_items_again(
 async def test_500_items_cost_at_most_30_status_writes() -> None:
     """500 items with calls of 0.2 to 0.9 s and cap 20 are written in at most 30 status writes."""
     items = [{"id": f"i{n}", "n": n} for n in range(500)]
-    clock = FakeClock()
+    clock = LoopClock()
     sink = FakeSink()
     engine = RunEngine(
         run_config("run", pool="workers", item_id="id", cap=20),
@@ -124,7 +126,7 @@ async def test_500_items_cost_at_most_30_status_writes() -> None:
         sink=sink,
         clock=clock,
     )
-    outcome = await run_engine(engine, clock)
+    outcome = await engine.run()
     assert outcome.result == "Drained"
     assert sink.status["succeeded"] == 500
     assert sink.writes <= 30, sink.writes
@@ -134,7 +136,7 @@ async def test_writes_are_at_least_an_interval_apart() -> None:
     """While dispatch does not wait on a write, no two status writes of a running run are closer
     than the status interval."""
     times: list[float] = []
-    clock = FakeClock()
+    clock = LoopClock()
 
     class TimedSink(FakeSink):
         async def write(self, patch: RawRunStatus) -> None:
@@ -154,7 +156,7 @@ async def test_writes_are_at_least_an_interval_apart() -> None:
         configmaps={},
         settings=RunSettings(status_interval_seconds=2.0),
     )
-    await run_engine(engine, clock)
+    await engine.run()
     # The last write, at the end, is not held back.
     gaps = [later - earlier for earlier, later in itertools.pairwise(times[:-1])]
     assert gaps
@@ -168,7 +170,7 @@ async def test_short_items_held_by_the_rerun_limit_do_not_wait_for_the_interval(
     than cap items unwritten."""
     times: list[float] = []
     unwritten: list[int] = []
-    clock = FakeClock()
+    clock = LoopClock()
 
     class TimedSink(FakeSink):
         async def write(self, patch: RawRunStatus) -> None:
@@ -190,7 +192,7 @@ async def test_short_items_held_by_the_rerun_limit_do_not_wait_for_the_interval(
         len(set(invoker.runs) - set(sink.status.get("items", {})))
     )
     started = clock.now()
-    outcome = await run_engine(engine, clock)
+    outcome = await engine.run()
     assert outcome.result == "Drained"
     assert sink.status["succeeded"] == 200
     assert clock.now() - started < 4.0
@@ -209,7 +211,7 @@ async def test_20000_items_with_2_kib_outputs_keep_status_small() -> None:
         n = envelope["item"]["n"]
         return 0.5, Result(ok=True, output={"n": n, "text": f"{n:05d}" * 400})
 
-    clock = FakeClock()
+    clock = LoopClock()
     sink = FakeSink()
     engine = RunEngine(
         run_config("big", pool="workers", item_id="id", cap=200),
@@ -218,7 +220,7 @@ async def test_20000_items_with_2_kib_outputs_keep_status_small() -> None:
         sink=sink,
         clock=clock,
     )
-    outcome = await run_engine(engine, clock)
+    outcome = await engine.run()
     assert outcome.result == "Drained"
     assert sink.largest_status < 256 * 1024
     assert sink.status["succeeded"] == 20_000
@@ -241,7 +243,7 @@ async def test_an_output_over_4_kib_goes_to_a_configmap() -> None:
     def sized(envelope: EnvelopeBody, agent: str) -> tuple[float, Result]:
         return 0.1, Result(ok=True, output="x" * envelope["item"]["size"])
 
-    clock = FakeClock()
+    clock = LoopClock()
     sink = FakeSink()
     engine = RunEngine(
         run_config("run", pool="workers", item_id="id", cap=2),
@@ -250,7 +252,7 @@ async def test_an_output_over_4_kib_goes_to_a_configmap() -> None:
         sink=sink,
         clock=clock,
     )
-    await run_engine(engine, clock)
+    await engine.run()
     assert set(sink.status["items"]) == {"small"}
     assert sink.status["resultRefs"] == [{"name": "run-results-0", "outputs": 1, "failures": 0}]
     records = {r["id"]: r for r in iter_results(sink.status, sink.result_configmaps())}
@@ -261,7 +263,7 @@ async def test_an_output_over_4_kib_goes_to_a_configmap() -> None:
 async def test_items_that_finish_during_a_status_write_are_written_later() -> None:
     """An item that finishes while a status write is on its way is written by a later one: the
     run drains rather than waiting forever with results no write will ever carry."""
-    clock = FakeClock()
+    clock = LoopClock()
 
     class SlowSink(FakeSink):
         async def write(self, patch: RawRunStatus) -> None:
@@ -280,7 +282,8 @@ async def test_items_that_finish_during_a_status_write_are_written_later() -> No
         clock=clock,
         settings=RunSettings(held_write_gap_seconds=0.1),
     )
-    async with asyncio.timeout(10):
-        outcome = await run_engine(engine, clock)
+    # On loop time: the run takes 12.7 s of it; a run that waits forever meets this at once.
+    async with asyncio.timeout(60):
+        outcome = await engine.run()
     assert outcome.result == "Drained"
     assert sink.status["succeeded"] == 200

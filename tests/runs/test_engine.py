@@ -6,20 +6,19 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+import looptime
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from runfakes import (
     Behaviour,
     Dispatching,
-    FakeClock,
     FakeDispatcher,
     FakeInvoker,
     FakeSink,
     Result,
     echo,
     run_config,
-    run_engine,
-    running,
 )
 
 from agentpool.agent.envelopes import EnvelopeBody
@@ -27,6 +26,10 @@ from agentpool.api import Routes
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.results import iter_results
 from agentpool.runs.sources import inline_source
+from clocks import LoopClock
+
+#: Calls, back-offs and status intervals pass on looptime's fake loop time.
+pytestmark = pytest.mark.looptime
 
 
 def build(
@@ -35,8 +38,8 @@ def build(
     behaviour: Behaviour | None = None,
     pools: dict[str, int] | None = None,
     **settings: Any,
-) -> tuple[RunEngine, FakeClock, FakeDispatcher, FakeInvoker, FakeSink]:
-    clock = FakeClock()
+) -> tuple[RunEngine, LoopClock, FakeDispatcher, FakeInvoker, FakeSink]:
+    clock = LoopClock()
     settings.setdefault("pool", "workers")
     config = run_config("run", **settings)
     dispatcher = FakeDispatcher(clock, pools if pools is not None else {"workers": 8})
@@ -66,8 +69,8 @@ def fail_marked(duration: float = 0.1) -> Behaviour:
 async def test_200_items_cap_8_drain_with_every_output_by_id() -> None:
     """200 items through a pool of 8 with cap 8 end Drained with each item's own output."""
     items = [{"id": f"item-{n}", "n": n} for n in range(200)]
-    engine, clock, dispatcher, invoker, sink = build(items, cap=8, item_id="id")
-    outcome = await run_engine(engine, clock)
+    engine, _, dispatcher, invoker, sink = build(items, cap=8, item_id="id")
+    outcome = await engine.run()
     assert (outcome.phase, outcome.result) == ("Succeeded", "Drained")
     status = sink.status
     assert status["phase"] == "Succeeded"
@@ -88,8 +91,8 @@ async def test_200_items_cap_8_drain_with_every_output_by_id() -> None:
 async def test_five_of_fifty_failing_fail_the_run_under_fail() -> None:
     """Under the Fail policy, 5 failed items of 50 fail the run with "5 of 50 items failed"."""
     items = [{"id": f"i{n}", "fail": n % 10 == 3} for n in range(50)]
-    engine, clock, _, _, sink = build(items, cap=4, item_id="id", behaviour=fail_marked())
-    outcome = await run_engine(engine, clock)
+    engine, _, _, _, sink = build(items, cap=4, item_id="id", behaviour=fail_marked())
+    outcome = await engine.run()
     assert outcome.phase == "Failed"
     assert sink.status["phase"] == "Failed"
     assert sink.status["result"] == "Drained"
@@ -104,10 +107,10 @@ async def test_five_of_fifty_failing_are_reported_under_report() -> None:
     """Under Report, the run succeeds Drained and each failure has reason, message, attempts,
     agent."""
     items = [{"id": f"i{n}", "fail": n % 10 == 3} for n in range(50)]
-    engine, clock, _, _, sink = build(
+    engine, _, _, _, sink = build(
         items, cap=4, item_id="id", failures="Report", behaviour=fail_marked()
     )
-    outcome = await run_engine(engine, clock)
+    outcome = await engine.run()
     assert (outcome.phase, outcome.result) == ("Succeeded", "Drained")
     assert sink.status["phase"] == "Succeeded"
     failures = sink.status["failures"]
@@ -129,10 +132,10 @@ async def test_an_item_failing_once_succeeds_on_its_second_attempt() -> None:
         return 0.1, Result(ok=True, output=envelope["attempt"])
 
     items = [{"id": "a"}, {"id": "b"}, {"id": "c"}]
-    engine, clock, _, invoker, sink = build(
+    engine, _, _, invoker, sink = build(
         items, item_id="id", max_attempts=2, backoff_seconds=1.0, behaviour=flaky_once
     )
-    outcome = await run_engine(engine, clock)
+    outcome = await engine.run()
     assert outcome.phase == "Succeeded"
     assert sink.status["items"]["b"] == 2
     assert sink.status["retries"] == 1
@@ -148,7 +151,7 @@ async def test_an_item_failing_every_attempt_records_its_attempts() -> None:
         [{"fail": True}], max_attempts=3, backoff_seconds=2.0, behaviour=fail_marked()
     )
     start = clock.now()
-    await run_engine(engine, clock)
+    await engine.run()
     assert sink.status["failures"]["0"]["attempts"] == 3
     assert sink.status["retries"] == 2
     assert [attempt for _, attempt, _ in invoker.calls] == [1, 2, 3]
@@ -158,8 +161,8 @@ async def test_an_item_failing_every_attempt_records_its_attempts() -> None:
 
 async def test_missing_pool_deadlocks_naming_the_pool() -> None:
     """A run whose pool does not exist ends Deadlocked, its message naming the missing pool."""
-    engine, clock, _, invoker, sink = build([1, 2, 3], pools={})
-    outcome = await run_engine(engine, clock)
+    engine, _, _, invoker, sink = build([1, 2, 3], pools={})
+    outcome = await engine.run()
     assert outcome.result == "Deadlocked"
     assert sink.status["result"] == "Deadlocked"
     assert sink.status["phase"] == "Failed"
@@ -176,7 +179,7 @@ async def test_checkout_timeout_with_nothing_in_flight_deadlocks() -> None:
         list(range(5)), cap=2, pools={"workers": 0}, checkout_timeout_seconds=30
     )
     start = clock.now()
-    outcome = await run_engine(engine, clock)
+    outcome = await engine.run()
     assert outcome.result == "Deadlocked"
     assert 'pool "workers" exhausted after 30s' in sink.status["message"]
     assert clock.now() - start >= 30
@@ -186,14 +189,14 @@ async def test_checkout_timeout_with_nothing_in_flight_deadlocks() -> None:
 
 async def test_checkout_timeout_while_items_run_waits_for_them() -> None:
     """A checkout that times out while other items hold agents waits again, not deadlocks."""
-    engine, clock, _, _, sink = build(
+    engine, _, _, _, sink = build(
         list(range(6)),
         cap=4,
         pools={"workers": 1},
         checkout_timeout_seconds=1,
         behaviour=echo(duration=3.0),
     )
-    outcome = await run_engine(engine, clock)
+    outcome = await engine.run()
     assert (outcome.phase, outcome.result) == ("Succeeded", "Drained")
     assert sink.status["succeeded"] == 6
 
@@ -207,7 +210,7 @@ async def test_routes_send_items_to_their_pools_and_unrouted_items_fail() -> Non
         {"id": "r2", "role": "researcher"},
     ]
     routes = Routes(field="role", pools={"researcher": "research", "coder": "code"})
-    engine, clock, _, invoker, sink = build(
+    engine, _, _, invoker, sink = build(
         items,
         pool=None,
         routes=routes,
@@ -216,7 +219,7 @@ async def test_routes_send_items_to_their_pools_and_unrouted_items_fail() -> Non
         failures="Report",
         pools={"research": 2, "code": 2},
     )
-    await run_engine(engine, clock)
+    await engine.run()
     agents = {key: agent for key, _, agent in invoker.calls}
     assert agents["r1"].startswith("research-")
     assert agents["r2"].startswith("research-")
@@ -230,8 +233,8 @@ async def test_routes_send_items_to_their_pools_and_unrouted_items_fail() -> Non
 async def test_duplicate_ids_fail_only_the_duplicate() -> None:
     """A second item with an id already used fails as DuplicateId; the first keeps its output."""
     items = [{"id": "a", "v": 1}, {"id": "b", "v": 2}, {"id": "a", "v": 3}]
-    engine, clock, _, invoker, sink = build(items, item_id="id", failures="Report")
-    await run_engine(engine, clock)
+    engine, _, _, invoker, sink = build(items, item_id="id", failures="Report")
+    await engine.run()
     assert sink.status["items"]["a"] == {"echo": {"id": "a", "v": 1}}
     assert sink.status["items"]["b"] == {"echo": {"id": "b", "v": 2}}
     failure = sink.status["failures"]["a[2]"]
@@ -243,8 +246,8 @@ async def test_duplicate_ids_fail_only_the_duplicate() -> None:
 
 async def test_each_agent_gets_the_envelope() -> None:
     """The agent gets id, item, run input, attempt and run name."""
-    engine, clock, _, invoker, _ = build([{"id": "x", "q": 1}], item_id="id", input={"model": "m"})
-    await run_engine(engine, clock)
+    engine, _, _, invoker, _ = build([{"id": "x", "q": 1}], item_id="id", input={"model": "m"})
+    await engine.run()
     assert invoker.envelopes == [
         {
             "id": "x",
@@ -263,7 +266,7 @@ async def test_cast_mode_counts_items_delivered() -> None:
     def cast(envelope: EnvelopeBody, agent: str) -> tuple[float, Result]:
         return 0.01, Result(ok=True, output=None)
 
-    engine, clock, _, invoker, sink = build([1, 2], mode="Cast", behaviour=cast)
+    engine, _, _, invoker, sink = build([1, 2], mode="Cast", behaviour=cast)
     original = invoker.invoke
 
     async def spy(checkout: Any, envelope: EnvelopeBody, *, timeout: float, cast: bool) -> Any:
@@ -271,7 +274,7 @@ async def test_cast_mode_counts_items_delivered() -> None:
         return await original(checkout, envelope, timeout=timeout, cast=cast)
 
     invoker.invoke = spy  # type: ignore[method-assign]
-    outcome = await run_engine(engine, clock)
+    outcome = await engine.run()
     assert outcome.phase == "Succeeded"
     assert seen == [True, True]
     assert sink.status["succeeded"] == 2
@@ -283,8 +286,8 @@ async def test_lost_agents_are_checked_in_lost() -> None:
     def timeout(envelope: EnvelopeBody, agent: str) -> tuple[float, Result]:
         return 1.0, Result(ok=False, reason="CallTimeout", message="no answer", lost=True)
 
-    engine, clock, dispatcher, _, sink = build([1], behaviour=timeout, failures="Report")
-    await run_engine(engine, clock)
+    engine, _, dispatcher, _, sink = build([1], behaviour=timeout, failures="Report")
+    await engine.run()
     assert [outcome for _, outcome in dispatcher.checkins] == ["lost"]
     assert sink.status["failures"]["0"]["reason"] == "CallTimeout"
 
@@ -292,10 +295,8 @@ async def test_lost_agents_are_checked_in_lost() -> None:
 async def test_results_iterate_from_status() -> None:
     """iter_results gives every output and failure recorded in status."""
     items = [{"id": f"i{n}", "fail": n == 2} for n in range(5)]
-    engine, clock, _, _, sink = build(
-        items, item_id="id", failures="Report", behaviour=fail_marked()
-    )
-    await run_engine(engine, clock)
+    engine, _, _, _, sink = build(items, item_id="id", failures="Report", behaviour=fail_marked())
+    await engine.run()
     records = list(iter_results(sink.status, sink.result_configmaps()))
     assert sorted(record["id"] for record in records) == [f"i{n}" for n in range(5)]
     assert [r["failure"]["reason"] for r in records if "failure" in r] == ["HandlerError"]
@@ -312,19 +313,18 @@ async def test_suspend_finishes_in_flight_items_and_resume_goes_on() -> None:
             suspended_at.append(len(invoker.calls))
 
     invoker.on_call = suspend_after
-    async with running(clock):
-        task = asyncio.ensure_future(engine.run())
-        await wait_for(lambda: sink.status.get("phase") == "Suspended")
-        calls_when_suspended = len(invoker.calls)
-        assert calls_when_suspended == suspended_at[0]
-        assert sink.status["active"] == 0
-        suspended = next(c for c in sink.status["conditions"] if c["type"] == "Suspended")
-        assert suspended["status"] == "True"
-        # Time passes while suspended and nothing is dispatched.
-        await clock.sleep(60)
-        assert len(invoker.calls) == calls_when_suspended
-        engine.set_suspended(False)
-        outcome = await task
+    task = asyncio.ensure_future(engine.run())
+    await wait_for(lambda: sink.status.get("phase") == "Suspended")
+    calls_when_suspended = len(invoker.calls)
+    assert calls_when_suspended == suspended_at[0]
+    assert sink.status["active"] == 0
+    suspended = next(c for c in sink.status["conditions"] if c["type"] == "Suspended")
+    assert suspended["status"] == "True"
+    # Time passes while suspended and nothing is dispatched.
+    await clock.sleep(60)
+    assert len(invoker.calls) == calls_when_suspended
+    engine.set_suspended(False)
+    outcome = await task
     assert (outcome.phase, outcome.result) == ("Succeeded", "Drained")
     assert sink.status["succeeded"] == 20
     assert sorted(invoker.runs.values()) == [1] * 20
@@ -334,10 +334,10 @@ async def test_suspend_finishes_in_flight_items_and_resume_goes_on() -> None:
 
 async def test_item_failed_events_are_rate_limited() -> None:
     """Many failures at once post one ItemFailed event, the next one counting those held back."""
-    engine, clock, _, _, sink = build(
+    engine, _, _, _, sink = build(
         [{"fail": True}] * 30, cap=10, failures="Report", behaviour=fail_marked(0.1)
     )
-    await run_engine(engine, clock)
+    await engine.run()
     failed_events = [message for _, reason, message in sink.events if reason == "ItemFailed"]
     assert 1 <= len(failed_events) <= 3
     assert sink.status["failed"] == 30
@@ -365,7 +365,7 @@ def test_cap_is_never_exceeded_and_every_item_is_recorded_once(
     items = [{"n": n} for n in range(len(durations))]
 
     async def scenario() -> None:
-        engine, clock, dispatcher, invoker, sink = build(
+        engine, _, dispatcher, invoker, sink = build(
             items,
             cap=cap,
             pools={"workers": agents},
@@ -374,7 +374,7 @@ def test_cap_is_never_exceeded_and_every_item_is_recorded_once(
             max_attempts=2 if cap % 2 else 1,
             checkout_timeout_seconds=1000,
         )
-        await run_engine(engine, clock)
+        await engine.run()
         assert invoker.most_active <= cap
         # A retry may hold a second agent for the instant it takes to swap the failed one.
         assert dispatcher.most_held <= 2 * cap
@@ -384,11 +384,14 @@ def test_cap_is_never_exceeded_and_every_item_is_recorded_once(
         expected_failed = 0 if cap % 2 else len([n for n in failing if n < len(items)])
         assert sink.status["failed"] == expected_failed
 
-    asyncio.run(scenario())
+    # A sync test (hypothesis runs each example) on a loop of its own, on looptime's fake time.
+    with asyncio.Runner(loop_factory=looptime.new_event_loop) as runner:
+        runner.run(scenario())
 
 
 async def wait_for(condition: Callable[[], bool], *, deadline: float = 10.0) -> None:
-    """Wait, in real time up to ``deadline``, for a condition the running tasks will make true."""
+    """Wait, up to ``deadline`` seconds of loop time, for a condition the running tasks will make
+    true."""
     loop = asyncio.get_running_loop()
     end = loop.time() + deadline
     while not condition():
@@ -409,10 +412,10 @@ async def test_an_agent_refusing_the_operators_token_fails_no_item() -> None:
         return 0.1, Result(ok=True, output={"echo": envelope["item"]})
 
     items = [{"id": f"i{n}"} for n in range(5)]
-    engine, clock, dispatcher, _, sink = build(
+    engine, _, dispatcher, _, sink = build(
         items, behaviour=behave, item_id="id", pools={"workers": 2}
     )
-    outcome = await run_engine(engine, clock)
+    outcome = await engine.run()
     assert outcome.phase == "Succeeded"
     assert (sink.status["succeeded"], sink.status["failed"], sink.status["retries"]) == (5, 0, 0)
     assert ("workers-1", "lost") in dispatcher.checkins

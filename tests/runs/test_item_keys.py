@@ -9,22 +9,25 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from runfakes import (
     Dispatching,
-    FakeClock,
     FakeDispatcher,
     FakeInvoker,
     FakeSink,
     echo,
     run_config,
-    run_engine,
 )
 
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.results import iter_results
 from agentpool.runs.sources import DONE, Pulled, inline_source
+from clocks import LoopClock
+
+#: Calls, back-offs and status intervals pass on looptime's fake loop time.
+pytestmark = pytest.mark.looptime
 
 # Ids shaped like the keys the engine makes up, so clashes are likely, not just possible.
 IDS = st.one_of(
@@ -60,7 +63,7 @@ class Feed:
 
 
 async def drive(items: list[Any], *, replayable: bool) -> tuple[dict[str, Any], int]:
-    clock = FakeClock()
+    clock = LoopClock()
     invoker = FakeInvoker(clock, echo())
     sink = FakeSink()
     engine = RunEngine(
@@ -70,7 +73,7 @@ async def drive(items: list[Any], *, replayable: bool) -> tuple[dict[str, Any], 
         sink=sink,
         clock=clock,
     )
-    await run_engine(engine, clock)
+    await engine.run()
     return sink.status, len(invoker.calls)
 
 

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from runfakes import (
     Dispatching,
-    FakeClock,
     FakeDispatcher,
     FakeInvoker,
     FakeSink,
@@ -18,7 +17,6 @@ from runfakes import (
     Result,
     crash_after,
     run_config,
-    run_engine,
     run_until_crash,
     stored,
 )
@@ -28,6 +26,10 @@ from agentpool.io.journal import FileJournal, Journals
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.results import iter_results
 from agentpool.runs.sources import DONE, Pulled, inline_source
+from clocks import LoopClock
+
+#: Calls, back-offs and status intervals pass on looptime's fake loop time.
+pytestmark = pytest.mark.looptime
 
 
 def test_entries_survive_a_reopen_and_a_torn_last_line(tmp_path: Path) -> None:
@@ -80,7 +82,7 @@ async def test_a_crash_re_runs_only_items_in_flight_and_writes_stay_rare(tmp_pat
     count, cap = 2000, 8
     items = [{"id": f"i{n}", "n": n} for n in range(count)]
     config = run_config("run", pool="workers", item_id="id", cap=cap)
-    clock = FakeClock()
+    clock = LoopClock()
     sink = FakeSink()
     journal = KilledJournal(tmp_path / "run")
     crashed = asyncio.Event()
@@ -95,7 +97,7 @@ async def test_a_crash_re_runs_only_items_in_flight_and_writes_stay_rare(tmp_pat
         clock=clock,
         journal=journal,
     )
-    await run_until_crash(first, clock, crashed)
+    await run_until_crash(first, crashed)
     written = copy.deepcopy(sink.status)
     writes_before = sink.writes
     recorded_at_crash = {record["id"] for record in iter_results(written, [])}
@@ -118,7 +120,7 @@ async def test_a_crash_re_runs_only_items_in_flight_and_writes_stay_rare(tmp_pat
         configmaps=copy.deepcopy(sink.configmaps),
         journal=FileJournal(tmp_path / "run"),
     )
-    outcome = await run_engine(second, clock)
+    outcome = await second.run()
 
     assert (outcome.phase, outcome.result) == ("Succeeded", "Drained")
     assert sink.status["succeeded"] == count
@@ -151,7 +153,7 @@ async def test_a_resumed_run_raises_the_attempt_only_of_items_that_reached_an_ag
     ):
         journal.append(entry)
     journal.close()
-    clock = FakeClock()
+    clock = LoopClock()
     sink = FakeSink()
     invoker = FakeInvoker(clock, quick)
     items = [{"id": key, "n": n} for n, key in enumerate(["started", "no-agent", "done"])]
@@ -163,7 +165,7 @@ async def test_a_resumed_run_raises_the_attempt_only_of_items_that_reached_an_ag
         clock=clock,
         journal=FileJournal(tmp_path / "run"),
     )
-    outcome = await run_engine(engine, clock)
+    outcome = await engine.run()
     assert outcome.result == "Drained"
     assert {key: attempt for key, attempt, _ in invoker.calls} == {"started": 2, "no-agent": 1}
     assert sink.status["items"]["done"] == {"n": 1}
@@ -209,7 +211,7 @@ async def test_items_named_by_index_after_a_crash_are_not_taken_for_recorded_one
     is never mistaken for one recorded before it, and none is dropped."""
     count, cap = 400, 4
     config = run_config("run", pool="workers", cap=cap)
-    clock = FakeClock()
+    clock = LoopClock()
     sink = FakeSink()
     journal = KilledJournal(tmp_path / "run")
     crashed = asyncio.Event()
@@ -225,7 +227,7 @@ async def test_items_named_by_index_after_a_crash_are_not_taken_for_recorded_one
         clock=clock,
         journal=journal,
     )
-    await run_until_crash(first, clock, crashed)
+    await run_until_crash(first, crashed)
     given_before = len(feed.given)
     # The operator is back.
     sink.frozen = False
@@ -240,7 +242,7 @@ async def test_items_named_by_index_after_a_crash_are_not_taken_for_recorded_one
         configmaps=copy.deepcopy(sink.configmaps),
         journal=FileJournal(tmp_path / "run"),
     )
-    outcome = await run_engine(second, clock)
+    outcome = await second.run()
     assert outcome.result == "Drained"
     outputs = [r["output"]["n"] for r in iter_results(sink.status, sink.result_configmaps())]
     assert len(outputs) == len(set(outputs)), "two items recorded under one name"
@@ -280,7 +282,7 @@ async def test_a_made_up_key_taken_over_by_a_later_real_id_survives_a_crash(
     late = [{"id": f"i{n}", "n": n} for n in range(40, 80)]
     values = [*early, {"n": 0}, {"id": "[38]", "n": 1}, *late]
     config = run_config("run", pool="workers", item_id="id", cap=4, failures="Report")
-    clock = FakeClock()
+    clock = LoopClock()
     sink = FakeSink()
     journal = KilledJournal(tmp_path / "run")
     crashed = asyncio.Event()
@@ -295,7 +297,7 @@ async def test_a_made_up_key_taken_over_by_a_later_real_id_survives_a_crash(
         clock=clock,
         journal=journal,
     )
-    await run_until_crash(first, clock, crashed)
+    await run_until_crash(first, crashed)
     moves = [entry for entry in journal.load() if "moved" in entry]
     assert moves == [{"id": "[38][2]", "moved": "[38]"}], "the journal alone holds the move"
     sink.frozen = False
@@ -310,7 +312,7 @@ async def test_a_made_up_key_taken_over_by_a_later_real_id_survives_a_crash(
         configmaps=copy.deepcopy(sink.configmaps),
         journal=FileJournal(tmp_path / "run"),
     )
-    await run_engine(second, clock)
+    await second.run()
     records = list(iter_results(sink.status, sink.result_configmaps()))
     keys = [record["id"] for record in records]
     assert len(keys) == len(set(keys))

@@ -12,20 +12,23 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from runfakes import (
     Dispatching,
-    FakeClock,
     FakeDispatcher,
     FakeInvoker,
     FakeSink,
     echo,
     run_config,
-    run_engine,
     stored,
 )
 
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.sources import inline_source
+from clocks import LoopClock
+
+#: Calls, back-offs and status intervals pass on looptime's fake loop time.
+pytestmark = pytest.mark.looptime
 
 #: Six items a to f: a and b done, c failed, d in flight and e awaiting its second attempt when
 #: the operator was killed; f not yet taken from the source.
@@ -61,7 +64,7 @@ ITEMS = [{"id": key} for key in "abcdef"]
 
 
 async def test_a_status_written_today_is_restored_item_for_item() -> None:
-    clock = FakeClock()
+    clock = LoopClock()
     invoker = FakeInvoker(clock, echo())
     sink = FakeSink()
     sink.status = copy.deepcopy(WRITTEN_TODAY)
@@ -74,7 +77,7 @@ async def test_a_status_written_today_is_restored_item_for_item() -> None:
         clock=clock,
         status=stored(copy.deepcopy(WRITTEN_TODAY)),
     )
-    end = await run_engine(engine, clock)
+    end = await engine.run()
     assert (end.phase, end.result) == ("Succeeded", "Drained")
     assert sorted((key, attempt) for key, attempt, _ in invoker.calls) == [
         ("d", 2),

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from runfakes import (
     Dispatching,
-    FakeClock,
     FakeDispatcher,
     FakeInvoker,
     FakeSink,
@@ -22,9 +21,7 @@ from runfakes import (
     crash_after,
     echo,
     run_config,
-    run_engine,
     run_until_crash,
-    running,
     stored,
 )
 
@@ -35,6 +32,10 @@ from agentpool.runs.engine import RunEngine
 from agentpool.runs.journaling import decode_entry, replay
 from agentpool.runs.sources import DONE, Pulled, Signal, inline_source
 from agentpool.runs.waits import Waits, next_step
+from clocks import LoopClock
+
+#: Calls, back-offs and status intervals pass on looptime's fake loop time.
+pytestmark = pytest.mark.looptime
 
 
 class RecordingSink(FakeSink):
@@ -62,7 +63,7 @@ async def test_items_waiting_for_a_retry_are_not_active(tmp_path: Path, journale
     """Ten items at cap 2 each fail once and wait 30 s for their retry: status never counts
     more than cap items active or in flight, counts those waiting in `retrying` instead, and
     the waiting ones do not keep the rest from starting."""
-    clock = FakeClock()
+    clock = LoopClock()
     sink = RecordingSink()
     engine = RunEngine(
         run_config("run", pool="workers", cap=2, max_attempts=2, backoff_seconds=30.0),
@@ -74,7 +75,7 @@ async def test_items_waiting_for_a_retry_are_not_active(tmp_path: Path, journale
         clock=clock,
         journal=FileJournal(tmp_path / "run") if journaled else None,
     )
-    outcome = await run_engine(engine, clock)
+    outcome = await engine.run()
     assert (outcome.phase, outcome.result) == ("Succeeded", "Drained")
     for status in sink.history:
         assert status.get("active", 0) <= 2, status
@@ -108,7 +109,7 @@ async def test_attempts_and_retries_agree_across_a_crash(tmp_path: Path, journal
     config = run_config(
         "run", pool="workers", item_id="id", cap=6, max_attempts=3, backoff_seconds=1
     )
-    clock = FakeClock()
+    clock = LoopClock()
     sink = FakeSink()
     crashed = asyncio.Event()
     invoker = FakeInvoker(clock, flaky)
@@ -122,7 +123,7 @@ async def test_attempts_and_retries_agree_across_a_crash(tmp_path: Path, journal
         clock=clock,
         journal=journal,
     )
-    await run_until_crash(first, clock, crashed)
+    await run_until_crash(first, crashed)
     before = defaultdict(list)
     for key, attempt, _ in invoker.calls:
         before[key].append(attempt)
@@ -140,7 +141,7 @@ async def test_attempts_and_retries_agree_across_a_crash(tmp_path: Path, journal
         configmaps=copy.deepcopy(sink.configmaps),
         journal=FileJournal(tmp_path / "run") if journaled else None,
     )
-    outcome = await run_engine(second, clock)
+    outcome = await second.run()
 
     assert (outcome.phase, outcome.result) == ("Succeeded", "Drained")
     assert sink.status["succeeded"] == 120
@@ -162,7 +163,7 @@ async def test_a_retry_named_in_status_before_a_crash_counts_once_it_runs_again(
     after that write, before the retry reached its agent, the run goes on with the next attempt
     after the restart: `retries` then counts both attempts past the first, as the attempt the
     agent was given says."""
-    clock = FakeClock()
+    clock = LoopClock()
     crashed = asyncio.Event()
     invoker = FakeInvoker(clock, fail_first_attempt)
 
@@ -182,7 +183,7 @@ async def test_a_retry_named_in_status_before_a_crash_counts_once_it_runs_again(
         sink=sink,
         clock=clock,
     )
-    await run_until_crash(first, clock, crashed)
+    await run_until_crash(first, crashed)
     sink.frozen, invoker.halted = False, False
     second = RunEngine(
         config,
@@ -192,7 +193,7 @@ async def test_a_retry_named_in_status_before_a_crash_counts_once_it_runs_again(
         clock=clock,
         status=stored(copy.deepcopy(sink.status)),
     )
-    outcome = await run_engine(second, clock)
+    outcome = await second.run()
     assert outcome.result == "Drained"
     assert [attempt for _, attempt, _ in invoker.calls] == [1, 3]
     assert (sink.status["items"], sink.status["retries"]) == ({"0": 3}, 2)
@@ -233,7 +234,7 @@ def test_a_journal_read_back_after_a_restart_counts_each_retry_once() -> None:
 class TimedSink(FakeSink):
     """A sink that keeps, for every write, the time and the status as it stood after it."""
 
-    def __init__(self, clock: FakeClock) -> None:
+    def __init__(self, clock: LoopClock) -> None:
         super().__init__()
         self.clock = clock
         self.history: list[tuple[float, dict[str, Any]]] = []
@@ -252,7 +253,7 @@ async def test_a_missing_pool_is_named_at_once_and_the_wait_ends_when_it_comes()
     """A run whose pool does not exist says so within a status interval, as condition Waiting
     (reason PoolNotFound) and in its message, naming the pool and how long it has waited; once
     the pool is created the condition turns False, the message goes, and the run drains."""
-    clock = FakeClock()
+    clock = LoopClock()
     sink = TimedSink(clock)
     dispatcher = FakeDispatcher(clock, {})
     engine = RunEngine(
@@ -268,10 +269,9 @@ async def test_a_missing_pool_is_named_at_once_and_the_wait_ends_when_it_comes()
         await clock.sleep(20.0)
         dispatcher.add_pool("workers", 2)
 
-    async with running(clock):
-        creator = asyncio.ensure_future(create_pool_later())
-        outcome = await engine.run()
-        await creator
+    creator = asyncio.ensure_future(create_pool_later())
+    outcome = await engine.run()
+    await creator
     assert (outcome.phase, outcome.result) == ("Succeeded", "Drained")
     waits = [
         (at, status)
@@ -307,7 +307,7 @@ class HangingSource:
     total = None
     name = "http source http://source.test/next"
 
-    def __init__(self, clock: FakeClock, *, hang: float, count: int) -> None:
+    def __init__(self, clock: LoopClock, *, hang: float, count: int) -> None:
         self._clock = clock
         self._hang = hang
         self._left = count
@@ -330,7 +330,7 @@ async def test_a_source_that_does_not_answer_is_named_while_the_run_waits() -> N
     """A source service that takes 40 s to answer: within a status interval the run is Running
     with condition Waiting (reason SourcePending) and a message naming the source's URL and how
     long it has waited, written again as the wait grows; once items come the wait is over."""
-    clock = FakeClock()
+    clock = LoopClock()
     sink = TimedSink(clock)
     engine = RunEngine(
         run_config("run", pool="workers", cap=2),
@@ -340,7 +340,7 @@ async def test_a_source_that_does_not_answer_is_named_while_the_run_waits() -> N
         clock=clock,
     )
     start = clock.now()
-    outcome = await run_engine(engine, clock)
+    outcome = await engine.run()
     assert (outcome.phase, outcome.result) == ("Succeeded", "Drained")
     waits = [(at, s) for at, s in sink.history if (waiting_of(s) or {}).get("status") == "True"]
     assert waits, "status said the run waits for its source"

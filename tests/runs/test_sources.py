@@ -10,13 +10,11 @@ import pytest
 from aiohttp import web
 from runfakes import (
     Dispatching,
-    FakeClock,
     FakeDispatcher,
     FakeInvoker,
     FakeSink,
     echo,
     run_config,
-    run_engine,
 )
 
 from agentpool.handlers.sources import HttpItemSource
@@ -32,6 +30,10 @@ from agentpool.runs.sources import (
     configmap_source,
     parse_items_text,
 )
+from clocks import LoopClock
+
+#: Calls, back-offs and status intervals pass on looptime's fake loop time.
+pytestmark = pytest.mark.looptime
 
 
 @pytest.mark.parametrize(
@@ -67,7 +69,7 @@ async def test_missing_configmap_and_key_fail_on_the_first_pull() -> None:
 
 
 async def run_with(source: ItemSource, **settings: Any) -> tuple[RunEngine, FakeSink]:
-    clock = FakeClock()
+    clock = LoopClock()
     sink = FakeSink()
     engine = RunEngine(
         run_config("run", pool="workers", **settings),
@@ -76,7 +78,7 @@ async def run_with(source: ItemSource, **settings: Any) -> tuple[RunEngine, Fake
         sink=sink,
         clock=clock,
     )
-    await run_engine(engine, clock)
+    await engine.run()
     return engine, sink
 
 
