@@ -15,7 +15,7 @@ import os
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from agentpool.local.kubelet import podenv
@@ -162,13 +162,33 @@ async def prepare(
         source, read_only = sources[name]
         sub = str(mount.get("subPath") or "")
         if sub:
-            source = source / sub
-            if not source.exists() and source.parent.is_dir():
-                source.mkdir(parents=True, exist_ok=True)
+            source = _sub_path(source, sub, str(name))
         binds.append(
             Bind(source, str(mount["mountPath"]), read_only or bool(mount.get("readOnly")))
         )
     return binds
+
+
+def _sub_path(volume: Path, sub: str, name: str) -> Path:
+    """The directory or file a mount's subPath names inside its volume, made as a kubelet makes
+    it when absent. A subPath that is absolute or climbs with ``..`` is refused, as the API server
+    refuses it, and so is one that leaves the volume through a symlink, as a kubelet refuses it:
+    the path is bound into a container that may run as root."""
+    relative = PurePosixPath(sub)
+    if relative.is_absolute() or ".." in relative.parts:
+        raise EnvError(
+            f"volumeMount {name!r}: subPath {sub!r} must be a relative path without '..'"
+        )
+    root = volume.resolve()
+    source = volume.joinpath(*relative.parts)
+    if not source.resolve().is_relative_to(root):
+        raise EnvError(f"volumeMount {name!r}: subPath {sub!r} leads outside its volume")
+    if not source.exists():
+        source.mkdir(parents=True, exist_ok=True)
+        # A symlink swapped in while the directories were made is caught here.
+        if not source.resolve().is_relative_to(root):
+            raise EnvError(f"volumeMount {name!r}: subPath {sub!r} leads outside its volume")
+    return source
 
 
 async def _materialise(
