@@ -280,3 +280,29 @@ def test_only_a_pod_annotated_so_runs_from_its_image_on_a_kubelet_that_runs_none
     assert _events(plain_core, plain) == []
     for name in (asked, plain):
         plain_core.delete_namespaced_pod(name, NAMESPACE)
+
+
+def test_a_kubeconfig_the_pod_names_itself_is_neither_taken_over_nor_mounted(
+    core: client.CoreV1Api, sources: None, tmp_path: Path
+) -> None:
+    """Only the kubeconfig the kubelet writes for the pod's token is handed to the container: a
+    host file that the image's or the pod's own ``KUBECONFIG`` names keeps its owner and stays
+    outside the container."""
+    host_file = tmp_path / "host-kubeconfig"
+    host_file.write_text("kept on the host\n")
+    host_file.chmod(0o600)
+    owner = host_file.stat().st_uid, host_file.stat().st_gid
+    name = f"own-kubeconfig-{uuid.uuid4().hex[:6]}"
+    command = ["python", "-m", "agentpool.agent", "examples/agents/echo.py:agent"]
+    manifest = _pod(name, "agentpool:0.1.0", command)
+    manifest["spec"]["automountServiceAccountToken"] = False
+    manifest["spec"]["containers"][0]["env"].append({"name": "KUBECONFIG", "value": str(host_file)})
+    core.create_namespaced_pod(NAMESPACE, manifest)
+    wait_for(lambda: _ready(core, name), 90, message=f"pod {name} Ready")
+    ip = _status(core, name).pod_ip
+    pid = wait_for(lambda: _leader(ip), 10, message="the container's process")
+    assert (host_file.stat().st_uid, host_file.stat().st_gid) == owner
+    assert not (Path(f"/proc/{pid}/root") / str(tmp_path).lstrip("/")).exists()
+    assert str(tmp_path) not in Path(f"/proc/{pid}/mountinfo").read_text()
+    core.delete_namespaced_pod(name, NAMESPACE)
+    wait_for(lambda: not processes.pod_processes(ip), 30, message="no process left")

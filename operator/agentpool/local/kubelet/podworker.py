@@ -113,6 +113,9 @@ class PodWorker:
         # The image the container runs from, when the kubelet runs images and has this one.
         self.image: LocalImage | None = None
         self._token: str | None = None
+        # The kubeconfig this kubelet wrote for the pod's token, the one file of the host it
+        # hands to a container run from an image.
+        self._kubeconfig: Path | None = None
         self._binds: list[volumes.Bind] = []
         self.deleting = asyncio.Event()
         self.gone = False
@@ -255,8 +258,8 @@ class PodWorker:
             passwd=image.passwd,
             group=image.group,
         )
-        if "KUBECONFIG" in env:
-            kubeconfig = Path(env["KUBECONFIG"])
+        kubeconfig = self._kubeconfig
+        if kubeconfig is not None and env.get("KUBECONFIG") == str(kubeconfig):
             # Readable by the container's user only, at the same path inside as outside.
             os.chown(kubeconfig, launch.uid, launch.gid)
             binds = [*binds, volumes.Bind(kubeconfig.parent, str(kubeconfig.parent), True)]
@@ -367,6 +370,7 @@ class PodWorker:
         access = ApiAccess(self.host.access.server, self.host.access.ca_pem, token)
         path = self.log_path.parent / "serviceaccount" / "kubeconfig"
         write_kubeconfig(path, access, namespace=self.namespace)
+        self._kubeconfig = path
         return {"KUBECONFIG": str(path)}
 
     async def _supervise(
