@@ -19,6 +19,12 @@ container's) for a container it runs from an image. It
 It uses the standard library only, since it runs on the host's interpreter in isolated mode. Any
 failure is written to stderr (the container's log) and exits 128, as a container that could not
 start.
+
+This is a stand-in for a container runtime in tests and local runs, not isolation: the container
+shares the host's network, pid and IPC namespaces, sees the host's whole /proc and /dev, and a
+container that runs as uid 0 keeps every capability (it could remount, or leave the chroot). Run
+only images you would run on the host itself; a cluster's kubelet and runtime are what isolate
+untrusted agents.
 """
 
 from __future__ import annotations
