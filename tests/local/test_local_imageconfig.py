@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -191,3 +192,40 @@ def test_programs_are_found_in_the_image_not_on_the_host(tmp_path: Path) -> None
     assert not images.find_program(tmp_path, "agentpool", path, "/")
     assert images.find_program(tmp_path, "/opt/venv/bin/python", path, "/")
     assert images.find_program(tmp_path, "bin/python", path, "/opt/venv")
+
+
+def test_programs_in_the_pods_volumes_are_found_where_they_are_mounted(tmp_path: Path) -> None:
+    """A command a ConfigMap or emptyDir volume carries runs as on a real kubelet: the mount
+    shadows the image below its mountPath, and a mountPath on ``PATH`` is searched."""
+    rootfs, scripts = tmp_path / "rootfs", tmp_path / "volumes" / "scripts"
+    (rootfs / "usr" / "bin").mkdir(parents=True)
+    (rootfs / "scripts").mkdir()
+    (rootfs / "scripts" / "hidden.sh").touch()  # under the mount: not what the container sees
+    scripts.mkdir(parents=True)
+    (scripts / "start.sh").touch()
+    mounts = {"/scripts": scripts}
+    assert images.find_program(rootfs, "/scripts/start.sh", "/usr/bin", "/", mounts)
+    assert images.find_program(rootfs, "start.sh", "/scripts:/usr/bin", "/", mounts)
+    assert images.find_program(rootfs, "./start.sh", "/usr/bin", "/scripts", mounts)
+    assert not images.find_program(rootfs, "/scripts/hidden.sh", "/usr/bin", "/", mounts)
+    assert not images.find_program(rootfs, "/scriptsx/start.sh", "/usr/bin", "/", mounts)
+
+
+@pytest.mark.parametrize("answer", ["[]", "{}", "[42]", "not json"])
+def test_an_inspection_podman_answers_oddly_is_an_error_the_kubelet_falls_back_on(
+    tmp_path: Path, answer: str
+) -> None:
+    """The kubelet runs a pod on the host, saying why, when finding its image raises OSError or
+    ValueError: an inspection it cannot read is one of those, never a crash of the pod's worker."""
+    podman = tmp_path / "podman"
+    podman.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in\n'
+        '  *"{{.Id}}"*) echo sha256:0123 ;;\n'
+        f"  *json*) echo '{answer}' ;;\n"
+        "esac\n"
+    )
+    podman.chmod(0o755)
+    store = images.ImageStore(podman=str(podman))
+    with pytest.raises(ValueError, match=r"podman image inspect agentpool:0\.1\.0"):
+        asyncio.run(store.find("agentpool:0.1.0"))

@@ -98,7 +98,8 @@ async def spawn_in_image(
     """Start the container's command inside the image; OSError when it cannot start."""
     program = launch.argv[0] if launch.argv else ""
     path = launch.env.get("PATH", "/usr/local/bin:/usr/bin:/bin")
-    if not program or not images.find_program(image.rootfs, program, path, launch.workdir):
+    mounts = {bind.target: bind.source for bind in binds}
+    if not program or not images.find_program(image.rootfs, program, path, launch.workdir, mounts):
         raise FileNotFoundError(
             f'exec: "{program}": executable file not found in $PATH of image {image.reference}'
         )

@@ -14,11 +14,12 @@ import asyncio
 import json
 import logging
 import os
+import posixpath
 import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from agentpool.local.kubelet.imageconfig import ImageConfig
@@ -90,17 +91,37 @@ def display_name(reference: str, tags: list[str]) -> str:
     return reference
 
 
-def find_program(rootfs: Path, program: str, path: str, workdir: str) -> bool:
-    """Whether ``program`` exists in the image for exec: a path (relative to ``workdir``), or a
-    name on ``path``. Checked without following links, which point inside the image."""
+def find_program(
+    rootfs: Path,
+    program: str,
+    path: str,
+    workdir: str,
+    mounts: Mapping[str, Path] | None = None,
+) -> bool:
+    """Whether ``program`` exists in the container for exec: a path (relative to ``workdir``), or
+    a name on ``path``. ``mounts`` maps the container's mountPaths to the host paths bound there,
+    which shadow the image below them. Checked without following links, which point inside the
+    container."""
     if "/" in program:
         where = program if program.startswith("/") else f"{workdir.rstrip('/')}/{program}"
-        return os.path.lexists(rootfs / where.lstrip("/"))
+        return os.path.lexists(_host_path(rootfs, mounts or {}, where))
     return any(
-        os.path.lexists(rootfs / directory.lstrip("/") / program)
+        os.path.lexists(_host_path(rootfs, mounts or {}, f"{directory.rstrip('/')}/{program}"))
         for directory in path.split(":")
         if directory.startswith("/")
     )
+
+
+def _host_path(rootfs: Path, mounts: Mapping[str, Path], where: str) -> Path:
+    """Where a path of the container is on the host: under the deepest mount that holds it, else
+    in the image's root."""
+    parts = PurePosixPath(posixpath.normpath(where)).parts[1:]
+    targets = {posixpath.normpath(target): source for target, source in mounts.items()}
+    for depth in range(len(parts), 0, -1):
+        source = targets.get("/" + "/".join(parts[:depth]))
+        if source is not None:
+            return source.joinpath(*parts[depth:])
+    return rootfs.joinpath(*parts)
 
 
 async def _podman(podman: str, *args: str) -> tuple[int, str]:
@@ -169,7 +190,14 @@ class ImageStore:
         code, out = await _podman(self.podman, "image", "inspect", "--format", "json", image_id)
         if code != 0:
             raise OSError(f"podman image inspect {name}: {out}")
-        inspected: dict[str, Any] = json.loads(out)[0]
+        try:
+            inspected = json.loads(out)[0]
+            if not isinstance(inspected, dict):
+                raise TypeError(f"an inspection is an object, not {type(inspected).__name__}")
+        except (ValueError, IndexError, KeyError, TypeError) as error:
+            raise ValueError(
+                f"podman image inspect {name}: an answer not understood: {error}"
+            ) from error
         code, mounted = await _podman(self.podman, "image", "mount", image_id)
         if code != 0:
             raise OSError(f"podman image mount {name}: {mounted}")
@@ -185,12 +213,13 @@ class ImageStore:
         )
 
     async def close(self) -> None:
-        """Unmount every image this store mounted."""
-        images, self._images = list(self._images.values()), {}
-        self._ids.clear()
-        if self.podman is None:
-            return
-        for image in images:
-            code, out = await _podman(self.podman, "image", "unmount", image.id)
-            if code != 0:
-                logger.warning("podman image unmount %s: %s", image.reference, out)
+        """Unmount every image this store mounted, once no ``find`` is mounting one."""
+        async with self._lock:
+            images, self._images = list(self._images.values()), {}
+            self._ids.clear()
+            if self.podman is None:
+                return
+            for image in images:
+                code, out = await _podman(self.podman, "image", "unmount", image.id)
+                if code != 0:
+                    logger.warning("podman image unmount %s: %s", image.reference, out)

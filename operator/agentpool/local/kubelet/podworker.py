@@ -339,13 +339,18 @@ class PodWorker:
 
     async def _volumes(self, ip: str) -> list[volumes.Bind]:
         identity = volumes.PodIdentity(self.pod, ip, self._token, self.host.access.ca_pem or b"")
-        return await volumes.prepare(
-            self.pod,
-            self.container,
-            pod_dir=self.log_path.parent,
-            fetch=self.host.api.read,
-            identity=identity,
-        )
+        try:
+            return await volumes.prepare(
+                self.pod,
+                self.container,
+                pod_dir=self.log_path.parent,
+                fetch=self.host.api.read,
+                identity=identity,
+            )
+        except OSError as error:
+            # A volume that cannot be written (a subPath where a file is, no space) waits and is
+            # tried again, as a Secret that is missing does.
+            raise podenv.EnvError(f"volumes: {error}") from error
 
     async def _credentials(self) -> dict[str, str]:
         """Where the pod mounts a service-account token: one from the API server, in a kubeconfig
