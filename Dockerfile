@@ -19,6 +19,7 @@ COPY pyproject.toml README.md ./
 COPY operator/ operator/
 RUN --mount=type=secret,id=pip.conf,target=/etc/pip.conf \
     --mount=type=secret,id=pip-cert \
+    --mount=type=secret,id=pip-client-cert \
     python3 -m venv /opt/build \
     && /opt/build/bin/pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
@@ -37,6 +38,7 @@ RUN groupadd --system --gid 10001 agentpool \
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
     --mount=type=secret,id=pip.conf,target=/etc/pip.conf \
     --mount=type=secret,id=pip-cert \
+    --mount=type=secret,id=pip-client-cert \
     python3 -m venv /opt/venv \
     && pip install --no-cache-dir /wheels/*.whl
 COPY examples/ /opt/agentpool/examples/

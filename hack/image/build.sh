@@ -21,6 +21,8 @@
 # AGENTPOOL_DEBIAN_MIRROR overrides the Debian mirror of the stand-in base.
 # Exit code 3: podman is missing and cannot be installed here.
 set -euo pipefail
+# A failure inside $(...) stops the script too, not only the command that substitutes it.
+shopt -s inherit_errexit
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -71,7 +73,12 @@ standin_base() {
         }
     fi
     echo "making the base $ref from Debian's packages: $base_suite with $base_packages" >&2
-    tarball="$(mktemp -d "$out/base.XXXXXX")/base.tar"
+    # Called in $(...), a subshell: this trap removes the tarball's folder when it ends, made
+    # or failed.
+    local folder
+    folder="$(mktemp -d "$out/base.XXXXXX")"
+    trap 'rm -rf "$folder"' EXIT
+    tarball="$folder/base.tar"
     local start=$SECONDS
     # minbase with merged /usr by a hook rather than the usrmerge package (which brings perl);
     # no documentation, manual pages or translations.
@@ -90,7 +97,6 @@ standin_base() {
         --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
         --change 'CMD ["python3"]' \
         "$tarball" "$ref" >&2
-    rm -rf "$(dirname "$tarball")"
     echo "made the base in $((SECONDS - start)) s" >&2
     echo "$ref"
 }
@@ -128,6 +134,8 @@ stamp="$out/agentpool-$version-$hash.id"
 
 if [[ -f "$stamp" ]] && podman image exists "$image" \
     && [[ "$(podman image inspect --format '{{.Id}}' "$image")" == "$(cat "$stamp")" ]]; then
+    # The version's tag follows the content in hand, even where another build moved it since.
+    podman tag "$image" "localhost/agentpool:$version"
     echo "image $image cached (base $base)" >&2
     echo "$image"
     exit 0
@@ -139,7 +147,6 @@ fi
 secrets="$(mktemp -d)"
 trap 'rm -rf "$secrets"' EXIT
 pip_python="$(command -v python3 || true)"
-cert=""
 {
     echo "[global]"
     if [[ -n "$pip_python" ]] && "$pip_python" -m pip --version >/dev/null 2>&1; then
@@ -158,15 +165,19 @@ for name, value in found.items():
 '
     fi
 } >"$secrets/pip.conf.machine"
-cert="$(sed -n 's/^cert = //p' "$secrets/pip.conf.machine")"
+# The CA bundle and the client certificate are files of this machine: each goes in as a secret of
+# its own, at the path the build's pip.conf names, or is left out where the file is absent.
 secret_args=()
-if [[ -n "$cert" && -f "$cert" ]]; then
-    cp "$cert" "$secrets/pip-cert"
-    sed -i 's|^cert = .*|cert = /run/secrets/pip-cert|' "$secrets/pip.conf.machine"
-    secret_args+=(--secret "id=pip-cert,src=$secrets/pip-cert")
-else
-    sed -i '/^cert = /d' "$secrets/pip.conf.machine"
-fi
+for setting in cert client-cert; do
+    file="$(sed -n "s/^$setting = //p" "$secrets/pip.conf.machine")"
+    if [[ -n "$file" && -f "$file" ]]; then
+        cp "$file" "$secrets/pip-$setting"
+        sed -i "s|^$setting = .*|$setting = /run/secrets/pip-$setting|" "$secrets/pip.conf.machine"
+        secret_args+=(--secret "id=pip-$setting,src=$secrets/pip-$setting")
+    else
+        sed -i "/^$setting = /d" "$secrets/pip.conf.machine"
+    fi
+done
 mv "$secrets/pip.conf.machine" "$secrets/pip.conf"
 secret_args+=(--secret "id=pip.conf,src=$secrets/pip.conf")
 

@@ -253,11 +253,32 @@ def test_the_image_carries_every_data_file_the_operator_reads(
     assert int(result.stdout) == len(list((ROOT / "crds").glob("*.yaml")))
 
 
+def _image_id(reference: str) -> str:
+    return subprocess.run(
+        ["podman", "image", "inspect", "--format", "{{.Id}}", reference],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
 def test_the_build_is_cached_by_content(image: str) -> None:
-    """A second run on the same sources builds nothing and prints the same reference."""
+    """A second run on the same sources builds nothing and prints the same reference, and the
+    version's tag, which a build of other sources may have moved since, names it again."""
     assert re.fullmatch(rf"localhost/agentpool:{re.escape(VERSION)}-[0-9a-f]{{12}}", image)
-    result = subprocess.run(
-        ["bash", str(BUILD)], capture_output=True, text=True, timeout=300, check=True
-    )
+
+    def build() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", str(BUILD)], capture_output=True, text=True, timeout=300, check=True
+        )
+
+    result = build()
     assert result.stdout.strip().splitlines()[-1] == image
-    assert "cached" in result.stderr
+    cached = re.search(r"cached \(base (\S+)\)", result.stderr)
+    assert cached, result.stderr
+    version_tag = f"localhost/agentpool:{VERSION}"
+    subprocess.run(["podman", "tag", cached[1], version_tag], capture_output=True, check=True)
+    assert _image_id(version_tag) != _image_id(image)
+    result = build()
+    assert result.stdout.strip().splitlines()[-1] == image
+    assert _image_id(version_tag) == _image_id(image)
