@@ -10,6 +10,7 @@ and podman; the image is the one hack/image/build.sh builds (built here when abs
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import shutil
 import subprocess
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import kubernetes
 import pytest
 from kubernetes import client
 
@@ -56,27 +58,26 @@ def image() -> str:
     return reference
 
 
-@pytest.fixture(scope="module")
-def cluster(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterThread]:
-    thread = ClusterThread(tmp_path_factory.mktemp("images"), kubelet={"images": True})
+@contextlib.contextmanager
+def _cluster_core(directory: Path, *, images: bool) -> Iterator[client.CoreV1Api]:
+    """A local cluster whose kubelet runs pods from their images (or not), and a client of it."""
+    thread = ClusterThread(directory, kubelet={"images": images})
     thread.start()
     try:
-        yield thread
+        api_client = kubernetes.config.new_client_from_config(str(thread.cluster.kubeconfig))
+        try:
+            yield client.CoreV1Api(api_client)
+        finally:
+            api_client.close()
     finally:
         thread.stop()
 
 
 @pytest.fixture(scope="module")
-def core(cluster: ClusterThread) -> Iterator[client.CoreV1Api]:
-    api_client = client.ApiClient(
-        __import__("kubernetes")
-        .config.new_client_from_config(str(cluster.cluster.kubeconfig))
-        .configuration
-    )
-    try:
-        yield client.CoreV1Api(api_client)
-    finally:
-        api_client.close()
+def core(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[client.CoreV1Api]:
+    """A cluster whose kubelet runs every pod from its image."""
+    with _cluster_core(tmp_path_factory.mktemp("images"), images=True) as api:
+        yield api
 
 
 def _pod(name: str, image: str, command: list[str] | None = None) -> dict[str, Any]:
@@ -236,20 +237,10 @@ def test_a_pod_whose_image_is_absent_runs_on_the_host_and_says_so(
 
 
 @pytest.fixture(scope="module")
-def plain_core(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def plain_core(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[client.CoreV1Api]:
     """A cluster whose kubelet runs every pod on the host unless the pod asks for its image."""
-    thread = ClusterThread(tmp_path_factory.mktemp("plain"), kubelet={"images": False})
-    thread.start()
-    api_client = client.ApiClient(
-        __import__("kubernetes")
-        .config.new_client_from_config(str(thread.cluster.kubeconfig))
-        .configuration
-    )
-    try:
-        yield client.CoreV1Api(api_client)
-    finally:
-        api_client.close()
-        thread.stop()
+    with _cluster_core(tmp_path_factory.mktemp("plain"), images=False) as api:
+        yield api
 
 
 def test_only_a_pod_annotated_so_runs_from_its_image_on_a_kubelet_that_runs_none(

@@ -17,6 +17,7 @@ import os
 import shutil
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from agentpool.local.kubelet import enter, images, processes
@@ -59,23 +60,26 @@ def spec_of(
     }
 
 
-def lay_out(
-    image: LocalImage,
-    launch: Launch,
-    binds: Sequence[Bind],
-    *,
-    pod_dir: Path,
-    run: Path,
-    hostname: str,
-    pod_ip: str,
-) -> Path:
+@dataclass(frozen=True)
+class RunPlace:
+    """Where one run of a container lives: its pod's directory, its run's directory (from
+    :func:`run_dir`), and the pod's name and IP its /etc/hosts holds."""
+
+    pod_dir: Path
+    run: Path
+    hostname: str
+    pod_ip: str
+
+
+def lay_out(image: LocalImage, launch: Launch, binds: Sequence[Bind], place: RunPlace) -> Path:
     """The run's directories, the pod's /etc/hosts and the spec for enter.py; the spec's path."""
+    run = place.run
     if run.exists():
         shutil.rmtree(run)
     for part in ("upper", "work", "root"):
         (run / part).mkdir(parents=True)
-    hosts = pod_dir / "etc-hosts"
-    hosts.write_text(hosts_file(hostname, pod_ip))
+    hosts = place.pod_dir / "etc-hosts"
+    hosts.write_text(hosts_file(place.hostname, place.pod_ip))
     every = [*binds, Bind(hosts, "/etc/hosts")]
     if RESOLV_CONF.exists():
         every.append(Bind(RESOLV_CONF, "/etc/resolv.conf", read_only=True))
@@ -88,11 +92,8 @@ async def spawn_in_image(
     image: LocalImage,
     launch: Launch,
     binds: Sequence[Bind],
+    place: RunPlace,
     *,
-    pod_dir: Path,
-    run: Path,
-    hostname: str,
-    pod_ip: str,
     log_path: Path,
 ) -> processes.Running:
     """Start the container's command inside the image; OSError when it cannot start."""
@@ -103,9 +104,9 @@ async def spawn_in_image(
         raise FileNotFoundError(
             f'exec: "{program}": executable file not found in $PATH of image {image.reference}'
         )
-    spec = lay_out(image, launch, binds, pod_dir=pod_dir, run=run, hostname=hostname, pod_ip=pod_ip)
+    spec = lay_out(image, launch, binds, place)
     argv = [sys.executable, "-I", enter.__file__, str(spec)]
-    return await processes.spawn(argv, env=launch.env, cwd=run, log_path=log_path)
+    return await processes.spawn(argv, env=launch.env, cwd=place.run, log_path=log_path)
 
 
 def remove_run(run: Path) -> None:

@@ -263,16 +263,8 @@ class PodWorker:
             # Readable by the container's user only, at the same path inside as outside.
             os.chown(kubeconfig, launch.uid, launch.gid)
             binds = [*binds, volumes.Bind(kubeconfig.parent, str(kubeconfig.parent), True)]
-        return await imagerun.spawn_in_image(
-            image,
-            launch,
-            binds,
-            pod_dir=self.log_path.parent,
-            run=run,
-            hostname=self.name,
-            pod_ip=self.ip,
-            log_path=self.log_path,
-        )
+        place = imagerun.RunPlace(self.log_path.parent, run, self.name, self.ip)
+        return await imagerun.spawn_in_image(image, launch, binds, place, log_path=self.log_path)
 
     async def _find_image(self) -> LocalImage | None:
         """The container's image where the kubelet runs images and has it; an Event says which
