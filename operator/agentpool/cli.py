@@ -351,7 +351,9 @@ def build_parser() -> argparse.ArgumentParser:
     results.set_defaults(func=_cmd_results)
     add_commands(sub, _json_argument, _add_pool_options)
 
-    lease = sub.add_parser("lease", help="hold an agent of a pool until Ctrl-C releases it")
+    lease = sub.add_parser(
+        "lease", help="hold an agent of a pool until Ctrl-C or SIGTERM releases it"
+    )
     _add_agent_options(lease)
     lease.add_argument(
         "--ttl", type=int, help="seconds the agent stays held if this command dies (default: 60)"

@@ -76,12 +76,14 @@ def _follow(stream: IO[str], into: list[str]) -> None:
         into.append(line)
 
 
-def test_lease_holds_an_agent_until_ctrl_c_and_never_prints_the_token(
-    client_cluster: ClientCluster, outside: Outside
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_lease_holds_an_agent_until_stopped_and_never_prints_the_token(
+    client_cluster: ClientCluster, outside: Outside, stop: signal.Signals
 ) -> None:
     """`agentpool lease POOL` prints the endpoint, the lease's name and a kubectl command that
-    reads the token, holds the lease Bound while it runs, and on Ctrl-C deletes it, says so
-    and exits 0. The token itself appears nowhere in what it prints."""
+    reads the token, holds the lease Bound while it runs, and on Ctrl-C or SIGTERM (`kill`, a
+    container stopped) deletes it, says so and exits 0, well before the lease's ttl would have
+    freed the agent. The token itself appears nowhere in what it prints."""
     pool = outside.pool("p", agents=1)
     options = client_cluster.options(outside.namespace)
     command = agentpool("lease", pool, "--ttl", "30", "--context", '{"user": "ada"}', *options)
@@ -110,7 +112,7 @@ def test_lease_holds_an_agent_until_ctrl_c_and_never_prints_the_token(
             )
             data = outside.core.read_namespaced_secret(secret, outside.namespace).data
             token = base64.b64decode(data["token"]).decode()
-            holder.send_signal(signal.SIGINT)
+            holder.send_signal(stop)
             assert holder.wait(60) == 0
         finally:
             if holder.poll() is None:
@@ -119,4 +121,5 @@ def test_lease_holds_an_agent_until_ctrl_c_and_never_prints_the_token(
         errors = holder.stderr.read()
     assert printed[-1] == f"released lease {lease}\n"
     assert token not in "".join(printed) + errors
-    outside.returned(pool, 1)
+    # Released, not expired: the ttl of 30 s has not run out when the agent is idle again.
+    outside.returned(pool, 1, timeout=20)

@@ -3,7 +3,8 @@
 ``lease`` holds an agent for a person's own tools (curl, a notebook): it prints where the agent
 is, the lease's name and how to read its token (never the token itself, which would land in a
 terminal's scroll-back and a shell's history), renews the lease while it runs, and deletes it on
-Ctrl-C. It goes through the Python client, as any program would.
+Ctrl-C or SIGTERM (`kill`, a container stopped). It goes through the Python client, as any
+program would.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shlex
+import signal
 import sys
+from collections.abc import Awaitable
 from typing import Any, TextIO
 
 from agentpool.client import AgentpoolError, Client, LeasedAgent
@@ -27,23 +30,38 @@ def run_lease(args: argparse.Namespace) -> int:
     ]
     try:
         return asyncio.run(
-            with_client(
-                args,
-                lambda client: hold_lease(
-                    client,
-                    args.pool,
-                    ttl=args.ttl,
-                    context=args.context,
-                    checkout_timeout=args.checkout_timeout,
-                    kubectl_options=kubectl,
-                ),
+            until_terminated(
+                with_client(
+                    args,
+                    lambda client: hold_lease(
+                        client,
+                        args.pool,
+                        ttl=args.ttl,
+                        context=args.context,
+                        checkout_timeout=args.checkout_timeout,
+                        kubectl_options=kubectl,
+                    ),
+                )
             )
         )
     except AgentpoolError as error:
         return failed(error, sys.stderr, code=2)
-    except KeyboardInterrupt:
-        # Ctrl-C is how a held lease is meant to end, and it is released by now.
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        # Ctrl-C or SIGTERM is how a held lease is meant to end, and it is released by now.
         return 0
+
+
+async def until_terminated(work: Awaitable[int]) -> int:
+    """``work``, cancelled on SIGTERM as Ctrl-C cancels it, so that its clean-up (a lease's
+    delete) runs rather than the process dying with the agent still held until the ttl."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None, "until_terminated runs as a task"
+    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    try:
+        return await work
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
 
 
 def token_command(agent: LeasedAgent, namespace: str, kubectl_options: list[str]) -> str:
@@ -65,8 +83,8 @@ async def hold_lease(
     out: TextIO = sys.stdout,
     err: TextIO = sys.stderr,
 ) -> int:
-    """Hold an agent of ``pool`` until cancelled (Ctrl-C) or the lease ends under it; 1 with the
-    reason when it ends under it. A cancelled hold says which lease it released."""
+    """Hold an agent of ``pool`` until cancelled (Ctrl-C, SIGTERM) or the lease ends under it;
+    1 with the reason when it ends under it. A cancelled hold says which lease it released."""
     held = ""
     try:
         async with client.lease(
@@ -77,7 +95,7 @@ async def hold_lease(
                 f"lease {agent.lease}: agent {agent.name} of pool {pool}\n"
                 f"endpoint: {agent.endpoint}\n"
                 f"token:    {token_command(agent, client.namespace, kubectl_options or [])}\n"
-                "renewing the lease until Ctrl-C, which releases it\n"
+                "renewing the lease until Ctrl-C (or SIGTERM), which releases it\n"
             )
             out.flush()
             ended = await agent.wait_ended()
