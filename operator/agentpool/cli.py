@@ -172,12 +172,38 @@ def _cmd_lease(args: argparse.Namespace) -> int:
 
 
 def _add_agent_options(parser: argparse.ArgumentParser) -> None:
-    """The pool and the lease, for ``agentpool lease``; the kubeconfig's context is
-    --kube-context here, since --context is the lease's."""
+    """The pool and the lease, for ``agentpool lease``. The lease's context is --lease-context,
+    the AgentLease's spec.context, so that --context is the kubeconfig's as everywhere."""
     _add_pool_options(parser)
     parser.add_argument(
-        "--context", type=_json_argument, help="the lease's context for the agent, as JSON"
+        "--lease-context",
+        type=_json_argument,
+        metavar="JSON",
+        help="the lease's context handed to the agent when it binds (spec.context), as JSON",
     )
+
+
+class _DeprecatedFlag(argparse.Action):
+    """A flag's old spelling, kept for one release: it stores into the new flag's place and
+    says on stderr which spelling to use instead."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, *, instead: str, **kw: Any):
+        self.instead = instead
+        super().__init__(option_strings, dest, **kw)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        print(
+            f"agentpool: {option_string} is deprecated and goes in the next release; "
+            f"use {self.instead}",
+            file=sys.stderr,
+        )
+        setattr(namespace, self.dest, values)
 
 
 def _add_pool_options(parser: argparse.ArgumentParser) -> None:
@@ -194,7 +220,14 @@ def _add_pool_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)"
     )
-    parser.add_argument("--kube-context", help="kubeconfig context (default: the current one)")
+    parser.add_argument("--context", help="kubeconfig context (default: the current one)")
+    parser.add_argument(
+        "--kube-context",
+        dest="context",
+        action=_DeprecatedFlag,
+        instead="--context",
+        help=argparse.SUPPRESS,
+    )
 
 
 def _add_connection_options(parser: argparse.ArgumentParser, *, server_default: str) -> None:

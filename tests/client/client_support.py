@@ -48,7 +48,7 @@ class ClientCluster:
         """What points ``agentpool call`` or ``agentpool lease`` at this cluster and namespace."""
         options = ["--kubeconfig", str(self.handle.kubeconfig), "-n", namespace]
         if self.handle.context:
-            options += ["--kube-context", self.handle.context]
+            options += ["--context", self.handle.context]
         return options
 
 

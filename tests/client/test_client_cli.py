@@ -86,7 +86,8 @@ def test_lease_holds_an_agent_until_stopped_and_never_prints_the_token(
     freed the agent. The token itself appears nowhere in what it prints."""
     pool = outside.pool("p", agents=1)
     options = client_cluster.options(outside.namespace)
-    command = agentpool("lease", pool, "--ttl", "30", "--context", '{"user": "ada"}', *options)
+    context = ["--lease-context", '{"user": "ada"}']
+    command = agentpool("lease", pool, "--ttl", "30", *context, *options)
     printed: list[str] = []
     with subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -105,6 +106,8 @@ def test_lease_holds_an_agent_until_stopped_and_never_prints_the_token(
             lease, agent, endpoint, token_command = said.groups()
             held = outside.status("agentleases", lease)
             assert (held["phase"], held["agent"], held["endpoint"]) == ("Bound", agent, endpoint)
+            [spec] = [each["spec"] for each in outside.leases()]
+            assert spec["context"] == {"user": "ada"}
             secret = held["tokenSecretRef"]["name"]
             assert token_command.endswith(
                 f"get secret {secret} -n {outside.namespace} -o jsonpath='{{.data.token}}'"

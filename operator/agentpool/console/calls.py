@@ -55,11 +55,11 @@ async def with_client(args: argparse.Namespace, work: Callable[[Client], Awaitab
         "gateway_url": getattr(args, "gateway_url", None),
         "gateway_ca": getattr(args, "gateway_ca", None),
     }
-    if os.environ.get("KUBERNETES_SERVICE_HOST") and not (args.kubeconfig or args.kube_context):
+    if os.environ.get("KUBERNETES_SERVICE_HOST") and not (args.kubeconfig or args.context):
         client = Client.in_cluster(namespace=args.namespace, **gateway)
     else:
         client = Client.from_kubeconfig(
-            args.kubeconfig, args.kube_context, namespace=args.namespace, **gateway
+            args.kubeconfig, args.context, namespace=args.namespace, **gateway
         )
     async with client:
         return await work(client)

@@ -23,9 +23,17 @@ from agentpool.console.calls import failed, with_client
 
 def run_lease(args: argparse.Namespace) -> int:
     """``agentpool lease``."""
+    if (args.context or "").lstrip()[:1] in ("{", "["):
+        # --context was the lease's JSON context before it named the kubeconfig's.
+        print(
+            "agentpool: --context names the kubeconfig context, as in kubectl; "
+            f"give the lease's context as --lease-context '{args.context}'",
+            file=sys.stderr,
+        )
+        return 2
     kubectl = [
         f"--{flag}={value}"
-        for flag, value in (("kubeconfig", args.kubeconfig), ("context", args.kube_context))
+        for flag, value in (("kubeconfig", args.kubeconfig), ("context", args.context))
         if value
     ]
     try:
@@ -37,7 +45,7 @@ def run_lease(args: argparse.Namespace) -> int:
                         client,
                         args.pool,
                         ttl=args.ttl,
-                        context=args.context,
+                        context=args.lease_context,
                         checkout_timeout=args.checkout_timeout,
                         kubectl_options=kubectl,
                     ),

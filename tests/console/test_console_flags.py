@@ -1,0 +1,82 @@
+"""The ``agentpool`` flags mean one thing across subcommands, as kubectl's do.
+
+The tests parse command lines with the real parser, in this process: ``--context`` is the
+kubeconfig context in every command that reaches a cluster, the lease's own context is
+``--lease-context``, and the old spellings say what to use instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from agentpool import cli
+
+#: A command line of each subcommand that reaches a cluster, without its connection flags.
+CLUSTER_COMMANDS = [
+    ["run"],
+    ["watch", "r"],
+    ["results", "r"],
+    ["call", "p", "--item", "1"],
+    ["cast", "p", "--item", "1"],
+    ["lease", "p"],
+]
+
+
+@pytest.mark.parametrize("command", CLUSTER_COMMANDS, ids=lambda words: words[0])
+def test_context_is_the_kubeconfig_context_everywhere(command: list[str]) -> None:
+    """`--context NAME` picks the kubeconfig's context in every command, as in kubectl, and
+    `--kubeconfig` its file."""
+    args = cli.build_parser().parse_args([*command, "--context", "staging", "--kubeconfig", "/k"])
+    assert (args.context, args.kubeconfig) == ("staging", "/k")
+
+
+def test_the_lease_context_is_json_under_its_own_flag() -> None:
+    """`lease --lease-context JSON` is the lease's context, beside the kubeconfig context; text
+    that is not JSON is refused with the reason."""
+    parser = cli.build_parser()
+    args = parser.parse_args(["lease", "p", "--context", "c", "--lease-context", '{"user": 1}'])
+    assert (args.context, args.lease_context) == ("c", {"user": 1})
+
+
+def test_bad_lease_context_says_it_is_not_json(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.build_parser().parse_args(["lease", "p", "--lease-context", "{user"])
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert "--lease-context: not JSON" in error
+
+
+def test_kube_context_still_works_for_a_release_with_a_warning(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The old `--kube-context` of call, cast and lease still picks the context, and says on
+    stderr that it is deprecated and which flag to use."""
+    for command in (["call", "p", "--item", "1"], ["lease", "p"]):
+        args = cli.build_parser().parse_args([*command, "--kube-context", "old"])
+        assert args.context == "old"
+        error = capsys.readouterr().err
+        assert "--kube-context is deprecated" in error
+        assert "use --context" in error
+
+
+def test_json_given_to_lease_as_context_points_at_lease_context(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`lease --context '{...}'`, the lease context's old spelling, fails at once (exit 2) with
+    a line that says --context is now the kubeconfig's and names the flag to use, rather than
+    a kubeconfig error about a context called '{...}'."""
+    assert cli.main(["lease", "p", "--context", '{"user": "ada"}']) == 2
+    error = capsys.readouterr().err
+    assert error == (
+        "agentpool: --context names the kubeconfig context, as in kubectl; "
+        """give the lease's context as --lease-context '{"user": "ada"}'\n"""
+    )
+
+
+def test_deprecated_spellings_are_hidden_from_help() -> None:
+    """--help shows only the current spellings."""
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert "--kube-context" not in sub.choices["lease"].format_help()
