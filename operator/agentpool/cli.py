@@ -313,7 +313,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_installed_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    crds = sub.add_parser("crds", help="write the CRDs generated from the API models")
+    crds = sub.add_parser(
+        "crds",
+        help="write the CRDs generated from the API models",
+        description="Write the CustomResourceDefinitions that the pydantic models in "
+        "agentpool.api generate, into crds/ and the Helm chart's copy; with --check, write "
+        "nothing and fail when the files have drifted from the models.",
+    )
     crds.add_argument("--out", default="crds", help="directory to write into (default: crds)")
     crds.add_argument(
         "--chart",
@@ -327,7 +333,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     crds.set_defaults(func=_cmd_crds)
 
-    run = sub.add_parser("run", help="run the operator against a cluster")
+    run = sub.add_parser(
+        "run",
+        help="run the operator against a cluster",
+        description="Run the operator in the foreground against the cluster the connection "
+        "flags name (in-cluster, then the kubeconfig): it keeps the AgentPools' agents warm, "
+        "binds AgentLeases, drives PoolRuns and serves calls and casts over its gateway.",
+    )
     scope = run.add_mutually_exclusive_group()
     scope.add_argument(
         "--namespace",
@@ -349,14 +361,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="coordinate with other replicas through the named kopf peering object",
     )
     run.add_argument("--liveness", metavar="URL", help="serve a liveness endpoint at this URL")
-    run.add_argument("--metrics-port", type=int, default=0, help="serve Prometheus metrics here")
+    run.add_argument(
+        "--metrics-port", type=int, default=0, help="serve Prometheus metrics here (default: none)"
+    )
     run.add_argument(
         "--state-dir",
         default=os.environ.get("AGENTPOOL_STATE_DIR") or None,
         help="directory for the runs' journals, so a crash re-runs only the items in flight "
         "(default: $AGENTPOOL_STATE_DIR; without one a crash may re-run up to cap finished items)",
     )
-    run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    run.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="the least severe log records written (default: info)",
+    )
     run.add_argument(
         "--no-lease-events",
         dest="lease_events",
@@ -368,24 +387,48 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=_cmd_run)
 
     demo = sub.add_parser(
-        "demo", help="run the quickstart on a local cluster, show the outcome, and clean up"
+        "demo",
+        help="run the quickstart on a local cluster, show the outcome, and clean up",
+        description="Start a local cluster (API server, kubelet, operator) in a temporary "
+        "directory, apply examples/quickstart (a pool of slow-starting agents and a run of "
+        "forty items, a few of which fail), show the run's progress and its failures, then "
+        "shut everything down. Needs no cluster and no kubeconfig; exits 0 when the run drained.",
     )
     demo.set_defaults(func=_cmd_demo)
 
-    watch = sub.add_parser("watch", help="show a PoolRun's progress until it ends")
+    watch = sub.add_parser(
+        "watch",
+        help="show a PoolRun's progress until it ends",
+        description="Show a PoolRun's progress (items done, failed, rate, time left) until it "
+        "ends; exit 0 when it succeeded, 1 when it failed, 3 when --timeout ran out first.",
+    )
     watch.add_argument("run", help="the PoolRun's name")
-    watch.add_argument("--timeout", type=float, default=None, help="give up after this long")
+    watch.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="give up after this many seconds (default: wait until the run ends)",
+    )
     _add_client_options(watch)
     watch.set_defaults(func=_cmd_watch)
 
-    results = sub.add_parser("results", help="print a PoolRun's outputs and failures as JSON Lines")
+    results = sub.add_parser(
+        "results",
+        help="print a PoolRun's outputs and failures as JSON Lines",
+        description="Print every output and failure a PoolRun recorded, one JSON object a line, "
+        "including those kept in the run's result ConfigMaps.",
+    )
     results.add_argument("run", help="the PoolRun's name")
     _add_client_options(results)
     results.set_defaults(func=_cmd_results)
     add_commands(sub, _json_argument, _add_pool_options)
 
     lease = sub.add_parser(
-        "lease", help="hold an agent of a pool until Ctrl-C or SIGTERM releases it"
+        "lease",
+        help="hold an agent of a pool until Ctrl-C or SIGTERM releases it",
+        description="Hold one agent of a pool for your own tools (curl, a notebook): print its "
+        "endpoint, the lease's name and the kubectl command that reads its token, renew the "
+        "lease while running, and delete it on Ctrl-C or SIGTERM.",
     )
     _add_agent_options(lease)
     lease.add_argument(
@@ -393,9 +436,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lease.set_defaults(func=_cmd_lease)
 
-    local = sub.add_parser("local", help="run a local cluster: API server, kubelet and operator")
+    local = sub.add_parser(
+        "local",
+        help="run a local cluster: API server, kubelet and operator",
+        description="A local Kubernetes-compatible cluster for trying agentpool and for tests: "
+        "an API server, a kubelet that runs pods as processes, and the operator.",
+    )
     local_sub = local.add_subparsers(dest="local_command", required=True, metavar="COMMAND")
-    up = local_sub.add_parser("up", help="run the local cluster in the foreground until Ctrl-C")
+    up = local_sub.add_parser(
+        "up",
+        help="run the local cluster in the foreground until Ctrl-C",
+        description="Run the local cluster in the foreground until Ctrl-C, writing a kubeconfig "
+        "for kubectl and agentpool into --dir.",
+    )
     up.add_argument("--dir", required=True, help="directory for the kubeconfig, lock and pod logs")
     up.add_argument("--port", type=int, default=0, help="API server port (default: any free one)")
     up.add_argument(

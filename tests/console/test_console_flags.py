@@ -80,3 +80,49 @@ def test_deprecated_spellings_are_hidden_from_help() -> None:
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     assert "--kube-context" not in sub.choices["lease"].format_help()
+
+
+def _commands(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ("agentpool",)
+) -> list[tuple[str, argparse.ArgumentParser]]:
+    """Every command and subcommand of ``parser``, by its full name."""
+    found = [(" ".join(path), parser)]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                found += _commands(child, (*path, name))
+    return found
+
+
+COMMANDS = _commands(cli.build_parser())
+#: Words in a flag's name that make it a length of time.
+DURATION_WORDS = ("timeout", "ttl", "seconds", "interval", "period", "deadline", "delay")
+UNITS = ("second", "minute", "millisecond")
+
+
+@pytest.mark.parametrize(("name", "parser"), COMMANDS, ids=[name for name, _ in COMMANDS])
+def test_every_command_says_what_it_does_in_its_help(
+    name: str, parser: argparse.ArgumentParser
+) -> None:
+    """`agentpool COMMAND --help` opens with a description of the command, a sentence."""
+    assert parser.description, f"`{name} --help` has no description"
+    assert parser.description.rstrip().endswith("."), parser.description
+
+
+@pytest.mark.parametrize(("name", "parser"), COMMANDS, ids=[name for name, _ in COMMANDS])
+def test_every_flag_has_help_and_every_duration_names_its_unit(
+    name: str, parser: argparse.ArgumentParser
+) -> None:
+    """Every flag of every command says what it is; a flag that takes a length of time (a
+    timeout, a ttl) says in which unit, so `--timeout 5` is never a guess."""
+    for action in parser._actions:
+        if not action.option_strings or action.help == argparse.SUPPRESS:
+            continue
+        flag = max(action.option_strings, key=len)
+        assert action.help, f"{name} {flag} has no help"
+        if action.nargs == 0:
+            continue  # a switch, which takes no value
+        if any(word in flag for word in DURATION_WORDS):
+            assert any(unit in action.help for unit in UNITS), (
+                f"{name} {flag}: its help names no unit: {action.help!r}"
+            )

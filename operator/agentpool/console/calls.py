@@ -28,11 +28,26 @@ def add_commands(
 ) -> None:
     """Add ``call`` and ``cast``; ``add_cluster_options`` adds the pool and how to reach the
     cluster, as the other client commands take them."""
-    for verb, what, run in (
-        ("call", "send one item to an agent of a pool, print its output", run_call),
-        ("cast", "hand one item to an agent of a pool, print which took it", run_cast),
+    for verb, what, more, run in (
+        (
+            "call",
+            "send one item to an agent of a pool, print its output",
+            "Print the agent's output as JSON; on failure, one line with the reason, exit 1.",
+            run_call,
+        ),
+        (
+            "cast",
+            "hand one item to an agent of a pool, print which took it",
+            "Do not wait for the output: print the agent (pod) that took the item, which stays "
+            "busy with it until it reports the item done.",
+            run_cast,
+        ),
     ):
-        parser = sub.add_parser(verb, help=what + " (through the operator's gateway)")
+        parser = sub.add_parser(
+            verb,
+            help=what + " (through the operator's gateway)",
+            description=f"{what[0].upper()}{what[1:]}, through the operator's gateway. {more}",
+        )
         add_cluster_options(parser)
         add = parser.add_argument
         add("--item", required=True, type=json_argument, help="the item, as JSON")
