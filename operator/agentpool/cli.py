@@ -66,22 +66,27 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.log_level != "debug":
         # kopf reports every handled pod event at info; keep the log for what needs attention.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    stop_metrics = None
     if args.metrics_port:
         from agentpool.metrics import serve_metrics
 
-        serve_metrics(args.metrics_port)
+        stop_metrics = serve_metrics(args.metrics_port, args.metrics_host)
     namespaces = [] if args.all_namespaces else args.namespace
-    asyncio.run(
-        run_operator(
-            _connection(args),
-            namespaces=namespaces,
-            liveness_endpoint=args.liveness,
-            peering_name=None if args.standalone else args.peering,
-            state_dir=Path(args.state_dir) if args.state_dir else None,
-            gateway=_gateway_options(args),
-            lease_events=args.lease_events,
+    try:
+        asyncio.run(
+            run_operator(
+                _connection(args),
+                namespaces=namespaces,
+                liveness_endpoint=args.liveness,
+                peering_name=None if args.standalone else args.peering,
+                state_dir=Path(args.state_dir) if args.state_dir else None,
+                gateway=_gateway_options(args),
+                lease_events=args.lease_events,
+            )
         )
-    )
+    finally:
+        if stop_metrics is not None:
+            stop_metrics()
     return 0
 
 
@@ -362,7 +367,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--liveness", metavar="URL", help="serve a liveness endpoint at this URL")
     run.add_argument(
-        "--metrics-port", type=int, default=0, help="serve Prometheus metrics here (default: none)"
+        "--metrics-port",
+        type=int,
+        default=0,
+        help="serve Prometheus metrics at /metrics on this port (default: 0, none)",
+    )
+    run.add_argument(
+        "--metrics-host",
+        default="0.0.0.0",
+        metavar="ADDRESS",
+        help="the address the metrics port listens on, 127.0.0.1 to keep it to this machine "
+        "(default: 0.0.0.0, every IPv4 address, so that Prometheus in the cluster reaches it)",
     )
     run.add_argument(
         "--state-dir",

@@ -8,6 +8,7 @@ process, which is one operator in a cluster.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -146,6 +147,14 @@ def forget_run(namespace: str, run: str) -> None:
         metric.remove_by_labels({"namespace": namespace, "run": run})
 
 
-def serve_metrics(port: int, host: str = "0.0.0.0") -> None:
-    """Serve ``/metrics`` from a background thread."""
-    start_http_server(port, addr=host, registry=REGISTRY)
+def serve_metrics(port: int, host: str = "0.0.0.0") -> Callable[[], None]:
+    """Serve ``/metrics`` on ``host`` (every IPv4 address by default) from a background thread;
+    the function that stops serving."""
+    server, thread = start_http_server(port, addr=host, registry=REGISTRY)
+
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+    return stop

@@ -8,6 +8,9 @@ kubeconfig context in every command that reaches a cluster, the lease's own cont
 from __future__ import annotations
 
 import argparse
+import asyncio
+import socket
+import urllib.request
 
 import pytest
 
@@ -126,3 +129,43 @@ def test_every_flag_has_help_and_every_duration_names_its_unit(
             assert any(unit in action.help for unit in UNITS), (
                 f"{name} {flag}: its help names no unit: {action.help!r}"
             )
+
+
+def _answers(host: str, port: int) -> bool:
+    """Whether an HTTP GET of /metrics at host:port answers 200."""
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as answer:
+            return bool(answer.status == 200)
+    except OSError:
+        return False
+
+
+def test_metrics_host_binds_the_metrics_endpoint_to_one_address(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`run --metrics-host 127.0.0.2 --metrics-port P` serves /metrics on that address only
+    (127.0.0.1, another address of the same machine, refuses), and stops serving when the
+    operator stops."""
+    from agentpool.handlers import operator
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.2", 0))
+        port = probe.getsockname()[1]
+    seen: dict[str, bool] = {}
+
+    async def run_operator(*_: object, **__: object) -> None:
+        seen["127.0.0.2"] = await asyncio.to_thread(_answers, "127.0.0.2", port)
+        seen["127.0.0.1"] = await asyncio.to_thread(_answers, "127.0.0.1", port)
+
+    monkeypatch.setattr(operator, "run_operator", run_operator)
+    argv = ["run", "--server", "https://127.0.0.1:1", "--metrics-port", str(port)]
+    assert cli.main([*argv, "--metrics-host", "127.0.0.2"]) == 0
+    assert seen == {"127.0.0.2": True, "127.0.0.1": False}
+    assert not _answers("127.0.0.2", port)
+
+
+def test_metrics_host_defaults_to_every_address() -> None:
+    """Without --metrics-host the endpoint listens on every IPv4 address, as it always has, so
+    a Service or a Prometheus scrape in the cluster reaches it."""
+    args = cli.build_parser().parse_args(["run"])
+    assert args.metrics_host == "0.0.0.0"
