@@ -4,6 +4,7 @@ watch with a selector, patch in every type, delete with cascading, and wait."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import threading
 import time
@@ -331,3 +332,65 @@ def test_pods_wide_and_logs(
     assert wide[0].split()[:7] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE"]
     assert kubectl.run("logs", "lp", "-n", namespace).stdout == "hello\nworld\n"
     assert kubectl.run("logs", "lp", "-n", namespace, "--tail=1").stdout == "world\n"
+
+
+def _event(name: str, kind: str, *, count: int, message: str) -> str:
+    """An Event about ``kind``/quickstart, as the operator posts them, seen ``count`` times."""
+    return (
+        f"apiVersion: v1\nkind: Event\nmetadata:\n  name: {name}\n"
+        f"involvedObject:\n  apiVersion: agentpool.dev/v1alpha1\n  kind: {kind}\n"
+        "  name: quickstart\n"
+        f"type: Normal\nreason: Tested\nmessage: {message}\ncount: {count}\n"
+        "firstTimestamp: '2026-01-01T00:00:00Z'\nlastTimestamp: '2026-01-01T00:00:00Z'\n"
+        "source:\n  component: agentpool\n"
+    )
+
+
+def _table(text: str) -> list[dict[str, str]]:
+    """kubectl's table as one dict a row, each cell cut at its header's column, so an empty
+    cell reads as '' rather than shifting the ones after it."""
+    header, *lines = text.splitlines()
+    names = re.findall(r"\S+(?: \S+)*", header)
+    starts = [header.index(name) for name in names]
+    spans = list(zip(names, starts, [*starts[1:], None], strict=True))
+    return [{name: line[start:end].strip() for name, start, end in spans} for line in lines]
+
+
+def test_events_print_as_a_real_server_prints_them(
+    kubectl: Kubectl, namespace: str, apply: object
+) -> None:
+    """get events names each event's object as kind/name (agentpool/quickstart and
+    poolrun/quickstart, not a bare quickstart that could be either), and -o wide adds the
+    subobject, source, first seen, count and name, as kube-apiserver's event printer does."""
+    apply(  # type: ignore[operator]
+        _event("pool-event", "AgentPool", count=3, message="pool event")
+        + "---\n"
+        + _event("run-event", "PoolRun", count=1, message="run event")
+    )
+    plain = _table(kubectl.run("get", "events", "-n", namespace).stdout)
+    assert list(plain[0]) == ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    assert sorted((row["OBJECT"], row["MESSAGE"]) for row in plain) == [
+        ("agentpool/quickstart", "pool event"),
+        ("poolrun/quickstart", "run event"),
+    ]
+    wide = _table(kubectl.run("get", "events", "-n", namespace, "-o", "wide").stdout)
+    assert list(wide[0]) == [
+        "LAST SEEN",
+        "TYPE",
+        "REASON",
+        "OBJECT",
+        "SUBOBJECT",
+        "SOURCE",
+        "MESSAGE",
+        "FIRST SEEN",
+        "COUNT",
+        "NAME",
+    ]
+    pool = next(row for row in wide if row["NAME"] == "pool-event")
+    assert (pool["OBJECT"], pool["SUBOBJECT"], pool["SOURCE"], pool["COUNT"]) == (
+        "agentpool/quickstart",
+        "",
+        "agentpool",
+        "3",
+    )
+    assert pool["FIRST SEEN"].endswith("d")  # months ago, in days as kubectl counts them

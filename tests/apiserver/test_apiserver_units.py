@@ -4,12 +4,13 @@ reviews)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from agentpool.local.apiserver.endpoints import protobuf
-from agentpool.local.apiserver.endpoints.table import human_duration, jsonpath
+from agentpool.local.apiserver.endpoints.table import build_table, human_duration, jsonpath
 from agentpool.local.apiserver.errors import ApiError
 from agentpool.local.apiserver.registry import patch
 from agentpool.local.apiserver.registry.scale import apply_scale, scale_of
@@ -319,3 +320,53 @@ def test_protobuf_rbac_objects() -> None:
         "kind": "ClusterRole",
         "name": "caller",
     }
+
+
+EVENTS = ResourceType("", "v1", "events", "Event", "event", namespaced=True)
+
+
+def test_an_event_of_the_new_api_prints_its_series_and_reporter() -> None:
+    """An event posted through events.k8s.io (eventTime and series, no timestamps or count,
+    reportingComponent for a source) prints as kube-apiserver prints it: first seen from its
+    eventTime, last seen and count from its series, source from its reporter; a singleton
+    counts 1, an event about a kind alone names just the kind."""
+    now = datetime(2026, 1, 1, 0, 10, tzinfo=UTC)
+    series = {
+        "metadata": {"name": "e1"},
+        "involvedObject": {"kind": "PoolRun", "name": "quickstart", "fieldPath": "spec.source"},
+        "type": "Warning",
+        "reason": "ItemsFailed",
+        "message": " 2 of 40 items failed \n",
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+        "series": {"count": 5, "lastObservedTime": "2026-01-01T00:09:00.000000Z"},
+        "reportingComponent": "agentpool",
+        "reportingInstance": "operator-0",
+    }
+    single = {
+        "metadata": {"name": "e2"},
+        "involvedObject": {"kind": "Node"},
+        "eventTime": "2026-01-01T00:05:00.000000Z",
+    }
+    table = build_table(EVENTS, [series, single], resource_version="1", now=lambda: now)
+    assert [row["cells"] for row in table["rows"]] == [
+        [
+            "60s",
+            "Warning",
+            "ItemsFailed",
+            "poolrun/quickstart",
+            "spec.source",
+            "agentpool, operator-0",
+            "2 of 40 items failed",
+            "10m",
+            5,
+            "e1",
+        ],
+        ["5m", "", "", "node", "", "", "", "5m", 1, "e2"],
+    ]
+    assert [(c["name"], c["priority"]) for c in table["columnDefinitions"]][:5] == [
+        ("Last Seen", 0),
+        ("Type", 0),
+        ("Reason", 0),
+        ("Object", 0),
+        ("Subobject", 1),
+    ]

@@ -2,9 +2,11 @@
 
 Custom resources get a Name column, then their CRD's ``additionalPrinterColumns`` evaluated with
 the CRD JSONPath subset (or a single Age column when none are declared); pods get the columns a
-real API server prints (NAME READY STATUS RESTARTS AGE, plus IP and NODE for ``-o wide``); other
-built-ins get Name and a column or two. Dates become human durations because kubectl prints cells
-verbatim. ``handlers`` and ``watch`` call ``build_table``.
+real API server prints (NAME READY STATUS RESTARTS AGE, plus IP and NODE for ``-o wide``), and so
+do events (LAST SEEN TYPE REASON OBJECT MESSAGE, the object as kind/name, plus SUBOBJECT, SOURCE,
+FIRST SEEN, COUNT and NAME for ``-o wide``); other built-ins get Name and a column or two. Dates
+become human durations because kubectl prints cells verbatim. ``handlers`` and ``watch`` call
+``build_table``.
 """
 
 from __future__ import annotations
@@ -180,6 +182,100 @@ _POD_COLUMNS = (
     PrinterColumn("Readiness Gates", "string", "", description="Readiness gates.", priority=1),
 )
 
+
+def _event_cells(event: Obj, now: datetime) -> list[Any]:
+    """An Event's cells as kube-apiserver's event printer makes them: times fall back on the
+    new API's eventTime and series, a count of 0 (a singleton in the new API) shows as 1, and
+    the object is kind/name in lower case, so a pool and a run of one name tell apart."""
+    first = (
+        age(event["firstTimestamp"], now)
+        if event.get("firstTimestamp")
+        else age(event.get("eventTime"), now)
+    )
+    last = age(event["lastTimestamp"], now) if event.get("lastTimestamp") else first
+    count = event.get("count") or 0
+    series = event.get("series")
+    if series:
+        last = age(series.get("lastObservedTime"), now)
+        count = series.get("count") or 0
+    elif not count:
+        count = 1
+    involved = event.get("involvedObject") or {}
+    kind = str(involved.get("kind") or "").lower()
+    target = f"{kind}/{involved['name']}" if involved.get("name") else kind
+    source = event.get("source") or {}
+    component = source.get("component") or event.get("reportingComponent") or ""
+    instance = source.get("host") or event.get("reportingInstance") or ""
+    return [
+        last,
+        event.get("type") or "",
+        event.get("reason") or "",
+        target,
+        involved.get("fieldPath") or "",
+        f"{component}, {instance}" if instance else component,
+        str(event.get("message") or "").strip(),
+        first,
+        int(count),
+        event["metadata"]["name"],
+    ]
+
+
+_EVENT_COLUMNS = (
+    PrinterColumn(
+        "Last Seen",
+        "string",
+        "",
+        description="The time at which the most recent occurrence of this event was recorded.",
+    ),
+    PrinterColumn("Type", "string", "", description="Type of this event (Normal, Warning)."),
+    PrinterColumn(
+        "Reason",
+        "string",
+        "",
+        description="A short, machine understandable string that gives the reason for the "
+        "transition into the object's current status.",
+    ),
+    PrinterColumn("Object", "string", "", description="The object that this event is about."),
+    PrinterColumn(
+        "Subobject",
+        "string",
+        "",
+        description="The piece of the object the event is about, as a field path.",
+        priority=1,
+    ),
+    PrinterColumn(
+        "Source", "string", "", description="The component reporting this event.", priority=1
+    ),
+    PrinterColumn(
+        "Message",
+        "string",
+        "",
+        description="A human-readable description of the status of this operation.",
+    ),
+    PrinterColumn(
+        "First Seen",
+        "string",
+        "",
+        description="The time at which the event was first recorded.",
+        priority=1,
+    ),
+    PrinterColumn(
+        "Count",
+        "string",
+        "",
+        description="The number of times this event has occurred.",
+        priority=1,
+    ),
+    PrinterColumn(
+        "Name",
+        "string",
+        "",
+        format="name",
+        description="Name must be unique within a namespace.",
+        priority=1,
+    ),
+)
+
 _BUILTIN_COLUMNS: dict[tuple[str, str], tuple[PrinterColumn, ...]] = {
     ("", "namespaces"): (_NAME, PrinterColumn("Status", "string", ".status.phase"), _AGE),
     ("", "configmaps"): (_NAME, PrinterColumn("Data", "integer", ""), _AGE),
@@ -200,13 +296,7 @@ _BUILTIN_COLUMNS: dict[tuple[str, str], tuple[PrinterColumn, ...]] = {
         PrinterColumn("Holder", "string", ".spec.holderIdentity"),
         _AGE,
     ),
-    ("", "events"): (
-        PrinterColumn("Last Seen", "date", ".lastTimestamp"),
-        PrinterColumn("Type", "string", ".type"),
-        PrinterColumn("Reason", "string", ".reason"),
-        PrinterColumn("Object", "string", ".involvedObject.name"),
-        PrinterColumn("Message", "string", ".message"),
-    ),
+    ("", "events"): _EVENT_COLUMNS,
 }
 
 
@@ -223,6 +313,8 @@ def _cells(
 ) -> list[Any]:
     if rt.key == ("", "pods"):
         return _pod_cells(obj, now)
+    if rt.key == ("", "events"):
+        return _event_cells(obj, now)
     cells: list[Any] = []
     for column in columns:
         if column.name == "Data" and not column.json_path:
