@@ -12,9 +12,9 @@ import json
 from collections import Counter
 
 import pytest
-from client_support import FAST, Outside
+from client_support import FAST, ClientCluster, Outside
 
-from agentpool.client import AgentpoolError, Client, PoolExhausted, RunFailed
+from agentpool.client import AgentpoolError, Client, ClientSettings, PoolExhausted, RunFailed
 
 pytestmark = pytest.mark.cluster
 
@@ -114,3 +114,24 @@ async def test_submit_refuses_a_spec_the_models_refuse(client: Client, outside: 
     with pytest.raises(AgentpoolError):
         await client.submit("p", [1], source={"http": {"url": "http://x"}})
     assert outside.objects("poolruns") == []
+
+
+async def test_submitted_runs_are_deleted_an_hour_after_they_end_unless_told_otherwise(
+    client_cluster: ClientCluster, client: Client, outside: Outside
+) -> None:
+    """A run submitted without a ttl gets ttlSecondsAfterFinished of an hour, so runs from
+    programs and shells do not pile up forever; a ttl given wins, and a client whose settings
+    name no default ttl keeps its runs, as a PoolRun applied with kubectl is kept."""
+    hour = await client.submit("p", [1], name="default-ttl")
+    given = await client.submit("p", [1], name="given-ttl", ttl_seconds_after_finished=60)
+    handle = client_cluster.handle
+    keeping = ClientSettings(run_ttl_seconds_after_finished=None)
+    async with Client.from_kubeconfig(
+        handle.kubeconfig, handle.context, namespace=outside.namespace, settings=keeping
+    ) as kept_client:
+        kept = await kept_client.submit("p", [1], name="kept")
+    ttls = {
+        run["metadata"]["name"]: run["spec"].get("ttlSecondsAfterFinished")
+        for run in outside.objects("poolruns")
+    }
+    assert ttls == {hour.name: 3600, given.name: 60, kept.name: None}

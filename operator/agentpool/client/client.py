@@ -244,7 +244,10 @@ class Client:
         """Start a PoolRun of ``items`` (or of ``source``: a ConfigMap key or an HTTP source,
         as ``{"configMapRef": {"name", "key"}}`` or ``{"http": {"url"}}``) through ``pool``,
         ``cap`` at a time; the :class:`Run` to follow it. The other arguments are the PoolRun
-        spec's fields of the same names."""
+        spec's fields of the same names; ``ttl_seconds_after_finished`` defaults to the
+        settings' ``run_ttl_seconds_after_finished`` (an hour), after which the run is deleted."""
+        if ttl_seconds_after_finished is None:
+            ttl_seconds_after_finished = self.settings.run_ttl_seconds_after_finished
         if (items is None) == (source is None):
             raise AgentpoolError(INVALID, "give either items or source, not both nor neither")
         try:

@@ -3,7 +3,8 @@
 :class:`agentpool.client.Client` takes a :class:`ClientSettings` (the defaults unless told
 otherwise) and hands its values to the lease, run and agent code, so a test or a program can
 run the client with other timings and no module constant is patched. What a user sets per lease
-or run (its ttl, its cap) is an argument of the call, not here.
+or run (its ttl, its cap) is an argument of the call; here are only the defaults for when the
+call names none.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ class ClientSettings:
     bind_grace_seconds: float = 30.0
     """Beyond a checkout timeout the caller names, how long the client still waits for the
     operator's verdict before it gives up with BindTimeout."""
+    run_ttl_seconds_after_finished: int | None = 3600
+    """A submitted run's ttlSecondsAfterFinished when the caller names none: an hour to read its
+    results, then the operator deletes it, so the runs that programs and shells submit do not
+    pile up in the namespace forever. None keeps them, as a PoolRun applied with kubectl is."""
     watch_retries: int = 5
     """Failed watch requests in a row (the API server restarting, a dropped connection) that a
     wait survives before it raises the error."""
