@@ -309,6 +309,7 @@ def _installed_version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from agentpool.console import submits
     from agentpool.console.calls import add_commands
 
     parser = argparse.ArgumentParser(
@@ -437,6 +438,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_client_options(results)
     results.set_defaults(func=_cmd_results)
     add_commands(sub, _json_argument, _add_pool_options)
+    submits.add_command(sub, _json_argument, _add_pool_options)
 
     lease = sub.add_parser(
         "lease",

@@ -126,3 +126,55 @@ def test_lease_holds_an_agent_until_stopped_and_never_prints_the_token(
     assert token not in "".join(printed) + errors
     # Released, not expired: the ttl of 30 s has not run out when the agent is idle again.
     outside.returned(pool, 1, timeout=20)
+
+
+def test_submit_runs_the_items_of_a_json_lines_file_from_stdin(
+    client_cluster: ClientCluster, outside: Outside
+) -> None:
+    """`agentpool submit POOL -f -` makes a PoolRun of the lines on stdin and prints its name,
+    which `agentpool results` then reads every output of; the run is to be deleted an hour
+    after it ends, unless --ttl-after-finished says when or --keep keeps it."""
+    pool = outside.pool("p", agents=1)
+    options = client_cluster.options(outside.namespace)
+    items = [{"id": f"i{n}", "text": f"item {n}"} for n in range(3)]
+    lines = "\n".join(json.dumps(item) for item in items) + "\n"
+    submitted = subprocess.run(
+        agentpool("submit", pool, "-f", "-", "--item-id", "id", "--cap", "2", *options),
+        input=lines,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    name = submitted.stdout.strip()
+    [run] = outside.objects("poolruns")
+    assert run["metadata"]["name"] == name
+    assert (run["spec"]["source"]["items"], run["spec"]["cap"]) == (items, 2)
+    assert run["spec"]["ttlSecondsAfterFinished"] == 3600
+    wait_for(
+        lambda: outside.status("poolruns", name).get("phase") == "Succeeded",
+        90,
+        message=f"run {name} succeeded",
+    )
+    results = subprocess.run(
+        agentpool("results", name, *options), capture_output=True, text=True, timeout=120
+    )
+    assert results.returncode == 0, results.stderr
+    outputs = [json.loads(line) for line in results.stdout.splitlines()]
+    assert sorted(record["id"] for record in outputs) == ["i0", "i1", "i2"]
+    names = {}
+    for flags in (["--ttl-after-finished", "60"], ["--keep"]):
+        done = subprocess.run(
+            agentpool("submit", pool, "-f", "-", *flags, *options),
+            input="1\n",
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        names[flags[0]] = done.stdout.strip()
+    ttls = {
+        run["metadata"]["name"]: run["spec"].get("ttlSecondsAfterFinished")
+        for run in outside.objects("poolruns")
+    }
+    assert (ttls[names["--ttl-after-finished"]], ttls[names["--keep"]]) == (60, None)

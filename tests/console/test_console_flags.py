@@ -24,6 +24,7 @@ CLUSTER_COMMANDS = [
     ["call", "p", "--item", "1"],
     ["cast", "p", "--item", "1"],
     ["lease", "p"],
+    ["submit", "p", "-f", "items.jsonl"],
 ]
 
 

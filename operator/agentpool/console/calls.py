@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TextIO, TypedDict
 
 if TYPE_CHECKING:
-    from agentpool.client import AgentpoolError, Client
+    from agentpool.client import AgentpoolError, Client, ClientSettings
 
 
 def add_commands(
@@ -61,9 +61,15 @@ def add_commands(
         parser.set_defaults(func=run)
 
 
-async def with_client(args: argparse.Namespace, work: Callable[[Client], Awaitable[int]]) -> int:
+async def with_client(
+    args: argparse.Namespace,
+    work: Callable[[Client], Awaitable[int]],
+    *,
+    settings: ClientSettings | None = None,
+) -> int:
     """``work`` done with a client for the kubeconfig and namespace the options name, or the
-    pod's service account when none is named and the command runs in a pod."""
+    pod's service account when none is named and the command runs in a pod; ``settings`` as
+    :class:`Client` takes them (its defaults unless given)."""
     from agentpool.client import Client
 
     gateway = {
@@ -71,10 +77,10 @@ async def with_client(args: argparse.Namespace, work: Callable[[Client], Awaitab
         "gateway_ca": getattr(args, "gateway_ca", None),
     }
     if os.environ.get("KUBERNETES_SERVICE_HOST") and not (args.kubeconfig or args.context):
-        client = Client.in_cluster(namespace=args.namespace, **gateway)
+        client = Client.in_cluster(namespace=args.namespace, settings=settings, **gateway)
     else:
         client = Client.from_kubeconfig(
-            args.kubeconfig, args.context, namespace=args.namespace, **gateway
+            args.kubeconfig, args.context, namespace=args.namespace, settings=settings, **gateway
         )
     async with client:
         return await work(client)
