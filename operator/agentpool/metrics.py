@@ -1,9 +1,11 @@
 """The operator's Prometheus metrics, defined once and served on ``--metrics-port``.
 
-The pool controller sets the agent and waiter gauges on every pass, the run dispatcher times
-checkouts and items, and the Kubernetes API module counts writes. They live in a registry of their
-own rather than the client library's default one, so that only these are served; it is one per
-process, which is one operator in a cluster.
+The pool controller sets the agent, waiter and Degraded gauges on every pass and counts the agents
+it creates and retires, the run dispatcher times checkouts and items, the run daemon counts runs
+by how they ended, and the Kubernetes API module counts writes. The chart's alerts and dashboard
+query these names, and a chart test checks that each name they use is defined here. They live in
+a registry of their own rather than the client library's default one, so that only these are
+served; it is one per process, which is one operator in a cluster.
 """
 
 from __future__ import annotations
@@ -45,6 +47,23 @@ SLOTS = _family(
     "Slots of a pool's Ready agents (items they serve at once) by state: busy, free.",
     (*POOL_LABELS, "state"),
 )
+POOL_DEGRADED = _family(
+    Gauge,
+    "agentpool_pool_degraded",
+    "1 while the pool's Degraded condition is True, else 0; reason is the condition's reason "
+    "(ImagePullBackOff, CrashLoopBackOff, ReadinessFailing, ...; AsExpected when not Degraded). "
+    "One series per pool.",
+    (*POOL_LABELS, "reason"),
+)
+AGENTS_CREATED = _family(
+    Counter, "agentpool_agents_created_total", "Agent pods the pool created.", POOL_LABELS
+)
+AGENTS_RETIRED = _family(
+    Counter,
+    "agentpool_agents_retired_total",
+    "Agents the pool retired, by reason (Failed, Unready, IdleTimeout, MaxUses, ScaledDown, ...).",
+    (*POOL_LABELS, "reason"),
+)
 CHECKOUT_SECONDS = _family(
     Histogram,
     "agentpool_checkout_seconds",
@@ -71,6 +90,13 @@ ITEM_SECONDS = _family(
     "Time an agent took over one item attempt, as the operator measured the call.",
     RUN_LABELS,
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+)
+RUNS_FINISHED = _family(
+    Counter,
+    "agentpool_runs_finished_total",
+    "PoolRuns that ended, by phase (Succeeded, Failed) and the reason of their end (Drained, "
+    "ItemsFailed, Deadlocked, SourceFailed, ...); no run label, as runs come and go.",
+    ("namespace", "phase", "reason"),
 )
 RETRIES = _family(Counter, "agentpool_retries_total", "Item attempts beyond the first.", RUN_LABELS)
 API_WRITES = _family(
@@ -125,13 +151,15 @@ FORGET_AFTER_SECONDS = 300.0
 
 def forget_pool_gauges(namespace: str, pool: str) -> None:
     """Drop a deleted pool's gauges: its agents and waiters are no more."""
-    for metric in (AGENTS, WAITERS, SLOTS, GATEWAY_WAITING):
+    for metric in (AGENTS, WAITERS, SLOTS, GATEWAY_WAITING, POOL_DEGRADED):
         metric.remove_by_labels({"namespace": namespace, "pool": pool})
 
 
 def forget_pool_counts(namespace: str, pool: str) -> None:
     """Drop a deleted pool's counters and histograms, so they do not pile up."""
     for metric in (
+        AGENTS_CREATED,
+        AGENTS_RETIRED,
         CHECKOUT_SECONDS,
         CHECKOUT_TIMEOUTS,
         GATEWAY_REQUESTS,
@@ -145,6 +173,13 @@ def forget_run(namespace: str, run: str) -> None:
     """Drop a deleted run's counters and histograms, so they do not pile up."""
     for metric in (ITEMS, ITEM_SECONDS, RETRIES):
         metric.remove_by_labels({"namespace": namespace, "run": run})
+
+
+def set_pool_degraded(namespace: str, pool: str, *, degraded: bool, reason: str) -> None:
+    """Set the pool's Degraded gauge to its condition now, dropping the series of the reason it
+    had before, so that a pool has one series and a cleared reason stops alerting at once."""
+    POOL_DEGRADED.remove_by_labels({"namespace": namespace, "pool": pool})
+    POOL_DEGRADED.labels(namespace, pool, reason).set(1 if degraded else 0)
 
 
 def serve_metrics(port: int, host: str = "0.0.0.0") -> Callable[[], None]:

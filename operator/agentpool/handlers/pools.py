@@ -295,6 +295,7 @@ def retire(
     done = [(r.name, r.reason) for r in decided.retire if r.name in retired]
     for name, reason in done:
         failures.set_aside(handle, name, reason, now)
+        metrics.AGENTS_RETIRED.labels(handle.namespace, handle.name, str(reason)).inc()
     if done:
         events.post(
             body,
@@ -337,6 +338,7 @@ async def create_agents(
             break
         take_created(handle, pod)
         created += 1
+        metrics.AGENTS_CREATED.labels(handle.namespace, handle.name).inc()
     if created:
         sync_broker(handle)
     return created

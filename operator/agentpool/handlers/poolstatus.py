@@ -8,11 +8,13 @@ most one a second, and skips a write that would change nothing. Called by
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from agentpool import metrics
-from agentpool.api.conditions import merge_conditions, now_time
+from agentpool.api.conditions import ConditionView, merge_conditions, now_time
 from agentpool.api.raw import RawBody
+from agentpool.api.reasons import ConditionType, Reason
 from agentpool.handlers.failures import health_ahead
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.kube import NotFound
@@ -85,6 +87,7 @@ def current_status(
             memory_seconds=handle.settings.unready_memory_seconds,
         ),
     )
+    record_degraded(handle, conditions)
     status["conditions"] = merge_conditions(
         (pool.get("status") or {}).get("conditions"),
         conditions,
@@ -105,3 +108,16 @@ def record_metrics(
     metrics.GATEWAY_WAITING.labels(handle.namespace, handle.name).set(handle.gateway_waiting)
     metrics.SLOTS.labels(handle.namespace, handle.name, "busy").set(busy_slots)
     metrics.SLOTS.labels(handle.namespace, handle.name, "free").set(max(0, slots - busy_slots))
+
+
+def record_degraded(handle: PoolHandle, conditions: Iterable[ConditionView]) -> None:
+    """Set the pool's Degraded gauge from the conditions about to be written."""
+    degraded = next((c for c in conditions if c.type == ConditionType.DEGRADED), None)
+    if degraded is None or degraded.status != "True":
+        metrics.set_pool_degraded(
+            handle.namespace, handle.name, degraded=False, reason=str(Reason.AS_EXPECTED)
+        )
+        return
+    metrics.set_pool_degraded(
+        handle.namespace, handle.name, degraded=True, reason=str(degraded.reason)
+    )

@@ -262,7 +262,8 @@ async def drive(
             journal.close()
     if not task.done() or task.cancelled():
         return None
-    task.result()
+    end = task.result()
+    metrics.RUNS_FINISHED.labels(key[0], end.phase, end.reason).inc()
     return time.time()
 
 
