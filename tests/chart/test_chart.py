@@ -439,6 +439,16 @@ def test_service_monitor_scrapes_the_metrics_service(rendered: dict[str, list[Ma
     assert not find(rendered["defaults"], "ServiceMonitor")
 
 
+def test_service_monitor_keeps_the_pool_namespace_label(
+    rendered: dict[str, list[Manifest]],
+) -> None:
+    """The scraped namespace label (the pool's or run's) is kept, not renamed exported_namespace
+    under the operator's own, so that queries and alerts `by (namespace, pool)` group by pool."""
+    (monitor,) = find(rendered["network-policy-and-service-monitor"], "ServiceMonitor")
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["honorLabels"] is True
+
+
 def test_service_monitor_without_metrics_is_refused() -> None:
     """Asking for a ServiceMonitor with metrics off fails the render with a reason."""
     values = {"serviceMonitor": {"enabled": True}, "metrics": {"enabled": False}}

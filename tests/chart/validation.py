@@ -66,6 +66,7 @@ SERVICE_MONITOR_SCHEMA: dict[str, Any] = {
                         "properties": {
                             "port": {"type": "string"},
                             "path": {"type": "string", "pattern": "^/"},
+                            "honorLabels": {"type": "boolean"},
                             "scheme": {"enum": ["http", "https"]},
                             "interval": {
                                 "type": "string",
