@@ -40,6 +40,10 @@ VALUE_SETS: dict[str, dict[str, Any] | None] = {
     "two-replicas-in-namespaces": {"replicaCount": 2, "watchNamespaces": ["team-a"]},
     "metrics-off": {"metrics": {"enabled": False}, "podDisruptionBudget": {"enabled": False}},
     "lease-events-off": {"leaseEvents": False},
+    "monitoring": {
+        "serviceMonitor": {"enabled": True},
+        "prometheusRule": {"enabled": True, "labels": {"release": "prometheus"}},
+    },
 }
 
 # The resources only a cluster-wide or namespace-listing kopf touches.

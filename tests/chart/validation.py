@@ -3,8 +3,9 @@
 Built-in kinds go through kubernetes-validate in strict mode (unknown fields are errors). That
 tool only knows built-in kinds and raises ``SchemaNotFoundError`` for anything else, so custom
 kinds are checked here instead: a kind whose CRD ships in the chart against that CRD's own
-``openAPIV3Schema`` and scope, and the Prometheus Operator's ServiceMonitor, whose CRD is not ours
-to ship, against the part of its v1 schema the chart uses, with unknown fields refused.
+``openAPIV3Schema`` and scope, and the Prometheus Operator's ServiceMonitor and PrometheusRule,
+whose CRDs are not ours to ship, against the part of their v1 schemas the chart uses, with unknown
+fields refused.
 """
 
 from __future__ import annotations
@@ -84,6 +85,68 @@ SERVICE_MONITOR_SCHEMA: dict[str, Any] = {
     },
 }
 
+_DURATION = {"type": "string", "pattern": "^(0|(([0-9]+)(ms|s|m|h|d|w|y))+)$"}
+
+# monitoring.coreos.com/v1 PrometheusRule, as its CRD describes a rule group and a rule: either
+# an alert or a recording rule, with string labels and annotations.
+PROMETHEUS_RULE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "monitoring.coreos.com/v1"},
+        "kind": {"const": "PrometheusRule"},
+        "metadata": {"type": "object"},
+        "spec": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["groups"],
+            "properties": {
+                "groups": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["name", "rules"],
+                        "properties": {
+                            "name": {"type": "string", "minLength": 1},
+                            "interval": _DURATION,
+                            "limit": {"type": "integer"},
+                            "partial_response_strategy": {"type": "string"},
+                            "rules": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "additionalProperties": False,
+                                    "required": ["expr"],
+                                    "oneOf": [{"required": ["alert"]}, {"required": ["record"]}],
+                                    "properties": {
+                                        "alert": {"type": "string", "pattern": "^[A-Za-z_]\\w*$"},
+                                        "record": {"type": "string"},
+                                        "expr": {"type": "string", "minLength": 1},
+                                        "for": _DURATION,
+                                        "keep_firing_for": _DURATION,
+                                        "labels": _STRING_MAP,
+                                        "annotations": _STRING_MAP,
+                                    },
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
+
+# The Prometheus Operator's kinds whose CRDs are not ours to ship, checked against the part of
+# their schemas the chart uses.
+_MONITORING_SCHEMAS = {
+    "ServiceMonitor": SERVICE_MONITOR_SCHEMA,
+    "PrometheusRule": PROMETHEUS_RULE_SCHEMA,
+}
+
 
 class InvalidManifest(AssertionError):
     """A manifest that a current API server would refuse."""
@@ -147,11 +210,11 @@ def validate_manifest(manifest: Manifest, *, crds: Sequence[Manifest] = ()) -> N
 
     if (
         manifest["apiVersion"] == "monitoring.coreos.com/v1"
-        and manifest["kind"] == "ServiceMonitor"
+        and manifest["kind"] in _MONITORING_SCHEMAS
     ):
         _check_metadata(manifest, namespaced=True)
         try:
-            jsonschema.validate(manifest, SERVICE_MONITOR_SCHEMA)
+            jsonschema.validate(manifest, _MONITORING_SCHEMAS[manifest["kind"]])
         except jsonschema.ValidationError as e:
             raise InvalidManifest(f"{_name(manifest)}: {e.message}") from e
         return
