@@ -43,6 +43,7 @@ VALUE_SETS: dict[str, dict[str, Any] | None] = {
     "monitoring": {
         "serviceMonitor": {"enabled": True},
         "prometheusRule": {"enabled": True, "labels": {"release": "prometheus"}},
+        "dashboards": {"enabled": True, "folder": "agentpool"},
     },
 }
 

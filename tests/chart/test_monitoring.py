@@ -1,8 +1,10 @@
-"""The chart's alerts, rendered by the real Helm engine and read as Prometheus would read them.
+"""The chart's alerts and Grafana dashboard, rendered by the real Helm engine and read as
+Prometheus and Grafana would read them.
 
 An SRE who turns them on gets rules whose every expression parses as PromQL, queries only series
 the operator exports, keeps the labels its text names, and links a troubleshooting section of the
-manual by condition reason.
+manual by condition reason; and a dashboard the Grafana sidecar finds, whose every query parses
+and draws the operator's own series.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import copy
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import helm_python as helm
@@ -21,12 +24,13 @@ from hypothesis import strategies as st
 
 from agentpool import metrics
 from agentpool.api.reasons import ConditionType, Reason, RetireReason
-from chart.rendering import RELEASE_NAMESPACE, REPO_ROOT, Manifest, find, render_chart
+from chart.rendering import CHART_DIR, RELEASE_NAMESPACE, REPO_ROOT, Manifest, find, render_chart
 from chart.validation import InvalidManifest, validate_manifest
 
 MONITORING: dict[str, Any] = {
     "serviceMonitor": {"enabled": True},
     "prometheusRule": {"enabled": True},
+    "dashboards": {"enabled": True},
 }
 TROUBLESHOOTING = REPO_ROOT / "docs" / "troubleshooting.md"
 DEFAULT_RUNBOOKS = "https://agentpool.dev/docs/troubleshooting/#"
@@ -65,6 +69,9 @@ SCRAPE_SERIES = {"AgentPoolOperatorDown": {"up"}}
 # Runbook anchors that are no condition reason: the operator itself being down.
 NON_REASON_ANCHORS = {"operatordown"}
 
+# Grafana's built-in variables, replaced by what Grafana would put there before parsing a query.
+GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$__interval": "30s", "$__range": "6h"}
+
 
 @pytest.fixture(scope="module")
 def monitoring() -> list[Manifest]:
@@ -75,6 +82,14 @@ def monitoring() -> list[Manifest]:
 def alerts(monitoring: list[Manifest]) -> list[dict[str, Any]]:
     (rule,) = find(monitoring, "PrometheusRule")
     return [r for group in rule["spec"]["groups"] for r in group["rules"] if "alert" in r]
+
+
+@pytest.fixture(scope="module")
+def dashboard(monitoring: list[Manifest]) -> dict[str, Any]:
+    (config_map,) = find(monitoring, "ConfigMap")
+    (text,) = config_map["data"].values()
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
 
 
 def exported_series() -> set[str]:
@@ -198,22 +213,26 @@ def heading_anchors(markdown: str) -> set[str]:
 
 
 def test_off_by_default() -> None:
-    """A default install renders no rules."""
-    assert not find(render_chart(), "PrometheusRule")
+    """A default install renders neither rules nor dashboards."""
+    manifests = render_chart()
+    assert not find(manifests, "PrometheusRule")
+    assert not find(manifests, "ConfigMap")
 
 
-@pytest.mark.parametrize("key", ["prometheusRule"])
+@pytest.mark.parametrize("key", ["prometheusRule", "dashboards"])
 def test_monitoring_without_metrics_is_refused(key: str) -> None:
-    """Alerts with metrics off would read nothing: the render fails saying so."""
+    """Alerts or a dashboard with metrics off would read nothing: the render fails saying so."""
     with pytest.raises(helm.HelmError, match=rf"{key}\.enabled needs metrics\.enabled"):
         render_chart({key: {"enabled": True}, "metrics": {"enabled": False}})
 
 
-def test_rule_validates(monitoring: list[Manifest]) -> None:
-    """The PrometheusRule has the structure of the Prometheus Operator's CRD, and a rule with a
-    typo in a field is refused."""
+def test_rule_and_dashboard_validate(monitoring: list[Manifest]) -> None:
+    """The ConfigMap passes kubernetes-validate; the PrometheusRule has the structure of the
+    Prometheus Operator's CRD; and a rule with a typo in a field is refused."""
     (rule,) = find(monitoring, "PrometheusRule")
+    (config_map,) = find(monitoring, "ConfigMap")
     validate_manifest(rule)
+    validate_manifest(config_map)
     broken = copy.deepcopy(rule)
     broken["spec"]["groups"][0]["rules"][0]["fore"] = "5m"
     with pytest.raises(InvalidManifest, match="fore"):
@@ -425,3 +444,107 @@ def test_bad_thresholds_are_refused_naming_the_value(field: str, value: object) 
     values["prometheusRule"][field] = value
     with pytest.raises(helm.HelmError, match=rf"prometheusRule.*{field}|{field}.*prometheusRule"):
         render_chart(values)
+
+
+# The dashboard
+
+
+def panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
+    return [p for p in dashboard["panels"] if p["type"] != "row"]
+
+
+def queries(dashboard: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(where, PromQL) of every panel target and query variable, Grafana's variables filled."""
+    for panel in panels(dashboard):
+        for target in panel["targets"]:
+            yield panel["title"], target["expr"]
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] == "query":
+            query = variable["query"]["query"]
+            inner = re.fullmatch(r"label_values\((.+),\s*\w+\)", query)
+            assert inner, f"variable {variable['name']}: {query}"
+            yield f"variable {variable['name']}", inner.group(1)
+
+
+def filled(expr: str) -> str:
+    for variable, value in GRAFANA_VARIABLES.items():
+        expr = expr.replace(variable, value)
+    return expr
+
+
+def test_the_sidecar_finds_the_dashboard(monitoring: list[Manifest]) -> None:
+    """The ConfigMap carries grafana_dashboard: "1" and the folder asked for, and holds the
+    chart's dashboards/ JSON as is."""
+    values = copy.deepcopy(MONITORING)
+    values["dashboards"].update(folder="Agents", namespace="monitoring")
+    (config_map,) = find(render_chart(values), "ConfigMap")
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert config_map["metadata"]["annotations"]["grafana_folder"] == "Agents"
+    assert config_map["metadata"]["namespace"] == "monitoring"
+    files = sorted(Path(CHART_DIR / "dashboards").glob("*.json"))
+    assert files
+    assert {name: json.loads(text) for name, text in config_map["data"].items()} == {
+        f.name: json.loads(f.read_text()) for f in files
+    }
+
+
+def test_every_dashboard_query_parses(dashboard: dict[str, Any]) -> None:
+    """Each panel's and variable's query is valid PromQL once Grafana fills its variables."""
+    for where, expr in queries(dashboard):
+        try:
+            promql_parser.parse(filled(expr))
+        except ValueError as error:
+            pytest.fail(f"{where}: {error}: {expr}")
+
+
+def test_the_dashboard_draws_every_series_the_operator_exports(
+    dashboard: dict[str, Any],
+) -> None:
+    """Each query reads only series the operator exports, and every metric family the operator
+    exports is drawn somewhere, so a new metric without a panel fails here."""
+    exported = exported_series()
+    drawn: set[str] = set()
+    for where, expr in queries(dashboard):
+        names = metric_names(filled(expr))
+        assert names <= exported, f"{where} reads series nobody exports: {names - exported}"
+        drawn |= names
+    families = {
+        f.name + ("_total" if f.type == "counter" else "") for f in metrics.REGISTRY.collect()
+    }
+    undrawn = {
+        family
+        for family in families
+        if not any(name == family or name.startswith(f"{family}_") for name in drawn)
+    }
+    assert not undrawn, f"no panel draws {undrawn}"
+
+
+def test_the_dashboard_covers_pools_checkouts_calls_runs_and_churn(
+    dashboard: dict[str, Any],
+) -> None:
+    """The rows an SRE looks for, and in them pool size, ready, busy and idle agents."""
+    rows = [p["title"] for p in dashboard["panels"] if p["type"] == "row"]
+    assert rows == ["Pools", "Checkouts", "Gateway calls", "Runs", "Agent churn"]
+    (sizes,) = (p for p in panels(dashboard) if p["title"] == "Pool size, ready, busy and idle")
+    assert [t["legendFormat"] for t in sizes["targets"]] == ["size", "ready", "busy", "idle"]
+
+
+def test_the_dashboard_is_laid_out_and_filtered(dashboard: dict[str, Any]) -> None:
+    """Panels have unique ids and do not overlap on Grafana's 24-column grid; each uses the
+    data source variable, and each variable a query names is defined."""
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
+    cells: dict[tuple[int, int], str] = {}
+    for panel in dashboard["panels"]:
+        grid = panel["gridPos"]
+        assert grid["x"] + grid["w"] <= 24, panel["title"]
+        for x in range(grid["x"], grid["x"] + grid["w"]):
+            for y in range(grid["y"], grid["y"] + grid["h"]):
+                assert (x, y) not in cells, f"{panel['title']} overlaps {cells[(x, y)]}"
+                cells[(x, y)] = panel["title"]
+    defined = {v["name"] for v in dashboard["templating"]["list"]}
+    for panel in panels(dashboard):
+        assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
+        for target in panel["targets"]:
+            used = set(re.findall(r"\$(?!__)(\w+)", target["expr"]))
+            assert used <= defined, f"{panel['title']}: {used - defined}"
