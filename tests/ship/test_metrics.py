@@ -118,3 +118,33 @@ def test_gateway_calls_counted_by_outcome_and_timed(operator_outcome: Outcome) -
     refused = operator_outcome.samples("agentpool_gateway_refusals_total", reason="Unauthorized")
     assert [sample.value for sample in refused] == [1.0]
     assert "pool" not in refused[0].labels
+
+
+def test_runs_counted_by_how_they_ended(operator_outcome: Outcome) -> None:
+    """The main and retried runs ended Succeeded (Drained) and the stuck one Failed
+    (Deadlocked), each counted once in its namespace: what the failed-runs alert reads."""
+    total = operator_outcome.total
+    ended = "agentpool_runs_finished_total"
+    assert total(ended, namespace="ship", phase="Succeeded", reason="Drained") == 2
+    assert total(ended, namespace="ship", phase="Failed", reason="Deadlocked") == 1
+    assert total(ended, phase="Failed") == 1
+
+
+def test_agent_churn_adds_up_to_the_pool(operator_outcome: Outcome) -> None:
+    """The echo pool grew to serve the run and was scaled down to one agent: the agents it
+    created less those it retired are the agents it has."""
+    total = operator_outcome.total
+    created = total("agentpool_agents_created_total", pool="echo")
+    retired = total("agentpool_agents_retired_total", pool="echo")
+    assert created >= 2
+    assert retired >= 1
+    assert created - retired == operator_outcome.pool["replicas"]
+
+
+def test_a_healthy_pool_is_not_degraded(operator_outcome: Outcome) -> None:
+    """The echo pool's agents all serve, so its one Degraded series is 0, as its status says."""
+    pool = operator_outcome.pool
+    degraded = operator_outcome.samples("agentpool_pool_degraded", pool="echo")
+    assert [(s.labels["reason"], s.value) for s in degraded] == [("AsExpected", 0.0)]
+    (condition,) = (c for c in pool.get("conditions", []) if c["type"] == "Degraded")
+    assert (condition["status"], condition["reason"]) == ("False", "AsExpected")
