@@ -12,6 +12,8 @@ from __future__ import annotations
 import copy
 import json
 import re
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from typing import Any
 import helm_python as helm
 import promql_parser
 import pytest
+import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -152,10 +155,13 @@ def kept_labels(node: promql_parser.Expr) -> frozenset[str]:
     if isinstance(node, promql_parser.Call):
         name = node.func.name
         if name == "absent":
-            (selector,) = selectors(node)
+            # Labels only from a bare selector's equality matchers; absent(x == 1) has none.
+            (argument,) = node.args
+            if not isinstance(argument, promql_parser.VectorSelector):
+                return frozenset()
             return frozenset(
                 m.name
-                for m in selector.matchers.matchers
+                for m in argument.matchers.matchers
                 if m.op == promql_parser.MatchOp.Equal and m.name != "__name__"
             )
         vectors = [a for a in node.args if not isinstance(a, promql_parser.NumberLiteral)]
@@ -444,6 +450,142 @@ def test_bad_thresholds_are_refused_naming_the_value(field: str, value: object) 
     values["prometheusRule"][field] = value
     with pytest.raises(helm.HelmError, match=rf"prometheusRule.*{field}|{field}.*prometheusRule"):
         render_chart(values)
+
+
+def promtool() -> str:
+    found = shutil.which("promtool")
+    if found is None:
+        pytest.skip(
+            "promtool is not installed (Debian's prometheus package has it): Prometheus's own "
+            "check of the rules and of their firing is skipped; the PromQL parser checks above ran"
+        )
+    return found
+
+
+def test_prometheus_loads_the_rules(alerts: list[dict[str, Any]], tmp_path: Path) -> None:
+    """Prometheus's own rule checker accepts every rule, its annotation templates included."""
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(yaml.safe_dump({"groups": [{"name": "agentpool", "rules": alerts}]}))
+    checked = subprocess.run(
+        [promtool(), "check", "rules", str(rules)], capture_output=True, text=True, check=False
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert f"SUCCESS: {len(alerts)} rules found" in checked.stdout
+
+
+def series(name: str, values: str, **labels: str) -> dict[str, str]:
+    """One input series of a promtool test, in namespace team-a unless told."""
+    labels = {"namespace": "team-a", **labels}
+    text = ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    return {"series": f"{name}{{{text}}}", "values": values}
+
+
+def fired(name: str, anchor: str, severity: str = "warning", **labels: str) -> dict[str, Any]:
+    """What promtool should see fire: the alert's labels and its runbook link."""
+    return {
+        "alertname": name,
+        "exp_labels": {"severity": severity, **labels},
+        "anchor": anchor,
+    }
+
+
+# Each alert's trouble beside a healthy neighbour, sampled every minute for 30 minutes; at
+# minute 25 exactly the troubled ones fire, each with its labels and runbook link.
+TROUBLE = [
+    series("up", "1x4 0x26", job="agentpool-metrics", namespace=RELEASE_NAMESPACE, instance="a"),
+    series("agentpool_pool_degraded", "1x30", pool="coder", reason="ImagePullBackOff"),
+    series("agentpool_pool_degraded", "0x30", pool="calm", reason="AsExpected"),
+    series("agentpool_agents_retired_total", "0+1x30", pool="crashy", reason="Failed"),
+    series("agentpool_agents_retired_total", "0+1x30", pool="calm", reason="IdleTimeout"),
+    series("agentpool_agents", "1x30", pool="stuck", state="starting"),
+    series("agentpool_agents_created_total", "1x30", pool="stuck"),
+    series("agentpool_agents", "1x30", pool="growing", state="starting"),
+    series("agentpool_agents_created_total", "0+1x30", pool="growing"),
+    series("agentpool_waiters", "2x30", pool="busy"),
+    series("agentpool_waiters", " ".join(["2", "0"] * 15) + " 2", pool="bursty"),
+    series("agentpool_checkout_timeouts_total", "0+1x30", pool="busy"),
+    series("agentpool_checkout_timeouts_total", "0x30", pool="calm"),
+    *(
+        series("agentpool_checkout_seconds_bucket", values, pool="slow", kind="scaleup", le=le)
+        for le, values in (("1", "0x30"), ("10", "0+1x30"), ("30", "0+20x30"), ("+Inf", "0+20x30"))
+    ),
+    *(
+        series("agentpool_checkout_seconds_bucket", "0+20x30", pool="calm", kind="warm", le=le)
+        for le in ("1", "10", "30", "+Inf")
+    ),
+    series("agentpool_runs_finished_total", "0x10 1x20", phase="Failed", reason="Deadlocked"),
+    series("agentpool_runs_finished_total", "0+1x30", phase="Succeeded", reason="Drained"),
+    series("agentpool_items_total", "0+3x30", run="bad", outcome="failed"),
+    series("agentpool_items_total", "0+1x30", run="bad", outcome="succeeded"),
+    series("agentpool_items_total", "0x30", run="good", outcome="failed"),
+    series("agentpool_items_total", "0+5x30", run="good", outcome="succeeded"),
+]
+FIRING = [
+    fired(
+        "AgentPoolOperatorDown", "operatordown", severity="critical", namespace=RELEASE_NAMESPACE
+    ),
+    fired(
+        "AgentPoolDegraded",
+        "imagepullbackoff",
+        namespace="team-a",
+        pool="coder",
+        reason="ImagePullBackOff",
+    ),
+    fired("AgentPoolAgentsFailing", "failed", namespace="team-a", pool="crashy", reason="Failed"),
+    fired("AgentPoolAgentsNotStarting", "agentsstarting", namespace="team-a", pool="stuck"),
+    fired("AgentPoolCheckoutsWaiting", "nocapacity", namespace="team-a", pool="busy"),
+    fired("AgentPoolCheckoutsSlow", "nocapacity", namespace="team-a", pool="slow"),
+    fired("AgentPoolCheckoutTimeouts", "checkouttimeout", namespace="team-a", pool="busy"),
+    fired("PoolRunsFailing", "deadlocked", namespace="team-a", reason="Deadlocked"),
+    fired("PoolRunItemsFailing", "itemsfailed", namespace="team-a", run="bad"),
+]
+
+
+def test_each_alert_fires_on_its_trouble_and_not_on_a_healthy_neighbour(
+    alerts: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """Prometheus's rule tester, fed each alert's trouble beside a healthy pool or run: at
+    minute 25 every alert fires for the troubled one only, with its labels and its runbook link
+    filled in; at minute 3, before any `for` has run out or the operator went down, the alerts
+    that wait are quiet."""
+    # Only the runbook link is compared: the other annotations are prose that the checker above
+    # parses.
+    rules = [
+        {**alert, "annotations": {"runbook_url": alert["annotations"]["runbook_url"]}}
+        for alert in alerts
+    ]
+    (tmp_path / "rules.yaml").write_text(
+        yaml.safe_dump({"groups": [{"name": "agentpool", "rules": rules}]})
+    )
+    assert {f["alertname"] for f in FIRING} == {a["alert"] for a in alerts}
+    waiting = [a["alert"] for a in alerts if "for" in a]
+    cases = [
+        {
+            "eval_time": "25m",
+            "alertname": f["alertname"],
+            "exp_alerts": [
+                {
+                    "exp_labels": f["exp_labels"],
+                    "exp_annotations": {"runbook_url": DEFAULT_RUNBOOKS + f["anchor"]},
+                }
+            ],
+        }
+        for f in FIRING
+    ] + [{"eval_time": "3m", "alertname": name, "exp_alerts": []} for name in waiting]
+    suite = {
+        "rule_files": ["rules.yaml"],
+        "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": TROUBLE, "alert_rule_test": cases}],
+    }
+    (tmp_path / "test.yaml").write_text(yaml.safe_dump(suite))
+    tested = subprocess.run(
+        [promtool(), "test", "rules", "test.yaml"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert tested.returncode == 0, tested.stdout + tested.stderr
 
 
 # The dashboard
