@@ -57,6 +57,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import asyncio
     import logging
 
+    from agentpool import tracing
     from agentpool.handlers.operator import run_operator
 
     logging.basicConfig(
@@ -66,6 +67,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.log_level != "debug":
         # kopf reports every handled pod event at info; keep the log for what needs attention.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    try:
+        # Traces are off unless the standard OTEL_* variables turn them on.
+        provider = tracing.install()
+    except tracing.TracingConfigError as error:
+        print(f"agentpool: {error}", file=sys.stderr)
+        return 2
     stop_metrics = None
     if args.metrics_port:
         from agentpool.metrics import serve_metrics
@@ -87,6 +94,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     finally:
         if stop_metrics is not None:
             stop_metrics()
+        tracing.shutdown(provider)
     return 0
 
 

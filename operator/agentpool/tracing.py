@@ -1,0 +1,170 @@
+"""The operator's OpenTelemetry traces: off unless the standard ``OTEL_*`` variables ask for them.
+
+``agentpool run`` calls :func:`install` once at start-up and :func:`shutdown` on exit. What to do
+is decided by :func:`choose` from the variables alone (pure), following the SDK's own meaning of
+them: ``OTEL_SDK_DISABLED=true`` turns everything off, ``OTEL_TRACES_EXPORTER`` names the
+exporters (``otlp``, ``console``, or ``none``), and an ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or its
+``_TRACES_`` form) alone means ``otlp``. With none of them set no tracer provider is installed,
+and every span below costs only the API's no-op. The SDK reads the rest itself: the endpoint,
+headers and timeout of the exporter, ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES``,
+the sampler (``OTEL_TRACES_SAMPLER``) and the batch processor's limits. The operator ships the
+OTLP exporter over HTTP (protobuf) only, which keeps the image small; a gRPC protocol is refused
+with a message that says so.
+
+The run engine (:mod:`agentpool.runs.calls`) opens a span per item attempt, the gateway's
+handlers (:mod:`agentpool.handlers.gateway`) one per call, the handlers a child span for the
+checkout and one for the agent call, and :mod:`agentpool.io.agents` hands the call's context to
+the agent in the W3C ``traceparent`` header, where the agent SDK takes it up. Span names and
+attribute keys are defined here, once.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from opentelemetry import propagate, trace
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+
+TRACER = trace.get_tracer("agentpool")
+"""The operator's tracer: a no-op until :func:`install` sets a provider."""
+
+RUN_ITEM_SPAN = "agentpool.run.item"
+"""One attempt at one item of a PoolRun: the checkout and the agent call."""
+GATEWAY_CALL_SPAN = "agentpool.gateway.call"
+"""One call or cast through the gateway: the checkout and the agent call."""
+CHECKOUT_SPAN = "agentpool.checkout"
+"""The wait for an agent of the pool."""
+AGENT_CALL_SPAN = "agentpool.agent.invoke"
+"""The agent's ``POST /invoke``: its client span, whose context the agent receives."""
+
+NAMESPACE = "agentpool.namespace"
+POOL = "agentpool.pool"
+RUN = "agentpool.run"
+ITEM_ID = "agentpool.item.id"
+ITEM_INDEX = "agentpool.item.index"
+ATTEMPT = "agentpool.item.attempt"
+VERB = "agentpool.gateway.verb"
+AGENT = "agentpool.agent"
+"""The agent's pod."""
+OUTCOME = "agentpool.outcome"
+"""``Succeeded``, or the reason of the failure (``HandlerError``, ``CallTimeout``, ...)."""
+WAIT_SECONDS = "agentpool.checkout.wait_seconds"
+CHECKOUT_KIND = "agentpool.checkout.kind"
+"""``warm`` when an agent was free at once, ``scaleup`` when the checkout waited for one."""
+
+SUCCEEDED = "Succeeded"
+
+DEFAULT_SERVICE_NAME = "agentpool-operator"
+EXPORTERS = ("otlp", "console")
+"""The exporters the operator ships; ``none`` turns traces off."""
+OTLP_PROTOCOL = "http/protobuf"
+
+
+class TracingConfigError(ValueError):
+    """The ``OTEL_*`` variables ask for what the operator cannot do."""
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """What the ``OTEL_*`` variables ask for, when they turn traces on."""
+
+    exporters: tuple[str, ...]
+
+
+def _true(value: str | None) -> bool:
+    return (value or "").strip().lower() == "true"
+
+
+def choose(environ: Mapping[str, str]) -> Choice | None:
+    """The traces ``environ`` asks for; None when it asks for none (the default).
+
+    Raises :class:`TracingConfigError` for an exporter or OTLP protocol the operator does not
+    ship, naming the variable, what it said and what it may say.
+    """
+    if _true(environ.get("OTEL_SDK_DISABLED")):
+        return None
+    named = environ.get("OTEL_TRACES_EXPORTER", "").strip()
+    if named:
+        exporters = tuple(dict.fromkeys(e.strip().lower() for e in named.split(",") if e.strip()))
+        if "none" in exporters:
+            if len(exporters) > 1:
+                raise TracingConfigError(
+                    f'OTEL_TRACES_EXPORTER="{named}" names "none" beside other exporters: '
+                    'set "none" alone to turn traces off, or leave it out'
+                )
+            return None
+        unknown = [e for e in exporters if e not in EXPORTERS]
+        if unknown:
+            raise TracingConfigError(
+                f'OTEL_TRACES_EXPORTER="{named}" names {", ".join(map(repr, unknown))}, which the '
+                f'operator does not ship: use {", ".join(map(repr, EXPORTERS))} or "none"'
+            )
+    elif environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or environ.get(
+        "OTEL_EXPORTER_OTLP_ENDPOINT"
+    ):
+        exporters = ("otlp",)
+    else:
+        return None
+    if "otlp" in exporters:
+        for variable in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+            protocol = environ.get(variable, "").strip()
+            if protocol:
+                if protocol != OTLP_PROTOCOL:
+                    raise TracingConfigError(
+                        f'{variable}="{protocol}": the operator ships the OTLP exporter over '
+                        f'"{OTLP_PROTOCOL}" only; set it so, or unset it, and point the '
+                        "endpoint at the collector's HTTP port (4318 by default)"
+                    )
+                break
+    return Choice(exporters=exporters)
+
+
+def install(environ: Mapping[str, str] | None = None) -> TracerProvider | None:
+    """Set the process's tracer provider as ``environ`` (the process's own by default) asks, and
+    return it; None, with nothing installed, when it asks for no traces."""
+    choice = choose(os.environ if environ is None else environ)
+    if choice is None:
+        return None
+    # The SDK is imported only when traces are on: off, the operator loads the API alone.
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+
+    resource = Resource.create()
+    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
+    provider = TracerProvider(resource=resource)
+    for name in choice.exporters:
+        if name == "otlp":
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        else:
+            provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
+    trace.set_tracer_provider(provider)
+    return provider
+
+
+def shutdown(provider: TracerProvider | None) -> None:
+    """Send the spans still queued and stop the exporters (nothing when traces are off)."""
+    if provider is not None:
+        provider.shutdown()
+
+
+def note_checkout(span: trace.Span, waited: float, *, kind: str, agent: str) -> None:
+    """Mark a checkout's span with its wait in seconds, its kind and the agent it got."""
+    if span.is_recording():
+        span.set_attributes({WAIT_SECONDS: waited, CHECKOUT_KIND: kind, AGENT: agent})
+
+
+def inject(headers: dict[str, str]) -> dict[str, str]:
+    """``headers`` with the current span's context added (``traceparent``, and ``tracestate``
+    when there is one), through the configured propagator; unchanged when no span records."""
+    if trace.get_current_span().get_span_context().is_valid:
+        propagate.inject(headers)
+    return headers
