@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from agentpool.agent import answers, binding, protocol, routes
+from agentpool.agent import answers, binding, protocol, routes, traces
 from agentpool.agent.context import Context
 from agentpool.agent.envelopes import Envelope, parse_envelope
 from agentpool.agent.settings import Settings
@@ -219,7 +219,8 @@ class AgentServer:
         # No await between the check above and this claim, so two calls cannot both claim it.
         ticket = self.slots.take(parsed.id)
         self.uses += 1
-        item = asyncio.create_task(self._run_item(parsed, self.uses, ticket))
+        carrier = traces.trace_headers(request.headers)
+        item = asyncio.create_task(self._run_item(parsed, self.uses, ticket, carrier))
         self._items.add(item)
         item.add_done_callback(self._items.discard)
         if parsed.cast:
@@ -238,7 +239,22 @@ class AgentServer:
             message = "the agent is busy with a reset or a lease's hooks"
         return answers.error(409, protocol.BUSY, message)
 
-    async def _run_item(self, envelope: Envelope, uses: int, ticket: int) -> tuple[int, bytes]:
+    async def _run_item(
+        self, envelope: Envelope, uses: int, ticket: int, carrier: dict[str, str]
+    ) -> tuple[int, bytes]:
+        """Run one item in its span, which continues the caller's trace (``carrier``)."""
+        with traces.item_span(
+            carrier,
+            agent=self.agent.name,
+            item=envelope.id,
+            attempt=envelope.attempt,
+            run=envelope.run,
+        ) as span:
+            return await self._run_traced(envelope, uses, ticket, span)
+
+    async def _run_traced(
+        self, envelope: Envelope, uses: int, ticket: int, span: Any
+    ) -> tuple[int, bytes]:
         started = time.perf_counter()
         context = Context(
             id=envelope.id,
@@ -261,6 +277,7 @@ class AgentServer:
         except BaseException as exc:  # the author's failure is this item's, never the agent's
             message = answers.describe(exc)
             status = 500
+            traces.note_failure(span, exc, message)
             body = answers.dumps({"error": {"reason": protocol.HANDLER_ERROR, "message": message}})
             # The item's failure names the exception; its traceback is for the author, in the
             # agent's own log.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import queue
 import threading
@@ -34,10 +35,12 @@ class Worker:
             thread.start()
 
     def call(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
-        """Run ``fn(*args)`` in the worker thread; await the returned future for its result."""
+        """Run ``fn(*args)`` in the worker thread, in a copy of the caller's context (so the
+        item's trace span is current there as it is for an async handler); await the returned
+        future for its result."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
-        self._jobs.put((loop, future, fn, args))
+        self._jobs.put((loop, future, contextvars.copy_context().run, (fn, *args)))
         return future
 
     def _serve(self) -> None:
