@@ -17,6 +17,10 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
+from opentelemetry import trace
+
+from agentpool import tracing
+from agentpool.agent import protocol
 from agentpool.agent.envelopes import EnvelopeBody
 from agentpool.broker import Checkout
 from agentpool.handlers.idling import wait_until_idle
@@ -50,16 +54,38 @@ async def call_held(
         task.cancel()
 
     forget = checkout.on_lost(cut_short)
-    try:
-        return await runtime.agents.invoke(
-            checkout.endpoint, handle.token, envelope, timeout=timeout, cast=cast
-        )
-    except asyncio.CancelledError:
-        if not cut or task.uncancel() > 0:
-            raise
-        return None
-    finally:
-        forget()
+    with tracing.TRACER.start_as_current_span(
+        tracing.AGENT_CALL_SPAN,
+        kind=trace.SpanKind.CLIENT,
+        attributes={
+            tracing.NAMESPACE: handle.namespace,
+            tracing.POOL: handle.name,
+            tracing.AGENT: checkout.agent,
+        },
+    ) as span:
+        try:
+            result = await runtime.agents.invoke(
+                checkout.endpoint, handle.token, envelope, timeout=timeout, cast=cast
+            )
+        except asyncio.CancelledError:
+            if not cut or task.uncancel() > 0:
+                raise
+            result = None
+        finally:
+            forget()
+        if span.is_recording():
+            note_outcome(span, result)
+        return result
+
+
+def note_outcome(span: trace.Span, result: InvokeResult | None) -> None:
+    """Mark ``span`` with what the agent's call came to: a lost agent when ``result`` is None."""
+    if result is not None and result.ok:
+        span.set_attribute(tracing.OUTCOME, tracing.SUCCEEDED)
+        return
+    reason = result.reason if result is not None else protocol.AGENT_LOST
+    span.set_attribute(tracing.OUTCOME, reason)
+    span.set_status(trace.StatusCode.ERROR, result.message if result is not None else reason)
 
 
 async def return_agent(

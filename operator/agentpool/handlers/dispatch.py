@@ -13,7 +13,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from agentpool import metrics
+from opentelemetry import trace
+
+from agentpool import metrics, tracing
 from agentpool.agent.envelopes import EnvelopeBody
 from agentpool.api import POOL_DEFAULTS
 from agentpool.api.reasons import Reason
@@ -71,6 +73,8 @@ class BrokerDispatcher:
         self, terms: CheckoutTerms, *, waiting: Waiting | None = None
     ) -> AgentCheckout:
         pool, timeout = terms.pool, terms.timeout
+        # The item's span (the engine's) learns the namespace, which only the dispatcher knows.
+        trace.get_current_span().set_attribute(tracing.NAMESPACE, self._namespace)
         key = (self._namespace, pool)
         handle = self._runtime.pools.get(key)
         if handle is None:
@@ -96,18 +100,32 @@ class BrokerDispatcher:
         if self._backdated > 0:
             self._backdated -= 1
             since = self._arrived
-        started = time.monotonic()
-        try:
-            inner = await handle.broker.checkout(
-                timeout=timeout, priority=terms.priority, holder=terms.holder, since=since
-            )
-        except PoolExhausted:
-            metrics.CHECKOUT_TIMEOUTS.labels(self._namespace, pool).inc()
-            raise
-        elapsed = time.monotonic() - started
-        kind = "scaleup" if inner.waited else "warm"
-        metrics.CHECKOUT_SECONDS.labels(self._namespace, pool, kind).observe(elapsed)
+        inner = await self._take(handle, terms, since)
         return AgentCheckout(handle=handle, inner=inner, run=terms.holder)
+
+    async def _take(
+        self, handle: PoolHandle, terms: CheckoutTerms, since: float | None
+    ) -> Checkout:
+        """The broker's checkout, timed in the metrics and in its span."""
+        pool = terms.pool
+        with tracing.TRACER.start_as_current_span(
+            tracing.CHECKOUT_SPAN,
+            attributes={tracing.NAMESPACE: self._namespace, tracing.POOL: pool},
+        ) as span:
+            started = time.monotonic()
+            try:
+                inner = await handle.broker.checkout(
+                    timeout=terms.timeout, priority=terms.priority, holder=terms.holder, since=since
+                )
+            except PoolExhausted:
+                metrics.CHECKOUT_TIMEOUTS.labels(self._namespace, pool).inc()
+                span.set_attribute(tracing.WAIT_SECONDS, time.monotonic() - started)
+                raise
+            elapsed = time.monotonic() - started
+            kind = "scaleup" if inner.waited else "warm"
+            metrics.CHECKOUT_SECONDS.labels(self._namespace, pool, kind).observe(elapsed)
+            tracing.note_checkout(span, elapsed, kind=kind, agent=inner.agent)
+        return inner
 
     async def _pool_exists(self, pool: str) -> bool:
         return await serving.find_pool(self._runtime, self._namespace, pool) is not None

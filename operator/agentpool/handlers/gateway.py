@@ -17,7 +17,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from agentpool import GROUP, metrics
+from opentelemetry import trace
+
+from agentpool import GROUP, metrics, tracing
 from agentpool.agent import protocol
 from agentpool.api import POOL_DEFAULTS
 from agentpool.api.gateway import SUBRESOURCES, GatewayRequest, GatewayVerb
@@ -122,13 +124,31 @@ class GatewayCalls:
         verb: GatewayVerb,
     ) -> CallAnswer:
         started = time.monotonic()
-        handle = await self._served(namespace, pool, request)
-        series = self._series_of(namespace, pool, verb)
-        try:
-            answer = await self._serve(handle, request, item, cast=verb == "cast", series=series)
-        except errors.GatewayError as error:
-            series.outcome(namespace, pool, verb, error.reason).inc()
-            raise
+        with tracing.TRACER.start_as_current_span(
+            tracing.GATEWAY_CALL_SPAN,
+            kind=trace.SpanKind.SERVER,
+            attributes={
+                tracing.NAMESPACE: namespace,
+                tracing.POOL: pool,
+                tracing.VERB: verb,
+                tracing.ITEM_ID: item.id,
+            },
+        ) as span:
+            try:
+                handle = await self._served(namespace, pool, request)
+                series = self._series_of(namespace, pool, verb)
+                try:
+                    answer = await self._serve(
+                        handle, request, item, cast=verb == "cast", series=series
+                    )
+                except errors.GatewayError as error:
+                    series.outcome(namespace, pool, verb, error.reason).inc()
+                    raise
+            except errors.GatewayError as error:
+                span.set_attribute(tracing.OUTCOME, error.reason)
+                span.set_status(trace.StatusCode.ERROR, error.message)
+                raise
+            span.set_attributes({tracing.OUTCOME: tracing.SUCCEEDED, tracing.AGENT: answer.agent})
         series.outcome(namespace, pool, verb, OK).inc()
         series.seconds.observe(time.monotonic() - started)
         return answer
@@ -206,24 +226,32 @@ class GatewayCalls:
         deadline: float,
         series: _Series,
     ) -> Checkout:
-        started = time.monotonic()
-        handle.gateway_waiting += 1
-        try:
-            checkout = await handle.broker.checkout(
-                timeout=max(0.0, deadline - started),
-                priority=request.priority,
-                holder=f"gateway:{item.id}",
-                max_waiters=handle.spec.max_waiters,
-            )
-        except CheckoutFailed as error:
-            if not request.wait and isinstance(error, PoolExhausted):
-                error = PoolExhausted(f"{error} (the call would not wait)")
-            raise errors.from_checkout(
-                error, retry_after=self._settings.retry_after_seconds
-            ) from None
-        finally:
-            handle.gateway_waiting -= 1
-        series.checkout.observe(time.monotonic() - started)
+        with tracing.TRACER.start_as_current_span(
+            tracing.CHECKOUT_SPAN,
+            attributes={tracing.NAMESPACE: handle.namespace, tracing.POOL: handle.name},
+        ) as span:
+            started = time.monotonic()
+            handle.gateway_waiting += 1
+            try:
+                checkout = await handle.broker.checkout(
+                    timeout=max(0.0, deadline - started),
+                    priority=request.priority,
+                    holder=f"gateway:{item.id}",
+                    max_waiters=handle.spec.max_waiters,
+                )
+            except CheckoutFailed as error:
+                span.set_attribute(tracing.WAIT_SECONDS, time.monotonic() - started)
+                if not request.wait and isinstance(error, PoolExhausted):
+                    error = PoolExhausted(f"{error} (the call would not wait)")
+                raise errors.from_checkout(
+                    error, retry_after=self._settings.retry_after_seconds
+                ) from None
+            finally:
+                handle.gateway_waiting -= 1
+            elapsed = time.monotonic() - started
+            kind = "scaleup" if checkout.waited else "warm"
+            tracing.note_checkout(span, elapsed, kind=kind, agent=checkout.agent)
+        series.checkout.observe(elapsed)
         return checkout
 
     async def _call(

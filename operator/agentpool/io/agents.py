@@ -29,6 +29,7 @@ from typing import Any
 import aiohttp
 from yarl import URL
 
+from agentpool import tracing
 from agentpool.agent import protocol
 from agentpool.agent.envelopes import EnvelopeBody
 from agentpool.io.agentwire import Answer, WireError, WirePool
@@ -170,6 +171,17 @@ def _timeout(seconds: float) -> aiohttp.ClientTimeout:
     return aiohttp.ClientTimeout(total=seconds)
 
 
+def _trace_lines(trace: dict[str, str]) -> bytes:
+    """The trace context's header lines; a value that would break the head is left out (the
+    propagator writes plain tokens, so this is only a guard)."""
+    lines = [
+        f"{name}: {value}\r\n"
+        for name, value in trace.items()
+        if "\r" not in value and "\n" not in value and value.isascii()
+    ]
+    return "".join(lines).encode("ascii")
+
+
 def _headers(token: str, *, cast: bool = False) -> dict[str, str]:
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     if cast:
@@ -244,23 +256,40 @@ class AgentClient:
                     reason=protocol.BAD_REQUEST,
                     message=f"the envelope is not JSON: {exc}",
                 )
-        answer = await self._post(endpoint, protocol.INVOKE_PATH, token, body, timeout, cast=cast)
+        # The trace goes on in the agent: the calling span's context, in the W3C headers.
+        trace = tracing.inject({})
+        answer = await self._post(
+            endpoint, protocol.INVOKE_PATH, token, body, timeout, cast=cast, trace=trace
+        )
         if isinstance(answer, InvokeResult):
             return answer
         return _invoke_result(endpoint, answer.status, answer.body, cast=cast)
 
     async def _post(
-        self, endpoint: str, path: str, token: str, body: bytes, timeout: float, *, cast: bool
+        self,
+        endpoint: str,
+        path: str,
+        token: str,
+        body: bytes,
+        timeout: float,
+        *,
+        cast: bool,
+        trace: dict[str, str] | None = None,
     ) -> Answer | InvokeResult:
         """``POST`` ``body`` to ``path``: over a kept connection of :mod:`agentpool.io.agentwire`
-        to a plain http endpoint, else through aiohttp. A lost result when no answer came."""
+        to a plain http endpoint, else through aiohttp. A lost result when no answer came.
+        ``trace`` holds the trace context's headers, if any."""
         target = _urls(endpoint).wire
         try:
             async with asyncio.timeout(timeout):
                 if target is not None:
                     head = _post_head(endpoint, path, token, cast)
+                    if trace:
+                        head += _trace_lines(trace)
                     return await self._wire.request(target[0], target[1], head, body)
                 url, headers = URL(_urls(endpoint).base + path), _headers(token, cast=cast)
+                if trace:
+                    headers.update(trace)
                 async with self._client().post(url, data=body, headers=headers) as response:
                     return Answer(response.status, await response.read())
         except (TimeoutError, *_NO_ANSWER) as exc:

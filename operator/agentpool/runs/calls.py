@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry import trace
+
+from agentpool import tracing
 from agentpool.agent.envelopes import envelope_body
 from agentpool.api.reasons import Reason
 from agentpool.pool.checkin import CheckinOutcome, CheckoutFailed
@@ -71,6 +75,21 @@ def judge(result: AttemptResult) -> Verdict:
     return Verdict(checkin=checkin, ok=True, output=result.output, encoded=encoded)
 
 
+def note_verdict(span: trace.Span, verdict: Verdict) -> None:
+    """Mark an attempt's span with its verdict: ``Succeeded`` or the failure's reason."""
+    if verdict.ok:
+        span.set_attribute(tracing.OUTCOME, tracing.SUCCEEDED)
+        return
+    reason = Reason.UNAUTHORIZED if verdict.refused else verdict.reason
+    note_failure(span, reason, verdict.message or reason)
+
+
+def note_failure(span: trace.Span, reason: str, message: str) -> None:
+    """Mark an attempt's span failed for ``reason``."""
+    span.set_attribute(tracing.OUTCOME, reason)
+    span.set_status(trace.StatusCode.ERROR, message)
+
+
 class AgentCalls:
     """The run's side of its agents: checkouts from the broker and calls through the client."""
 
@@ -96,6 +115,20 @@ class AgentCalls:
             holder=config.name,
         )
         return terms
+
+    def traced(self, work: Work) -> AbstractContextManager[trace.Span]:
+        """The span of one attempt at ``work``, current while it lasts: the checkout's and the
+        agent call's spans are its children."""
+        return tracing.TRACER.start_as_current_span(
+            tracing.RUN_ITEM_SPAN,
+            attributes={
+                tracing.RUN: self._config.name,
+                tracing.POOL: work.pool,
+                tracing.ITEM_ID: work.key,
+                tracing.ITEM_INDEX: work.index,
+                tracing.ATTEMPT: work.attempt,
+            },
+        )
 
     async def checkout(self, work: Work) -> HeldAgent:
         """An agent for ``work``: another than the last one to fail it, when one is free at

@@ -14,10 +14,11 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import KW_ONLY, InitVar, dataclass, field
 
+from agentpool import tracing
 from agentpool.api.reasons import Reason
 from agentpool.pool.checkin import CheckoutFailed, PoolNotFound
 from agentpool.runs.backlog import Work
-from agentpool.runs.calls import AgentCalls, Verdict
+from agentpool.runs.calls import AgentCalls, Verdict, note_failure, note_verdict
 from agentpool.runs.contracts import Clock, Waiting
 from agentpool.runs.feed import Feed
 from agentpool.runs.intake import Intake
@@ -109,29 +110,36 @@ class Lanes:
                 self.wake()
 
     async def _carry(self, work: Work) -> bool:
-        """One attempt at ``work``; False when it could not start (no pool, no agent)."""
-        try:
-            checkout = await self.calls.checkout(work)
-        except PoolNotFound as error:
-            cause = f"{error}: its items cannot start"
-            self.waiting.begin(f"pool/{work.pool}", Reason.POOL_NOT_FOUND, cause, timed=False)
-            self._unstart(work)
-            self.feed.park(work, str(error))
-            return False
-        except CheckoutFailed as error:
-            if self._holding == 0:
-                self.deadlock = str(error)
-            self._unstart(work)
-            self.feed.put_back(work)
-            return False
-        self._holding += 1
-        try:
-            self._settle(work, checkout.agent, await self.calls.call(work, checkout))
-        finally:
-            self._holding -= 1
-            self.changed()
-            self.intake.poke()
-        return True
+        """One attempt at ``work``, in its span; False when it could not start (no pool, no
+        agent)."""
+        with self.calls.traced(work) as span:
+            try:
+                checkout = await self.calls.checkout(work)
+            except PoolNotFound as error:
+                note_failure(span, Reason.POOL_NOT_FOUND, str(error))
+                cause = f"{error}: its items cannot start"
+                self.waiting.begin(f"pool/{work.pool}", Reason.POOL_NOT_FOUND, cause, timed=False)
+                self._unstart(work)
+                self.feed.park(work, str(error))
+                return False
+            except CheckoutFailed as error:
+                note_failure(span, Reason.CHECKOUT_TIMEOUT, str(error))
+                if self._holding == 0:
+                    self.deadlock = str(error)
+                self._unstart(work)
+                self.feed.put_back(work)
+                return False
+            span.set_attribute(tracing.AGENT, checkout.agent)
+            self._holding += 1
+            try:
+                verdict = await self.calls.call(work, checkout)
+                note_verdict(span, verdict)
+                self._settle(work, checkout.agent, verdict)
+            finally:
+                self._holding -= 1
+                self.changed()
+                self.intake.poke()
+            return True
 
     def _unstart(self, work: Work) -> None:
         self.records.unstart(work.key)
