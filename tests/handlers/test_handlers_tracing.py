@@ -33,6 +33,7 @@ from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import AgentClient
 from agentpool.io.kube import Kube
 from agentpool.pool import ObservedAgent, PoolPolicy
+from agentpool.pool.checkin import CheckinOutcome
 from agentpool.runs.config import config_from_spec
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.sources import inline_source
@@ -186,10 +187,19 @@ def _parent_of(child: ReadableSpan, parent: ReadableSpan) -> bool:
     return child.parent.span_id == parent.context.span_id
 
 
+def _checked_out_at_once(span: ReadableSpan) -> None:
+    """The span's checkout event: a warm agent, got without waiting for a scale-up."""
+    (event,) = [event for event in span.events if event.name == tracing.CHECKOUT_EVENT]
+    attributes = dict(event.attributes or {})
+    assert attributes[tracing.AGENT] == "agent-0"
+    assert attributes[tracing.CHECKOUT_KIND] == "warm"
+    assert 0 <= float(cast(float, attributes[tracing.WAIT_SECONDS])) < 30
+
+
 async def test_a_gateway_call_is_one_trace_down_to_the_authors_span(
     exported: InMemorySpanExporter,
 ) -> None:
-    """The gateway's span holds the checkout and the agent call; the agent's item span is the
+    """The gateway's span notes the checkout and holds the agent call; the agent's item span is the
     call's child through the ``traceparent`` header, and the author's span is inside it."""
     async with _pool() as pool:
         request = GatewayRequest.model_validate({"item": "hello", "id": "call-1"})
@@ -199,13 +209,11 @@ async def test_a_gateway_call_is_one_trace_down_to_the_authors_span(
     assert answer.output == {"echo": "hello"}
     spans = list(exported.get_finished_spans())
     call = _one(spans, tracing.GATEWAY_CALL_SPAN)
-    checkout = _one(spans, tracing.CHECKOUT_SPAN)
     invoke = _one(spans, tracing.AGENT_CALL_SPAN)
     handled = _one(spans, "agentpool.agent.item")
     author = _one(spans, AUTHOR_SPAN)
     assert len({span.context.trace_id for span in spans if span.context}) == 1
     assert call.parent is None
-    assert _parent_of(checkout, call)
     assert _parent_of(invoke, call)
     assert _parent_of(handled, invoke)
     assert _parent_of(author, handled)
@@ -219,10 +227,7 @@ async def test_a_gateway_call_is_one_trace_down_to_the_authors_span(
         tracing.OUTCOME: tracing.SUCCEEDED,
         tracing.AGENT: "agent-0",
     }
-    checked = dict(checkout.attributes or {})
-    assert checked[tracing.AGENT] == "agent-0"
-    assert checked[tracing.CHECKOUT_KIND] == "warm"
-    assert 0 <= float(cast(float, checked[tracing.WAIT_SECONDS])) < 30
+    _checked_out_at_once(call)
     assert (invoke.attributes or {})[tracing.OUTCOME] == tracing.SUCCEEDED
     (headers,) = pool.seen.headers
     assert invoke.context is not None
@@ -254,12 +259,37 @@ async def test_a_failed_call_says_why_on_every_span(exported: InMemorySpanExport
     assert "the model refused" in (handled.status.description or "")
 
 
+async def test_a_call_that_finds_no_agent_says_so_on_its_span(
+    exported: InMemorySpanExporter,
+) -> None:
+    """A call that will not wait, on a pool whose one agent is busy, ends PoolExhausted: its
+    span's checkout event says so, and no agent is called."""
+    async with _pool() as pool:
+        handle = pool.runtime.pools.get(("ns", "p"))
+        assert handle is not None
+        broker = handle.broker
+        held = await broker.checkout(timeout=1, priority=0, holder="other")
+        request = GatewayRequest.model_validate({"item": "x", "wait": False})
+        with pytest.raises(GatewayError) as raised:
+            await GatewayCalls(pool.runtime).serve(
+                "ns", "p", request, envelope(request), verb="call"
+            )
+        broker.checkin(held, CheckinOutcome.SUCCESS)
+    assert raised.value.reason == "PoolExhausted"
+    (call,) = exported.get_finished_spans()
+    assert call.name == tracing.GATEWAY_CALL_SPAN
+    assert (call.attributes or {})[tracing.OUTCOME] == "PoolExhausted"
+    (event,) = [event for event in call.events if event.name == tracing.CHECKOUT_EVENT]
+    assert (event.attributes or {})[tracing.OUTCOME] == "PoolExhausted"
+    assert pool.seen.headers == []
+
+
 @pytest.mark.parametrize("sync", [False, True], ids=["async-handler", "sync-handler"])
 async def test_each_item_of_a_run_is_one_trace_down_to_the_authors_span(
     exported: InMemorySpanExporter, sync: bool
 ) -> None:
     """A run of three items makes three traces, each an item span with its run, pool,
-    namespace, index, agent and outcome, over the checkout and the agent call, over the agent's
+    namespace, index, agent, outcome and checkout, over the agent call, over the agent's
     item span and the author's span: a sync handler, on the agent's worker thread, joins too."""
     async with _pool(sync=sync) as pool:
         await _run(pool.runtime, 3)
@@ -269,13 +299,12 @@ async def test_each_item_of_a_run_is_one_trace_down_to_the_authors_span(
     for item in items:
         assert item.context is not None
         mine = [s for s in spans if s.context and s.context.trace_id == item.context.trace_id]
-        checkout = _one(mine, tracing.CHECKOUT_SPAN)
         invoke = _one(mine, tracing.AGENT_CALL_SPAN)
         handled = _one(mine, "agentpool.agent.item")
         author = _one(mine, AUTHOR_SPAN)
-        assert len(mine) == 5
+        assert len(mine) == 4
         assert item.parent is None
-        assert _parent_of(checkout, item)
+        _checked_out_at_once(item)
         assert _parent_of(invoke, item)
         assert _parent_of(handled, invoke)
         assert _parent_of(author, handled)

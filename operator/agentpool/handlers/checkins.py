@@ -54,7 +54,7 @@ async def call_held(
         task.cancel()
 
     forget = checkout.on_lost(cut_short)
-    with tracing.TRACER.start_as_current_span(
+    with tracing.span(
         tracing.AGENT_CALL_SPAN,
         kind=trace.SpanKind.CLIENT,
         attributes={

@@ -124,7 +124,7 @@ class GatewayCalls:
         verb: GatewayVerb,
     ) -> CallAnswer:
         started = time.monotonic()
-        with tracing.TRACER.start_as_current_span(
+        with tracing.span(
             tracing.GATEWAY_CALL_SPAN,
             kind=trace.SpanKind.SERVER,
             attributes={
@@ -226,31 +226,26 @@ class GatewayCalls:
         deadline: float,
         series: _Series,
     ) -> Checkout:
-        with tracing.TRACER.start_as_current_span(
-            tracing.CHECKOUT_SPAN,
-            attributes={tracing.NAMESPACE: handle.namespace, tracing.POOL: handle.name},
-        ) as span:
-            started = time.monotonic()
-            handle.gateway_waiting += 1
-            try:
-                checkout = await handle.broker.checkout(
-                    timeout=max(0.0, deadline - started),
-                    priority=request.priority,
-                    holder=f"gateway:{item.id}",
-                    max_waiters=handle.spec.max_waiters,
-                )
-            except CheckoutFailed as error:
-                span.set_attribute(tracing.WAIT_SECONDS, time.monotonic() - started)
-                if not request.wait and isinstance(error, PoolExhausted):
-                    error = PoolExhausted(f"{error} (the call would not wait)")
-                raise errors.from_checkout(
-                    error, retry_after=self._settings.retry_after_seconds
-                ) from None
-            finally:
-                handle.gateway_waiting -= 1
-            elapsed = time.monotonic() - started
-            kind = "scaleup" if checkout.waited else "warm"
-            tracing.note_checkout(span, elapsed, kind=kind, agent=checkout.agent)
+        started = time.monotonic()
+        handle.gateway_waiting += 1
+        try:
+            checkout = await handle.broker.checkout(
+                timeout=max(0.0, deadline - started),
+                priority=request.priority,
+                holder=f"gateway:{item.id}",
+                max_waiters=handle.spec.max_waiters,
+            )
+        except CheckoutFailed as error:
+            if not request.wait and isinstance(error, PoolExhausted):
+                error = PoolExhausted(f"{error} (the call would not wait)")
+            failure = errors.from_checkout(error, retry_after=self._settings.retry_after_seconds)
+            tracing.note_checkout(time.monotonic() - started, failed=failure.reason)
+            raise failure from None
+        finally:
+            handle.gateway_waiting -= 1
+        elapsed = time.monotonic() - started
+        kind = "scaleup" if checkout.waited else "warm"
+        tracing.note_checkout(elapsed, kind=kind, agent=checkout.agent)
         series.checkout.observe(elapsed)
         return checkout
 

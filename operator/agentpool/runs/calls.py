@@ -119,7 +119,7 @@ class AgentCalls:
     def traced(self, work: Work) -> AbstractContextManager[trace.Span]:
         """The span of one attempt at ``work``, current while it lasts: the checkout's and the
         agent call's spans are its children."""
-        return tracing.TRACER.start_as_current_span(
+        return tracing.span(
             tracing.RUN_ITEM_SPAN,
             attributes={
                 tracing.RUN: self._config.name,
