@@ -9,7 +9,13 @@ per item beyond any caller's HTTP exchange, without the noise of the rest of the
 scheduling on a shared machine. Prints each turn and the medians; writes
 ``bench/out/engine.json``.
 
-    .venv/bin/python bench/engine.py [--items 4000] [--turns 5]
+With ``--tracing otlp`` the engine runs with OpenTelemetry traces on, as ``agentpool run`` does
+with ``OTEL_EXPORTER_OTLP_ENDPOINT`` set: a span per item, its checkout and its agent call,
+batched and exported over OTLP/HTTP to a stand-in collector on loopback (``bench/otlpsink.py``,
+a process of its own); it writes ``bench/out/engine-tracing.json``. ``bench/tracing.py`` runs
+both and prints the ratio.
+
+    .venv/bin/python bench/engine.py [--items 4000] [--turns 5] [--tracing off|otlp]
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from typing import Any, cast
 
 import aiohttp
 
+from agentpool import tracing
 from agentpool.api import PoolRunSpec
 from agentpool.broker import Broker
 from agentpool.handlers.dispatch import BrokerDispatcher
@@ -45,6 +52,8 @@ from agentpool.runs.sources import inline_source
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out" / "engine.json"
+OUT_TRACING = ROOT / "bench" / "out" / "engine-tracing.json"
+SINK = ROOT / "bench" / "otlpsink.py"
 AGENT = ROOT / "examples" / "agents" / "echo.py"
 AGENTS = 8
 PAYLOAD = "x" * 200
@@ -88,6 +97,17 @@ def start_agents(token: str, logs: Path, port: int) -> list[subprocess.Popen[byt
                 raise SystemExit(f"agent {index} did not start:\n{log.read_text()}")
             time.sleep(0.01)
     return processes
+
+
+def start_sink(port: int, counts: Path) -> subprocess.Popen[bytes]:
+    """The stand-in collector, listening before this returns."""
+    sink = subprocess.Popen(
+        [sys.executable, str(SINK), str(port), str(counts)], stdout=subprocess.PIPE
+    )
+    assert sink.stdout is not None
+    if sink.stdout.readline().strip() != b"listening":
+        raise SystemExit("the OTLP sink did not start")
+    return sink
 
 
 def free_port() -> int:
@@ -201,11 +221,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=4000, help="items per turn (bounded)")
     parser.add_argument("--turns", type=int, default=5)
+    parser.add_argument("--tracing", choices=("off", "otlp"), default="off")
     args = parser.parse_args()
     count = max(100, min(args.items, MAX_ITEMS))
     token = secrets.token_hex(16)
     port = free_port()
+    traced = args.tracing == "otlp"
     with tempfile.TemporaryDirectory(prefix="agentpool-bench-") as tmp:
+        sink, counts, provider = None, Path(tmp) / "sink.json", None
+        if traced:
+            sink_port = free_port()
+            sink = start_sink(sink_port, counts)
+            environ = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink_port}"}
+            os.environ.update(environ)
+            provider = tracing.install(environ)
         processes = start_agents(token, Path(tmp), port)
         try:
             results = asyncio.run(measure(count, max(1, args.turns), token, port, Path(tmp)))
@@ -214,14 +243,27 @@ def main() -> None:
                 process.terminate()
             for process in processes:
                 process.wait(timeout=30)
+            tracing.shutdown(provider)
+            if sink is not None:
+                sink.terminate()
+                sink.wait(timeout=30)
+        if traced:
+            results["tracing"] = json.loads(counts.read_text())
+    results["tracing_mode"] = args.tracing
     print(
-        f"median of {len(results['turns'])} turns of {count} items: direct "
-        f"{results['direct_cpu_us']} us/item, engine {results['engine_cpu_us']} us/item, "
+        f"median of {len(results['turns'])} turns of {count} items (tracing {args.tracing}): "
+        f"direct {results['direct_cpu_us']} us/item, engine {results['engine_cpu_us']} us/item, "
         f"engine / direct {results['cpu_ratio']}"
     )
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"benchmark": "engine", "results": results}, indent=2) + "\n")
-    print(f"wrote {OUT.relative_to(ROOT)}")
+    if traced:
+        print(
+            f"the collector got {results['tracing']['requests']} exports, "
+            f"{results['tracing']['bytes']} bytes"
+        )
+    out = OUT_TRACING if traced else OUT
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"benchmark": "engine", "results": results}, indent=2) + "\n")
+    print(f"wrote {out.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":
