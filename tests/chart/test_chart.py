@@ -166,6 +166,8 @@ def test_chart_crds_are_the_generated_ones() -> None:
         ({"metrics": {"port": 70000}}, "/metrics/port"),
         ({"rbac": {"create": "yes"}}, "/rbac/create"),
         ({"replicas": 2}, "replicas"),
+        ({"tracing": {"otlpEndpoint": "collector:4318"}}, "/tracing/otlpEndpoint"),
+        ({"tracing": {"env": {"JAVA_OPTS": "-x"}}}, "/tracing/env"),
     ],
 )
 def test_values_schema_rejects_bad_values(values: dict[str, Any], key: str) -> None:
@@ -272,6 +274,23 @@ def test_flags_parse_with_the_cli(rendered: dict[str, list[Manifest]]) -> None:
         args = parser.parse_args([*container["command"][1:], *container["args"]])
         assert args.command == "run", name
         assert args.lease_events is (name != "lease-events-off"), name
+
+
+def test_traces_go_where_the_values_say_and_nowhere_by_default() -> None:
+    """By default the operator gets no OTEL_* variable, so it sends no traces; an OTLP endpoint
+    and further variables reach its container as the SDK's own variables."""
+    plain = _container(render_chart({}))
+    assert not [env for env in plain["env"] if env["name"].startswith("OTEL_")]
+    values = {
+        "tracing": {
+            "otlpEndpoint": "http://otel-collector.observability:4318",
+            "env": {"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_SERVICE_NAME": "ops"},
+        }
+    }
+    env = {e["name"]: e.get("value") for e in _container(render_chart(values))["env"]}
+    assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector.observability:4318"
+    assert env["OTEL_TRACES_SAMPLER"] == "parentbased_traceidratio"
+    assert env["OTEL_SERVICE_NAME"] == "ops"
 
 
 def test_operator_pod_is_non_root_and_read_only(rendered: dict[str, list[Manifest]]) -> None:
