@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from opentelemetry import propagate, trace
+from opentelemetry import context, propagate, trace
 from opentelemetry.util import types
 
 if TYPE_CHECKING:
@@ -192,6 +192,21 @@ def note_checkout(waited: float, *, kind: str = "", agent: str = "", failed: str
     else:
         attributes.update({CHECKOUT_KIND: kind, AGENT: agent})
     span.add_event(CHECKOUT_EVENT, attributes)
+
+
+@contextlib.contextmanager
+def continued(carrier: Mapping[str, str]) -> Iterator[None]:
+    """Make the trace context in ``carrier`` (a caller's ``traceparent``, ``tracestate``) current
+    while the block runs, so that the spans opened in it continue the caller's trace; nothing
+    when it holds none or traces are off."""
+    if not carrier or isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        yield
+        return
+    token = context.attach(propagate.extract(carrier))
+    try:
+        yield
+    finally:
+        context.detach(token)
 
 
 def inject(headers: dict[str, str]) -> dict[str, str]:

@@ -60,7 +60,17 @@ class Response:
 
 Handler = Callable[[Request], Awaitable[Response]]
 #: The headers the gateway reads; the others are not kept.
-WANTED = frozenset({b"authorization", b"content-length", b"expect", b"content-type"})
+WANTED = frozenset(
+    {
+        b"authorization",
+        b"content-length",
+        b"expect",
+        b"content-type",
+        # The caller's trace, which the call's span continues (W3C trace context).
+        b"traceparent",
+        b"tracestate",
+    }
+)
 
 
 def error_body(reason: str, message: str) -> bytes:

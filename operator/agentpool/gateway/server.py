@@ -6,6 +6,7 @@ bearer token is checked (:class:`~agentpool.gateway.access.Access`); the body is
 (:mod:`~agentpool.gateway.requests`); then the operator's :class:`Calls` hands the item to an
 agent. A call answers ``200 {"output", "agent"}``, a cast ``202 {"agent"}``; anything else is
 ``{"error": {"reason", "message"}}`` with its status (:mod:`~agentpool.gateway.errors`).
+A caller's W3C ``traceparent`` is continued by the call's span, when traces are on.
 ``GET /healthz`` says the server runs; ``GET /readyz`` says whether this operator serves calls
 now (a standby replica does not), for the Service's readiness. Neither needs a token.
 
@@ -23,7 +24,7 @@ import ssl
 from collections.abc import Callable
 from typing import Final
 
-from agentpool import metrics
+from agentpool import metrics, tracing
 from agentpool.agent import protocol
 from agentpool.api.gateway import PATH_PREFIX, VERBS, GatewayVerb
 from agentpool.api.reasons import GatewayReason
@@ -121,7 +122,8 @@ class GatewayServer:
         try:
             await self._access.admit(authorization, verb=verb, namespace=namespace, pool=pool)
             call = parse_request(request.body)
-            answer = await self._calls.serve(namespace, pool, call, envelope(call), verb=verb)
+            with tracing.continued(_trace_headers(request)):
+                answer = await self._calls.serve(namespace, pool, call, envelope(call), verb=verb)
         except GatewayError as error:
             if error.status in (400, 401, 403):
                 return self._refused(error, verb=verb)
@@ -168,3 +170,12 @@ class GatewayServer:
                 )
             )
         return Response(200, body)
+
+
+def _trace_headers(request: Request) -> dict[str, str]:
+    """The caller's W3C trace context headers, if it sent them."""
+    return {
+        name.decode(): value.decode("latin-1")
+        for name in (b"traceparent", b"tracestate")
+        if (value := request.headers.get(name))
+    }
