@@ -60,6 +60,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from agentpool import tracing
     from agentpool.handlers.operator import run_operator
 
+    try:
+        # Traces are off unless the standard OTEL_* variables turn them on.
+        provider = tracing.install()
+    except tracing.TracingConfigError as error:
+        print(f"agentpool: {error}", file=sys.stderr)
+        return 2
+    try:
+        # Traces are off unless the standard OTEL_* variables turn them on.
+        provider = tracing.install()
+    except tracing.TracingConfigError as error:
+        print(f"agentpool: {error}", file=sys.stderr)
+        return 2
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -67,12 +79,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.log_level != "debug":
         # kopf reports every handled pod event at info; keep the log for what needs attention.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    try:
-        # Traces are off unless the standard OTEL_* variables turn them on.
-        provider = tracing.install()
-    except tracing.TracingConfigError as error:
-        print(f"agentpool: {error}", file=sys.stderr)
-        return 2
+    if provider is not None:
+        logging.getLogger("agentpool").info("traces on: %s", tracing.describe(os.environ))
     stop_metrics = None
     if args.metrics_port:
         from agentpool.metrics import serve_metrics

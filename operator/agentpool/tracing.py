@@ -128,6 +128,26 @@ def choose(environ: Mapping[str, str]) -> Choice | None:
     return Choice(exporters=exporters)
 
 
+def describe(environ: Mapping[str, str]) -> str:
+    """Where the traces ``environ`` asks for go, in words for the operator's log."""
+    choice = choose(environ)
+    if choice is None:
+        return "off"
+    places = []
+    for name in choice.exporters:
+        if name == "otlp":
+            endpoint = (
+                environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+                or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+                or "http://localhost:4318"
+            )
+            places.append(f"OTLP over HTTP to {endpoint}")
+        else:
+            places.append("the console")
+    sampler = environ.get("OTEL_TRACES_SAMPLER", "parentbased_always_on")
+    return f"exported to {' and '.join(places)}, sampler {sampler}"
+
+
 def install(environ: Mapping[str, str] | None = None) -> TracerProvider | None:
     """Set the process's tracer provider as ``environ`` (the process's own by default) asks, and
     return it; None, with nothing installed, when it asks for no traces."""

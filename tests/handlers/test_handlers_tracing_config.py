@@ -3,9 +3,15 @@ SDK's own meaning of each variable, and a clear refusal of what the operator doe
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from opentelemetry import trace
+from opentelemetry.util._once import Once
 
 from agentpool import tracing
 from agentpool.tracing import Choice, TracingConfigError, choose
@@ -118,6 +124,26 @@ def test_any_variables_give_a_choice_or_a_clear_refusal(environ: dict[str, str])
         assert environ.get("OTEL_SDK_DISABLED", "").strip().lower() != "true"
 
 
+@pytest.mark.parametrize(
+    ("environ", "said"),
+    [
+        ({}, "off"),
+        (
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"},
+            "exported to OTLP over HTTP to http://collector:4318, sampler parentbased_always_on",
+        ),
+        (
+            {"OTEL_TRACES_EXPORTER": "otlp,console", "OTEL_TRACES_SAMPLER": "traceidratio"},
+            "exported to OTLP over HTTP to http://localhost:4318 and the console, "
+            "sampler traceidratio",
+        ),
+    ],
+)
+def test_the_log_says_where_traces_go(environ: dict[str, str], said: str) -> None:
+    """The operator's start-up line names the exporter, its endpoint and the sampler."""
+    assert tracing.describe(environ) == said
+
+
 def test_a_refused_configuration_stops_the_operator_before_it_starts(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -127,3 +153,64 @@ def test_a_refused_configuration_stops_the_operator_before_it_starts(
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "jaeger")
     assert cli.main(["run", "--standalone"]) == 2
     assert "OTEL_TRACES_EXPORTER" in capsys.readouterr().err
+
+
+class Collector(BaseHTTPRequestHandler):
+    """An OTLP/HTTP receiver that keeps what it is sent."""
+
+    received: list[tuple[str, str, bytes]] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.received.append((self.path, self.headers.get("Content-Type", ""), body))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        return None
+
+
+@pytest.fixture
+def collector() -> Iterator[str]:
+    Collector.received = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=10)
+
+
+def _reset_provider() -> None:
+    # A process sets its provider once; the test starts and ends with none, as a fresh one.
+    trace._TRACER_PROVIDER_SET_ONCE = Once()  # type: ignore[attr-defined]
+    trace._TRACER_PROVIDER = None  # type: ignore[attr-defined]
+    tracing.TRACER._real_tracer = None  # type: ignore[attr-defined]
+
+
+def test_an_otlp_endpoint_alone_sends_the_spans_there(
+    collector: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OTEL_EXPORTER_OTLP_ENDPOINT alone installs a provider that sends the operator's spans to
+    the collector's /v1/traces as OTLP protobuf, named for the operator unless told otherwise;
+    shutting it down flushes what is queued."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector)
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    monkeypatch.delenv("OTEL_RESOURCE_ATTRIBUTES", raising=False)
+    _reset_provider()
+    try:
+        provider = tracing.install()
+        assert provider is not None
+        assert trace.get_tracer_provider() is provider
+        with tracing.span(tracing.RUN_ITEM_SPAN, attributes={tracing.RUN: "nightly"}):
+            pass
+        tracing.shutdown(provider)
+    finally:
+        _reset_provider()
+    ((path, content_type, body),) = Collector.received
+    assert (path, content_type) == ("/v1/traces", "application/x-protobuf")
+    assert tracing.RUN_ITEM_SPAN.encode() in body
+    assert b"nightly" in body
+    assert tracing.DEFAULT_SERVICE_NAME.encode() in body
