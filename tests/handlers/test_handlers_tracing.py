@@ -25,8 +25,12 @@ from agentpool.agent.settings import Settings
 from agentpool.api import PoolRunSpec
 from agentpool.api.gateway import GatewayRequest
 from agentpool.broker import Broker
+from agentpool.client.cluster import Cluster
+from agentpool.client.gateway import GatewayCaller
+from agentpool.gateway.access import Access
 from agentpool.gateway.errors import GatewayError
 from agentpool.gateway.requests import envelope
+from agentpool.gateway.server import GatewayServer
 from agentpool.handlers.dispatch import BrokerDispatcher
 from agentpool.handlers.gateway import GatewayCalls
 from agentpool.handlers.runtime import PoolHandle, Runtime
@@ -37,6 +41,7 @@ from agentpool.pool.checkin import CheckinOutcome
 from agentpool.runs.config import config_from_spec
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.sources import inline_source
+from agentpool.settings import GatewaySettings
 
 TOKEN = "pool-token-traces"
 AUTHOR_SPAN = "summarise"
@@ -238,6 +243,57 @@ async def test_a_gateway_call_is_one_trace_down_to_the_authors_span(
         f"{invoke.context.span_id:016x}",
     )
     assert int(flags, 16) & 1, "the trace goes on sampled"
+
+
+class Admitted:
+    """The gateway's door, open to every caller (the reviews are tested elsewhere)."""
+
+    async def admit(self, authorization: str | None, **_: Any) -> str:
+        return "caller"
+
+
+@dataclass
+class Namespace:
+    namespace: str = "ns"
+
+
+async def test_a_programs_trace_runs_through_the_client_and_gateway_to_the_agent(
+    exported: InMemorySpanExporter,
+) -> None:
+    """A program that traces its work calls a pool with the Python client: the gateway's span
+    hangs from the program's span, and the agent's and the author's spans from the gateway's,
+    all in the program's one trace."""
+    async with _pool() as pool:
+        server = GatewayServer(
+            calls=GatewayCalls(pool.runtime),
+            access=cast(Access, Admitted()),
+            settings=GatewaySettings(),
+            tls=None,
+        )
+        await server.start("127.0.0.1", 0)
+        caller = GatewayCaller(cast(Cluster, Namespace()), url=server.url, token="caller-token")
+        try:
+            with trace.get_tracer("program").start_as_current_span("program-request"):
+                request = GatewayRequest.model_validate({"item": "hi"})
+                output = await caller.send("p", request, verb="call", timeout=30)
+        finally:
+            await caller.close()
+            await server.stop()
+    assert output == {"echo": "hi"}
+    spans = list(exported.get_finished_spans())
+    program = _one(spans, "program-request")
+    call = _one(spans, tracing.GATEWAY_CALL_SPAN)
+    invoke = _one(spans, tracing.AGENT_CALL_SPAN)
+    handled = _one(spans, "agentpool.agent.item")
+    author = _one(spans, AUTHOR_SPAN)
+    assert len(spans) == 5
+    assert len({span.context.trace_id for span in spans if span.context}) == 1
+    assert _parent_of(call, program)
+    assert call.parent is not None
+    assert call.parent.is_remote
+    assert _parent_of(invoke, call)
+    assert _parent_of(handled, invoke)
+    assert _parent_of(author, handled)
 
 
 async def test_a_failed_call_says_why_on_every_span(exported: InMemorySpanExporter) -> None:

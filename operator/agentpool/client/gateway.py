@@ -10,7 +10,9 @@ The caller's identity is its kubeconfig's bearer token (or a ServiceAccount's, i
 same credentials the client shows the API server, or one given as ``gateway_token``; the token
 goes into the ``Authorization`` header only. Requests go over the lean HTTP/1.1 client of
 :mod:`agentpool.io.agentwire`, over TLS, on kept-alive connections, so a steady caller pays no
-handshake per call.
+handshake per call. When the program traces its own work with OpenTelemetry, the span current at
+the call goes along in the W3C ``traceparent`` header, and the operator's and the agent's spans
+for the call join the program's trace.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import ssl
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote, urlsplit
+
+from opentelemetry import propagate, trace
 
 from agentpool.api.gateway import (
     CA_KEY,
@@ -189,6 +193,7 @@ class GatewayCaller:
         head = (
             f"POST {parts.path.rstrip('/')}{path} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
             f"Authorization: {authorization}\r\nContent-Type: application/json\r\n"
+            f"{_trace_head()}"
         ).encode("latin-1")
         assert self._wire is not None
         try:
@@ -207,6 +212,20 @@ class GatewayCaller:
             raise AgentpoolError(
                 GATEWAY_UNREACHABLE, f"lost the gateway at {address.url}: {cause}"
             ) from None
+
+
+def _trace_head() -> str:
+    """The program's current trace context as header lines, through its propagator; nothing
+    when no span of its is current."""
+    if not trace.get_current_span().get_span_context().is_valid:
+        return ""
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return "".join(
+        f"{name}: {value}\r\n"
+        for name, value in carrier.items()
+        if value.isascii() and value.isprintable()
+    )
 
 
 def _outcome(answer: Answer, *, verb: GatewayVerb, url: str) -> Any:
