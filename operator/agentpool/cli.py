@@ -66,12 +66,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except tracing.TracingConfigError as error:
         print(f"agentpool: {error}", file=sys.stderr)
         return 2
-    try:
-        # Traces are off unless the standard OTEL_* variables turn them on.
-        provider = tracing.install()
-    except tracing.TracingConfigError as error:
-        print(f"agentpool: {error}", file=sys.stderr)
-        return 2
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
