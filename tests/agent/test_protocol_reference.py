@@ -8,6 +8,7 @@ here) is in the reference, so a new endpoint, reason or variable cannot ship und
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from collections.abc import AsyncIterator
@@ -19,10 +20,13 @@ from agent_processes import REPO
 from aiohttp import web
 
 from agentpool.agent import protocol
+from agentpool.api.leases import MAX_CONTEXT_BYTES
 from agentpool.api.pools import AgentPoolSpec
 from agentpool.io.agents import AgentClient
 from agentpool.local.kubelet import podenv
 from agentpool.pool.manifests import agent_pod
+from agentpool.runs.calls import OUTPUT_MAX
+from agentpool.settings import LeaseSettings, RecoverySettings, RunSettings
 
 REFERENCE = REPO / "docs" / "reference" / "protocol.md"
 TOKEN = "reference-test-token-0c1d"
@@ -142,3 +146,27 @@ async def test_the_reference_lists_every_variable_an_agent_is_started_with() -> 
     assert {"AGENT_PORT", "AGENTPOOL_TOKEN", "AGENTPOOL_SLOTS", "AGENT_HOST"} <= names
     text = reference()
     assert [name for name in sorted(names) if f"`{name}`" not in text] == []
+
+
+def test_the_figures_in_the_reference_are_the_operators_own() -> None:
+    """The limits and timeouts the reference gives an author are the defaults the operator
+    runs with, so changing one there fails here until the reference says the new figure."""
+    client = inspect.signature(AgentClient.bind).parameters["timeout"].default
+    figures = {
+        f"{OUTPUT_MAX:,} bytes": "the largest output",
+        f"{MAX_CONTEXT_BYTES // 1024} KiB": "the largest lease context",
+        f"(default `{AgentPoolSpec().port}`)": "the default port",
+        f"(default {AgentPoolSpec().call_timeout_seconds} s)": "the default call timeout",
+        f"every {RunSettings().cast_poll_seconds:g} s": "how often a cast's agent is asked",
+        f"{LeaseSettings().bind_timeout_seconds:g} s each": "the /bind and /unbind timeout",
+        f"within {client:g} s": "the /bind timeout",
+        f"after {RecoverySettings().silence_seconds:g} s of silence": "when a silent agent is lost",
+        f"({RecoverySettings().status_timeout_seconds:g} s after an operator restart)": "status",
+        f"default `{protocol.DEFAULT_DRAIN_SECONDS:g}`": "the SDK's drain time",
+    }
+    for name, default in (("status", 5.0), ("reset", 30.0), ("unbind", 30.0)):
+        assert inspect.signature(getattr(AgentClient, name)).parameters["timeout"].default == (
+            default
+        ), f"the reference's {name} timeout is {default:g} s"
+    text = reference()
+    assert [f"{what}: {figure}" for figure, what in figures.items() if figure not in text] == []
