@@ -276,14 +276,9 @@ class Handler(BaseHTTPRequestHandler):
                     other = json.dumps(bound["lease"])
                     self.error(409, "AlreadyBound", f"the agent is bound to lease {other}")
                     return
-                context = bound["context"] if bound else body.get("context")
-                AGENT.lease = {
-                    "lease": lease,
-                    "token": token,
-                    "expires": expires,
-                    "expireTime": body["expireTime"],
-                    "context": context,
-                }
+                # A renewal moves only the expiry; the first bind's token and context stay.
+                first = bound or {"lease": lease, "token": token, "context": body.get("context")}
+                AGENT.lease = {**first, "expires": expires, "expireTime": body["expireTime"]}
             log(f"lease {json.dumps(lease)} {'renewed' if bound else 'bound'} until {expires}")
             self.answer(200, {"lease": lease, "expireTime": body["expireTime"]})
 

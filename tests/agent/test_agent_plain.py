@@ -138,8 +138,9 @@ async def test_the_plain_agent_takes_a_lease_and_gives_it_back(
 ) -> None:
     """/bind hands the agent the lease's token, expiry and context: the lease's token then opens
     /invoke and /status (the output names the lease and its context) but not /reset; a second
-    lease is refused as AlreadyBound; /unbind takes the token back (401 from then), twice is
-    harmless, and a lease whose expiry has passed opens nothing."""
+    lease is refused as AlreadyBound; a renewal moves only the expiry; /unbind takes the token
+    back (401 from then), twice is harmless, and a lease whose expiry has passed opens
+    nothing."""
     endpoint, lease_token = plain_agent.endpoint, "lease-token-9a8b"
     expiry = in_an_hour()
     bound = await client.bind(
@@ -159,15 +160,14 @@ async def test_the_plain_agent_takes_a_lease_and_gives_it_back(
         endpoint, TOKEN, lease="other", lease_token="t2", expire_time=expiry, context=None
     )
     assert (other.ok, other.status_code, other.reason) == (False, 409, "AlreadyBound")
+    later = in_an_hour()
     renewed = await client.bind(
-        endpoint,
-        TOKEN,
-        lease="chat",
-        lease_token=lease_token,
-        expire_time=in_an_hour(),
-        context=[1],
+        endpoint, TOKEN, lease="chat", lease_token="t4", expire_time=later, context=[2]
     )
     assert renewed.ok
+    again = await client.invoke(endpoint, lease_token, envelope, timeout=10)  # type: ignore[arg-type]
+    assert again.output["lease"] == {**lease, "expireTime": later}
+    assert await client.status(endpoint, "t4") is None
 
     assert await client.unbind(endpoint, TOKEN, lease="chat")
     assert await client.unbind(endpoint, TOKEN, lease="chat")
