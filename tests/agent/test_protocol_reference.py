@@ -22,7 +22,7 @@ from aiohttp import web
 from agentpool.agent import protocol
 from agentpool.api.leases import MAX_CONTEXT_BYTES
 from agentpool.api.pools import AgentPoolSpec
-from agentpool.io.agents import AgentClient
+from agentpool.io.agents import AgentClient, parse_status
 from agentpool.local.kubelet import podenv
 from agentpool.pool.manifests import agent_pod
 from agentpool.runs.calls import OUTPUT_MAX
@@ -170,3 +170,28 @@ def test_the_figures_in_the_reference_are_the_operators_own() -> None:
         ), f"the reference's {name} timeout is {default:g} s"
     text = reference()
     assert [f"{what}: {figure}" for figure, what in figures.items() if figure not in text] == []
+
+
+class _Reads(dict[str, Any]):
+    """A status body that notes each key the operator reads of it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.read: set[str] = set()
+
+    def __getitem__(self, key: str) -> Any:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.read.add(key)
+        return super().get(key, default)
+
+
+def test_the_reference_explains_every_status_field_the_operator_reads() -> None:
+    """Each field of ``GET /status`` the operator reads is a row of the reference's table."""
+    body = _Reads(busy=True, current="a", items=["a"], uses=1, lease="chat")
+    assert parse_status(body) is not None
+    assert {"busy", "current", "slots", "busySlots", "items", "uses", "lease"} <= body.read
+    text = reference()
+    assert [field for field in sorted(body.read) if f"| `{field}` |" not in text] == []
