@@ -11,12 +11,13 @@ Imported by the resource modules (``pools``, ``runs``, ``leases``) and by the op
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
 JsonDict = dict[str, Any]
@@ -29,6 +30,53 @@ AnyJson = Annotated[Any, WithJsonSchema({PRESERVE: True})]
 
 JsonObject = Annotated[dict[str, Any], WithJsonSchema({"type": "object", PRESERVE: True})]
 """A JSON object whose shape belongs to someone else (a PodTemplateSpec), kept as it is."""
+
+INT_OR_STRING = "x-kubernetes-int-or-string"
+PERCENT_PATTERN = r"^[0-9]+%$"
+
+
+def check_int_or_percent(value: int | str) -> int | str:
+    """Refuse what is neither a count (an integer >= 0) nor a percentage ("25%")."""
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"{value} is negative: give a count >= 0 or a percentage such as 25%")
+        return value
+    if re.fullmatch(PERCENT_PATTERN, value) is None:
+        raise ValueError(
+            f"{value!r} is not a count or a percentage: give an integer such as 1, or a"
+            " percentage such as 25% (digits then %)"
+        )
+    return value
+
+
+IntOrPercent = Annotated[
+    int | str,
+    AfterValidator(check_int_or_percent),
+    WithJsonSchema(
+        {
+            INT_OR_STRING: True,
+            VALIDATIONS: [
+                {
+                    "rule": "type(self) == int ? self >= 0 : self.matches('^[0-9]+%$')",
+                    "message": "give a count >= 0 (such as 1) or a percentage (such as 25%)",
+                }
+            ],
+        }
+    ),
+]
+"""A count or a percentage of the desired agents, as Deployment's maxSurge and maxUnavailable."""
+
+
+def scaled_value(value: int | str, total: int, *, round_up: bool) -> int:
+    """A count or percentage (see :data:`IntOrPercent`) as a count out of ``total``, a
+    percentage rounded up or down as Deployment rounds it (maxSurge up, maxUnavailable down)."""
+    if isinstance(value, int):
+        return value
+    percent = int(value.removesuffix("%"))
+    if round_up:
+        return -(-percent * total // 100)
+    return percent * total // 100
+
 
 CONDITION_LIST: JsonDict = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
 """Conditions are a list keyed by type, as in every built-in Kubernetes status."""

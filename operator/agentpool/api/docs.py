@@ -87,6 +87,8 @@ def _type_name(annotation: Any) -> str:
         return "object (free-form)" if base is not Any else "any JSON"
     if plain is Any:
         return "any JSON"
+    if plain == int | str:
+        return "integer or percentage"
     origin = get_origin(plain)
     if origin is Literal:
         return " or ".join(f"`{value}`" for value in get_args(plain))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
 from agentpool.agent import protocol
 from agentpool.api.base import (
@@ -17,6 +17,7 @@ from agentpool.api.base import (
     ApiModel,
     CelRule,
     Condition,
+    IntOrPercent,
     JsonObject,
     cel,
     name_rule,
@@ -31,6 +32,11 @@ MAX_SLOTS = 256
 
 #: A pool's name is the value of its pods' ``agentpool.dev/pool`` and ``app.kubernetes.io/name``
 #: labels (and of its token Secret's), and prefixes their names, so it must be a label value.
+ZERO_ROLL_MESSAGE = (
+    "maxSurge and maxUnavailable are both 0, so a rollout could neither add a new agent nor"
+    " retire an old one: set maxSurge or maxUnavailable above 0"
+)
+
 POOL_NAME_RULE = name_rule(
     "an AgentPool", "on its pods", "agentpool.dev/pool, app.kubernetes.io/name"
 )
@@ -127,6 +133,13 @@ class AgentPoolSpec(ApiModel):
                 " to 1, or turn resetBetweenItems off",
                 field_path=".slots",
             ),
+            CelRule(
+                rule="!has(self.maxSurge) || !has(self.maxUnavailable)"
+                " || !string(self.maxSurge).matches('^0+%?$')"
+                " || !string(self.maxUnavailable).matches('^0+%?$')",
+                message=ZERO_ROLL_MESSAGE,
+                field_path=".maxUnavailable",
+            ),
         )
     )
 
@@ -155,6 +168,17 @@ class AgentPoolSpec(ApiModel):
     max_lifetime_seconds: int = Field(default=0, ge=0)
     """Age in seconds at which an agent is retired and replaced, never while it holds work;
     0 means unlimited."""
+    max_surge: IntOrPercent = "25%"
+    """During a rollout (a changed image or template), the most agent pods that may run above
+    the desired number, as a count or a percentage of the desired agents (rounded up). New
+    agents start first within this bound, even past maxSize. Defaults to 25%, as a
+    Deployment's."""
+    max_unavailable: IntOrPercent = "25%"
+    """During a rollout, the most of the desired Ready agents that may be missing, as a count or
+    a percentage of the desired agents (rounded down): an outdated idle agent is retired only
+    while the Ready agents stay at least the desired number minus this. Busy agents are never
+    interrupted. Defaults to 25%, as a Deployment's; maxSurge and maxUnavailable may not both
+    be 0."""
     min_idle: int = Field(default=0, ge=0)
     """Idle agents kept on top of busy ones, within maxSize, so a burst finds warm agents."""
     checkout_timeout_seconds: int = Field(default=30, ge=1)
@@ -179,6 +203,16 @@ class AgentPoolSpec(ApiModel):
     """An agent that fails this many items in a row, while the pool's other agents serve items
     successfully, is retired (replacements back off exponentially); items that fail on every
     agent retire none. 0 never retires for failures."""
+    progress_deadline_seconds: int = Field(default=600, ge=1)
+    """The maximum time in seconds for a pool to make progress before it is considered to be
+    failed. The operator will continue to process failed rollouts and a condition with a
+    ProgressDeadlineExceeded reason will be surfaced in the pool status. Defaults to 600s."""
+
+    @model_validator(mode="after")
+    def _refuse_zero_roll(self) -> AgentPoolSpec:
+        if _is_zero(self.max_surge) and _is_zero(self.max_unavailable):
+            raise ValueError(ZERO_ROLL_MESSAGE)
+        return self
 
     @property
     def effective_max_size(self) -> int:
@@ -204,6 +238,10 @@ class AgentPoolSpec(ApiModel):
         return probe
 
 
+def _is_zero(value: int | str) -> bool:
+    return value == 0 or (isinstance(value, str) and int(value.removesuffix("%")) == 0)
+
+
 POOL_DEFAULTS = AgentPoolSpec()
 """A pool spec that sets nothing: each field at its default. Values resolved from a spec outside
 the model (the pool policy, a run's timeouts) read their defaults from here rather than restating
@@ -227,6 +265,9 @@ class AgentPoolStatus(ApiModel):
     the failed ones kept a while for kubectl logs and describe."""
     ready_replicas: int = Field(default=0, ge=0)
     """Agent pods that are Ready."""
+    updated_replicas: int = Field(default=0, ge=0)
+    """Agent pods on the pool's current template (image, template, port, probe): those a
+    rollout has replaced or that need no replacing."""
     available: int = Field(default=0, ge=0)
     """Agents that are Ready with a free slot (idle, with slots 1): what a checkout can have at
     once."""
@@ -257,5 +298,8 @@ class AgentPoolStatus(ApiModel):
     """The measured cold start of an agent: seconds from pod creation to Ready, recent median."""
     conditions: list[Condition] = Field(default_factory=list, json_schema_extra=CONDITION_LIST)
     """Ready (True once minSize agents are Ready; its message says "N of M agents ready, K idle",
-    M being the agents the pool keeps or is starting) and Degraded (with reasons such as
-    ImagePullBackOff, CrashLoopBackOff, ReadinessFailing, Unschedulable)."""
+    M being the agents the pool keeps or is starting), Degraded (with reasons such as
+    ImagePullBackOff, CrashLoopBackOff, ReadinessFailing, Unschedulable) and Progressing (True
+    with reason RollingOut while outdated agents are replaced and RolloutComplete once every
+    agent is on the current template; False with reason ProgressDeadlineExceeded when a
+    rollout made no progress for progressDeadlineSeconds, naming the new agents not Ready)."""

@@ -38,6 +38,7 @@ KEY_ORDER = (
     "additionalProperties",
     "items",
     PRESERVE,
+    "x-kubernetes-int-or-string",
     "x-kubernetes-list-type",
     "x-kubernetes-list-map-keys",
     "x-kubernetes-validations",
