@@ -190,9 +190,19 @@ CASES = [
         create=0,
     ),
     Case(
-        "a template change replaces idle agents, not busy ones",
+        "a template change starts a new agent first (maxSurge 25% of 2 is 1, maxUnavailable 0)",
         PoolPolicy(min_size=2, max_size=2, template_hash="new"),
         (idle("a", template_hash="old"), busy("b", template_hash="old")),
+        create=1,
+    ),
+    Case(
+        "once the new agent is Ready an idle outdated one goes, never the busy one",
+        PoolPolicy(min_size=2, max_size=2, template_hash="new"),
+        (
+            idle("a", template_hash="old"),
+            busy("b", template_hash="old"),
+            idle("c", template_hash="new"),
+        ),
         create=1,
         retire=(("a", "Outdated"),),
     ),

@@ -83,15 +83,18 @@ def test_plan_stays_within_sizes_and_spares_busy_agents(
     waiters: list[Waiter],
     now: float,
 ) -> None:
-    """Never more than maxSize (unless busy agents alone exceed it), never fewer than minSize,
-    never a busy agent retired, never an agent retired twice or created and timed out at once."""
+    """Never more than maxSize (unless busy agents alone exceed it, or a rollout surges past
+    it by maxSurge), never fewer than minSize, never a busy agent retired, never an agent
+    retired twice or created and timed out at once."""
     result = plan(policy, agents, waiters, now)
     live = [agent for agent in agents if agent.live]
     by_name = {agent.name: agent for agent in agents}
     busy = sum(agent.busy for agent in live)
     planned = len(live) + result.create - len(result.retire)
+    rolling = any(agent.template_hash != policy.template_hash for agent in live)
+    surge = policy.rollout_bounds(result.desired)[0] if policy.template_hash and rolling else 0
 
-    assert planned <= max(policy.max_size, busy)
+    assert planned <= max(policy.max_size + surge, busy)
     assert planned >= policy.min_size
     assert result.create >= 0
     assert len(set(result.retired_names)) == len(result.retire)

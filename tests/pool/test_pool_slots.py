@@ -139,7 +139,6 @@ def test_status_counts_slots() -> None:
     ("fields", "slots", "create"),
     [
         ({"uses": 10}, 4, 1),  # worn out: its three free slots take nothing
-        ({"template_hash": "old"}, 4, 1),  # outdated by a rollout
         ({"quarantined": True}, 4, 1),
         ({}, 4, 0),  # sound: the waiter takes one of its free slots
         ({"uses": 10}, 1, 1),  # one slot, as before slots

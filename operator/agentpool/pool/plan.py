@@ -5,6 +5,11 @@ waiters and the time: the AgentPool reconciler calls it on every visit (create, 
 timer, a waiter queued, a pod changed), removes the retired agents from the broker's idle set,
 deletes their pods and creates the new ones. It never retires a busy agent, never plans past
 `maxSize` and always plans at least `minSize`.
+
+A changed pod template rolls as a Deployment rolls: new agents start first, up to `maxSurge`
+pods above the desired agents (even past `maxSize`), and an idle outdated agent is retired only
+while the Ready agents stay at least the desired agents less `maxUnavailable`; a busy outdated
+agent finishes its items first. Outdated agents keep serving until they are retired.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from agentpool.pool.observed import (
     Waiter,
 )
 from agentpool.pool.policy import PoolPolicy
-from agentpool.pool.recycling import due_reason, retirement_reason
+from agentpool.pool.recycling import due_reason, outdated, retirement_reason
 
 HELD_REASONS = frozenset({IMAGE_PULL_BACK_OFF, ERR_IMAGE_PULL, CRASH_LOOP_BACK_OFF})
 
@@ -98,27 +103,44 @@ def plan(
             retire.append(Retirement(agent.name, reason))
 
     desired = desired_size(policy, busy=busy, waiting=waiting_slots(policy, waiters))
+    stale = [agent for agent in keep if outdated(policy, agent)]
+    surge, unavailable = policy.rollout_bounds(desired) if stale else (0, 0)
 
     # A lowered maxSize takes effect at once: agents not yet Ready go first (nothing warm is
-    # lost), then the longest idle.
-    over_max = len(keep) - policy.max_size
+    # lost), outdated ones before current ones, then the longest idle. A rollout's surge may
+    # run above it.
+    over_max = len(keep) - (policy.max_size + surge)
     if over_max > 0:
-        for agent in _scale_down_order(keep, now)[:over_max]:
+        for agent in _scale_down_order(keep, now, stale=stale)[:over_max]:
             retire.append(Retirement(agent.name, RetireReason.SCALED_DOWN))
             keep.remove(agent)
+            if agent in stale:
+                stale.remove(agent)
 
-    # Idle overflow past its timeout goes, longest idle first, but never below what is wanted.
-    surplus = len(keep) - desired
+    # Idle overflow past its timeout goes, longest idle first, but never below what is wanted;
+    # during a rollout only current agents beyond the desired count, the rollout retiring the
+    # outdated ones.
+    surplus = len(keep) - len(stale) - desired
     if surplus > 0:
         timed_out = [
             agent
             for agent in keep
-            if agent.idle and agent.idle_for(now) >= policy.idle_timeout_seconds
+            if agent.idle
+            and agent.idle_for(now) >= policy.idle_timeout_seconds
+            and agent not in stale
         ]
         timed_out.sort(key=lambda agent: (-agent.idle_for(now), agent.name))
         for agent in timed_out[:surplus]:
             retire.append(Retirement(agent.name, RetireReason.IDLE_TIMEOUT))
             keep.remove(agent)
+
+    for agent in _rollout_retirements(keep, stale, desired=desired, unavailable=unavailable):
+        retire.append(Retirement(agent.name, RetireReason.OUTDATED))
+        keep.remove(agent)
+    # New agents up to the desired count on the current template, within the surge: without
+    # a rollout, simply the agents missing.
+    current = sum(1 for agent in keep if not outdated(policy, agent))
+    create = max(0, min(desired - current, desired + surge - len(keep)))
 
     held = tuple(
         agent.name
@@ -126,7 +148,7 @@ def plan(
         if agent.pending and (agent.unschedulable or agent.waiting_reason in HELD_REASONS)
     )
     return Plan(
-        create=max(0, desired - len(keep)),
+        create=create,
         retire=tuple(retire),
         desired=desired,
         held=held,
@@ -143,13 +165,40 @@ def slots_taken(policy: PoolPolicy, agent: ObservedAgent, now: float) -> int:
     return agent.slots_in_use
 
 
-def _scale_down_order(agents: Sequence[ObservedAgent], now: float) -> list[ObservedAgent]:
+def _rollout_retirements(
+    keep: Sequence[ObservedAgent],
+    stale: Sequence[ObservedAgent],
+    *,
+    desired: int,
+    unavailable: int,
+) -> list[ObservedAgent]:
+    """The idle outdated agents a rollout retires now: any that is not Ready (it serves no
+    one), then Ready ones while the Ready agents stay at least `desired - unavailable`."""
+    ready = sum(1 for agent in keep if agent.ready)
+    floor = desired - unavailable
+    chosen = []
+    for agent in sorted(stale, key=lambda agent: (agent.ready, agent.name)):
+        if agent.busy:
+            continue
+        if agent.ready:
+            if ready - 1 < floor:
+                continue
+            ready -= 1
+        chosen.append(agent)
+    return chosen
+
+
+def _scale_down_order(
+    agents: Sequence[ObservedAgent], now: float, *, stale: Sequence[ObservedAgent] = ()
+) -> list[ObservedAgent]:
     candidates = [agent for agent in agents if not agent.busy]
-    # Not-yet-Ready pods first, newest first; then Ready idle agents, longest idle first.
+    # Not-yet-Ready pods first, newest first; outdated before current; then Ready idle agents,
+    # longest idle first.
     return sorted(
         candidates,
         key=lambda agent: (
             agent.ready,
+            agent not in stale,
             -agent.created_at if not agent.ready else -agent.idle_for(now),
             agent.name,
         ),

@@ -12,6 +12,7 @@ import typing
 from dataclasses import dataclass
 
 from agentpool.api import POOL_DEFAULTS, AgentPoolSpec, Strategy, refuse_below
+from agentpool.api.base import check_int_or_percent, scaled_value
 
 STRATEGIES: tuple[Strategy, ...] = typing.get_args(Strategy)
 
@@ -38,6 +39,12 @@ class PoolPolicy:
     port: int = POOL_DEFAULTS.port
     slots: int = POOL_DEFAULTS.slots
     """Items one agent serves at once."""
+    max_surge: int | str = POOL_DEFAULTS.max_surge
+    """Pods a rollout may run above the desired agents: a count or a percentage."""
+    max_unavailable: int | str = POOL_DEFAULTS.max_unavailable
+    """Desired Ready agents a rollout may be without: a count or a percentage."""
+    progress_deadline_seconds: float = POOL_DEFAULTS.progress_deadline_seconds
+    """Seconds a rollout may go without progress before it is reported stuck."""
 
     def __post_init__(self) -> None:
         if self.min_size < 0:
@@ -58,6 +65,18 @@ class PoolPolicy:
             "quarantine_after_failures",
         )
         refuse_below(self, 1, "slots")
+        for name in ("max_surge", "max_unavailable"):
+            check_int_or_percent(getattr(self, name))
+
+    def rollout_bounds(self, desired: int) -> tuple[int, int]:
+        """(maxSurge, maxUnavailable) as counts for `desired` agents, rounded as a Deployment
+        rounds them (surge up, unavailable down); when both come to 0, one agent may be
+        unavailable, as a Deployment allows, so that the rollout can move."""
+        surge = scaled_value(self.max_surge, desired, round_up=True)
+        unavailable = scaled_value(self.max_unavailable, desired, round_up=False)
+        if surge == 0 and unavailable == 0:
+            unavailable = 1
+        return surge, unavailable
 
     @property
     def max_overflow(self) -> int:
@@ -87,4 +106,7 @@ class PoolPolicy:
             token_hash=token_hash,
             port=spec.port,
             slots=spec.slots,
+            max_surge=spec.max_surge,
+            max_unavailable=spec.max_unavailable,
+            progress_deadline_seconds=float(spec.progress_deadline_seconds),
         )

@@ -2,7 +2,9 @@
 
 The planner asks this of every agent that is not busy; the checkout order asks it too, so an
 agent that is due to be retired is never handed out in the meantime. Rules that depend on the
-rest of the pool (idle overflow, a lowered maxSize) are the planner's.
+rest of the pool (idle overflow, a lowered maxSize, how many outdated agents a rollout retires
+at once) are the planner's: an idle outdated agent is not due, it serves on until the rollout
+has room to retire it.
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ def due_reason(
     lifetime = policy.max_lifetime_seconds
     if now is not None and lifetime and agent.age(now) >= lifetime:
         return RetireReason.MAX_LIFETIME
-    if policy.template_hash and agent.template_hash != policy.template_hash:
+    if agent.busy and outdated(policy, agent):
+        # It finishes its items but takes no new one, so an agent with several slots drains.
         return RetireReason.OUTDATED
     if policy.token_hash and agent.token_hash and agent.token_hash != policy.token_hash:
         # Started with a token the operator no longer has: it would refuse every call.
@@ -60,6 +63,11 @@ def due_reason(
     if agent.turned_unready:
         return RetireReason.UNREADY
     return None
+
+
+def outdated(policy: PoolPolicy, agent: ObservedAgent) -> bool:
+    """The agent runs an older pod template than the pool's: a rollout replaces it."""
+    return bool(policy.template_hash) and agent.template_hash != policy.template_hash
 
 
 def summarise_retirements(retired: Sequence[tuple[str, str]]) -> str:

@@ -1,0 +1,175 @@
+"""Rollouts of a changed pod template, stepped through the pure planner: new agents start
+first within maxSurge, outdated idle agents go only while the Ready agents stay at least the
+desired count less maxUnavailable, busy agents finish their items, and the roll ends with every
+agent on the new template. Hypothesis drives the pool through arbitrary interleavings of pods
+turning Ready and items starting and ending."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentpool.pool import ObservedAgent, PoolPolicy, plan
+from agentpool.pool.checkout import available_agents
+
+NOW = 1000.0
+OLD, NEW = "old", "new"
+
+
+def bounds() -> st.SearchStrategy[int | str]:
+    return st.one_of(st.integers(0, 4), st.sampled_from(["0%", "10%", "25%", "50%", "100%"]))
+
+
+@st.composite
+def rollout_policies(draw: st.DrawFn) -> PoolPolicy:
+    size = draw(st.integers(1, 12))
+    surge, unavailable = draw(bounds()), draw(bounds())
+    if str(surge).strip("%") == "0" and str(unavailable).strip("%") == "0":
+        surge = 1
+    return PoolPolicy(
+        min_size=size,
+        max_size=size,
+        template_hash=NEW,
+        max_surge=surge,
+        max_unavailable=unavailable,
+        idle_timeout_seconds=0.0,
+    )
+
+
+class Pool:
+    """A pool of agents the test moves by hand: plans applied, pods turning Ready, work."""
+
+    def __init__(self, policy: PoolPolicy, busy: set[int]) -> None:
+        self.policy = policy
+        self.serial = 0
+        self.agents: dict[str, ObservedAgent] = {}
+        for index in range(policy.min_size):
+            self.add(OLD, ready=True, busy=index in busy)
+
+    def add(self, template: str, *, ready: bool = False, busy: bool = False) -> None:
+        name = f"{template}-{self.serial}"
+        self.serial += 1
+        self.agents[name] = ObservedAgent(
+            name,
+            created_at=NOW,
+            ready=ready,
+            ready_at=NOW if ready else None,
+            idle_since=NOW if ready and not busy else None,
+            busy=busy,
+            busy_slots=int(busy),
+            template_hash=template,
+        )
+
+    def ready(self) -> int:
+        return sum(agent.ready for agent in self.agents.values())
+
+    def step(self) -> tuple[int, int, int]:
+        """Apply one plan; returns (desired, maxSurge, maxUnavailable) as the plan resolved
+        them."""
+        decided = plan(self.policy, self.agents.values(), (), NOW)
+        for name in decided.retired_names:
+            assert not self.agents[name].busy, f"{name} was retired while busy"
+            del self.agents[name]
+        for _ in range(decided.create):
+            self.add(NEW)
+        return decided.desired, *self.policy.rollout_bounds(decided.desired)
+
+    def turn_ready(self, name: str) -> None:
+        agent = self.agents[name]
+        self.agents[name] = dataclasses.replace(agent, ready=True, ready_at=NOW, idle_since=NOW)
+
+    def set_busy(self, name: str, busy: bool) -> None:
+        agent = self.agents[name]
+        self.agents[name] = dataclasses.replace(
+            agent, busy=busy, busy_slots=int(busy), idle_since=None if busy else NOW
+        )
+
+
+@settings(max_examples=300, deadline=None)
+@given(policy=rollout_policies(), data=st.data())
+def test_a_rollout_keeps_its_bounds_and_converges(policy: PoolPolicy, data: st.DataObject) -> None:
+    """At no step do Ready agents fall below desired - maxUnavailable (unless they were below
+    already), never are there more than desired + maxSurge pods, never is a busy agent retired;
+    and once new pods turn Ready and items end, every agent is on the new template."""
+    busy = data.draw(st.sets(st.integers(0, policy.min_size - 1)))
+    pool = Pool(policy, busy)
+    for _ in range(data.draw(st.integers(1, 30))):
+        before = pool.ready()
+        desired, surge, unavailable = pool.step()
+        assert pool.ready() >= min(before, desired - unavailable)
+        assert len(pool.agents) <= max(desired + surge, policy.min_size)
+        # The world moves: some new pods turn Ready, some items end, some start.
+        names = sorted(pool.agents)
+        for name in data.draw(st.lists(st.sampled_from(names), unique=True)):
+            agent = pool.agents[name]
+            if not agent.ready:
+                pool.turn_ready(name)
+            else:
+                pool.set_busy(name, not agent.busy)
+
+    # Then every pod turns Ready and every item ends: the roll completes.
+    for _ in range(4 * policy.min_size + 4):
+        for name, agent in list(pool.agents.items()):
+            if not agent.ready:
+                pool.turn_ready(name)
+            if agent.busy:
+                pool.set_busy(name, False)
+        pool.step()
+    templates = [agent.template_hash for agent in pool.agents.values()]
+    assert templates == [NEW] * policy.min_size
+
+
+@settings(max_examples=200, deadline=None)
+@given(policy=rollout_policies())
+def test_a_template_that_never_turns_ready_stops_at_max_unavailable(policy: PoolPolicy) -> None:
+    """New pods that never turn Ready halt the roll with desired - maxUnavailable outdated agents
+    still Ready, and no more than desired + maxSurge pods: the old agents keep serving."""
+    pool = Pool(policy, set())
+    for _ in range(2 * policy.min_size + 4):
+        desired, surge, unavailable = pool.step()
+    old = [agent for agent in pool.agents.values() if agent.template_hash == OLD]
+    assert len(old) == max(0, desired - unavailable)
+    assert all(agent.ready for agent in old)
+    assert len(pool.agents) <= desired + surge
+    assert len(available_agents(policy, pool.agents.values(), now=NOW)) == len(old)
+
+
+@pytest.mark.parametrize(
+    ("surge", "unavailable", "creates", "retires"),
+    [
+        # Of 10: surge rounds up to 3, unavailable down to 2: 13 pods, 8 of them Ready.
+        ("25%", "25%", 5, 2),
+        (0, 1, 1, 1),  # replace one at a time, never above 10 pods
+        (2, 0, 2, 0),  # start two, retire none until they are Ready
+        ("100%", 0, 10, 0),  # blue-green: a whole new pool first
+    ],
+)
+def test_first_step_of_a_rollout_of_ten(
+    surge: int | str, unavailable: int | str, creates: int, retires: int
+) -> None:
+    """The first pass over ten idle outdated agents, as a Deployment of ten would take it."""
+    policy = PoolPolicy(
+        min_size=10,
+        max_size=10,
+        template_hash=NEW,
+        max_surge=surge,
+        max_unavailable=unavailable,
+    )
+    pool = Pool(policy, set())
+    decided = plan(policy, pool.agents.values(), (), NOW)
+    assert (decided.create, len(decided.retire)) == (creates, retires)
+    assert {retirement.reason for retirement in decided.retire} <= {"Outdated"}
+
+
+def test_outdated_idle_agents_keep_serving_and_busy_ones_take_no_new_item() -> None:
+    """During a roll an idle outdated agent is handed out, so the pool keeps its throughput; an
+    outdated agent with several slots that holds work takes no new item, so that it drains."""
+    policy = PoolPolicy(min_size=2, max_size=2, template_hash=NEW, slots=4)
+    idle = ObservedAgent("a", ready=True, idle_since=1.0, template_hash=OLD, slots=4)
+    draining = ObservedAgent(
+        "b", ready=True, busy=True, busy_slots=1, idle_since=2.0, template_hash=OLD, slots=4
+    )
+    assert [agent.name for agent in available_agents(policy, [idle, draining])] == ["a"]
