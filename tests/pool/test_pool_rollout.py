@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentpool.pool import ObservedAgent, PoolPolicy, plan
+from agentpool.pool import ConditionView, ObservedAgent, PoolPolicy, compute_status, plan
 from agentpool.pool.checkout import available_agents
+from agentpool.pool.rollout import track_progress
 
 NOW = 1000.0
 OLD, NEW = "old", "new"
@@ -173,3 +174,58 @@ def test_outdated_idle_agents_keep_serving_and_busy_ones_take_no_new_item() -> N
         "b", ready=True, busy=True, busy_slots=1, idle_since=2.0, template_hash=OLD, slots=4
     )
     assert [agent.name for agent in available_agents(policy, [idle, draining])] == ["a"]
+
+
+def _progressing(view_conditions: list[ConditionView]) -> ConditionView:
+    (condition,) = [c for c in view_conditions if c.type == "Progressing"]
+    return condition
+
+
+def test_status_reports_a_rollout_from_start_to_complete() -> None:
+    """updatedReplicas counts agents on the current template; Progressing says RollingOut while
+    outdated agents remain and RolloutComplete once none is left, as a Deployment says."""
+    policy = PoolPolicy(min_size=2, max_size=2, template_hash=NEW)
+    pool = Pool(policy, set())
+    view = compute_status(policy, list(pool.agents.values()), [], NOW)
+    assert view.updated_replicas == 0
+    assert _progressing(view.conditions).reason == "RollingOut"
+    for _ in range(6):
+        pool.step()
+        for name, agent in list(pool.agents.items()):
+            if not agent.ready:
+                pool.turn_ready(name)
+    view = compute_status(policy, list(pool.agents.values()), [], NOW)
+    assert view.updated_replicas == 2
+    progressing = _progressing(view.conditions)
+    assert (progressing.status, progressing.reason) == ("True", "RolloutComplete")
+    assert "2 of 2 agents updated" in progressing.message
+
+
+def test_a_stuck_rollout_says_so_after_the_deadline_and_names_the_new_pods() -> None:
+    """New pods that never turn Ready: RollingOut until progressDeadlineSeconds pass without
+    progress, then Progressing False ProgressDeadlineExceeded naming the un-Ready new pods; any
+    progress starts the clock again."""
+    policy = PoolPolicy(
+        min_size=4, max_size=4, template_hash=NEW, max_surge=1, progress_deadline_seconds=60
+    )
+    pool = Pool(policy, set())
+    for _ in range(4):
+        pool.step()
+    agents = list(pool.agents.values())
+    mark = track_progress(None, policy, agents, NOW)
+    assert track_progress(mark, policy, agents, NOW + 59) is mark
+    before = _progressing(compute_status(policy, agents, [], NOW + 59, rollout=mark).conditions)
+    assert (before.status, before.reason) == ("True", "RollingOut")
+
+    stuck = _progressing(compute_status(policy, agents, [], NOW + 60, rollout=mark).conditions)
+    assert (stuck.status, stuck.reason) == ("False", "ProgressDeadlineExceeded")
+    new = sorted(agent.name for agent in agents if agent.template_hash == NEW)
+    assert new
+    assert f"new agents not Ready: {', '.join(new)}" in stuck.message
+    assert "outdated agents keep serving" in stuck.message
+
+    pool.turn_ready(new[0])
+    moved = track_progress(mark, policy, list(pool.agents.values()), NOW + 61)
+    assert moved.since == NOW + 61
+    again = compute_status(policy, list(pool.agents.values()), [], NOW + 61, rollout=moved)
+    assert _progressing(again.conditions).reason == "RollingOut"

@@ -21,6 +21,8 @@ class ConditionType(StrEnum):
     """AgentPool: at least minSize agents are Ready."""
     DEGRADED = "Degraded"
     """AgentPool: some agents cannot start or stay healthy; the reason says why."""
+    PROGRESSING = "Progressing"
+    """AgentPool: True while a rollout moves or once it is complete; False when it is stuck."""
     COMPLETE = "Complete"
     """PoolRun: dispatch ended and the run succeeded."""
     FAILED = "Failed"
@@ -49,6 +51,9 @@ class Reason(StrEnum):
     UNSCHEDULABLE = "Unschedulable"
     POD_FAILED = "PodFailed"
     NO_LOCAL_COMMAND = "NoLocalCommand"
+    ROLLING_OUT = "RollingOut"
+    ROLLOUT_COMPLETE = "RolloutComplete"
+    PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
 
     # PoolRun outcome and causes
     RUNNING = "Running"

@@ -23,6 +23,7 @@ from agentpool.pool.health import degraded_trouble, with_trouble
 from agentpool.pool.manifests import pool_selector
 from agentpool.pool.plan import waiting_slots
 from agentpool.pool.report import agent_states, sample_demand, status_body, write_delay
+from agentpool.pool.rollout import track_progress
 
 
 async def write_status(
@@ -67,6 +68,7 @@ def current_status(
         window=handle.settings.sample_window_seconds,
     )
     agents = handle.broker.agents()
+    handle.rollout = track_progress(handle.rollout, policy, agents, now)
     view = compute_status(
         policy,
         agents,
@@ -75,6 +77,7 @@ def current_status(
         history=handle.history,
         window_seconds=handle.settings.sample_window_seconds,
         readiness_grace_seconds=handle.settings.readiness_grace_seconds,
+        rollout=handle.rollout,
     )
     record_metrics(handle, view.waiting, slots=view.slots, busy_slots=view.busy_slots)
     generation = pool["metadata"].get("generation")

@@ -28,6 +28,7 @@ from agentpool.io.journal import Journals
 from agentpool.io.kube import Kube
 from agentpool.pool import DemandSample
 from agentpool.pool.health import PoolHealth
+from agentpool.pool.rollout import RolloutMark
 from agentpool.runs import Clock, SystemClock
 from agentpool.runs.engine import RunEngine
 from agentpool.settings import OperatorSettings, PoolSettings
@@ -76,6 +77,8 @@ class PoolHandle:
     spec: AgentPoolSpec = field(default_factory=AgentPoolSpec)
     # Gateway calls and casts waiting in the broker's line now, for the metric.
     gateway_waiting: int = 0
+    # Where the pool's rollout last moved, for the Progressing condition's deadline.
+    rollout: RolloutMark | None = None
 
     def poke(self) -> None:
         """Ask the pool's reconcile loop to look again."""

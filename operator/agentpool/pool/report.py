@@ -53,6 +53,7 @@ def status_body(
     return AgentPoolStatus(
         replicas=view.replicas,
         ready_replicas=view.ready_replicas,
+        updated_replicas=view.updated_replicas,
         available=view.available,
         busy=view.busy,
         slots=view.slots,

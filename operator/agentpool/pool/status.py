@@ -29,6 +29,12 @@ from agentpool.pool.observed import (
 from agentpool.pool.plan import desired_size, slots_taken, waiting_slots
 from agentpool.pool.pods import PodFailure
 from agentpool.pool.policy import PoolPolicy
+from agentpool.pool.rollout import (
+    RolloutMark,
+    progressing_condition,
+    track_progress,
+    updated_agents,
+)
 from agentpool.pool.sizing import DemandSample, SizingAdvice, recommend
 
 READY = str(ConditionType.READY)
@@ -55,6 +61,7 @@ class PoolStatusView:
     state: PoolState
     slots: int = 0
     busy_slots: int = 0
+    updated_replicas: int = 0
     conditions: list[ConditionView] = field(default_factory=list)
     recommendation: SizingAdvice | None = None
     cold_start_seconds: float | None = None
@@ -89,13 +96,16 @@ def compute_status(
     history: Sequence[DemandSample] = (),
     window_seconds: float = 3600.0,
     readiness_grace_seconds: float | None = None,
+    rollout: RolloutMark | None = None,
 ) -> PoolStatusView:
     """The status of a pool from its observed agents, its waiters and its demand history.
 
     `history` holds earlier demand samples (the current one is added here); a scheduled pod
     still not Ready `readiness_grace_seconds` after creation counts as failing its readiness
-    probe (None: only a pod that was Ready and turned unready does).
+    probe (None: only a pod that was Ready and turned unready does). `rollout` is where the
+    rollout last moved (:func:`agentpool.pool.rollout.track_progress`); None: it moves now.
     """
+    agents = list(agents)
     live = [agent for agent in agents if agent.live]
     replicas = len(live)
     ready = sum(1 for agent in live if agent.ready)
@@ -134,7 +144,11 @@ def compute_status(
         conditions=[
             ready_condition(policy, ready=ready, wanted=wanted, available=available),
             degraded_condition(live, now=now, readiness_grace_seconds=readiness_grace_seconds),
+            progressing_condition(
+                policy, live, rollout or track_progress(None, policy, live, now), now
+            ),
         ],
+        updated_replicas=len(updated_agents(policy, live)),
         recommendation=recommend([*history, current], now=now, window=window_seconds),
         cold_start_seconds=_median(cold_starts),
     )

@@ -1,0 +1,113 @@
+"""How far a rollout of a changed pod template has gone, and whether it still moves.
+
+The planner rolls outdated agents within maxSurge and maxUnavailable (:mod:`agentpool.pool.plan`);
+this module reports on it, as a Deployment reports on its rollout: `updatedReplicas` counts the
+agents on the current template, and the Progressing condition is True with RolloutComplete once
+no outdated agent is left and minSize agents are Ready, True with RollingOut while the rollout
+moves, and False with ProgressDeadlineExceeded once it has not moved for
+progressDeadlineSeconds. A rollout moves when an agent on the current template is created or
+turns Ready, or an outdated one leaves. The AgentPool status writer keeps the last
+:class:`RolloutMark` between passes and calls :func:`track_progress` and
+:func:`progressing_condition`; pure, with `now` given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from agentpool.api.conditions import ConditionView
+from agentpool.api.reasons import ConditionType, Reason
+from agentpool.pool.observed import ObservedAgent
+from agentpool.pool.policy import PoolPolicy
+from agentpool.pool.recycling import outdated
+
+PROGRESSING = str(ConditionType.PROGRESSING)
+
+#: The most not-Ready new agents a stuck rollout's message names; the rest are counted.
+NAMED_PODS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutMark:
+    """Where a rollout stood when it last moved: the template it rolls to, its agents updated,
+    updated and Ready, and outdated, and `since` when it was first seen so."""
+
+    template_hash: str
+    updated: int
+    updated_ready: int
+    outdated: int
+    since: float
+
+    def same_place(self, other: RolloutMark) -> bool:
+        """Nothing moved between the two marks."""
+        return (self.template_hash, self.updated, self.updated_ready, self.outdated) == (
+            other.template_hash,
+            other.updated,
+            other.updated_ready,
+            other.outdated,
+        )
+
+
+def updated_agents(policy: PoolPolicy, agents: Iterable[ObservedAgent]) -> list[ObservedAgent]:
+    """The live agents on the pool's current template."""
+    return [agent for agent in agents if agent.live and not outdated(policy, agent)]
+
+
+def track_progress(
+    last: RolloutMark | None, policy: PoolPolicy, agents: Sequence[ObservedAgent], now: float
+) -> RolloutMark:
+    """The rollout's mark at `now`: `last` unchanged while nothing moved, else a new mark.
+
+    More agents updated, updated and Ready, or fewer outdated is progress; a change of template
+    starts the clock again. Agents that leave the current template's count (an idle overflow
+    agent timing out, say) move the mark too, which can only postpone a stuck report.
+    """
+    live = [agent for agent in agents if agent.live]
+    updated = updated_agents(policy, live)
+    mark = RolloutMark(
+        template_hash=policy.template_hash,
+        updated=len(updated),
+        updated_ready=sum(1 for agent in updated if agent.ready),
+        outdated=len(live) - len(updated),
+        since=now,
+    )
+    if last is not None and last.same_place(mark):
+        return last
+    return mark
+
+
+def progressing_condition(
+    policy: PoolPolicy, agents: Sequence[ObservedAgent], mark: RolloutMark, now: float
+) -> ConditionView:
+    """Progressing for a pool whose rollout was last seen at `mark`."""
+    live = [agent for agent in agents if agent.live]
+    updated = updated_agents(policy, live)
+    ready = sum(1 for agent in live if agent.ready)
+    counts = f"{len(updated)} of {len(live)} agents updated"
+    if len(updated) == len(live) and ready >= policy.min_size:
+        return ConditionView(
+            PROGRESSING, "True", str(Reason.ROLLOUT_COMPLETE), f"rollout complete: {counts}"
+        )
+    stalled = now - mark.since
+    if stalled < policy.progress_deadline_seconds:
+        return ConditionView(
+            PROGRESSING,
+            "True",
+            str(Reason.ROLLING_OUT),
+            f"rolling out: {counts}, {ready} agents ready",
+        )
+    unready = sorted(agent.name for agent in updated if not agent.ready)
+    why = f"new agents not Ready: {_names(unready)}" if unready else "no new agent started"
+    message = (
+        f"rollout made no progress for {int(stalled)}s (progressDeadlineSeconds"
+        f" {int(policy.progress_deadline_seconds)}): {counts}, {why}; outdated agents keep"
+        " serving"
+    )
+    return ConditionView(PROGRESSING, "False", str(Reason.PROGRESS_DEADLINE_EXCEEDED), message)
+
+
+def _names(names: Sequence[str]) -> str:
+    shown = ", ".join(names[:NAMED_PODS])
+    more = len(names) - NAMED_PODS
+    return shown + (f" and {more} more" if more > 0 else "")
