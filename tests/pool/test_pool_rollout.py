@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentpool.pool import ConditionView, ObservedAgent, PoolPolicy, compute_status, plan
-from agentpool.pool.checkout import available_agents
+from agentpool.pool.checkout import available_agents, first_available, handout_order
 from agentpool.pool.rollout import track_progress
 
 NOW = 1000.0
@@ -229,3 +229,18 @@ def test_a_stuck_rollout_says_so_after_the_deadline_and_names_the_new_pods() -> 
     assert moved.since == NOW + 61
     again = compute_status(policy, list(pool.agents.values()), [], NOW + 61, rollout=moved)
     assert _progressing(again.conditions).reason == "RollingOut"
+
+
+@pytest.mark.parametrize("strategy", ["LIFO", "FIFO"])
+def test_a_current_agent_is_handed_out_before_an_outdated_one(strategy: str) -> None:
+    """Whatever the strategy would pick, a free agent on the current template goes first, so
+    under a steady load the outdated agents fall idle and the rollout can retire them; an
+    outdated agent still serves when no current one is free."""
+    policy = PoolPolicy(min_size=3, max_size=3, template_hash=NEW, strategy=strategy)  # type: ignore[arg-type]
+    old_first = ObservedAgent("a", ready=True, idle_since=1.0, template_hash=OLD)
+    new = ObservedAgent("b", ready=True, idle_since=2.0, template_hash=NEW)
+    old_last = ObservedAgent("c", ready=True, idle_since=3.0, template_hash=OLD)
+    agents = [old_first, new, old_last]
+    assert first_available(policy, handout_order(policy.strategy, agents)) == new
+    assert available_agents(policy, agents)[0] == new
+    assert first_available(policy, [old_first, old_last]) == old_first

@@ -21,7 +21,7 @@ from typing import TypeVar
 from agentpool.api import Strategy
 from agentpool.pool.observed import ObservedAgent, Waiter
 from agentpool.pool.policy import PoolPolicy
-from agentpool.pool.recycling import due_reason
+from agentpool.pool.recycling import due_reason, outdated
 
 T = TypeVar("T")
 
@@ -33,15 +33,18 @@ def available_agents(
     now: float | None = None,
     whole: bool = False,
 ) -> list[ObservedAgent]:
-    """The agents a checkout may take, in the order the strategy hands them out.
+    """The agents a checkout may take, in the order the strategy hands them out, those on the
+    pool's current template first.
 
     An agent qualifies when it is Ready and sound with a free slot (with ``whole``, with no
-    slot busy) and not due for retirement, so an agent that wore out or is outdated takes no
-    new item in the window before it is deleted, even while other slots finish theirs.
+    slot busy) and not due for retirement, so an agent that wore out, or is outdated and holds
+    work, takes no new item in the window before it is deleted, even while other slots finish
+    theirs.
     """
     idle = [agent for agent in agents if is_available(policy, agent, now=now, whole=whole)]
     idle.sort(key=idle_key)
-    return list(handout_order(policy.strategy, idle))
+    # Current agents before outdated ones, so that a rollout's outdated agents fall idle.
+    return sorted(handout_order(policy.strategy, idle), key=lambda agent: outdated(policy, agent))
 
 
 def is_available(
@@ -76,11 +79,17 @@ def first_available(
     now: float | None = None,
     whole: bool = False,
 ) -> ObservedAgent | None:
-    """The first of ``candidates`` (in hand-out order) a checkout may take, if any."""
+    """The first of ``candidates`` (in hand-out order) a checkout may take, if any, an agent on
+    the pool's current template before an outdated one: during a rollout the outdated agents
+    serve only when no current one is free, so they fall idle and the rollout can retire them
+    even under a steady load."""
+    fallback = None
     for agent in candidates:
         if is_available(policy, agent, now=now, whole=whole):
-            return agent
-    return None
+            if not outdated(policy, agent):
+                return agent
+            fallback = fallback or agent
+    return fallback
 
 
 def waiter_key(waiter: Waiter) -> tuple[int, float, int]:
