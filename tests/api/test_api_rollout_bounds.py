@@ -104,3 +104,13 @@ def test_percentages_round_as_deployment(value: int | str, total: int, up: int, 
     """maxSurge rounds up, maxUnavailable down, as a Deployment's do."""
     assert scaled_value(value, total, round_up=True) == up
     assert scaled_value(value, total, round_up=False) == down
+
+
+def test_wide_listing_shows_updated_agents(crds: dict[str, dict[str, Any]]) -> None:
+    """`kubectl get agentpools -o wide` has an UPDATED column reading status.updatedReplicas,
+    an integer, so a rollout's progress shows beside READY."""
+    [version] = crds["agentpools.yaml"]["spec"]["versions"]
+    (column,) = [c for c in version["additionalPrinterColumns"] if c["name"] == "UPDATED"]
+    assert column["jsonPath"] == ".status.updatedReplicas"
+    assert column["type"] == "integer"
+    assert column["priority"] == 1
