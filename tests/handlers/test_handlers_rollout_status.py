@@ -75,3 +75,33 @@ def test_a_finished_rollout_is_complete() -> None:
     assert status["updatedReplicas"] == status["replicas"] == 2
     condition = progressing(status)
     assert (condition["status"], condition["reason"]) == ("True", "RolloutComplete")
+
+
+def test_a_restarted_operator_keeps_a_stuck_rollout_stuck() -> None:
+    """A pool whose status already says ProgressDeadlineExceeded stays False after a restart
+    (a new handle, no memory) instead of counting the deadline again; once a new agent turns
+    Ready the rollout moves and Progressing is True again."""
+    stuck_pool = {
+        **POOL,
+        "status": {
+            "conditions": [
+                {
+                    "type": "Progressing",
+                    "status": "False",
+                    "reason": "ProgressDeadlineExceeded",
+                    "message": "rollout made no progress",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+            ]
+        },
+    }
+    handle = pool_handle(2)
+    handle.broker.update_policy(POLICY)
+    old = [agent("p-old1", "old", ready=True), agent("p-old2", "old", ready=True)]
+    handle.broker.update_agents([*old, agent("p-new1", POLICY.template_hash, ready=False)])
+    status = current_status(handle, stuck_pool, POLICY, NOW)
+    assert progressing(status)["reason"] == "ProgressDeadlineExceeded"
+
+    handle.broker.update_agents([*old, agent("p-new1", POLICY.template_hash, ready=True)])
+    status = current_status(handle, stuck_pool, POLICY, NOW + 1)
+    assert (progressing(status)["status"], progressing(status)["reason"]) == ("True", "RollingOut")

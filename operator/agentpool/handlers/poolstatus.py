@@ -23,7 +23,7 @@ from agentpool.pool.health import degraded_trouble, with_trouble
 from agentpool.pool.manifests import pool_selector
 from agentpool.pool.plan import waiting_slots
 from agentpool.pool.report import agent_states, sample_demand, status_body, write_delay
-from agentpool.pool.rollout import track_progress
+from agentpool.pool.rollout import restored_mark, track_progress
 
 
 async def write_status(
@@ -68,6 +68,9 @@ def current_status(
         window=handle.settings.sample_window_seconds,
     )
     agents = handle.broker.agents()
+    if handle.rollout is None:
+        stored = (pool.get("status") or {}).get("conditions")
+        handle.rollout = restored_mark(stored, policy, agents, now)
     handle.rollout = track_progress(handle.rollout, policy, agents, now)
     view = compute_status(
         policy,

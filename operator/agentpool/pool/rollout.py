@@ -13,10 +13,12 @@ turns Ready, or an outdated one leaves. The AgentPool status writer keeps the la
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from agentpool.api.conditions import ConditionView
+from agentpool.api.raw import RawCondition
 from agentpool.api.reasons import ConditionType, Reason
 from agentpool.pool.observed import ObservedAgent
 from agentpool.pool.policy import PoolPolicy
@@ -74,6 +76,26 @@ def track_progress(
     )
     if last is not None and last.same_place(mark):
         return last
+    return mark
+
+
+def restored_mark(
+    conditions: Iterable[RawCondition] | None,
+    policy: PoolPolicy,
+    agents: Sequence[ObservedAgent],
+    now: float,
+) -> RolloutMark:
+    """The first mark of a pool's loop, from the conditions its status holds: a rollout the
+    last operator reported stuck stays stuck until it moves, rather than getting another
+    progressDeadlineSeconds from a restart."""
+    mark = track_progress(None, policy, agents, now)
+    stuck = any(
+        condition.get("type") == PROGRESSING
+        and condition.get("reason") == Reason.PROGRESS_DEADLINE_EXCEEDED
+        for condition in conditions or ()
+    )
+    if stuck:
+        return dataclasses.replace(mark, since=now - policy.progress_deadline_seconds)
     return mark
 
 
