@@ -385,3 +385,56 @@ def test_a_pod_runs_as_a_service_account(core: k8s.CoreV1Api, namespace: str) ->
     made = eventually(created, timeout=30, what="the pod to be admitted")
     assert (made.spec.service_account_name, made.spec.service_account) == ("default", "default")
     core.delete_namespaced_pod("p", namespace, grace_period_seconds=0)
+
+
+def _pod(name: str, container: str = "agent", **fields: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": container, "image": "agent:1", **fields}]},
+    }
+
+
+def test_strict_field_validation_refuses_a_pod_with_a_misspelt_container_field(
+    core: k8s.CoreV1Api, namespace: str
+) -> None:
+    """A pod template's typo (``comand``) is a 400 naming the field under Strict, as kubectl
+    and the operator send; the default drops the field and warns."""
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    body = _pod("typo", comand=["run"])
+    strict = raw(core.api_client, "POST", path, body=body, query=[("fieldValidation", "Strict")])
+    assert strict.status == 400
+    assert strict.body["message"] == (
+        'Pod in version "v1" cannot be handled as a Pod: strict decoding error: '
+        'unknown field "spec.containers[0].comand"'
+    )
+    dry = [("fieldValidation", "Warn"), ("dryRun", "All")]
+    warn = raw(core.api_client, "POST", path, body=body, query=dry)
+    assert warn.status == 201
+    assert "comand" not in warn.body["spec"]["containers"][0]
+    assert 'unknown field \\"spec.containers[0].comand\\"' in warn.headers.get("Warning", "")
+
+
+def test_a_pod_with_an_invalid_container_name_is_refused_naming_it(
+    core: k8s.CoreV1Api, namespace: str
+) -> None:
+    """A container name that is no DNS label is a 422 in the API server's words."""
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    refused = raw(core.api_client, "POST", path, body=_pod("bad-name", container="Bad_Name"))
+    assert refused.status == 422
+    assert (
+        'spec.containers[0].name: Invalid value: "Bad_Name": a lowercase RFC 1123 label must '
+        "consist of lower case alphanumeric characters or '-'"
+    ) in refused.body["message"]
+
+
+def test_a_dry_run_pod_create_is_checked_and_stores_nothing(
+    core: k8s.CoreV1Api, namespace: str
+) -> None:
+    """dryRun=All on a pod answers the pod as it would be made, and makes none."""
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    answered = raw(core.api_client, "POST", path, body=_pod("dry"), query=[("dryRun", "All")])
+    assert answered.status == 201
+    assert answered.body["spec"]["containers"][0]["name"] == "agent"
+    assert core.list_namespaced_pod(namespace).items == []

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import base64
 import itertools
+import json
+import re
 from typing import Any
 
 from agentpool.local.apiserver.errors import Cause
@@ -28,6 +30,81 @@ _POD_DEFAULTS = {
     "securityContext": {},
     "enableServiceLinks": True,
 }
+
+
+#: The fields of a pod's container (``io.k8s.api.core.v1.Container``): any other is unknown, so
+#: dropped, warned of, or refused under ``fieldValidation=Strict``, as the API server decodes.
+CONTAINER_FIELDS = frozenset(
+    {
+        "args",
+        "command",
+        "env",
+        "envFrom",
+        "image",
+        "imagePullPolicy",
+        "lifecycle",
+        "livenessProbe",
+        "name",
+        "ports",
+        "readinessProbe",
+        "resizePolicy",
+        "resources",
+        "restartPolicy",
+        "restartPolicyRules",
+        "securityContext",
+        "startupProbe",
+        "stdin",
+        "stdinOnce",
+        "terminationMessagePath",
+        "terminationMessagePolicy",
+        "tty",
+        "volumeDevices",
+        "volumeMounts",
+        "workingDir",
+    }
+)
+_CONTAINER_LISTS = ("initContainers", "containers")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_LABEL_MESSAGE = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
+    "and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', "
+    "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+
+
+def unknown_pod_fields(obj: Obj) -> list[str]:
+    """Drop the unknown fields of a pod's containers, as decoding does; returns their paths
+    (``spec.containers[0].comand``) for the write to warn of or refuse."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return []
+    unknown: list[str] = []
+    for key in _CONTAINER_LISTS:
+        containers = spec.get(key)
+        if not isinstance(containers, list):
+            continue
+        for index, container in enumerate(containers):
+            if not isinstance(container, dict):
+                continue
+            unknown += [f"spec.{key}[{index}].{k}" for k in container if k not in CONTAINER_FIELDS]
+            containers[index] = {k: v for k, v in container.items() if k in CONTAINER_FIELDS}
+    return unknown
+
+
+def _container_causes(spec: Obj) -> list[Cause]:
+    causes = []
+    for key in _CONTAINER_LISTS:
+        for index, container in enumerate(spec.get(key) or []):
+            name = container.get("name") if isinstance(container, dict) else None
+            if isinstance(name, str) and not (len(name) <= 63 and _DNS_LABEL.fullmatch(name)):
+                causes.append(
+                    Cause(
+                        f"spec.{key}[{index}].name",
+                        f"Invalid value: {json.dumps(name)}: {_DNS_LABEL_MESSAGE}",
+                        "FieldValueInvalid",
+                    )
+                )
+    return causes
 
 
 def _pod_spec(spec: Obj) -> Obj:
@@ -73,6 +150,9 @@ def prepare_create(rt: ResourceType, obj: Obj, now: str) -> list[Cause]:
     elif key == ("", "pods"):
         if not (obj.get("spec") or {}).get("containers"):
             return [Cause("spec.containers", "Required value", "FieldValueRequired")]
+        causes = _container_causes(obj["spec"])
+        if causes:
+            return causes
         obj["spec"] = _pod_spec(obj.get("spec") or {})
         obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
     elif key == ("", "namespaces"):

@@ -117,10 +117,12 @@ def create(
         "kind": rt.kind,
         "metadata": omit_empty(core.new_metadata(rt, meta)),
     }
+    decoded = _decode_builtin(rt, obj, options)
     causes = metadata.metadata_causes(rt, obj) + kinds.prepare_create(rt, obj, core.now())
     if causes:
         raise invalid(rt, name, causes)
     obj, warnings = custom_checks(rt, obj, None, options, name)
+    warnings = decoded + warnings
     if core.store.get(rt.key, namespace, name) is not None:
         raise already_exists(rt, name)
     if options.dry_run:
@@ -130,6 +132,23 @@ def create(
     if rt.key == CRDS:
         _register(core, stored)
     return Written(stored, created=True, warnings=warnings)
+
+
+def _decode_builtin(rt: ResourceType, obj: Obj, options: WriteOptions) -> list[str]:
+    """Drop a new pod's unknown container fields as the API server's decoder does: refused
+    under ``fieldValidation=Strict``, warned of under ``Warn``; returns the warnings."""
+    if rt.key != ("", "pods"):
+        return []
+    unknown = kinds.unknown_pod_fields(obj)
+    if unknown and options.field_validation == "Strict":
+        fields = ", ".join(f'unknown field "{u}"' for u in unknown)
+        raise bad_request(
+            f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+            f"strict decoding error: {fields}"
+        )
+    if options.field_validation == "Warn":
+        return [f'unknown field "{u}"' for u in unknown]
+    return []
 
 
 _OMITTED_WHEN_EMPTY = ("labels", "annotations", "finalizers", "ownerReferences", "managedFields")
