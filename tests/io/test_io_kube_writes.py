@@ -12,46 +12,53 @@ import pytest
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from agentpool.io.kube import Conflict, Kube
+from agentpool.io.kube import Conflict, Kube, Refused
 
 
 class Answer:
-    """What the client's call returns with ``_preload_content=False``: the bytes it was sent."""
+    """What the client's ``call_api`` returns: the status and bytes the API server sent."""
 
-    def __init__(self, body: dict[str, Any]) -> None:
-        self.body = json.dumps(body).encode()
-        self.released = False
+    def __init__(self, status: int, body: dict[str, Any]) -> None:
+        self.status = status
+        self.reason = "scripted"
+        self.data = json.dumps(body).encode()
+        self.headers: dict[str, str] = {}
 
     def read(self) -> bytes:
-        return self.body
+        return self.data
 
-    def release_conn(self) -> None:
-        self.released = True
+    def getheaders(self) -> dict[str, str]:
+        return {}
 
 
-class Pods:
-    """CoreV1Api whose pod creates fail as scripted: an exception to raise, or None to succeed
-    (answering the pod as the API server would, with its creation time)."""
+class Client(kubernetes.client.ApiClient):
+    """An API client whose pod creates answer as scripted: an exception to raise, a Status
+    with an HTTP error, or the pod as the API server makes it (with its creation time). It
+    records the URL of each request."""
 
-    def __init__(self, fault: BaseException | None) -> None:
+    def __init__(self, fault: BaseException | None = None, refusal: Answer | None = None) -> None:
+        super().__init__(kubernetes.client.Configuration())
         self.fault = fault
-        self.answers: list[Answer] = []
+        self.refusal = refusal
+        self.urls: list[str] = []
 
-    def create_namespaced_pod(self, namespace: str, body: dict[str, Any], **_: Any) -> Any:
+    def call_api(
+        self, method: str, url: str, header_params: Any = None, body: Any = None, **_: Any
+    ) -> Answer:
+        self.urls.append(url)
         if self.fault is not None:
             raise self.fault
-        created = {**body, "metadata": {**body["metadata"], "creationTimestamp": CREATED}}
-        self.answers.append(Answer(created))
-        return self.answers[-1]
+        if self.refusal is not None:
+            return self.refusal
+        pod = json.loads(body) if isinstance(body, str | bytes) else body
+        return Answer(201, {**pod, "metadata": {**pod["metadata"], "creationTimestamp": CREATED}})
 
 
 CREATED = "2026-12-02T04:01:46Z"
 
 
-def kube_with(fault: BaseException | None) -> Kube:
-    kube = Kube(kubernetes.client.ApiClient(kubernetes.client.Configuration()))
-    kube._core = Pods(fault)
-    return kube
+def kube_with(fault: BaseException | None = None, refusal: Answer | None = None) -> Kube:
+    return Kube(Client(fault, refusal))
 
 
 async def test_a_write_the_api_server_answered_is_counted() -> None:
@@ -62,18 +69,17 @@ async def test_a_write_the_api_server_answered_is_counted() -> None:
 
 async def test_a_created_pod_is_the_object_the_api_server_sent() -> None:
     """The pod a create returns is the API server's JSON as it came (the same form a watch
-    event brings, timestamps included), and the connection goes back to the pool."""
+    event brings, timestamps included)."""
     kube = kube_with(None)
     pod = await kube.create_pod("ns", {"metadata": {"name": "a"}, "spec": {"nodeName": None}})
     assert pod == {
         "metadata": {"name": "a", "creationTimestamp": CREATED},
         "spec": {"nodeName": None},
     }
-    assert all(answer.released for answer in kube._core.answers)
 
 
 async def test_a_write_the_api_server_refused_is_counted() -> None:
-    kube = kube_with(ApiException(status=409, reason="AlreadyExists"))
+    kube = kube_with(refusal=Answer(409, {"kind": "Status", "reason": "AlreadyExists"}))
     with pytest.raises(Conflict):
         await kube.create_pod("ns", {"metadata": {"name": "a"}})
     assert kube.writes["create", "pods"] == 1
@@ -85,6 +91,32 @@ async def test_a_write_that_never_reached_the_api_server_is_not_counted() -> Non
     with pytest.raises(urllib3.exceptions.MaxRetryError):
         await kube.create_pod("ns", {"metadata": {"name": "a"}})
     assert kube.writes["create", "pods"] == 0
+
+
+TYPO = {"metadata": {"name": "a"}, "spec": {"containers": [{"name": "agent", "comand": ["x"]}]}}
+
+
+async def test_a_pod_with_a_typo_reaches_the_api_server_with_unknown_fields_refused() -> None:
+    """The body goes to the API server as written, with fieldValidation=Strict, so the server
+    (not the client's models) judges a template's typo; a dry run says dryRun=All."""
+    client = Client()
+    kube = Kube(client)
+    await kube.create_pod("ns", TYPO)
+    await kube.create_pod("ns", TYPO, dry_run=True)
+    assert client.urls[0].endswith("/api/v1/namespaces/ns/pods?fieldValidation=Strict")
+    assert client.urls[1].endswith("?fieldValidation=Strict&dryRun=All")
+
+
+@pytest.mark.parametrize("status", [400, 403, 422])
+async def test_a_refused_pod_carries_the_api_servers_own_words(status: int) -> None:
+    message = (
+        'Pod in version "v1" cannot be handled as a Pod: strict decoding error: '
+        'unknown field "spec.containers[0].comand"'
+    )
+    kube = kube_with(refusal=Answer(status, {"kind": "Status", "message": message}))
+    with pytest.raises(Refused) as refused:
+        await kube.create_pod("ns", TYPO)
+    assert str(refused.value) == message
 
 
 class Secrets:

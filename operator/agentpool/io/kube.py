@@ -50,6 +50,8 @@ TIMEOUT = (5.0, 60.0)
 STATUS_ATTEMPTS = 8
 RETRY_BASE_SECONDS, RETRY_MAX_SECONDS = 0.05, 2.0
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
+#: Answers to a write that no retry of the same body can change: bad, forbidden, invalid.
+REFUSED_STATUSES = frozenset({400, 403, 422})
 
 
 class NotFound(Exception):
@@ -58,6 +60,21 @@ class NotFound(Exception):
 
 class Conflict(Exception):
     """The object already exists, or changed since it was read."""
+
+
+class Refused(Exception):
+    """The API server refused a write as invalid or forbidden; the message is its own words
+    (``Pod "x" is invalid: spec.containers[0].name: ...``), for the user to act on."""
+
+
+def server_message(error: ApiException) -> str:
+    """The message of the Status the API server answered ``error`` with, else its HTTP reason."""
+    try:
+        status = json.loads(error.body or b"null")
+    except ValueError:
+        status = None
+    message = status.get("message") if isinstance(status, dict) else None
+    return str(message or f"{error.status} {error.reason}")
 
 
 class Kube:
@@ -157,14 +174,17 @@ class Kube:
         body: Any = None,
         accept: str = "application/json",
         content_type: str = "application/json",
+        query: list[tuple[str, str]] | None = None,
     ) -> Any:
-        """A raw call for what the typed APIs do not cover (Table output, any manifest)."""
+        """A raw call for what the typed APIs do not cover (Table output, any manifest), or
+        whose body the API server should judge rather than the client's models."""
         resource = path.rstrip("/").split("/")[-1]
 
         def call() -> Any:
             method_, url, headers, body_, _post = self._client.param_serialize(
                 method,
                 path,
+                query_params=query,
                 header_params={"Accept": accept, "Content-Type": content_type},
                 body=body,
                 auth_settings=["BearerToken"],
@@ -194,12 +214,26 @@ class Kube:
 
     # Pods -----------------------------------------------------------------------------------
 
-    async def create_pod(self, namespace: str, body: Mapping[str, Any]) -> RawBody:
-        return raw_body(
-            await self._plain_call(
-                "create", "pods", self._core.create_namespaced_pod, namespace, body
+    async def create_pod(
+        self, namespace: str, body: Mapping[str, Any], *, dry_run: bool = False
+    ) -> RawBody:
+        """Create a pod, or with ``dry_run`` only ask whether the API server would (it checks
+        everything and stores nothing). The body goes to the server as it is, with unknown
+        fields refused (``fieldValidation=Strict``, as kubectl sends): the client's own models
+        would refuse a template's typo with a dump of their validation, and drop nothing the
+        server would; the server names the field. A refusal raises :class:`Refused`."""
+        query = [("fieldValidation", "Strict")]
+        if dry_run:
+            query.append(("dryRun", "All"))
+        try:
+            created = await self.request(
+                "POST", f"/api/v1/namespaces/{namespace}/pods", body=body, query=query
             )
-        )
+        except ApiException as error:
+            if error.status in REFUSED_STATUSES:
+                raise Refused(server_message(error)) from None
+            raise
+        return raw_body(created)
 
     async def list_pods(self, namespace: str, labels: str) -> list[RawBody]:
         """The pods of ``namespace`` matching the label selector ``labels``, as plain dicts."""
