@@ -15,6 +15,7 @@ from agentpool.pool.health import (
     kept_since,
     note_retirement,
     note_start_failure,
+    report_create_failure,
     with_trouble,
 )
 from agentpool.settings import PoolSettings
@@ -164,3 +165,31 @@ def test_degraded_says_what_the_pool_remembers(
     assert conditions[1] == (trouble or HEALTHY)
     degraded = ConditionView("Degraded", "True", "Other", "already")
     assert with_trouble([degraded], trouble) == [degraded]
+
+
+def test_refused_creates_back_off_and_outrank_every_other_trouble() -> None:
+    """A refused pod create holds creation by a doubling wait, is the Degraded reason even over
+    agents failing at start, and a create that passes ends both at once."""
+    health = PoolHealth(crash_failures=1, start_failures=()).create_failed("forbidden", NOW)
+    health = health.create_failed("forbidden", NOW + 1)
+    assert health.creation_hold(NOW + 1) == pytest.approx(2.0)
+    trouble = degraded_trouble(health, NOW + 1, memory_seconds=UNREADY_MEMORY_SECONDS)
+    assert trouble == ConditionView(
+        "Degraded",
+        "True",
+        "CreateFailed",
+        "The API server refused the agent pod (2 times in a row, backing off): forbidden",
+    )
+    crashing = ConditionView("Degraded", "True", "CrashLoopBackOff", "agent a crashes")
+    assert with_trouble([crashing], trouble) == [trouble]
+    passed = health.create_passed()
+    assert passed.creation_hold(NOW + 1) == 0
+    assert passed.create_refusal is None
+
+
+@pytest.mark.parametrize(
+    ("failures", "reported"),
+    [(0, False), (1, True), (2, True), (3, False), (4, True), (6, False), (64, True)],
+)
+def test_refusals_are_reported_on_the_back_offs_steps(failures: int, reported: bool) -> None:
+    assert report_create_failure(failures) is reported

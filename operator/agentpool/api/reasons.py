@@ -54,6 +54,7 @@ class Reason(StrEnum):
     ROLLING_OUT = "RollingOut"
     ROLLOUT_COMPLETE = "RolloutComplete"
     PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
+    CREATE_FAILED = "CreateFailed"
 
     # PoolRun outcome and causes
     RUNNING = "Running"

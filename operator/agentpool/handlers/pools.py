@@ -30,7 +30,9 @@ from agentpool.handlers.recovery import restore_held_agents
 from agentpool.handlers.registration import KindHandlers
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io import events
+from agentpool.io.kube import Refused
 from agentpool.pool import Plan, PoolPolicy, plan
+from agentpool.pool.health import report_create_failure
 from agentpool.pool.listing import join_listing
 from agentpool.pool.manifests import (
     POOL_LABEL,
@@ -258,6 +260,7 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
     done = retire(handle, body, decided, now)
     failures.release_kept(handle, now)
     await delete_retired(runtime, handle)
+    await check_template(runtime, handle, body=body, pool=pool, spec=spec, policy=policy, now=now)
     created = await create_agents(
         runtime, handle, body=body, pool=pool, spec=spec, wanted=decided.create, now=now
     )
@@ -330,18 +333,62 @@ async def create_agents(
             pod = await runtime.kube.create_pod(
                 handle.namespace, agent_pod(pool, spec=spec, token=handle.token)
             )
-        except Exception as error:  # reported, and retried on the next pass
-            message = f"Creating an agent pod failed: {error}"
-            events.post(
-                body, type="Warning", reason=str(EventReason.CREATE_FAILED), message=message
-            )
+        except Exception as error:  # reported, and retried after a back-off
+            create_failed(handle, body, error, now)
             break
+        handle.health = handle.health.create_passed()
         take_created(handle, pod)
         created += 1
         metrics.AGENTS_CREATED.labels(handle.namespace, handle.name).inc()
     if created:
         sync_broker(handle)
     return created
+
+
+async def check_template(
+    runtime: Runtime,
+    handle: PoolHandle,
+    *,
+    body: kopf.Body,
+    pool: RawBody,
+    spec: AgentPoolSpec,
+    policy: PoolPolicy,
+    now: float,
+) -> None:
+    """Ask the API server, by a dry run, whether it would create the pool's pod once its
+    template is new or changed: a refused template is reported before any pod is made (and
+    even when the pool needs no new pod), and a fixed one lets creation go ahead at once."""
+    if handle.checked_template == policy.template_hash:
+        return
+    try:
+        await runtime.kube.create_pod(
+            handle.namespace, agent_pod(pool, spec=spec, token=handle.token), dry_run=True
+        )
+    except Refused as error:
+        create_failed(handle, body, error, now)
+    except Exception as error:  # not the template's fault: asked again on the next pass
+        log.warning("pool %s/%s: dry run failed: %s", handle.namespace, handle.name, error)
+        return
+    else:
+        handle.health = handle.health.create_passed()
+    handle.checked_template = policy.template_hash
+
+
+def create_failed(handle: PoolHandle, body: kopf.Body, error: Exception, now: float) -> None:
+    """A pod create was refused: back off, say so in Degraded, and post a Warning Event on the
+    back-off's steps only (the 1st, 2nd, 4th, ... refusal in a row), not on every attempt."""
+    message = str(error) or type(error).__name__
+    handle.health = handle.health.create_failed(message, now)
+    handle.wake_at(handle.health.creation_hold(now))
+    count = handle.health.create_backoff.failures
+    if report_create_failure(count):
+        times = "" if count == 1 else f" ({count} times in a row)"
+        events.post(
+            body,
+            type="Warning",
+            reason=str(EventReason.CREATE_FAILED),
+            message=f"Creating an agent pod failed{times}: {message}",
+        )
 
 
 def take_created(handle: PoolHandle, pod: RawBody) -> None:

@@ -79,6 +79,8 @@ class PoolHandle:
     gateway_waiting: int = 0
     # Where the pool's rollout last moved, for the Progressing condition's deadline.
     rollout: RolloutMark | None = None
+    # The template hash whose pod the API server last judged by a dry run.
+    checked_template: str | None = None
 
     def poke(self) -> None:
         """Ask the pool's reconcile loop to look again."""

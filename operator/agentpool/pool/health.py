@@ -1,6 +1,9 @@
-"""What a pool remembers of its agents' troubles: start-up failures, quarantines, readiness lost.
+"""What a pool remembers of its agents' troubles: pods refused, start-up failures, quarantines,
+readiness lost.
 
-Three memories outlive the agents they are about. Agents that fail before they ever turn Ready,
+A pod the API server refuses to create makes creation back off and names the server's words in
+the Degraded condition until a pod is created, or a dry run of a changed template passes. Three
+more memories outlive the agents they are about. Agents that fail before they ever turn Ready,
 in a row, make replacements back off (as CrashLoopBackOff does) and name their pods in the
 Degraded condition; agents quarantined in a row make replacements back off too; an agent that
 turned unready, retired in the same pass, keeps the pool Degraded for a while so that someone can
@@ -40,6 +43,23 @@ class PoolHealth:
     quarantine_backoff: Backoff = dataclasses.field(default_factory=Backoff)
     #: The last agent retired for turning unready, and when.
     last_unready: tuple[str, float] | None = None
+    #: Pod creates refused (or failed) in a row: the next one waits as CrashLoopBackOff does.
+    create_backoff: Backoff = dataclasses.field(default_factory=Backoff)
+    #: The API server's words for the latest refused create, until a create succeeds.
+    create_refusal: str | None = None
+
+    def create_failed(self, message: str, now: float) -> PoolHealth:
+        """A pod create (or its dry run) was refused at ``now`` with ``message``: the next one
+        backs off."""
+        return dataclasses.replace(
+            self, create_backoff=self.create_backoff.failed(now), create_refusal=message
+        )
+
+    def create_passed(self) -> PoolHealth:
+        """A pod was created, or the template's dry run passed: creates go ahead at once."""
+        if self.create_refusal is None and not self.create_backoff.failures:
+            return self
+        return dataclasses.replace(self, create_backoff=Backoff(), create_refusal=None)
 
     def agent_ready(self) -> PoolHealth:
         """An agent turned Ready: the run of start-up failures is over (its back-off runs out)."""
@@ -49,7 +69,11 @@ class PoolHealth:
 
     def creation_hold(self, now: float) -> float:
         """Seconds new agents still wait at ``now``; 0 when they may be created."""
-        return max(self.crash_backoff_until - now, self.quarantine_backoff.hold(now))
+        return max(
+            self.crash_backoff_until - now,
+            self.quarantine_backoff.hold(now),
+            self.create_backoff.hold(now),
+        )
 
 
 def note_start_failure(
@@ -102,8 +126,11 @@ def kept_since(reason: str, pod: RawBody | None, now: float) -> float | None:
 def degraded_trouble(
     health: PoolHealth, now: float, *, memory_seconds: float
 ) -> ConditionView | None:
-    """The Degraded condition the pool's memory calls for, if any: start-up failures first, then
-    an agent that turned unready within the last ``memory_seconds``."""
+    """The Degraded condition the pool's memory calls for, if any: a pod the API server refuses
+    first (no agent can start at all), then start-up failures, then an agent that turned unready
+    within the last ``memory_seconds``."""
+    if health.create_refusal is not None:
+        return create_failure_condition(health.create_refusal, health.create_backoff.failures)
     if health.crash_failures and health.start_failures:
         return start_failure_condition(health.start_failures, count=health.crash_failures)
     if health.last_unready and now - health.last_unready[1] < memory_seconds:
@@ -116,17 +143,33 @@ def degraded_trouble(
     return None
 
 
+def create_failure_condition(message: str, count: int) -> ConditionView:
+    """Degraded with reason CreateFailed: the API server's words and how often in a row (no
+    countdown, which would rewrite the status on every pass)."""
+    times = "once" if count <= 1 else f"{count} times in a row, backing off"
+    text = f"The API server refused the agent pod ({times}): {message}"
+    return ConditionView(str(ConditionType.DEGRADED), "True", str(Reason.CREATE_FAILED), text)
+
+
+def report_create_failure(failures: int) -> bool:
+    """Whether the ``failures``-th refusal in a row gets a Warning Event: the 1st, 2nd, 4th,
+    8th, ... so a pool refused for hours posts a handful, not one per attempt."""
+    return failures >= 1 and failures & (failures - 1) == 0
+
+
 def with_trouble(
     conditions: Iterable[ConditionView], trouble: ConditionView | None
 ) -> Sequence[ConditionView]:
     """The conditions with a Degraded that says False, or only that an agent's pod failed,
-    replaced by ``trouble``, if any: what the pool remembers says more than a bare PodFailed."""
+    replaced by ``trouble``, if any: what the pool remembers says more than a bare PodFailed.
+    A refused create replaces any Degraded: no new agent starts until it is fixed."""
     if trouble is None:
         return list(conditions)
+    overrides = trouble.reason == Reason.CREATE_FAILED
     return [
         trouble
         if cond.type == ConditionType.DEGRADED
-        and (cond.status != "True" or cond.reason == Reason.POD_FAILED)
+        and (overrides or cond.status != "True" or cond.reason == Reason.POD_FAILED)
         else cond
         for cond in conditions
     ]
