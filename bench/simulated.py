@@ -225,7 +225,12 @@ class Size:
 
         async def create(name: str) -> None:
             async with gate:
-                size = {"minSize": self.per_pool, "maxSize": self.per_pool}
+                # Every agent of a pool starts at once, as before maxUnready bounded it.
+                size = {
+                    "minSize": self.per_pool,
+                    "maxSize": self.per_pool,
+                    "maxUnready": self.per_pool,
+                }
                 await kube.create("agentpools", NAMESPACE, name, {"image": IMAGE, **size})
 
         await asyncio.gather(*(create(name) for name in self.names))

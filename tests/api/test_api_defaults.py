@@ -120,6 +120,7 @@ USED: dict[tuple[str, str], Callable[[Runtime], list[Any]]] = {
     ("AgentPool", "spec.maxWaiters"): lambda r: [r.pool.max_waiters],
     ("AgentPool", "spec.quarantineAfterFailures"): lambda r: [r.policy.quarantine_after_failures],
     ("AgentPool", "spec.slots"): lambda r: [r.policy.slots, int(r.env("AGENTPOOL_SLOTS"))],
+    ("AgentPool", "spec.maxUnready"): lambda r: [r.policy.max_unready],
     ("PoolRun", "spec.priority"): lambda r: [r.run.spec.priority],
     ("PoolRun", "spec.cap"): lambda r: [r.run.spec.cap],
     ("PoolRun", "spec.mode"): lambda r: [r.run.spec.mode],

@@ -1,9 +1,10 @@
-"""AgentPool pods the API server refuses, on the local cluster and a real one alike.
+"""AgentPool pods that cannot be made or cannot turn Ready, on the local cluster and a real one.
 
 A template's typo (``comand:``) is accepted with the pool (its template is free-form) but no pod
 of it can be made: the pool says so in Degraded, in the API server's own words, before any pod
 exists, backs off instead of asking once a second, posts a few Warning Events rather than one
-per attempt, and recovers at once when the template is fixed.
+per attempt, and recovers at once when the template is fixed. Agents that never turn Ready
+hold at most maxUnready pods, not the whole pool.
 """
 
 from __future__ import annotations
@@ -78,3 +79,47 @@ def test_a_template_typo_is_reported_backs_off_and_heals_when_fixed(
         message="two Ready agents once the template is fixed",
     )
     assert degraded(api, namespace, "typo").get("reason") != "CreateFailed"
+
+
+def ready_count(pods: list[dict[str, Any]]) -> int:
+    return sum(
+        1
+        for p in pods
+        for c in p["status"].get("conditions") or []
+        if c["type"] == "Ready" and c["status"] == "True"
+    )
+
+
+def test_agents_that_never_turn_ready_hold_max_unready_pods(api: Api, namespace: str) -> None:
+    """minSize 6, maxUnready 2, an agent that never serves its readiness probe: two pods, never
+    more, at every look; raising maxUnready to 3 makes one more; a working template then fills
+    the pool with at most three pods starting at any time."""
+    stuck = pool_spec(minSize=6, maxUnready=2)
+    stuck["template"]["spec"]["containers"][0]["command"] = [
+        "python",
+        "-c",
+        "import time; time.sleep(3600)",
+    ]
+    api.create("agentpools", namespace, "stuck", stuck)
+    bound = 2
+
+    def unready_within_bound() -> list[dict[str, Any]]:
+        pods = api.live_pods(namespace, "stuck")
+        assert len(pods) - ready_count(pods) <= bound, [p["metadata"]["name"] for p in pods]
+        return pods
+
+    wait_for(lambda: len(unready_within_bound()) == 2, 30, message="two starting pods")
+    bound = 3
+    api.patch_spec("agentpools", namespace, "stuck", {"maxUnready": 3})
+    wait_for(lambda: len(unready_within_bound()) == 3, 30, message="a third starting pod")
+
+    fixed = {"name": "agent", "command": agent_command("echo")}
+    api.patch_spec(
+        "agentpools", namespace, "stuck", {"template": {"spec": {"containers": [fixed]}}}
+    )
+    wait_for(
+        lambda: ready_count(unready_within_bound()) == 6,
+        90,
+        message="six Ready agents, at most three starting at a time",
+    )
+    wait_for(lambda: pool_status(api, namespace, "stuck").get("readyReplicas") == 6, 30)

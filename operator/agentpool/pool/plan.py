@@ -4,7 +4,9 @@
 waiters and the time: the AgentPool reconciler calls it on every visit (create, update, resume,
 timer, a waiter queued, a pod changed), removes the retired agents from the broker's idle set,
 deletes their pods and creates the new ones. It never retires a busy agent, never plans past
-`maxSize` and always plans at least `minSize`.
+`maxSize` (but for a rollout's surge), always aims at least at `minSize`, and never creates past
+`maxUnready` agents not Ready yet, so a pool whose agents cannot turn Ready holds a few pods rather
+than all of them.
 
 A changed pod template rolls as a Deployment rolls: new agents start first, up to `maxSurge`
 pods above the desired agents (even past `maxSize`), and an idle outdated agent is retired only
@@ -147,8 +149,11 @@ def plan(
         for agent in keep
         if agent.pending and (agent.unschedulable or agent.waiting_reason in HELD_REASONS)
     )
+    # The rest of what is wanted waits for the starting agents to turn Ready.
+    unready = sum(1 for agent in keep if not agent.ready)
+    room = max(0, policy.max_unready - unready)
     return Plan(
-        create=create,
+        create=min(room, create),
         retire=tuple(retire),
         desired=desired,
         held=held,

@@ -45,6 +45,8 @@ class PoolPolicy:
     """Desired Ready agents a rollout may be without: a count or a percentage."""
     progress_deadline_seconds: float = POOL_DEFAULTS.progress_deadline_seconds
     """Seconds a rollout may go without progress before it is reported stuck."""
+    max_unready: int = POOL_DEFAULTS.max_unready
+    """The most agents not Ready yet at once: creation waits for them beyond it."""
 
     def __post_init__(self) -> None:
         if self.min_size < 0:
@@ -64,7 +66,7 @@ class PoolPolicy:
             "max_lifetime_seconds",
             "quarantine_after_failures",
         )
-        refuse_below(self, 1, "slots")
+        refuse_below(self, 1, "slots", "max_unready")
         for name in ("max_surge", "max_unavailable"):
             check_int_or_percent(getattr(self, name))
 
@@ -109,4 +111,5 @@ class PoolPolicy:
             max_surge=spec.max_surge,
             max_unavailable=spec.max_unavailable,
             progress_deadline_seconds=float(spec.progress_deadline_seconds),
+            max_unready=spec.max_unready,
         )
