@@ -30,9 +30,6 @@ class PoolSettings:
     """Demand is sampled for the sizing recommendation this often..."""
     sample_window_seconds: float = 3600.0
     """...over this window: an hour shows a day's peaks without keeping them for ever."""
-    readiness_grace_seconds: float = 300.0
-    """A scheduled pod not Ready this long after creation counts as failing its readiness probe,
-    as a slow image pull or a long model load may take minutes."""
     secret_check_seconds: float = 3.0
     """How often a pool looks for its token Secret, which a user may delete."""
     crash_backoff_max_seconds: float = 60.0

@@ -121,6 +121,9 @@ USED: dict[tuple[str, str], Callable[[Runtime], list[Any]]] = {
     ("AgentPool", "spec.quarantineAfterFailures"): lambda r: [r.policy.quarantine_after_failures],
     ("AgentPool", "spec.slots"): lambda r: [r.policy.slots, int(r.env("AGENTPOOL_SLOTS"))],
     ("AgentPool", "spec.maxUnready"): lambda r: [r.policy.max_unready],
+    ("AgentPool", "spec.progressDeadlineSeconds"): lambda r: [
+        int(r.policy.progress_deadline_seconds)
+    ],
     ("PoolRun", "spec.priority"): lambda r: [r.run.spec.priority],
     ("PoolRun", "spec.cap"): lambda r: [r.run.spec.cap],
     ("PoolRun", "spec.mode"): lambda r: [r.run.spec.mode],

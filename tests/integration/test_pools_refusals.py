@@ -123,3 +123,24 @@ def test_agents_that_never_turn_ready_hold_max_unready_pods(api: Api, namespace:
         message="six Ready agents, at most three starting at a time",
     )
     wait_for(lambda: pool_status(api, namespace, "stuck").get("readyReplicas") == 6, 30)
+
+
+def test_agents_not_ready_past_the_progress_deadline_are_named(api: Api, namespace: str) -> None:
+    """progressDeadlineSeconds 3 and an agent that never turns Ready: within seconds of the
+    deadline the pool is Degraded AgentsNotReady, naming the pod and the deadline."""
+    stuck = pool_spec(minSize=1, progressDeadlineSeconds=3)
+    stuck["template"]["spec"]["containers"][0]["command"] = [
+        "python",
+        "-c",
+        "import time; time.sleep(3600)",
+    ]
+    api.create("agentpools", namespace, "late", stuck)
+    pod = wait_for(lambda: api.live_pods(namespace, "late"), 30, message="the agent pod")[0]
+    condition = wait_for(
+        lambda: (c := degraded(api, namespace, "late")).get("reason") == "AgentsNotReady" and c,
+        30,
+        message="Degraded AgentsNotReady",
+    )
+    assert condition["status"] == "True"
+    assert pod["metadata"]["name"] in condition["message"]
+    assert "1 agent is not Ready past progressDeadlineSeconds (3s)" in condition["message"]

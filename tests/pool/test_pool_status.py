@@ -166,18 +166,37 @@ def test_degraded_reasons(agent: ObservedAgent, reason: str) -> None:
 
 def test_degraded_false_when_healthy() -> None:
     """A pool whose agents all start or serve is not Degraded."""
-    status = compute_status(PoolPolicy(), [ready("a"), ObservedAgent("p")], (), NOW)
+    starting = ObservedAgent("p", created_at=NOW - 5)
+    status = compute_status(PoolPolicy(), [ready("a"), starting], (), NOW)
     assert (status.conditions[1].status, status.conditions[1].reason) == ("False", "AsExpected")
 
 
-def test_readiness_failing_after_grace() -> None:
-    """A running pod never Ready past the grace period is reported as failing readiness."""
-    stuck = ObservedAgent("stuck", created_at=NOW - 120)
-    policy = PoolPolicy()
-    within = compute_status(policy, [stuck], (), NOW, readiness_grace_seconds=300)
+def test_agents_not_ready_past_the_progress_deadline_are_named() -> None:
+    """Agents never Ready past progressDeadlineSeconds make the pool Degraded AgentsNotReady,
+    saying how many, the oldest's wait and their names, oldest first; within it, not."""
+    stuck = [ObservedAgent(f"s{n}", created_at=NOW - 100 - n * 30) for n in range(7)]
+    within = compute_status(PoolPolicy(progress_deadline_seconds=600), stuck, (), NOW)
     assert within.conditions[1].status == "False"
-    past = compute_status(policy, [stuck], (), NOW, readiness_grace_seconds=60)
-    assert (past.conditions[1].status, past.conditions[1].reason) == ("True", "ReadinessFailing")
+    past = compute_status(PoolPolicy(progress_deadline_seconds=60), stuck, (), NOW)
+    degraded = past.conditions[1]
+    assert (degraded.status, degraded.reason) == ("True", "AgentsNotReady")
+    assert degraded.message == (
+        "7 agents are not Ready past progressDeadlineSeconds (60s), the oldest for over 4 min: "
+        "s6, s5, s4, s3, s2 and 2 more"
+    )
+
+
+def test_a_message_of_agents_not_ready_changes_at_most_once_a_minute() -> None:
+    """The wait is told in whole minutes, so the status is not rewritten on every pass."""
+    stuck = [ObservedAgent("s", created_at=NOW - 125)]
+    policy = PoolPolicy(progress_deadline_seconds=30)
+    messages = {
+        compute_status(policy, stuck, (), NOW + second).conditions[1].message
+        for second in range(0, 50)
+    }
+    assert len(messages) == 1
+    young = compute_status(policy, [ObservedAgent("y", created_at=NOW - 40)], (), NOW)
+    assert "the oldest for over 30s: y" in young.conditions[1].message
 
 
 def test_unschedulable_outranks_other_trouble() -> None:

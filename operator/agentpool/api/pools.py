@@ -210,9 +210,10 @@ class AgentPoolSpec(ApiModel):
     successfully, is retired (replacements back off exponentially); items that fail on every
     agent retire none. 0 never retires for failures."""
     progress_deadline_seconds: int = Field(default=600, ge=1)
-    """The maximum time in seconds for a pool to make progress before it is considered to be
-    failed. The operator will continue to process failed rollouts and a condition with a
-    ProgressDeadlineExceeded reason will be surfaced in the pool status. Defaults to 600s."""
+    """Seconds a rollout may go without progress, and an agent pod may take from its creation to
+    Ready, before the pool says so (as a Deployment's progressDeadlineSeconds): a stalled rollout
+    turns Progressing False with reason ProgressDeadlineExceeded, and agents not Ready past it make
+    the pool Degraded with reason AgentsNotReady, naming the pods, how many and for how long."""
 
     @model_validator(mode="after")
     def _refuse_zero_roll(self) -> AgentPoolSpec:

@@ -55,6 +55,7 @@ class Reason(StrEnum):
     ROLLOUT_COMPLETE = "RolloutComplete"
     PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
     CREATE_FAILED = "CreateFailed"
+    AGENTS_NOT_READY = "AgentsNotReady"
 
     # PoolRun outcome and causes
     RUNNING = "Running"
@@ -153,6 +154,7 @@ class EventReason(StrEnum):
     AGENT_RETIRED = "AgentRetired"
     AGENT_REPLACED = "AgentReplaced"
     CREATE_FAILED = "CreateFailed"
+    AGENTS_NOT_READY = "AgentsNotReady"
     STARTED = "Started"
     ITEM_FAILED = "ItemFailed"
     DRAINED = "Drained"

@@ -79,7 +79,6 @@ def current_status(
         now,
         history=handle.history,
         window_seconds=handle.settings.sample_window_seconds,
-        readiness_grace_seconds=handle.settings.readiness_grace_seconds,
         rollout=handle.rollout,
     )
     record_metrics(handle, view.waiting, slots=view.slots, busy_slots=view.busy_slots)

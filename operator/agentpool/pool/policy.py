@@ -44,7 +44,8 @@ class PoolPolicy:
     max_unavailable: int | str = POOL_DEFAULTS.max_unavailable
     """Desired Ready agents a rollout may be without: a count or a percentage."""
     progress_deadline_seconds: float = POOL_DEFAULTS.progress_deadline_seconds
-    """Seconds a rollout may go without progress before it is reported stuck."""
+    """Seconds a rollout may go without progress, and an agent may take to turn Ready, before
+    the pool reports it."""
     max_unready: int = POOL_DEFAULTS.max_unready
     """The most agents not Ready yet at once: creation waits for them beyond it."""
 
@@ -66,7 +67,7 @@ class PoolPolicy:
             "max_lifetime_seconds",
             "quarantine_after_failures",
         )
-        refuse_below(self, 1, "slots", "max_unready")
+        refuse_below(self, 1, "slots", "max_unready", "progress_deadline_seconds")
         for name in ("max_surge", "max_unavailable"):
             check_int_or_percent(getattr(self, name))
 

@@ -46,6 +46,7 @@ AS_EXPECTED = str(Reason.AS_EXPECTED)
 UNSCHEDULABLE = str(Reason.UNSCHEDULABLE)
 READINESS_FAILING = str(Reason.READINESS_FAILING)
 POD_FAILED = str(Reason.POD_FAILED)
+AGENTS_NOT_READY = str(Reason.AGENTS_NOT_READY)
 
 
 @dataclass(slots=True)
@@ -95,15 +96,14 @@ def compute_status(
     *,
     history: Sequence[DemandSample] = (),
     window_seconds: float = 3600.0,
-    readiness_grace_seconds: float | None = None,
     rollout: RolloutMark | None = None,
 ) -> PoolStatusView:
     """The status of a pool from its observed agents, its waiters and its demand history.
 
     `history` holds earlier demand samples (the current one is added here); a scheduled pod
-    still not Ready `readiness_grace_seconds` after creation counts as failing its readiness
-    probe (None: only a pod that was Ready and turned unready does). `rollout` is where the
-    rollout last moved (:func:`agentpool.pool.rollout.track_progress`); None: it moves now.
+    still not Ready the policy's `progress_deadline_seconds` after creation makes the pool
+    Degraded (AgentsNotReady). `rollout` is where the rollout last moved
+    (:func:`agentpool.pool.rollout.track_progress`); None: it moves now.
     """
     agents = list(agents)
     live = [agent for agent in agents if agent.live]
@@ -143,7 +143,7 @@ def compute_status(
         busy_slots=busy_slots,
         conditions=[
             ready_condition(policy, ready=ready, wanted=wanted, available=available),
-            degraded_condition(live, now=now, readiness_grace_seconds=readiness_grace_seconds),
+            degraded_condition(live, now=now, deadline=policy.progress_deadline_seconds),
             progressing_condition(
                 policy, live, rollout or track_progress(None, policy, live, now), now
             ),
@@ -172,12 +172,13 @@ def degraded_condition(
     agents: Sequence[ObservedAgent],
     *,
     now: float,
-    readiness_grace_seconds: float | None = None,
+    deadline: float | None = None,
 ) -> ConditionView:
-    """Degraded is True while any agent cannot start or serve; the most telling reason wins."""
+    """Degraded is True while any agent cannot start or serve; the most telling reason wins.
+    An agent not Ready ``deadline`` seconds after its creation (None: never) is AgentsNotReady."""
     found: dict[str, list[str]] = {}
     for agent in agents:
-        reason = _trouble(agent, now=now, readiness_grace_seconds=readiness_grace_seconds)
+        reason = _trouble(agent, now=now, deadline=deadline)
         if reason is not None:
             found.setdefault(reason, []).append(agent.name)
     for reason in (
@@ -186,8 +187,12 @@ def degraded_condition(
         CRASH_LOOP_BACK_OFF,
         CREATE_CONTAINER_CONFIG_ERROR,
         READINESS_FAILING,
+        AGENTS_NOT_READY,
         POD_FAILED,
     ):
+        if reason == AGENTS_NOT_READY and reason in found and deadline is not None:
+            late = [agent for agent in agents if agent.name in found[reason]]
+            return not_ready_condition(late, now=now, deadline=deadline)
         if reason in found:
             names = sorted(found[reason])
             noun = "agent" if len(names) == 1 else "agents"
@@ -211,6 +216,23 @@ def start_failure_condition(failures: Sequence[PodFailure], *, count: int) -> Co
     return ConditionView(DEGRADED, "True", last.reason, message)
 
 
+def not_ready_condition(
+    agents: Sequence[ObservedAgent], *, now: float, deadline: float
+) -> ConditionView:
+    """Degraded AgentsNotReady: how many agents are past the progress deadline, the oldest's
+    wait (in whole minutes past one, so the message, and the status, change at most once a
+    minute), and their names, oldest first."""
+    oldest = sorted(agents, key=lambda agent: (agent.created_at, agent.name))
+    waited = oldest[0].age(now)
+    since = f"{int(waited // 60)} min" if waited >= 60 else f"{deadline:g}s"
+    noun = "agent is" if len(agents) == 1 else "agents are"
+    message = (
+        f"{len(agents)} {noun} not Ready past progressDeadlineSeconds ({deadline:g}s), the "
+        f"oldest for over {since}: {_names([agent.name for agent in oldest])}"
+    )
+    return ConditionView(DEGRADED, "True", AGENTS_NOT_READY, message)
+
+
 def _names(names: Sequence[str]) -> str:
     shown = ", ".join(names[:NAMED_PODS])
     more = len(names) - NAMED_PODS
@@ -221,7 +243,7 @@ def _trouble(
     agent: ObservedAgent,
     *,
     now: float,
-    readiness_grace_seconds: float | None,
+    deadline: float | None,
 ) -> str | None:
     if agent.unschedulable and not agent.ready:
         return UNSCHEDULABLE
@@ -234,13 +256,13 @@ def _trouble(
     if agent.turned_unready and not agent.failed:
         return READINESS_FAILING
     if (
-        readiness_grace_seconds is not None
+        deadline is not None
         and agent.pending
         and agent.scheduled
         and agent.waiting_reason is None
-        and agent.age(now) >= readiness_grace_seconds
+        and agent.age(now) >= deadline
     ):
-        return READINESS_FAILING
+        return AGENTS_NOT_READY
     if agent.failed:
         return POD_FAILED
     return None
