@@ -1,19 +1,19 @@
 """``python -m bench``: the pool measured against direct calls and a pod per item, in one run.
 
 Runs the scenarios of issue 8 on the local cluster, each on a fresh cluster and operator process:
-overhead and API economy (1, 3), warm against cold (2), scale (4), reactivity (5), lease
-binding (6), the Python client beside a direct call (7), one operator against up to 1,000
-pools of simulated agents (8, :mod:`bench.simulated`), a 100,000-item run read back whole (9,
-:mod:`bench.huge`), fifty runs of mixed priorities on one pool (10,
-:mod:`bench.priorities`), agents with several slots against one-slot pods (11,
-:mod:`bench.slots`) and calls and casts through the gateway beside direct calls (12,
-:mod:`bench.gateway`). It prints a summary table beside the targets, writes ``results.json``
-(every figure the issue names, null where a scenario did not run, and the machine) and PNG
-plots under ``plots/`` in ``--out`` (default ``bench/``); with ``--only`` the sections of the
-scenarios left out keep their figures from the ``results.json`` already there. ``--quick`` uses
-smaller counts and finishes in about two minutes; ``.ci/run`` runs it as a smoke check. Targets
-are reported, never asserted: the exit code is 1 only when a scenario crashed, not when it was
-slow or missed a target.
+overhead and API economy (1, 3), warm against cold (2), scale (4), reactivity (5), lease binding
+(6), the Python client beside a direct call (7), one operator against up to 1,000 pools of
+simulated agents (8, :mod:`bench.simulated`), a 100,000-item run read back whole (9,
+:mod:`bench.huge`), fifty runs of mixed priorities on one pool (10, :mod:`bench.priorities`),
+agents with several slots against one-slot pods (11, :mod:`bench.slots`) and calls and casts
+through the gateway beside direct calls (12, :mod:`bench.gateway`), and pools whose agents never
+turn Ready or whose pods are refused, with and without maxUnready (:mod:`bench.runaway`). It prints
+a summary table beside the targets, writes ``results.json`` (every figure the issue names, null
+where a scenario did not run, and the machine) and PNG plots under ``plots/`` in ``--out`` (default
+``bench/``); with ``--only`` the sections of the scenarios left out keep their figures from the
+``results.json`` already there. ``--quick`` uses smaller counts and finishes in about two minutes;
+``.ci/run`` runs it as a smoke check. Targets are reported, never asserted: the exit code is 1 only
+when a scenario crashed, not when it was slow or missed a target.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from bench import (
     priorities,
     reactivity,
     report,
+    runaway,
     scale,
     simulated,
     slots,
@@ -89,6 +90,7 @@ REQUIRED = {
     "client": ["call_p50_ms", "call_p99_ms", "direct_p50_ms", "direct_p99_ms"],
     "simulated": ["max_agents", "max_pools", "checkout_p99_ms", "recovery_seconds"],
     "priorities": ["max_wait_seconds", "inversions", "fifo_breaks", "starved"],
+    "runaway": ["pods_unbounded", "pods_bounded", "pods_ratio", "refused_creates_per_pool_minute"],
     "slots": ["ratio_to_ideal", "items_per_second", "speedup_over_one_slot", "overhead_p95_ms"],
     "gateway": [
         "direct_p50_ms",
@@ -123,6 +125,9 @@ FULL = {
     "slots_turns": 3,
     "gateway_calls": 2000,
     "gateway_seconds": 10,
+    "runaway_pools": 20,
+    "runaway_agents": 20,
+    "runaway_seconds": 30,
 }
 QUICK = {
     "overhead": 240,
@@ -142,6 +147,9 @@ QUICK = {
     "slots_turns": 1,
     "gateway_calls": 200,
     "gateway_seconds": 2,
+    "runaway_pools": 5,
+    "runaway_agents": 10,
+    "runaway_seconds": 10,
 }
 
 Scenario = Callable[[Path, dict[str, int]], Awaitable[dict[str, Any]]]
@@ -162,6 +170,9 @@ SCENARIOS: dict[str, Scenario] = {
     "slots": lambda work, n: slots.run(work, items=n["slots"], turns=n["slots_turns"]),
     "gateway": lambda work, n: gateway.run(
         work, calls=n["gateway_calls"], seconds=n["gateway_seconds"]
+    ),
+    "runaway": lambda work, n: runaway.run(
+        work, pools=n["runaway_pools"], per_pool=n["runaway_agents"], seconds=n["runaway_seconds"]
     ),
 }
 
@@ -247,6 +258,10 @@ TARGETS: list[tuple[str, str, str, Callable[[Any, dict[str, Any]], bool]]] = [
     ("gateway", "api_requests_per_call", "<= 0.01", lambda v, s: v <= 0.01),
     ("gateway", "api_requests_per_cast", "<= 0.01", lambda v, s: v <= 0.01),
     ("gateway", "operator_cpu_ms_per_call", "", lambda v, s: True),
+    ("runaway", "pods_unbounded", "", lambda v, s: True),
+    ("runaway", "pods_bounded", "", lambda v, s: True),
+    ("runaway", "pods_ratio", "", lambda v, s: True),
+    ("runaway", "refused_creates_per_pool_minute", "< 60", lambda v, s: v < 60),
 ]
 
 
