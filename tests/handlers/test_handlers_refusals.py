@@ -115,7 +115,8 @@ async def test_a_refused_create_makes_the_pool_degraded_in_the_servers_words(
     condition = degraded(handle, 1000.0)
     assert condition["status"] == "True"
     assert condition["reason"] == "CreateFailed"
-    assert condition["message"] == f"The API server refused the agent pod (once): {TYPO}"
+    assert condition["message"].startswith(f"The API server refused the agent pod (once): {TYPO}.")
+    assert "spec.template" in condition["message"]
     assert "validation error" not in condition["message"]
 
 

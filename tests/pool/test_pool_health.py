@@ -178,7 +178,8 @@ def test_refused_creates_back_off_and_outrank_every_other_trouble() -> None:
         "Degraded",
         "True",
         "CreateFailed",
-        "The API server refused the agent pod (2 times in a row, backing off): forbidden",
+        "The API server refused the agent pod (2 times in a row, backing off): forbidden. The "
+        "pod is made from the pool's spec.image and spec.template: fix the field named there",
     )
     crashing = ConditionView("Degraded", "True", "CrashLoopBackOff", "agent a crashes")
     assert with_trouble([crashing], trouble) == [trouble]

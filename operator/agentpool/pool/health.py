@@ -147,7 +147,10 @@ def create_failure_condition(message: str, count: int) -> ConditionView:
     """Degraded with reason CreateFailed: the API server's words and how often in a row (no
     countdown, which would rewrite the status on every pass)."""
     times = "once" if count <= 1 else f"{count} times in a row, backing off"
-    text = f"The API server refused the agent pod ({times}): {message}"
+    text = (
+        f"The API server refused the agent pod ({times}): {message}. The pod is made from the "
+        "pool's spec.image and spec.template: fix the field named there"
+    )
     return ConditionView(str(ConditionType.DEGRADED), "True", str(Reason.CREATE_FAILED), text)
 
 
