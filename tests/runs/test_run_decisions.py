@@ -6,7 +6,9 @@ import json
 from typing import Any
 
 import pytest
-from runfakes import run_config, stored
+from hypothesis import given
+from hypothesis import strategies as st
+from runfakes import merge_patch, run_config, stored
 
 from agentpool.api import AgentPoolSpec, PoolRunSpec, Routes
 from agentpool.api.conditions import set_condition
@@ -239,3 +241,42 @@ def test_an_output_encoded_once_reads_back_as_the_same_record(key: str, output: 
     line = output_line(key, encode(output))
     assert line == record_line(key, output=output)
     assert json.loads(line) == {"id": key, "output": output}
+
+
+#: Any JSON value, nulls included at every depth, as an agent may answer it.
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+def holds_null(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(holds_null(v) for v in value.values())
+    if isinstance(value, list):
+        return any(holds_null(v) for v in value)
+    return value is None
+
+
+@given(outputs=st.lists(JSON, min_size=1, max_size=5))
+def test_outputs_with_null_values_read_back_exactly_as_the_agents_answered(
+    outputs: list[Any],
+) -> None:
+    """Status is written as a JSON merge patch, where null deletes: an output such as
+    {"answer": 1, "lease": null}, or null itself, still reads back exactly as answered, and no
+    output in status holds a null that a merge patch could drop."""
+    ledger = RunLedger(run="r", replayable=True)
+    status: dict[str, Any] = {"items": {"earlier": {"lease": "kept"}}}
+    configmaps: dict[str, dict[str, str]] = {}
+    for n, output in enumerate(outputs):
+        ledger.record_output(f"i{n}", output)
+        flush = ledger.take_flush({})
+        configmaps.update(flush.configmaps)
+        assert not holds_null(flush.patch.get("items", {}))
+        status = merge_patch(status, flush.patch)
+    datas = [configmaps[ref["name"]] for ref in status.get("resultRefs", [])]
+    read = {record["id"]: record.get("output") for record in iter_results(status, datas)}
+    assert read == {"earlier": {"lease": "kept"}} | {f"i{n}": o for n, o in enumerate(outputs)}

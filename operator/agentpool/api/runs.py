@@ -257,7 +257,8 @@ class PoolRunStatus(ApiModel):
     completion_time: datetime | None = None
     """When the run ended."""
     items: dict[str, AnyJson] = Field(default_factory=dict)
-    """Outputs by item id (those not moved to a ConfigMap in resultRefs)."""
+    """Outputs by item id (those not moved to a ConfigMap in resultRefs). An output holding
+    a null always goes to a ConfigMap, where it is kept exactly as the agent answered it."""
     failures: dict[str, ItemFailure] = Field(default_factory=dict)
     """Failed items by item id (those not moved to a ConfigMap in resultRefs)."""
     in_flight: dict[str, int] = Field(default_factory=dict)

@@ -1,7 +1,8 @@
 """Where a run's results live, and reading them back as JSON Lines.
 
 Small outputs and failures sit in the run's ``status.items`` and ``status.failures`` while they
-fit a byte budget; an output over 4 KiB, and everything past the budget, goes into ConfigMaps
+fit a byte budget; an output over 4 KiB, one holding a null, and everything past the budget,
+goes into ConfigMaps
 owned by the run (``<run>-results-<n>``, one ``results.jsonl`` key each, under 900 KiB), which
 ``status.resultRefs`` names in order. The engine places records with :func:`place_record` and
 fills chunks with :class:`ResultChunks`; ``agentpool results RUN`` reads everything back with
@@ -79,9 +80,25 @@ def place_record(
     ``size`` is the value's :func:`encoded_size` when the caller has it already.
     """
     size = encoded_size(value) if size is None else size
-    if is_output and size > SMALL_OUTPUT_BYTES:
+    if is_output and (size > SMALL_OUTPUT_BYTES or holds_null(value)):
         return False
     return status_used + record_size(key, value, size=size) <= budget
+
+
+def holds_null(value: Any) -> bool:
+    """Whether JSON ``value`` is or holds a null anywhere.
+
+    Status is written as a JSON merge patch (RFC 7386), where a null removes its key, so such
+    an output would lose keys (or, null itself, vanish) on its way into ``status.items``; a
+    result ConfigMap keeps it as the agent answered it.
+    """
+    if value is None:
+        return True
+    if isinstance(value, dict):
+        return any(holds_null(item) for item in value.values())
+    if isinstance(value, list):
+        return any(holds_null(item) for item in value)
+    return False
 
 
 def record_size(key: str, value: Any, *, size: int | None = None) -> int:
