@@ -14,13 +14,16 @@ the agents' HTTP answers still come over real sockets.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import json
 import socket
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from types import SimpleNamespace
 
+import aiohttp
 import kopf
 import pytest
 from leasefakes import (
@@ -36,12 +39,16 @@ from leasefakes import (
     until,
 )
 
+from agentpool.agent import Agent
+from agentpool.agent.server import AgentServer
+from agentpool.agent.settings import Settings
 from agentpool.api.conditions import format_micro_time, format_time
 from agentpool.api.leases import MAX_CONTEXT_BYTES
 from agentpool.handlers import leases, pools
 from agentpool.io.agents import AgentClient
 from agentpool.pool.manifests import lease_token_secret
 from agentpool.pool.pods import epoch
+from clocks import LoopClock
 
 CONTEXT = {"session": "s-42", "user": {"id": 7}}
 REACH = ("agent", "endpoint", "tokenSecretRef")
@@ -525,3 +532,93 @@ async def test_a_lease_seen_by_a_paused_replica_is_left_to_the_peer_that_acts(
     await bound(cluster, "late")
     await lease.delete()
     await lease.task
+
+
+@contextlib.asynccontextmanager
+async def sdk_agent(port: int, name: str = "p-0") -> AsyncIterator[FakeAgent]:
+    """An agent on the SDK's own server at 127.0.0.1:``port``, /bind and /unbind as the SDK
+    answers them; the FakeAgent only names it (its address) for :func:`cluster_of`."""
+    started = asyncio.Event()
+
+    async def startup() -> None:
+        started.set()
+
+    settings = Settings(host="127.0.0.1", port=port, token=POOL_TOKEN)
+    clock = LoopClock()
+    server = AgentServer(
+        Agent(lambda state, item, context: item, startup=startup, name=name),
+        settings,
+        clock=lambda: datetime.fromtimestamp(clock.now(), UTC),
+    )
+    stop = asyncio.Event()
+    serving = asyncio.create_task(server.serve_until(stop))
+    try:
+        await until(started.is_set, "the SDK agent started")
+        yield FakeAgent(name=name, host="127.0.0.1")
+    finally:
+        stop.set()
+        await serving
+
+
+async def lease_status_code(port: int, token: str) -> int:
+    """What the agent answers ``GET /status`` with ``token``, as a lease's client calls it."""
+    headers = {"Authorization": f"Bearer {token}"}
+    url = f"http://127.0.0.1:{port}/status"
+    async with aiohttp.ClientSession() as session, session.get(url, headers=headers) as answer:
+        return answer.status
+
+
+@pytest.mark.parametrize("bound_before", [False, True])
+async def test_a_lease_bound_again_after_a_restart_mid_bind_opens_its_agent_with_its_secret(
+    port: int, bound_before: bool
+) -> None:
+    """The operator restarted mid-bind: the lease's Secret is there with its token, but the
+    lease never said Bound. Bound now, to an agent on the SDK (a fresh one, or the one the
+    first bind reached, still bound with the Secret's token), the agent accepts the token in
+    the Secret, the one its client reads, until the lease is deleted."""
+    async with sdk_agent(port) as agent, AgentClient() as client:
+        async for cluster in cluster_of({agent.name: agent}, port, client):
+            body = lease_body("chat", ttlSeconds=60)
+            token = "lease-token-from-before"
+            await cluster.api.create_secret("ns", lease_token_secret(dict(body), "p", token))
+            if bound_before:
+                expire_time = format_time(cluster.runtime.clock.now() + 60)
+                answer = await client.bind(
+                    f"http://{agent.host}:{port}",
+                    POOL_TOKEN,
+                    lease="chat",
+                    lease_token=token,
+                    expire_time=expire_time,
+                    context=None,
+                    timeout=10,
+                )
+                assert answer.ok
+            lease = await start_lease(cluster, body)
+            await bound(cluster, "chat")
+            assert cluster.api.token("chat") == token
+            assert await lease_status_code(port, token) == 200
+            await lease.delete()
+            await lease.task
+            assert await lease_status_code(port, token) == 401
+
+
+async def test_an_agent_that_cannot_be_bound_again_with_the_secrets_token_is_retired(
+    cluster: Cluster,
+) -> None:
+    """After a restart mid-bind, an agent that took the fresh token but refuses the unbind
+    needed to take the Secret's instead fails the lease as BindFailed, saying so; it is
+    retired (it may hold either token), the Secret goes, and the other agent stays idle."""
+    body = lease_body("chat", ttlSeconds=60)
+    await cluster.api.create_secret("ns", lease_token_secret(dict(body), "p", "from-before"))
+    for agent in cluster.agents.values():
+        agent.unbind_answer = 500
+    lease = await start_lease(cluster, body)
+    await lease.task
+    found = status(cluster, "chat")
+    assert (found["phase"], found["reason"]) == ("Failed", "BindFailed")
+    assert "token in the lease's Secret" in str(found["message"])
+    assert cluster.api.secrets == {}
+    [used] = [agent for agent in cluster.agents.values() if agent.calls]
+    assert used.paths() == ["bind", "unbind"]
+    assert cluster.agent_view(used.name).reset_failed
+    assert cluster.idle() == set(cluster.agents) - {used.name}

@@ -97,9 +97,10 @@ async def open_binding(
     """Bind ``held.checkout``'s agent to the lease: a new token written to the Secret and
     handed to the agent (``POST /bind``) side by side, as no client reads the Secret before
     the lease says Bound. A Secret this lease wrote before a restart keeps its token, and the
-    agent is given that one. On a refusal the Secret goes, and the failure is returned: the
-    caller reports it and gives the agent back as it says (:func:`give_back_failed`). A Secret
-    that cannot be written unbinds the agent again before the error goes up."""
+    agent is unbound and bound again with that one. On a refusal the Secret goes, and the
+    failure is returned: the caller reports it and gives the agent back as it says
+    (:func:`give_back_failed`). A Secret that cannot be written unbinds the agent again before
+    the error goes up."""
     held.token = secrets.token_urlsafe(32)
     stored, failure = await asyncio.gather(
         lease_token(runtime, lease, held.pool, new=held.token),
@@ -113,8 +114,15 @@ async def open_binding(
             await _post_unbind(runtime, handle, held.key, held.checkout)
         raise stored
     if failure is None and stored != held.token:
+        # The Secret was there (the operator restarted mid-bind) and keeps its token. The agent
+        # took the /bind as a new binding with the fresh token or, bound to this lease before,
+        # as a renewal keeping the stored one: either way another /bind would only renew, so
+        # the agent is unbound and bound again with the Secret's token.
         held.token = stored
-        failure = await _post_bind(runtime, handle, held)
+        if await _post_unbind(runtime, handle, held.key, held.checkout):
+            failure = await _post_bind(runtime, handle, held)
+        else:
+            failure = binding.rebind_failure(agent=held.checkout.agent, pool=held.pool)
     if failure is not None:
         await delete_token(runtime, held.key)
     return failure

@@ -175,6 +175,18 @@ def bind_failure(
     )
 
 
+def rebind_failure(*, agent: str, pool: str) -> BindFailure:
+    """Why a lease fails when ``agent`` of ``pool``, bound with a fresh token while the lease's
+    Secret held another, could not be unbound to take the Secret's: it may hold either token,
+    so it is retired."""
+    return BindFailure(
+        str(Reason.BIND_FAILED),
+        f"agent {agent} of pool {pool} refused POST /unbind, needed to bind it again with the"
+        " token in the lease's Secret: it is retired; create a new lease",
+        "retire",
+    )
+
+
 def needs_pending_report(status: AgentLeaseStatus) -> bool:
     """The Pending status is still to be written before the lease waits for an agent."""
     return status.phase != "Pending" or not status.conditions
