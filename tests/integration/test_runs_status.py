@@ -7,12 +7,14 @@ through the API as a user's program or kubectl would.
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
 from operator_support import Api, pool_spec
 from run_support import (
     SourceService,
+    agentpool_cli,
     condition,
     finished_run,
     ready_pool,
@@ -20,6 +22,7 @@ from run_support import (
     start_run,
 )
 
+from agentpool.client.sync import Client
 from cluster import wait_for
 
 
@@ -150,3 +153,26 @@ def test_a_source_that_does_not_answer_is_named_while_the_run_waits(
         status = finished_run(api, namespace, "patient", 60)
     assert (status["phase"], status["succeeded"]) == ("Succeeded", 3)
     assert waiting(status)["status"] == "False"
+
+
+def test_outputs_holding_nulls_are_read_back_exactly_as_the_agent_answered(
+    api: Api, namespace: str, operator_cluster: Any
+) -> None:
+    """An agent answers outputs with null values ({"answer": 1, "lease": null}, null itself, a
+    null deep inside): status is written as a merge patch, where null deletes, yet `agentpool
+    results` and the Python client both read every output back with its null keys."""
+    api.create("agentpools", namespace, "p", pool_spec("echo", minSize=1, maxSize=1))
+    ready_pool(api, namespace, "p", 1)
+    items = [{"answer": 1, "lease": None}, None, {"deep": {"x": None, "y": [None, {"z": None}]}}]
+    expected = {str(n): item for n, item in enumerate(items)}
+    start_run(api, namespace, "nulls", items, poolRef={"name": "p"})
+    status = finished_run(api, namespace, "nulls")
+    assert (status["phase"], status["succeeded"], status["total"]) == ("Succeeded", 3, 3)
+    printed = agentpool_cli("results", "nulls", "-n", namespace, *operator_cluster.connection)
+    assert printed.returncode == 0, printed.stderr
+    records = [json.loads(line) for line in printed.stdout.splitlines()]
+    assert {record["id"]: record["output"] for record in records} == expected
+    handle = operator_cluster.handle
+    with Client.from_kubeconfig(handle.kubeconfig, handle.context, namespace=namespace) as client:
+        read = {result.id: result.output for result in client.run("nulls").results()}
+    assert read == expected
