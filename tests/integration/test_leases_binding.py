@@ -21,6 +21,7 @@ from typing import Any
 from operator_support import Api
 from pool_support import bound_agent, lease, lease_phase, pool_status
 
+from agentpool.pool.manifests import lease_token_secret
 from cluster import wait_for
 
 CONTEXT = {"session": "s-42", "user": {"id": 7, "roles": ["reader"]}}
@@ -254,3 +255,29 @@ def test_a_context_over_the_limit_fails_the_lease(api: Api, namespace: str) -> N
     assert "70011 bytes" in status["message"]
     assert "65536" in status["message"]
     assert pool_status(api, namespace, "p").get("available") == 1
+
+
+def test_a_lease_whose_secret_outlived_a_restart_mid_bind_opens_its_agent_with_that_token(
+    api: Api, namespace: str
+) -> None:
+    """A lease whose token Secret was written before it could say Bound (the operator restarted
+    mid-bind) is bound to a fresh agent later: the token its client reads from that Secret is
+    the one the agent accepts, until the lease is deleted."""
+    api.create("agentpools", namespace, "p", bound_pool("bound", minSize=1, maxSize=1))
+    wait_for(lambda: pool_status(api, namespace, "p").get("available") == 1, 60)
+    lease(api, namespace, "first", "p", ttlSeconds=120)
+    bound_agent(api, namespace, "first")
+    lease(api, namespace, "second", "p", ttlSeconds=120, checkoutTimeoutSeconds=120)
+    wait_for(lambda: lease_phase(api, namespace, "second") == "Pending", 30)
+    written = "token-written-before-a-restart"
+    body = api.get("agentleases", namespace, "second")
+    api.core.create_namespaced_secret(namespace, lease_token_secret(body, "p", written))
+    api.delete("agentleases", namespace, "first")
+    held = bound_agent(api, namespace, "second")
+    token, _ = lease_token(api, namespace, "second")
+    assert token == written
+    own = endpoints(api, namespace, "p")[held]
+    assert call(own, "/status", token)[0] == 200
+    assert invoke(own, token) == (200, {"output": {"lease": "second", "context": None}})
+    api.delete("agentleases", namespace, "second")
+    wait_for(lambda: call(own, "/status", token)[0] == 401, 30, message="the token refused")
