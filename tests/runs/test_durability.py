@@ -26,6 +26,7 @@ from agentpool.api import RawRunStatus
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.results import iter_results
 from agentpool.runs.sources import inline_source
+from agentpool.runs.status import RunLedger
 from agentpool.settings import RunSettings
 from clocks import LoopClock
 
@@ -287,3 +288,28 @@ async def test_items_that_finish_during_a_status_write_are_written_later() -> No
         outcome = await engine.run()
     assert outcome.result == "Drained"
     assert sink.status["succeeded"] == 200
+
+
+async def test_a_cast_runs_delivered_items_are_recorded_so_a_restart_skips_them() -> None:
+    """A Cast hand-over has no output (null): each delivered item is still recorded, read back
+    by `agentpool results`, so a restarted operator never delivers it again."""
+
+    def cast(envelope: EnvelopeBody, agent: str) -> tuple[float, Result]:
+        return 0.1, Result(ok=True, output=None)
+
+    clock = LoopClock()
+    sink = FakeSink()
+    engine = RunEngine(
+        run_config("run", pool="workers", cap=2, mode="Cast"),
+        source=inline_source([{"n": n} for n in range(3)]),
+        dispatcher=Dispatching(FakeDispatcher(clock, {"workers": 2}), FakeInvoker(clock, cast)),
+        sink=sink,
+        clock=clock,
+    )
+    await engine.run()
+    records = list(iter_results(sink.status, sink.result_configmaps()))
+    assert records == [{"id": str(n), "output": None} for n in range(3)]
+    restored = RunLedger.restore(
+        "run", replayable=True, status=stored(sink.status), configmaps=sink.configmaps
+    )
+    assert restored.recorded == {"0", "1", "2"}
