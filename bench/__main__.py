@@ -7,7 +7,8 @@ simulated agents (8, :mod:`bench.simulated`), a 100,000-item run read back whole
 :mod:`bench.huge`), fifty runs of mixed priorities on one pool (10, :mod:`bench.priorities`),
 agents with several slots against one-slot pods (11, :mod:`bench.slots`) and calls and casts
 through the gateway beside direct calls (12, :mod:`bench.gateway`), and pools whose agents never
-turn Ready or whose pods are refused, with and without maxUnready (:mod:`bench.runaway`). It prints
+turn Ready or whose pods are refused, with and without maxUnready (:mod:`bench.runaway`), and a
+rollout of a busy pool (:mod:`bench.rollout`). It prints
 a summary table beside the targets, writes ``results.json`` (every figure the issue names, null
 where a scenario did not run, and the machine) and PNG plots under ``plots/`` in ``--out`` (default
 ``bench/``); with ``--only`` the sections of the scenarios left out keep their figures from the
@@ -42,6 +43,7 @@ from bench import (
     priorities,
     reactivity,
     report,
+    rollout,
     runaway,
     scale,
     simulated,
@@ -91,6 +93,13 @@ REQUIRED = {
     "simulated": ["max_agents", "max_pools", "checkout_p99_ms", "recovery_seconds"],
     "priorities": ["max_wait_seconds", "inversions", "fifo_breaks", "starved"],
     "runaway": ["pods_unbounded", "pods_bounded", "pods_ratio", "refused_creates_per_pool_minute"],
+    "rollout": [
+        "throughput_ratio",
+        "rollout_seconds",
+        "fewest_ready_agents",
+        "most_pods",
+        "items_failed",
+    ],
     "slots": ["ratio_to_ideal", "items_per_second", "speedup_over_one_slot", "overhead_p95_ms"],
     "gateway": [
         "direct_p50_ms",
@@ -128,6 +137,9 @@ FULL = {
     "runaway_pools": 20,
     "runaway_agents": 20,
     "runaway_seconds": 30,
+    "rollout_agents": 100,
+    "rollout_item_ms": 2000,
+    "rollout_before_seconds": 10,
 }
 QUICK = {
     "overhead": 240,
@@ -150,6 +162,9 @@ QUICK = {
     "runaway_pools": 5,
     "runaway_agents": 10,
     "runaway_seconds": 10,
+    "rollout_agents": 12,
+    "rollout_item_ms": 1000,
+    "rollout_before_seconds": 3,
 }
 
 Scenario = Callable[[Path, dict[str, int]], Awaitable[dict[str, Any]]]
@@ -173,6 +188,12 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "runaway": lambda work, n: runaway.run(
         work, pools=n["runaway_pools"], per_pool=n["runaway_agents"], seconds=n["runaway_seconds"]
+    ),
+    "rollout": lambda work, n: rollout.run(
+        work,
+        agents=n["rollout_agents"],
+        item_seconds=n["rollout_item_ms"] / 1000,
+        before=n["rollout_before_seconds"],
     ),
 }
 
@@ -262,6 +283,11 @@ TARGETS: list[tuple[str, str, str, Callable[[Any, dict[str, Any]], bool]]] = [
     ("runaway", "pods_bounded", "", lambda v, s: True),
     ("runaway", "pods_ratio", "", lambda v, s: True),
     ("runaway", "refused_creates_per_pool_minute", "< 60", lambda v, s: v < 60),
+    ("rollout", "throughput_ratio", ">= 0.75", lambda v, s: v >= 0.75),
+    ("rollout", "rollout_seconds", "", lambda v, s: True),
+    ("rollout", "fewest_ready_agents", "", lambda v, s: True),
+    ("rollout", "most_pods", "", lambda v, s: True),
+    ("rollout", "items_failed", "0", lambda v, s: v == 0),
 ]
 
 

@@ -136,6 +136,11 @@ async def measure(work: Path, *, agents: int, item_seconds: float, before: float
         await asyncio.to_thread(cluster.stop)
 
 
+async def run(work: Path, *, agents: int, item_seconds: float, before: float) -> dict[str, Any]:
+    """The scenario for ``python -m bench``: its figures under ``rollout``."""
+    return {"rollout": await measure(work, agents=agents, item_seconds=item_seconds, before=before)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.rollout", description=__doc__)
     parser.add_argument("--agents", type=int, default=100)
