@@ -121,6 +121,8 @@ USED: dict[tuple[str, str], Callable[[Runtime], list[Any]]] = {
     ("AgentPool", "spec.quarantineAfterFailures"): lambda r: [r.policy.quarantine_after_failures],
     ("AgentPool", "spec.slots"): lambda r: [r.policy.slots, int(r.env("AGENTPOOL_SLOTS"))],
     ("AgentPool", "spec.maxUnready"): lambda r: [r.policy.max_unready],
+    ("AgentPool", "spec.maxSurge"): lambda r: [r.policy.max_surge],
+    ("AgentPool", "spec.maxUnavailable"): lambda r: [r.policy.max_unavailable],
     ("AgentPool", "spec.progressDeadlineSeconds"): lambda r: [
         int(r.policy.progress_deadline_seconds)
     ],

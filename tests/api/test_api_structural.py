@@ -54,6 +54,10 @@ def test_every_node_is_typed_or_preserved_where_allowed(
             preserved.add(path)
             assert node.get("type") in (None, "object"), f"{kind} {path}"
             continue
+        if node.get("x-kubernetes-int-or-string"):
+            # A count or a percentage (maxSurge, maxUnavailable), as a Deployment's: no type.
+            assert "type" not in node, f"{kind} {path}"
+            continue
         assert node.get("type") in TYPES, f"{kind} {path} has type {node.get('type')!r}"
     assert preserved == PRESERVED[kind]
 
@@ -98,7 +102,8 @@ def test_cel_rules_compile_and_explain_themselves(
         for rule in node.get("x-kubernetes-validations", ()):
             compile_rule(rule["rule"])
             assert len(rule["message"].split()) >= 4, f"{kind} {path}: {rule}"
-            assert node.get("type") == "object", f"{kind} {path}: rules guard objects"
+            guarded = node.get("type") == "object" or node.get("x-kubernetes-int-or-string")
+            assert guarded, f"{kind} {path}: rules guard objects and counts-or-percentages"
 
 
 @pytest.mark.parametrize("kind", KINDS)
