@@ -138,6 +138,18 @@ def test_default_printer_columns(
     assert shown == columns
 
 
+def test_result_column_says_it_is_not_the_outcome(crds: dict[str, dict[str, Any]]) -> None:
+    """A run failed by its items shows RESULT Drained beside PHASE Failed; the column's and the
+    field's descriptions say so, so a reader of `kubectl explain` does not take Drained for
+    success."""
+    [version] = crds["poolruns.yaml"]["spec"]["versions"]
+    [column] = [c for c in version["additionalPrinterColumns"] if c["name"] == "RESULT"]
+    assert "not whether the run succeeded" in column["description"]
+    field = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["result"]
+    description = " ".join(field["description"].split())
+    assert "shows Drained beside phase Failed" in description
+
+
 @pytest.mark.parametrize("filename", ["agentpools.yaml", "poolruns.yaml", "agentleases.yaml"])
 def test_crds_are_valid_customresourcedefinitions(
     crds: dict[str, dict[str, Any]], filename: str

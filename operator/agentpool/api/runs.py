@@ -231,8 +231,10 @@ class PoolRunStatus(ApiModel):
     phase: RunPhase | None = None
     """Pending, Running, Succeeded, Failed or Suspended."""
     result: RunResult | None = None
-    """How dispatch ended: Drained (no item left) or Deadlocked (items remain but none can
-    start)."""
+    """How dispatch ended, not whether the run succeeded: Drained (no item left to start) or
+    Deadlocked (items remain but none can start). A run failed by its items (failures: Fail)
+    shows Drained beside phase Failed, with its Failed condition's reason ItemsFailed; phase says
+    whether the run succeeded."""
     message: str | None = None
     """The outcome as a sentence, for example "5 of 50 items failed" or the deadlock's cause;
     while the run waits (condition Waiting), what it waits for."""
