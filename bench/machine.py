@@ -1,4 +1,4 @@
-"""The machine a benchmark ran on, for results.json and the README: figures need their machine."""
+"""The machine a benchmark ran on, for results.json and the manual: figures need their machine."""
 
 from __future__ import annotations
 

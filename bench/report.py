@@ -1,9 +1,9 @@
-"""The Markdown of the README's Performance section, from a results.json of ``python -m bench``.
+"""The Markdown of the manual's performance page, from a results.json of ``python -m bench``.
 
-``python -m bench`` writes it as ``performance.md`` beside ``results.json``, so the figures in the
-README are pasted from a run rather than typed by hand. The simulated scenario's sizes get a table
-of their own, from the steps in ``results.json``; what those figures say about where one operator
-stops is kept by hand in ``simulated.md``, which no run overwrites.
+``python -m bench`` writes it as ``performance.md`` beside ``results.json``, so the figures in
+docs/performance.md are pasted from a run rather than typed by hand. The simulated scenario's
+sizes get a table of their own, from the steps in ``results.json``; what those figures say about
+where one operator stops is kept by hand in ``simulated.md``, which no run overwrites.
 """
 
 from __future__ import annotations

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import kubernetes
+import yaml
 
 from cluster import ClusterHandle, wait_for
 
@@ -108,3 +110,16 @@ class Outside:
             timeout,
             message=f"every lease gone and {agents} agents of {pool} idle",
         )
+
+
+def kubeconfig_in(client_cluster: ClientCluster, namespace: str, path: Path) -> Path:
+    """The test cluster's kubeconfig with its context's namespace set to ``namespace``."""
+    handle = client_cluster.handle
+    config = yaml.safe_load(handle.kubeconfig.read_text())
+    name = handle.context or config["current-context"]
+    config["current-context"] = name
+    for context in config["contexts"]:
+        if context["name"] == name:
+            context["context"]["namespace"] = namespace
+    path.write_text(yaml.safe_dump(config))
+    return path

@@ -1,8 +1,8 @@
-"""The README's "From Python" example runs as printed, against the quickstart pool.
+"""The manual's "Use it from Python" example runs as printed, against the quickstart pool.
 
-The example is taken from the README itself, so the two cannot drift apart; it runs as a user
-would run it, in a process of its own with ``KUBECONFIG`` naming the cluster and a context whose
-namespace holds the quickstart pool.
+The example is taken from the guide itself (docs/guides/python.md), so the two cannot drift
+apart; it runs as a user would run it, in a process of its own with ``KUBECONFIG`` naming the
+cluster and a context whose namespace holds the quickstart pool.
 """
 
 from __future__ import annotations
@@ -14,34 +14,21 @@ from pathlib import Path
 
 import pytest
 import yaml
-from client_support import ClientCluster, Outside
+from client_support import ClientCluster, Outside, kubeconfig_in
 
 from cluster import wait_for
+from docblocks import block_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def readme_example() -> str:
-    text = (REPO / "README.md").read_text()
-    section = text[text.index("\n## From Python\n") :]
-    section = section[: section.index("\n## ", 1)]
-    start = section.index("```python\n") + len("```python\n")
-    return section[start : section.index("```\n", start)]
-
-
-def kubeconfig_in(client_cluster: ClientCluster, namespace: str, path: Path) -> Path:
-    """The test cluster's kubeconfig with its context's namespace set to ``namespace``."""
-    handle = client_cluster.handle
-    config = yaml.safe_load(handle.kubeconfig.read_text())
-    name = handle.context or config["current-context"]
-    config["current-context"] = name
-    for context in config["contexts"]:
-        if context["name"] == name:
-            context["context"]["namespace"] = namespace
-    path.write_text(yaml.safe_dump(config))
-    return path
+def guide_example() -> str:
+    return block_for(
+        "tests/client/test_client_readme.py::test_the_from_python_example_runs_as_printed",
+        REPO / "docs" / "guides" / "python.md",
+    ).text
 
 
 def test_the_from_python_example_runs_as_printed(
@@ -59,7 +46,7 @@ def test_the_from_python_example_runs_as_printed(
         ),
     }
     done = subprocess.run(
-        [sys.executable, "-c", readme_example()],
+        [sys.executable, "-c", guide_example()],
         env=env,
         cwd=tmp_path,
         capture_output=True,

@@ -31,6 +31,7 @@ from gateway_support import (
 from operator_support import REPO, Api, pool_spec
 
 from cluster import Kubectl, wait_for
+from docblocks import block_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -278,38 +279,38 @@ def test_waiting_calls_grow_the_pool_into_overflow(api: Api, namespace: str) -> 
     wait_for(lambda: len(api.live_pods(namespace, pool)) == 1, 60, message="overflow removed")
 
 
-def readme_calls() -> str:
-    """The shell lines of the README's "Call a pool" section, as printed."""
-    text = (REPO / "README.md").read_text()
-    section = text[text.index("\n## Call a pool\n") :]
-    start = section.index("```sh\n") + len("```sh\n")
-    return section[start : section.index("```\n", start)]
+def guide_calls() -> str:
+    """The shell lines of the manual's gateway guide, as printed."""
+    return block_for(
+        "tests/integration/test_gateway.py::test_the_guides_curl_calls_a_pool_as_printed",
+        REPO / "docs" / "guides" / "gateway.md",
+    ).text
 
 
-def test_the_readmes_curl_calls_a_pool_as_printed(
+def test_the_guides_curl_calls_a_pool_as_printed(
     api: Api, namespace: str, kubectl_op: Kubectl, tmp_path: Path
 ) -> None:
-    """The README's commands, run by bash in a namespace of the test's own, make a caller, see
-    that it may call, and get the quickstart pool's output for one item with curl."""
+    """The gateway guide's commands, run by bash in a namespace of the test's own, make a
+    caller, see that it may call, and get the quickstart pool's output for one item with curl."""
     if shutil.which("curl") is None:
         pytest.skip("curl is not installed here")
-    # The chart makes this role; here it is made as the README says for a local cluster, and
+    # The chart makes this role; here it is made as the guide says for a local cluster, and
     # removed after, so a Helm install later in the session can make its own.
     made = ensure_caller_role(api, name="agentpool-caller")
     try:
-        _run_readme_calls(api, namespace, kubectl_op, tmp_path)
+        _run_guide_calls(api, namespace, kubectl_op, tmp_path)
     finally:
         if made:
             drop_caller_role(api, "agentpool-caller")
 
 
-def _run_readme_calls(api: Api, namespace: str, kubectl_op: Kubectl, tmp_path: Path) -> None:
+def _run_guide_calls(api: Api, namespace: str, kubectl_op: Kubectl, tmp_path: Path) -> None:
     config = yaml.safe_load(kubectl_op.kubeconfig.read_text())
     if kubectl_op.context:
         config["current-context"] = kubectl_op.context
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(config))
-    script = readme_calls().replace("NS=default", f"NS={namespace}", 1)
+    script = guide_calls().replace("NS=default", f"NS={namespace}", 1)
     script = script.replace("examples/", f"{REPO}/examples/")
     env = {
         **os.environ,

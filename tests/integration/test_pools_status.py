@@ -139,7 +139,7 @@ def test_a_crash_at_start_up_degrades_the_pool_with_its_cause(
     """An agent that exits while it starts: Degraded says CrashLoopBackOff, names the pods that
     failed and ends with the last line the agent wrote, its exit's cause. The pods it names are
     kept out of the pool's count, so `kubectl logs POD` and `kubectl describe pod POD`, as the
-    README advises, show the agent's output and its termination message."""
+    troubleshooting page advises, show the agent's output and its termination message."""
     crashing_pool(api, namespace, "crash")
     degraded = start_failures(api, namespace, "crash", 2)
     assert degraded["reason"] == "CrashLoopBackOff"
@@ -164,8 +164,8 @@ def test_an_agent_lost_mid_item_leaves_its_pod_to_inspect(
     api: Api, namespace: str, kubectl_op: Any
 ) -> None:
     """An agent killed while a lease holds it: the lease fails AgentLost naming the pod, the
-    pool replaces it, and the README's `kubectl logs POD` and `kubectl describe pod POD` show
-    what the agent wrote and how it ended (exit code 137, killed)."""
+    pool replaces it, and the troubleshooting page's `kubectl logs POD` and `kubectl describe pod
+    POD` show what the agent wrote and how it ended (exit code 137, killed)."""
     api.create("agentpools", namespace, "lost", pool_spec(minSize=1))
     state_reaches(api, namespace, "lost", "Ready", available=1)
     lease(api, namespace, "holder", "lost")

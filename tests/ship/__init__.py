@@ -1,1 +1,1 @@
-"""What a cluster admin gets: the README's reference, the operator's metrics and RBAC, the chart."""
+"""What a cluster admin gets: the manual's reference, the operator's metrics and RBAC, the chart."""

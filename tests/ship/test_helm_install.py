@@ -1,10 +1,11 @@
 """On a real cluster: the chart installs with the real Helm engine, its operator runs under the
 chart's own ServiceAccount and RBAC, and the quickstart ends Succeeded and Drained.
 
-This is the README's "Run it on a cluster" path, with the operator's Deployment run by the
-cluster's own controllers; a real authorizer refuses whatever the chart does not grant, so a run
-that drains proves the grants suffice. The local API server authorizes nothing and runs no
-Deployments, so the test needs a real cluster (``--kubeconfig`` or ``--kube-context``).
+This is the install guide's path (README and docs/guides/install.md), with the operator's
+Deployment run by the cluster's own controllers; a real authorizer refuses whatever the chart
+does not grant, so a run that drains proves the grants suffice. The local API server authorizes
+nothing and runs no Deployments, so the test needs a real cluster (``--kubeconfig`` or
+``--kube-context``).
 
 With ``AGENTPOOL_TEST_IMAGE`` naming the operator image CI built (``hack/image/build.sh``), the
 chart installs that image and the quickstart pool's agents take it too, both annotated so the local

@@ -1,8 +1,10 @@
-"""The README's reference sections say what the code does: tables, metrics, reason words.
+"""The manual's reference pages say what the code does: tables, metrics, reason words.
 
-The configuration tables are generated from the models, so a changed field fails here until the
-README is regenerated; the metrics table and the troubleshooting tables are written by hand, so
-these tests check them against the metrics registry and the reason constants.
+The configuration tables (docs/reference/configuration.md) are generated from the models, so a
+changed field fails here until the page is regenerated; the metrics table
+(docs/operations/monitoring.md) and the tables of condition reasons (docs/reference/status.md)
+are written by hand, so these tests check them against the metrics registry and the reason
+constants, and that each reason has its section in docs/troubleshooting.md.
 """
 
 from __future__ import annotations
@@ -16,24 +18,39 @@ import pytest
 from agentpool import metrics
 from agentpool.api import AgentLeaseSpec, AgentPoolSpec, PoolRunSpec, PoolState
 from agentpool.api.docs import BEGIN, END, field_rows, main, render_tables, replace_block
-from agentpool.api.reasons import Reason, RetireReason
+from agentpool.api.reasons import GatewayReason, Reason, RetireReason
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+CONFIGURATION = DOCS / "reference" / "configuration.md"
+MONITORING = DOCS / "operations" / "monitoring.md"
+STATUS = DOCS / "reference" / "status.md"
+TROUBLESHOOTING = DOCS / "troubleshooting.md"
 
 
-def _section(title: str) -> str:
-    text = README.read_text()
+def _section(path: Path, title: str) -> str:
+    text = path.read_text()
     start = text.index(f"\n## {title}\n")
     end = text.find("\n## ", start + 1)
     return text[start : end if end >= 0 else len(text)]
 
 
-def test_readme_config_tables_match_the_models() -> None:
-    """README's configuration tables are exactly what the models generate today."""
-    text = README.read_text()
+def _explained_reasons() -> set[str]:
+    """The words in the first column of the status page's tables of reasons and states (its
+    tables of status fields aside)."""
+    explained: set[str] = set()
+    for table in re.split(r"\n\s*\n", STATUS.read_text()):
+        if table.startswith(("| reason |", "| state |")):
+            explained |= set(re.findall(r"^\| `(\w+)` \|", table, re.MULTILINE))
+    return explained
+
+
+def test_config_tables_match_the_models() -> None:
+    """The configuration reference's tables are exactly what the models generate today."""
+    text = CONFIGURATION.read_text()
     assert replace_block(text, render_tables()) == text, (
-        "README.md's configuration tables differ from the models in agentpool.api; "
-        "regenerate them with `python -m agentpool.api.docs --write README.md`"
+        "docs/reference/configuration.md's tables differ from the models in agentpool.api; "
+        "regenerate them with `python -m agentpool.api.docs --write "
+        "docs/reference/configuration.md`"
     )
 
 
@@ -75,27 +92,28 @@ def test_replace_block_refuses_a_file_without_markers() -> None:
         replace_block("no markers here\n", "tables")
 
 
-def test_readme_lists_every_metric_the_operator_exports() -> None:
-    """Every metric family in the operator's registry has a row in README's metrics table, and the
-    table names no metric that does not exist."""
+def test_monitoring_lists_every_metric_the_operator_exports() -> None:
+    """Every metric family in the operator's registry has a row in the monitoring page's metrics
+    table, and the table names no metric that does not exist."""
     # prometheus_client drops the _total suffix from a counter's family name.
     exported = {
         f"{family.name}_total" if family.type == "counter" else family.name
         for family in metrics.REGISTRY.collect()
     }
-    listed = set(re.findall(r"^\| `(agentpool_\w+)` \|", _section("Metrics"), re.MULTILINE))
+    listed = set(
+        re.findall(r"^\| `(agentpool_\w+)` \|", _section(MONITORING, "Metrics"), re.MULTILINE)
+    )
     assert listed == exported
 
 
 def test_troubleshooting_names_only_reasons_the_code_uses() -> None:
-    """Each reason or pool state README's troubleshooting tables explain is a word the operator
-    writes, and the pool's Degraded reasons, its states and the item failure reasons are all
+    """Each reason or pool state the status page's tables explain is a word the operator writes,
+    and the pool's Degraded reasons, its states and the item failure reasons are all
     explained."""
     states = set(get_args(PoolState))
     known = {str(r) for r in Reason} | {str(r) for r in RetireReason} | states
-    section = _section("Troubleshooting by condition reason")
-    explained = set(re.findall(r"^\| `(\w+)` \|", section, re.MULTILINE))
-    assert explained <= known, f"README explains reasons nobody writes: {explained - known}"
+    explained = _explained_reasons()
+    assert explained <= known, f"the manual explains reasons nobody writes: {explained - known}"
     expected = {
         Reason.IMAGE_PULL_BACK_OFF,
         Reason.CRASH_LOOP_BACK_OFF,
@@ -113,3 +131,14 @@ def test_troubleshooting_names_only_reasons_the_code_uses() -> None:
         Reason.NO_ROUTE,
     }
     assert {str(r) for r in expected} | states <= explained
+
+
+def test_every_reason_has_its_troubleshooting_section() -> None:
+    """Each reason the status page's tables explain (the pool's states aside) has a `## Reason`
+    section in docs/troubleshooting.md, where a reader of a condition lands, and every section
+    there is a word the operator writes or the operator being down."""
+    headings = set(re.findall(r"^## (\w+)$", TROUBLESHOOTING.read_text(), re.MULTILINE))
+    reasons = _explained_reasons() - set(get_args(PoolState))
+    assert reasons <= headings, f"no troubleshooting section for {sorted(reasons - headings)}"
+    known = {str(r) for r in (*Reason, *RetireReason, *GatewayReason)} | {"OperatorDown"}
+    assert headings <= known, f"troubleshooting sections for no reason: {headings - known}"

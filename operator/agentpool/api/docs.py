@@ -1,11 +1,11 @@
-"""Markdown tables of every spec field, generated from the API models for the README.
+"""Markdown tables of every spec field, generated from the API models for the manual.
 
-The models are the single source of truth for the API, so the README's configuration reference is
+The models are the single source of truth for the API, so the manual's configuration reference is
 generated from them like the CRDs are: field by field, with the wire name, type and bounds, default
 and the field's own docstring. Nested objects (``readinessProbe``, ``source``, ``routes``) are
-listed under dotted paths. The README holds the output between :data:`BEGIN` and :data:`END`;
-``python -m agentpool.api.docs --write README.md`` refreshes it, ``--check`` fails on drift, and a
-test runs the check.
+listed under dotted paths. docs/reference/configuration.md holds the output between :data:`BEGIN`
+and :data:`END`; ``python -m agentpool.api.docs --write docs/reference/configuration.md``
+refreshes it, ``--check`` fails on drift, and a test runs the check.
 """
 
 from __future__ import annotations
