@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import signal
 import subprocess
 import sys
 import threading
+from pathlib import Path
 from typing import IO
 
 import pytest
-from client_support import FAST, ClientCluster, Outside
+import yaml
+from client_support import FAST, ClientCluster, Outside, kubeconfig_in
 
 from cluster import wait_for
+from docblocks import REPO, block_for
 
 pytestmark = pytest.mark.cluster
 
@@ -42,6 +46,37 @@ def test_call_prints_the_output_as_json(client_cluster: ClientCluster, outside: 
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == item
+
+
+def test_the_readmes_call_prints_the_output(
+    client_cluster: ClientCluster, outside: Outside, tmp_path: Path
+) -> None:
+    """The README's `agentpool call`, run by bash as printed with a kubeconfig whose context's
+    namespace holds the quickstart pool, prints the slow_start agent's answer for the item."""
+    pool = yaml.safe_load((REPO / "examples" / "quickstart" / "pool.yaml").read_text())
+    outside.create("agentpools", "quickstart", pool["spec"])
+    wait_for(lambda: outside.available("quickstart") >= 1, 90, message="quickstart ready")
+    block = block_for(
+        "tests/client/test_client_cli.py::test_the_readmes_call_prints_the_output",
+        REPO / "README.md",
+    )
+    kubeconfig = kubeconfig_in(client_cluster, outside.namespace, tmp_path / "kubeconfig")
+    bindir = str(Path(sys.executable).parent)
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block.text],
+        env={
+            **os.environ,
+            "KUBECONFIG": str(kubeconfig),
+            "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}",
+        },
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    output = json.loads(done.stdout)
+    assert output["length"] == len('{"text":"hi"}'), output
 
 
 def test_call_fails_with_the_reason_and_message(

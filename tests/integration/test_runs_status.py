@@ -8,9 +8,13 @@ through the API as a user's program or kubectl would.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import threading
+from pathlib import Path
 from typing import Any
 
+import yaml
 from operator_support import Api, pool_spec
 from run_support import (
     SourceService,
@@ -23,7 +27,8 @@ from run_support import (
 )
 
 from agentpool.client.sync import Client
-from cluster import wait_for
+from cluster import Kubectl, wait_for
+from docblocks import REPO, block_for
 
 
 def test_items_waiting_for_a_retry_are_counted_apart_from_those_in_flight(
@@ -176,3 +181,48 @@ def test_outputs_holding_nulls_are_read_back_exactly_as_the_agent_answered(
     with Client.from_kubeconfig(handle.kubeconfig, handle.context, namespace=namespace) as client:
         read = {result.id: result.output for result in client.run("nulls").results()}
     assert read == expected
+
+
+def test_kubectl_waits_for_either_end_of_a_run(
+    api: Api, namespace: str, kubectl_op: Kubectl, tmp_path: Path
+) -> None:
+    """The install guide's wait, run as printed against a run that fails (failures: Fail, one
+    item failing), returns with phase Failed, where `--for=condition=Complete` would wait
+    until its timeout; and kubectl shows RESULT Drained beside PHASE Failed, as the guide says."""
+    api.create("agentpools", namespace, "quickstart", pool_spec("flaky", minSize=1))
+    ready_pool(api, namespace, "quickstart", 1)
+    items = [{"id": "ok"}, {"id": "bad", "fail": True}]
+    start_run(api, namespace, "quickstart", items, poolRef={"name": "quickstart"}, itemId="id")
+    config = yaml.safe_load(kubectl_op.kubeconfig.read_text())
+    current = kubectl_op.context or config["current-context"]
+    config["current-context"] = current
+    for context in config["contexts"]:
+        if context["name"] == current:
+            context["context"]["namespace"] = namespace
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(config))
+    block = block_for(
+        "tests/integration/test_runs_status.py::test_kubectl_waits_for_either_end_of_a_run",
+        REPO / "docs" / "guides" / "install.md",
+    )
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block.text],
+        env={
+            **os.environ,
+            "KUBECONFIG": str(kubeconfig),
+            "PATH": f"{Path(kubectl_op.binary).parent}{os.pathsep}{os.environ['PATH']}",
+        },
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=360,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("Failed"), done.stdout
+    status = run_status(api, namespace, "quickstart")
+    assert (status["phase"], status["result"]) == ("Failed", "Drained")
+    assert condition(status, "Failed")["reason"] == "ItemsFailed"
+    table = kubectl_op("get", "poolrun", "quickstart", "-n", namespace).stdout
+    header, row = table.splitlines()[:2]
+    assert row[header.index("PHASE") :].split()[0] == "Failed", table
+    assert row[header.index("RESULT") :].split()[0] == "Drained", table
