@@ -13,14 +13,20 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tomllib
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+
+from cluster import wait_for
+from docblocks import block_for
+from ship.scenario import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "operator" / "agentpool"
@@ -282,3 +288,107 @@ def test_the_build_is_cached_by_content(image: str) -> None:
     result = build()
     assert result.stdout.strip().splitlines()[-1] == image
     assert _image_id(version_tag) == _image_id(image)
+
+
+GUIDE_AGENT = """
+from agentpool.agent import Agent
+
+
+def handle(item, input, context):
+    return {"answer": item["text"].upper()}
+
+
+agent = Agent(handle)
+"""
+
+
+def test_the_package_guides_dockerfile_serves_an_agent(image: str, tmp_path: Path) -> None:
+    """The three-line Dockerfile of the packaging guide, FROM this image, builds an image whose
+    entrypoint, run as the image's user, serves the agent file it copied: ready on /healthz,
+    answering an item with the token."""
+    block = block_for(
+        "tests/ship/test_image.py::test_the_package_guides_dockerfile_serves_an_agent",
+        ROOT / "docs" / "guides" / "package-an-agent.md",
+    )
+    lines = block.text.strip().splitlines()
+    assert len(lines) == 3, block.text
+    assert lines[0] == f"FROM agentpool:{VERSION}", block.text
+    (tmp_path / "Dockerfile").write_text("\n".join([f"FROM {image}", *lines[1:]]) + "\n")
+    (tmp_path / "my_agent.py").write_text(GUIDE_AGENT)
+    reference = f"localhost/agentpool-guide-agent:{tmp_path.name.lower()}"
+    subprocess.run(
+        ["podman", "build", "--isolation", "chroot", "--pull=never", "-t", reference, "."],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    try:
+        _serve_and_call(reference, tmp_path / "agent.log")
+    finally:
+        subprocess.run(["podman", "rmi", "-f", reference], capture_output=True, check=False)
+
+
+def _serve_and_call(reference: str, log: Path) -> None:
+    inspected = json.loads(
+        subprocess.run(
+            ["podman", "image", "inspect", reference], capture_output=True, text=True, check=True
+        ).stdout
+    )[0]
+    config = inspected["Config"]
+    rootfs = subprocess.run(
+        ["podman", "image", "mount", reference], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    port = free_port()
+    env = [*config["Env"], "AGENT_HOST=127.0.0.1", f"AGENT_PORT={port}", "AGENTPOOL_TOKEN=secret"]
+    with log.open("w") as written:
+        process = _start_in(rootfs, config, env, written)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_for(lambda: _answers(f"{base}/healthz"), 60, message=f"the agent ready (log: {log})")
+        request = urllib.request.Request(
+            f"{base}/invoke",
+            json.dumps({"id": "1", "item": {"text": "hi"}}).encode(),
+            {"Content-Type": "application/json", "Authorization": "Bearer secret"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            assert json.loads(answer.read())["output"] == {"answer": "HI"}
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(30)
+        subprocess.run(["podman", "image", "unmount", reference], capture_output=True, check=False)
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as answer:
+            return bool(answer.status == 200)
+    except OSError:
+        return False
+
+
+def _start_in(
+    rootfs: str, config: dict[str, Any], env: list[str], log: Any
+) -> subprocess.Popen[str]:
+    """The image's entrypoint in its mounted filesystem, as its user, in a session of its own."""
+    return subprocess.Popen(
+        [
+            "chroot",
+            f"--userspec={config['User']}",
+            rootfs,
+            "/usr/bin/env",
+            "-i",
+            *env,
+            "/bin/sh",
+            "-c",
+            'cd "$0" && exec "$@"',
+            config["WorkingDir"],
+            *config["Entrypoint"],
+        ],
+        stdout=log,
+        stderr=log,
+        text=True,
+        start_new_session=True,
+    )
