@@ -48,6 +48,9 @@ EXAMPLES: dict[str, dict[str, Any]] = {
             overflow=1,
             max_size=4,
             state="Overflow",
+            effective_min_size=3,
+            effective_min_idle=1,
+            open_schedules="business-hours",
         ),
     ).to_wire(),
     "PoolRun": PoolRun(

@@ -85,6 +85,9 @@ class Runtime:
 #: Where the operator's value of each defaulted field is found. Each gives every value the
 #: operator uses for the field; a pool not found yet ("missing") is served with the defaults.
 #: Fields the handlers read straight from the parsed model say so.
+#: A window that leaves its time zone out.
+WINDOW = {"name": "w", "start": "0 9 * * *", "durationSeconds": 3600, "minSize": 2}
+
 USED: dict[tuple[str, str], Callable[[Runtime], list[Any]]] = {
     ("AgentPool", "spec.port"): lambda r: [
         r.policy.port,
@@ -125,6 +128,10 @@ USED: dict[tuple[str, str], Callable[[Runtime], list[Any]]] = {
     ("AgentPool", "spec.maxUnavailable"): lambda r: [r.policy.max_unavailable],
     ("AgentPool", "spec.progressDeadlineSeconds"): lambda r: [
         int(r.policy.progress_deadline_seconds)
+    ],
+    # The schedules read each window's zone from the parsed spec.
+    ("AgentPool", "spec.schedules[].timeZone"): lambda r: [
+        parse_spec(AgentPoolSpec, {"schedules": [WINDOW]}).schedules[0].time_zone
     ],
     ("PoolRun", "spec.priority"): lambda r: [r.run.spec.priority],
     ("PoolRun", "spec.cap"): lambda r: [r.run.spec.cap],

@@ -28,6 +28,7 @@ from agentpool.api.pools import (
     Probe,
     Recommendation,
     Strategy,
+    WarmSchedule,
 )
 from agentpool.api.resources import AgentLease, AgentPool, ObjectMeta, PoolRun
 from agentpool.api.runs import (
@@ -87,6 +88,7 @@ __all__ = [
     "Source",
     "SpecError",
     "Strategy",
+    "WarmSchedule",
     "parse_spec",
     "raw_run_status",
     "refuse_below",

@@ -7,9 +7,12 @@ operator writes ``AgentPoolStatus``; ``agentpool.api.crds`` renders both into th
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import ConfigDict, Field, model_validator
+import cronsim
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from agentpool.agent import protocol
 from agentpool.api.base import (
@@ -107,6 +110,97 @@ PROBE_TIMINGS = {
 }
 """The timings an agent pod's readiness probe gets where the spec's probe sets none, as the
 Probe fields describe them."""
+
+
+#: The shape of a five-field cron expression (minute hour day-of-month month day-of-week); the
+#: CRD checks it, the model's validator checks each field's values.
+CRON_PATTERN = r"^\S+(\s+\S+){4}$"
+#: Where cron expressions are tried out when they are validated; any instant would do.
+CRON_PROBE = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+def check_cron(expression: str) -> str:
+    """``expression`` if it is a valid five-field cron expression; else ``ValueError`` saying
+    which field is wrong and what a valid one looks like."""
+    if len(expression.split()) != 5:
+        raise ValueError(
+            f"{expression!r} is not a cron expression of five fields (minute hour day-of-month"
+            " month day-of-week), such as '0 9 * * 1-5'"
+        )
+    try:
+        cronsim.CronSim(expression, CRON_PROBE)
+    except cronsim.CronSimError as error:
+        raise ValueError(
+            f"{expression!r} is not a valid cron expression: {error}; write five fields"
+            " (minute hour day-of-month month day-of-week), such as '0 9 * * 1-5'"
+        ) from None
+    return expression
+
+
+def check_time_zone(name: str) -> str:
+    """``name`` if it is an IANA time zone this operator knows; else ``ValueError``."""
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(
+            f"{name!r} is not an IANA time zone: write one such as 'UTC' or 'Europe/Berlin'"
+        ) from None
+    return name
+
+
+class WarmSchedule(ApiModel):
+    """A recurring window in which the pool keeps more agents warm: from each time start
+    matches until durationSeconds later, or until end next matches, read in timeZone."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            CelRule(
+                rule="has(self.end) != has(self.durationSeconds)",
+                message="a schedule closes either at end or after durationSeconds: set exactly"
+                " one of them",
+                field_path=".durationSeconds",
+            ),
+            CelRule(
+                rule="has(self.minSize) || has(self.minIdle)",
+                message="a schedule raises minSize, minIdle or both: set at least one",
+                field_path=".minSize",
+                reason="FieldValueRequired",
+            ),
+        )
+    )
+
+    name: str = Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    """The window's name, unique in the pool, shown in status.openSchedules while it is open."""
+    start: str = Field(max_length=256, json_schema_extra={"pattern": CRON_PATTERN})
+    """When the window opens: a five-field cron expression (minute hour day-of-month month
+    day-of-week, as in a CronJob), read in timeZone."""
+    end: str | None = Field(
+        default=None, max_length=256, json_schema_extra={"pattern": CRON_PATTERN}
+    )
+    """When the window closes: a five-field cron expression, read in timeZone; the first time
+    it matches after the window opened. Set this or durationSeconds."""
+    duration_seconds: int | None = Field(default=None, ge=60)
+    """How long the window stays open after each start, in seconds (at least 60). Set this or
+    end."""
+    time_zone: str = Field(default="UTC", min_length=1, max_length=64)
+    """The IANA time zone start and end are read in, such as Europe/Berlin; default UTC.
+    Across a daylight saving change the window follows the wall clock."""
+    min_size: int | None = Field(default=None, ge=0)
+    """minSize while the window is open: the pool keeps the largest of spec.minSize and every
+    open window's, and raises its ceiling to it when maxSize is lower."""
+    min_idle: int | None = Field(default=None, ge=0)
+    """minIdle while the window is open: the pool keeps the largest of spec.minIdle and every
+    open window's."""
+
+    @field_validator("start", "end")
+    @classmethod
+    def _valid_cron(cls, value: str | None) -> str | None:
+        return None if value is None else check_cron(value)
+
+    @field_validator("time_zone")
+    @classmethod
+    def _valid_time_zone(cls, value: str) -> str:
+        return check_time_zone(value)
 
 
 class AgentPoolSpec(ApiModel):
@@ -215,6 +309,27 @@ class AgentPoolSpec(ApiModel):
     turns Progressing False with reason ProgressDeadlineExceeded, and agents not Ready past it make
     the pool Degraded with reason AgentsNotReady, naming the pods, how many and for how long."""
 
+    schedules: list[WarmSchedule] = Field(
+        default_factory=list,
+        max_length=32,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    """Windows in which the pool keeps more agents warm, such as business hours: while one is
+    open, minSize and minIdle are the largest of the spec's and of every open window's
+    (status.effectiveMinSize, status.effectiveMinIdle, status.openSchedules)."""
+
+    @field_validator("schedules")
+    @classmethod
+    def _unique_schedules(cls, value: list[WarmSchedule]) -> list[WarmSchedule]:
+        names = [schedule.name for schedule in value]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ValueError(
+                f"schedule names must be unique; {', '.join(repeated)} is used more than once:"
+                " rename one"
+            )
+        return value
+
     @model_validator(mode="after")
     def _refuse_zero_roll(self) -> AgentPoolSpec:
         if _is_zero(self.max_surge) and _is_zero(self.max_unavailable):
@@ -303,6 +418,13 @@ class AgentPoolStatus(ApiModel):
     """minSize and maxSize suggested by the demand observed so far."""
     cold_start_seconds: float | None = Field(default=None, ge=0)
     """The measured cold start of an agent: seconds from pod creation to Ready, recent median."""
+    effective_min_size: int | None = Field(default=None, ge=0)
+    """The minSize in force now: spec.minSize, or more while a schedule is open."""
+    effective_min_idle: int | None = Field(default=None, ge=0)
+    """The minIdle in force now: spec.minIdle, or more while a schedule is open."""
+    open_schedules: str | None = None
+    """The names of the schedules open now, comma-separated (the SCHEDULES column); unset when
+    none is open."""
     conditions: list[Condition] = Field(default_factory=list, json_schema_extra=CONDITION_LIST)
     """Ready (True once minSize agents are Ready; its message says "N of M agents ready, K idle",
     M being the agents the pool keeps or is starting), Degraded (with reasons such as

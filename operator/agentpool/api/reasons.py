@@ -56,6 +56,9 @@ class Reason(StrEnum):
     PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
     CREATE_FAILED = "CreateFailed"
     AGENTS_NOT_READY = "AgentsNotReady"
+    INVALID_SPEC = "InvalidSpec"
+    """AgentPool Ready: the spec reached the operator but does not validate (a cron expression
+    or time zone the CRD schema cannot check); the message names the field."""
 
     # PoolRun outcome and causes
     RUNNING = "Running"

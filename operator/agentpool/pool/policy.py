@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from agentpool.api import POOL_DEFAULTS, AgentPoolSpec, Strategy, refuse_below
 from agentpool.api.base import check_int_or_percent, scaled_value
+from agentpool.pool.schedules import Warmth
 
 STRATEGIES: tuple[Strategy, ...] = typing.get_args(Strategy)
 
@@ -88,19 +89,26 @@ class PoolPolicy:
 
     @classmethod
     def from_spec(
-        cls, spec: AgentPoolSpec, *, template_hash: str = "", token_hash: str = ""
+        cls,
+        spec: AgentPoolSpec,
+        *,
+        template_hash: str = "",
+        token_hash: str = "",
+        warmth: Warmth | None = None,
     ) -> PoolPolicy:
         """The policy a validated AgentPool spec describes.
 
         `template_hash` identifies the pod template the pool wants now, so that agents built
         from an older one are replaced as they fall idle; `token_hash` does the same for the
-        pool's token.
+        pool's token. `warmth` is the minSize and minIdle the spec's schedules put in force now
+        (the spec's own without it); a window's minSize above maxSize raises the ceiling too.
         """
+        min_size = spec.min_size if warmth is None else warmth.min_size
         return cls(
-            min_size=spec.min_size,
-            max_size=spec.effective_max_size,
+            min_size=min_size,
+            max_size=max(spec.effective_max_size, min_size),
             strategy=spec.strategy,
-            min_idle=spec.min_idle,
+            min_idle=spec.min_idle if warmth is None else warmth.min_idle,
             idle_timeout_seconds=float(spec.idle_timeout_seconds),
             max_uses=spec.max_uses,
             max_lifetime_seconds=float(spec.max_lifetime_seconds),

@@ -47,8 +47,11 @@ def status_body(
     *,
     selector: str,
     generation: int | None,
+    open_schedules: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The pool's status in wire form, conditions aside (they are stamped by the handler)."""
+    """The pool's status in wire form, conditions aside (they are stamped by the handler);
+    ``policy`` carries the minSize and minIdle in force, ``open_schedules`` the windows that
+    raised them."""
     advice, cold_start = view.recommendation, view.cold_start_seconds
     return AgentPoolStatus(
         replicas=view.replicas,
@@ -70,6 +73,9 @@ def status_body(
             else Recommendation(min_size=advice.min_size, max_size=advice.max_size)
         ),
         cold_start_seconds=None if cold_start is None else round(cold_start, 3),
+        effective_min_size=policy.min_size,
+        effective_min_idle=policy.min_idle,
+        open_schedules=",".join(open_schedules) or None,
     ).to_wire()
 
 
