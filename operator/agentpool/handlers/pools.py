@@ -21,11 +21,12 @@ import kopf
 
 from agentpool import metrics
 from agentpool.api import AgentPoolSpec, parse_spec
+from agentpool.api.base import SpecError
 from agentpool.api.raw import RawBody, raw_body
 from agentpool.api.reasons import EventReason, RetireReason
 from agentpool.broker.registry import PoolKey
 from agentpool.handlers import failures, gatewaysetup, tokens
-from agentpool.handlers.poolstatus import write_status
+from agentpool.handlers.poolstatus import report_invalid_spec, write_status
 from agentpool.handlers.recovery import restore_held_agents
 from agentpool.handlers.registration import KindHandlers
 from agentpool.handlers.runtime import PoolHandle, Runtime
@@ -45,6 +46,7 @@ from agentpool.pool.passes import pass_delay, scaled_down
 from agentpool.pool.pods import is_ready, observe_pod, ready_since
 from agentpool.pool.recycling import summarise_retirements
 from agentpool.pool.resizing import size_events
+from agentpool.pool.schedules import Warmth, warmth
 
 __all__ = ["POOL_LABEL", "register", "sync_broker"]
 
@@ -75,10 +77,14 @@ async def pool_event(runtime: Runtime, /, namespace: str | None, name: str, **_:
         handle.poke()
 
 
-def policy_of(spec: AgentPoolSpec, *, token: str = "") -> PoolPolicy:
-    """The pool core's policy for a pool's validated spec (and agent token)."""
+def policy_of(spec: AgentPoolSpec, *, token: str = "", warm: Warmth | None = None) -> PoolPolicy:
+    """The pool core's policy for a pool's validated spec (and agent token, and the sizes its
+    schedules put in force now)."""
     return PoolPolicy.from_spec(
-        spec, template_hash=template_hash(spec), token_hash=token_hash(token) if token else ""
+        spec,
+        template_hash=template_hash(spec),
+        token_hash=token_hash(token) if token else "",
+        warmth=warm,
     )
 
 
@@ -104,11 +110,29 @@ async def pool_loop(
 ) -> None:
     """The pool's daemon: start serving it, reconcile until stopped, then let it go."""
     key = (body.metadata.namespace or "", body.metadata.name)
+    if not await await_valid_spec(runtime, body, stopped):
+        return
     handle = await start_pool(runtime, body, key)
     try:
         await run_passes(runtime, handle, body, stopped)
     finally:
         end_pool(runtime, handle, stopped)
+
+
+async def await_valid_spec(runtime: Runtime, body: kopf.Body, stopped: kopf.DaemonStopped) -> bool:
+    """Wait until the pool's spec validates, marking the pool InvalidSpec meanwhile; False when
+    the loop was stopped first. kopf keeps ``body`` current, so a fixed spec is seen here."""
+    while not stopped:
+        try:
+            parse_spec(AgentPoolSpec, body.get("spec"))
+        except SpecError as error:
+            log.warning("pool %s/%s: %s", body.metadata.namespace, body.metadata.name, error)
+            await report_invalid_spec(runtime, raw_body(body), error)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopped.wait(), runtime.settings.pools.idle_pass_seconds)
+            continue
+        return True
+    return False
 
 
 async def start_pool(runtime: Runtime, body: kopf.Body, key: PoolKey) -> PoolHandle:
@@ -121,7 +145,7 @@ async def start_pool(runtime: Runtime, body: kopf.Body, key: PoolKey) -> PoolHan
     minutes."""
     namespace, name = key
     spec = parse_spec(AgentPoolSpec, body.get("spec"))
-    policy = policy_of(spec)
+    policy = policy_of(spec, warm=warmth(spec, runtime.clock.now()))
     wake = asyncio.Event()
     handle = PoolHandle(
         namespace=namespace,
@@ -177,6 +201,12 @@ async def run_passes(
             handle.wake.clear()
             try:
                 delay = await reconcile(runtime, handle, body)
+            except SpecError as error:
+                log.warning("pool %s/%s: %s", handle.namespace, handle.name, error)
+                await report_invalid_spec(runtime, raw_body(body), error)
+                # The next valid pass writes its status in full, whatever was written before.
+                handle.last_status = None
+                delay = handle.settings.idle_pass_seconds
             except ValueError as error:
                 log.warning("pool %s/%s: %s", handle.namespace, handle.name, error)
                 delay = handle.settings.idle_pass_seconds
@@ -247,7 +277,9 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
     spec = parse_spec(AgentPoolSpec, pool.get("spec"))
     await tokens.keep_token_secret(runtime, handle, body)
     await _keep_gateway_published(runtime, handle)
-    policy = policy_of(spec, token=handle.token)
+    wall = runtime.clock.now()
+    warm = warmth(spec, wall)
+    policy = policy_of(spec, token=handle.token, warm=warm)
     handle.spec = spec
     handle.port = policy.port
     handle.reset_between_items = spec.reset_between_items
@@ -272,13 +304,17 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
         waiting=len(waiters),
     ):
         events.post(body, type="Normal", reason=str(event.reason), message=event.message)
-    await write_status(runtime, handle, pool, policy, now)
-    return pass_delay(
+    await write_status(runtime, handle, pool, policy, now, open_schedules=warm.open)
+    delay = pass_delay(
         policy,
         waiting=len(waiters),
         idle=handle.settings.idle_pass_seconds,
         timed=handle.settings.timed_pass_seconds,
     )
+    if warm.next_edge is None:
+        return delay
+    # Look again as a window opens or closes, not a pass later.
+    return max(0.0, min(delay, warm.next_edge - wall))
 
 
 async def _keep_gateway_published(runtime: Runtime, handle: PoolHandle) -> None:

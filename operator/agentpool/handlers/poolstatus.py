@@ -8,10 +8,12 @@ most one a second, and skips a write that would change nothing. Called by
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agentpool import metrics
+from agentpool.api.base import SpecError
 from agentpool.api.conditions import ConditionView, merge_conditions, now_time
 from agentpool.api.raw import RawBody
 from agentpool.api.reasons import ConditionType, Reason
@@ -26,12 +28,46 @@ from agentpool.pool.report import agent_states, sample_demand, status_body, writ
 from agentpool.pool.rollout import restored_mark, track_progress
 
 
+async def report_invalid_spec(runtime: Runtime, pool: RawBody, error: SpecError) -> None:
+    """Mark a pool whose spec does not validate: Ready False, reason InvalidSpec, the message
+    naming each bad field. The CRD schema cannot check everything (a cron expression, a time
+    zone), so such a spec can reach the operator."""
+    meta = pool["metadata"]
+    generation = meta.get("generation")
+    conditions = merge_conditions(
+        (pool.get("status") or {}).get("conditions"),
+        [
+            ConditionView(
+                type=ConditionType.READY,
+                status="False",
+                reason=Reason.INVALID_SPEC,
+                message=f"{error}. Fix the spec; the pool keeps its agents as they are until then.",
+            )
+        ],
+        generation=generation,
+        now=now_time(),
+    )
+    with contextlib.suppress(NotFound):
+        await runtime.kube.patch_status(
+            "agentpools",
+            meta.get("namespace") or "",
+            meta["name"],
+            {"conditions": conditions, "observedGeneration": generation},
+        )
+
+
 async def write_status(
-    runtime: Runtime, handle: PoolHandle, pool: RawBody, policy: PoolPolicy, now: float
+    runtime: Runtime,
+    handle: PoolHandle,
+    pool: RawBody,
+    policy: PoolPolicy,
+    now: float,
+    *,
+    open_schedules: Sequence[str] = (),
 ) -> None:
     """Report the pass: the status the pool core computes, with the Degraded causes the pool
     remembers, written when it changed and at most once a second; and the pool's gauges."""
-    status = current_status(handle, pool, policy, now)
+    status = current_status(handle, pool, policy, now, open_schedules=open_schedules)
     delay = write_delay(
         status,
         last=handle.last_status,
@@ -53,20 +89,16 @@ async def write_status(
 
 
 def current_status(
-    handle: PoolHandle, pool: RawBody, policy: PoolPolicy, now: float
+    handle: PoolHandle,
+    pool: RawBody,
+    policy: PoolPolicy,
+    now: float,
+    *,
+    open_schedules: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The pool's status as of ``now``, its conditions stamped; samples demand and sets the
     pool's gauges on the way."""
-    counts = handle.broker.counts()
-    handle.history = sample_demand(
-        handle.history,
-        busy=counts["busy_slots"],
-        waiting=waiting_slots(policy, handle.broker.waiters()),
-        slots=policy.slots,
-        now=now,
-        every=handle.settings.sample_seconds,
-        window=handle.settings.sample_window_seconds,
-    )
+    sample(handle, policy, now)
     agents = handle.broker.agents()
     if handle.rollout is None:
         stored = (pool.get("status") or {}).get("conditions")
@@ -83,7 +115,13 @@ def current_status(
     )
     record_metrics(handle, view.waiting, slots=view.slots, busy_slots=view.busy_slots)
     generation = pool["metadata"].get("generation")
-    status = status_body(view, policy, selector=pool_selector(handle.name), generation=generation)
+    status = status_body(
+        view,
+        policy,
+        selector=pool_selector(handle.name),
+        generation=generation,
+        open_schedules=open_schedules,
+    )
     conditions = with_trouble(
         view.conditions,
         degraded_trouble(
@@ -100,6 +138,19 @@ def current_status(
         now=now_time(),
     )
     return status
+
+
+def sample(handle: PoolHandle, policy: PoolPolicy, now: float) -> None:
+    """Add the pool's demand now to its history, for the sizing advice."""
+    handle.history = sample_demand(
+        handle.history,
+        busy=handle.broker.counts()["busy_slots"],
+        waiting=waiting_slots(policy, handle.broker.waiters()),
+        slots=policy.slots,
+        now=now,
+        every=handle.settings.sample_seconds,
+        window=handle.settings.sample_window_seconds,
+    )
 
 
 def record_metrics(
