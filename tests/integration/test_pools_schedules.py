@@ -1,0 +1,54 @@
+"""Warm schedules on the local cluster: a window open now raises the warm count, and status
+shows the sizes in force and the window; a cron the CRD schema cannot check is reported on the
+pool."""
+
+from __future__ import annotations
+
+from operator_support import Api, pool_spec, ready
+from pool_support import pool_status
+
+from cluster import wait_for
+
+#: Opens every minute and stays open an hour: open whenever the test runs.
+OPEN_NOW = {"name": "always", "start": "* * * * *", "durationSeconds": 3600, "minSize": 3}
+
+
+def test_a_window_open_now_raises_the_warm_count(api: Api, namespace: str) -> None:
+    """minSize 1 with a window asking for 3 that is open now: three agents turn Ready, and
+    status says 3 is in force because of that window."""
+    api.create("agentpools", namespace, "sched", pool_spec(minSize=1, schedules=[OPEN_NOW]))
+    wait_for(
+        lambda: sum(1 for p in api.live_pods(namespace, "sched") if ready(p)) == 3,
+        90,
+        message="three Ready agents",
+    )
+    status = wait_for(
+        lambda: (s := pool_status(api, namespace, "sched")).get("readyReplicas") == 3 and s,
+        30,
+        message="status with three ready",
+    )
+    assert status["effectiveMinSize"] == 3
+    assert status["openSchedules"] == "always"
+    assert status["maxSize"] == 3
+
+
+def test_a_cron_the_schema_cannot_check_marks_the_pool_invalid(api: Api, namespace: str) -> None:
+    """Hour 25 has the shape of a cron field, so the API server stores the pool; the operator
+    marks it Ready False, InvalidSpec, naming the field, and starts no agent."""
+    bad = {**OPEN_NOW, "start": "0 25 * * *"}
+    api.create("agentpools", namespace, "badcron", pool_spec(minSize=1, schedules=[bad]))
+    ready_condition = wait_for(
+        lambda: next(
+            (
+                c
+                for c in pool_status(api, namespace, "badcron").get("conditions", [])
+                if c["type"] == "Ready" and c["reason"] == "InvalidSpec"
+            ),
+            None,
+        ),
+        60,
+        message="Ready False InvalidSpec",
+    )
+    assert ready_condition["status"] == "False"
+    assert "spec.schedules[0].start" in ready_condition["message"]
+    assert api.live_pods(namespace, "badcron") == []
