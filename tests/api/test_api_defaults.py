@@ -129,6 +129,18 @@ USED: dict[tuple[str, str], Callable[[Runtime], list[Any]]] = {
     ("AgentPool", "spec.progressDeadlineSeconds"): lambda r: [
         int(r.policy.progress_deadline_seconds)
     ],
+    # The pool handler hands the parsed spec's headroom to the headroom decision.
+    ("AgentPool", "spec.headroom.mode"): lambda r: [r.pool.headroom.mode],
+    ("AgentPool", "spec.headroom.maxStepPerMinute"): lambda r: [
+        r.pool.headroom.max_step_per_minute
+    ],
+    ("AgentPool", "spec.headroom.tolerance"): lambda r: [r.pool.headroom.tolerance],
+    ("AgentPool", "spec.headroom.scaleUpStabilizationSeconds"): lambda r: [
+        r.pool.headroom.scale_up_stabilization_seconds
+    ],
+    ("AgentPool", "spec.headroom.scaleDownStabilizationSeconds"): lambda r: [
+        r.pool.headroom.scale_down_stabilization_seconds
+    ],
     # The schedules read each window's zone from the parsed spec.
     ("AgentPool", "spec.schedules[].timeZone"): lambda r: [
         parse_spec(AgentPoolSpec, {"schedules": [WINDOW]}).schedules[0].time_zone

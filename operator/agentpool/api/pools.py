@@ -203,6 +203,30 @@ class WarmSchedule(ApiModel):
         return check_time_zone(value)
 
 
+HeadroomMode = Literal["Advise", "Auto"]
+
+
+class Headroom(ApiModel):
+    """How minIdle follows the pool's own sizing advice: as a HorizontalPodAutoscaler follows
+    its metric, with a tolerance, stabilization windows and a rate limit, so it does not flap."""
+
+    mode: HeadroomMode = "Advise"
+    """Advise (the default) only reports the advice in status.recommendation; Auto keeps
+    minIdle at the observed gap between peak and median demand (recommendation.maxSize -
+    recommendation.minSize), never below spec.minIdle or an open schedule's, never above
+    maxSize - minSize. Each change is a Normal Event HeadroomChanged with its figures."""
+    max_step_per_minute: int = Field(default=1, ge=1)
+    """The most minIdle may change, up or down together, in any 60 seconds."""
+    tolerance: int = Field(default=0, ge=0)
+    """Advice within this many agents of the current minIdle changes nothing."""
+    scale_up_stabilization_seconds: int = Field(default=0, ge=0, le=3600)
+    """minIdle rises only to the lowest advice of this many past seconds (as an HPA's
+    scaleUp stabilizationWindowSeconds): 0 follows a rise at once."""
+    scale_down_stabilization_seconds: int = Field(default=300, ge=0, le=3600)
+    """minIdle falls only to the highest advice of this many past seconds (as an HPA's
+    scaleDown stabilizationWindowSeconds, default 300): a lull does not give up warm agents."""
+
+
 class AgentPoolSpec(ApiModel):
     """The desired pool: which agent to run, how many to keep warm, and how to hand them out."""
 
@@ -308,7 +332,9 @@ class AgentPoolSpec(ApiModel):
     Ready, before the pool says so (as a Deployment's progressDeadlineSeconds): a stalled rollout
     turns Progressing False with reason ProgressDeadlineExceeded, and agents not Ready past it make
     the pool Degraded with reason AgentsNotReady, naming the pods, how many and for how long."""
-
+    headroom: Headroom = Field(default_factory=Headroom)
+    """Whether minIdle follows the pool's own sizing advice (Auto) or the advice is only
+    reported (Advise, the default), and how fast it may move."""
     schedules: list[WarmSchedule] = Field(
         default_factory=list,
         max_length=32,

@@ -154,6 +154,9 @@ class EventReason(StrEnum):
 
     SCALED_UP = "ScaledUp"
     SCALED_DOWN = "ScaledDown"
+    HEADROOM_CHANGED = "HeadroomChanged"
+    """AgentPool, headroom Auto: minIdle followed the sizing advice; the message has the
+    figures."""
     AGENT_RETIRED = "AgentRetired"
     AGENT_REPLACED = "AgentReplaced"
     CREATE_FAILED = "CreateFailed"
