@@ -1,11 +1,13 @@
-"""The pool's loop keeps the sizes its schedules put in force, by the runtime's clock: it grows
-when a window opens (waking at the window's start, not a pass later), reports the sizes and
-the open windows in status, and marks a pool whose schedule cannot be read InvalidSpec."""
+"""The pool's loop keeps the sizes its schedules and its headroom put in force, by the
+runtime's clock: it grows when a window opens (waking at the window's start, not a pass later),
+reports the sizes and the open windows in status, marks a pool whose schedule cannot be read
+InvalidSpec, and with headroom Auto moves minIdle after its own advice at the stated rate."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +21,7 @@ from agentpool.api import SpecError
 from agentpool.handlers import pools
 from agentpool.handlers.poolstatus import report_invalid_spec
 from agentpool.handlers.runtime import PoolHandle, Runtime
+from agentpool.pool import DemandSample
 from agentpool.settings import PoolSettings
 from clocks import EPOCH, LoopClock
 
@@ -155,3 +158,51 @@ async def test_a_schedule_that_cannot_be_read_marks_the_pool_invalid() -> None:
     assert "spec.schedules[0].start" in ready["message"]
     assert "Bad hour" in ready["message"]
     assert kube.created == []
+
+
+async def test_headroom_auto_follows_the_advice_at_its_rate_with_an_event() -> None:
+    """Demand peaked at 4 agents over a median of 1: headroom Auto raises minIdle towards 3,
+    2 a minute, and says so in an Event with the figures; a minute later it reaches 3."""
+    kube = Kube()
+    runtime = runtime_of(kube)
+    clock = FixedClock(NINE)
+    runtime.clock = clock
+    handle = served(runtime)
+    queue = kopf_context()
+    now = time.time()
+    handle.history = [
+        DemandSample(at=now - 30 + i, busy=busy, waiting=0) for i, busy in enumerate([1, 1, 4])
+    ]
+    body = pool_body()
+    body["spec"].update(maxSize=6, headroom={"mode": "Auto", "maxStepPerMinute": 2})
+    await pools.reconcile(runtime, handle, kopf.Body(body))
+    assert kube.status["effectiveMinIdle"] == 2
+    posted = [queue.get_nowait() for _ in range(queue.qsize())]
+    (changed,) = [e for e in posted if e.reason == "HeadroomChanged"]
+    assert changed.type == "Normal"
+    assert changed.message.startswith("minIdle 0 -> 2: advice 3 (peak minus median demand)")
+    assert "bounds 0..5" in changed.message
+    assert "from 3 demand samples" in changed.message
+    clock.at += 30
+    await pools.reconcile(runtime, handle, kopf.Body(body))
+    assert kube.status["effectiveMinIdle"] == 2  # the rate: 2 a minute
+    clock.at += 31
+    await pools.reconcile(runtime, handle, kopf.Body(body))
+    assert kube.status["effectiveMinIdle"] == 3
+
+
+async def test_headroom_advise_leaves_min_idle_alone() -> None:
+    """The default, Advise: the same demand changes nothing and posts no HeadroomChanged."""
+    kube = Kube()
+    runtime = runtime_of(kube)
+    runtime.clock = FixedClock(NINE)
+    handle = served(runtime)
+    queue = kopf_context()
+    now = time.time()
+    handle.history = [DemandSample(at=now - 1, busy=4, waiting=0)]
+    body = pool_body()
+    body["spec"].update(maxSize=6)
+    await pools.reconcile(runtime, handle, kopf.Body(body))
+    assert kube.status["effectiveMinIdle"] == 0
+    posted = [queue.get_nowait() for _ in range(queue.qsize())]
+    assert all(e.reason != "HeadroomChanged" for e in posted)

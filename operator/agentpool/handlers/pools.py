@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from typing import Any
@@ -33,6 +34,7 @@ from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io import events
 from agentpool.io.kube import Refused
 from agentpool.pool import Plan, PoolPolicy, plan
+from agentpool.pool.headroom import decide_headroom, desired_min_idle
 from agentpool.pool.health import report_create_failure
 from agentpool.pool.listing import join_listing
 from agentpool.pool.manifests import (
@@ -47,6 +49,7 @@ from agentpool.pool.pods import is_ready, observe_pod, ready_since
 from agentpool.pool.recycling import summarise_retirements
 from agentpool.pool.resizing import size_events
 from agentpool.pool.schedules import Warmth, warmth
+from agentpool.pool.sizing import recommend
 
 __all__ = ["POOL_LABEL", "register", "sync_broker"]
 
@@ -278,14 +281,14 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
     await tokens.keep_token_secret(runtime, handle, body)
     await _keep_gateway_published(runtime, handle)
     wall = runtime.clock.now()
-    warm = warmth(spec, wall)
+    now = time.time()
+    warm = keep_headroom(handle, body, spec, warmth(spec, wall), wall=wall, now=now)
     policy = policy_of(spec, token=handle.token, warm=warm)
     handle.spec = spec
     handle.port = policy.port
     handle.reset_between_items = spec.reset_between_items
     handle.broker.update_policy(policy)
     sync_broker(handle)
-    now = time.time()
     agents = handle.broker.agents()
     waiters = handle.broker.waiters()
     decided = plan(policy, agents, waiters, now)
@@ -315,6 +318,41 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
         return delay
     # Look again as a window opens or closes, not a pass later.
     return max(0.0, min(delay, warm.next_edge - wall))
+
+
+def keep_headroom(
+    handle: PoolHandle,
+    body: kopf.Body,
+    spec: AgentPoolSpec,
+    warm: Warmth,
+    *,
+    wall: float,
+    now: float,
+) -> Warmth:
+    """``warm`` with the minIdle that headroom Auto puts in force (at least the schedules'):
+    the pool's own advice, followed as fast as the spec allows; each change is an Event. The
+    advice reads the demand history, sampled at ``now``; the pace goes by the runtime's clock,
+    ``wall``."""
+    advice = recommend(handle.history, now=now, window=handle.settings.sample_window_seconds)
+    decision = decide_headroom(
+        spec.headroom,
+        handle.headroom,
+        advice=None
+        if advice is None
+        else desired_min_idle(peak_demand=advice.peak_demand, median_demand=advice.median_demand),
+        floor=warm.min_idle,
+        ceiling=max(spec.effective_max_size, warm.min_size) - warm.min_size,
+        now=wall,
+    )
+    handle.headroom = decision.state
+    if decision.message is not None:
+        events.post(
+            body,
+            type="Normal",
+            reason=str(EventReason.HEADROOM_CHANGED),
+            message=f"{decision.message}; from {advice.samples if advice else 0} demand samples",
+        )
+    return dataclasses.replace(warm, min_idle=decision.min_idle)
 
 
 async def _keep_gateway_published(runtime: Runtime, handle: PoolHandle) -> None:

@@ -27,6 +27,7 @@ from agentpool.io.agents import AgentClient
 from agentpool.io.journal import Journals
 from agentpool.io.kube import Kube
 from agentpool.pool import DemandSample
+from agentpool.pool.headroom import HeadroomState
 from agentpool.pool.health import PoolHealth
 from agentpool.pool.rollout import RolloutMark
 from agentpool.runs import Clock, SystemClock
@@ -81,6 +82,8 @@ class PoolHandle:
     rollout: RolloutMark | None = None
     # The template hash whose pod the API server last judged by a dry run.
     checked_template: str | None = None
+    # With headroom Auto: the minIdle in force and the advice and changes it was decided from.
+    headroom: HeadroomState = field(default_factory=HeadroomState)
 
     def poke(self) -> None:
         """Ask the pool's reconcile loop to look again."""
