@@ -7,8 +7,9 @@ simulated agents (8, :mod:`bench.simulated`), a 100,000-item run read back whole
 :mod:`bench.huge`), fifty runs of mixed priorities on one pool (10, :mod:`bench.priorities`),
 agents with several slots against one-slot pods (11, :mod:`bench.slots`) and calls and casts
 through the gateway beside direct calls (12, :mod:`bench.gateway`), and pools whose agents never
-turn Ready or whose pods are refused, with and without maxUnready (:mod:`bench.runaway`), and a
-rollout of a busy pool (:mod:`bench.rollout`). It prints
+turn Ready or whose pods are refused, with and without maxUnready (:mod:`bench.runaway`), a
+rollout of a busy pool (:mod:`bench.rollout`) and a warm schedule's window opening to its agents
+Ready (:mod:`bench.schedules`). It prints
 a summary table beside the targets, writes ``results.json`` (every figure the issue names, null
 where a scenario did not run, and the machine) and PNG plots under ``plots/`` in ``--out`` (default
 ``bench/``); with ``--only`` the sections of the scenarios left out keep their figures from the
@@ -46,6 +47,7 @@ from bench import (
     rollout,
     runaway,
     scale,
+    schedules,
     simulated,
     slots,
     warmcold,
@@ -90,6 +92,7 @@ REQUIRED = {
     # Only with --kubeconfig; a run without it keeps the figures of the last run with it.
     "lease_real": LEASE_FIGURES,
     "client": ["call_p50_ms", "call_p99_ms", "direct_p50_ms", "direct_p99_ms"],
+    "schedule": ["window_to_first_pod_ms", "window_to_ready_ms", "ready_over_cold_start"],
     "simulated": ["max_agents", "max_pools", "checkout_p99_ms", "recovery_seconds"],
     "priorities": ["max_wait_seconds", "inversions", "fifo_breaks", "starved"],
     "runaway": ["pods_unbounded", "pods_bounded", "pods_ratio", "refused_creates_per_pool_minute"],
@@ -140,6 +143,7 @@ FULL = {
     "rollout_agents": 100,
     "rollout_item_ms": 2000,
     "rollout_before_seconds": 10,
+    "schedule_samples": 3,
 }
 QUICK = {
     "overhead": 240,
@@ -165,6 +169,7 @@ QUICK = {
     "rollout_agents": 12,
     "rollout_item_ms": 1000,
     "rollout_before_seconds": 3,
+    "schedule_samples": 1,
 }
 
 Scenario = Callable[[Path, dict[str, int]], Awaitable[dict[str, Any]]]
@@ -195,6 +200,7 @@ SCENARIOS: dict[str, Scenario] = {
         item_seconds=n["rollout_item_ms"] / 1000,
         before=n["rollout_before_seconds"],
     ),
+    "schedule": lambda work, n: schedules.run(work, samples=n["schedule_samples"]),
 }
 
 #: The scenarios that also run on a cluster of the caller's, given ``--kubeconfig``.
@@ -288,6 +294,9 @@ TARGETS: list[tuple[str, str, str, Callable[[Any, dict[str, Any]], bool]]] = [
     ("rollout", "fewest_ready_agents", "", lambda v, s: True),
     ("rollout", "most_pods", "", lambda v, s: True),
     ("rollout", "items_failed", "0", lambda v, s: v == 0),
+    ("schedule", "window_to_first_pod_ms", "", lambda v, s: True),
+    ("schedule", "window_to_ready_ms", "", lambda v, s: True),
+    ("schedule", "ready_over_cold_start", "", lambda v, s: True),
 ]
 
 
@@ -449,6 +458,14 @@ def explain(results: dict[str, Any]) -> str:
             f"per call, gateway / direct: the client's {g['client_cpu_ms_per_call_at_32']}/"
             f"{g['client_cpu_ms_per_direct_call_at_32']} ms, the whole machine's "
             f"{g['machine_cpu_ms_per_call_at_32']}/{g['machine_cpu_ms_per_direct_call_at_32']} ms"
+        )
+    if (w := results.get("schedule")) and w.get("window_to_ready_ms") is not None:
+        notes.append(
+            f"schedule: a pool of 1 whose window asks for {w['size']} opens at a whole minute; "
+            f"from the window's start the first new pod in {w['window_to_first_pod_ms']} ms, "
+            f"all {w['size']} Ready in {w['window_to_ready_ms']} ms (max "
+            f"{w['window_to_ready_max_ms']} ms over {w['samples']} samples), against the "
+            f"pool's measured cold start of {w['cold_start_ms']} ms"
         )
     return "\n".join(notes)
 
