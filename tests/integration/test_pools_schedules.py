@@ -4,10 +4,15 @@ pool."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from operator_support import Api, pool_spec, ready
 from pool_support import pool_status
 
 from cluster import wait_for
+
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 
 #: Opens every minute and stays open an hour: open whenever the test runs.
 OPEN_NOW = {"name": "always", "start": "* * * * *", "durationSeconds": 3600, "minSize": 3}
@@ -30,6 +35,21 @@ def test_a_window_open_now_raises_the_warm_count(api: Api, namespace: str) -> No
     assert status["effectiveMinSize"] == 3
     assert status["openSchedules"] == "always"
     assert status["maxSize"] == 3
+    cells = wide_row(api, namespace, "sched")
+    assert (cells["WARM-MIN"], cells["SCHEDULES"]) == (3, "always")
+
+
+def wide_row(api: Api, namespace: str, name: str) -> dict[str, Any]:
+    """The pool's row of ``kubectl get agentpools -o wide``, by column header."""
+    path = f"/apis/agentpool.dev/v1alpha1/namespaces/{namespace}/agentpools/{name}"
+    method, url, headers, payload, _ = api.client.param_serialize(
+        "GET", path, header_params={"Accept": TABLE}, auth_settings=["BearerToken"]
+    )
+    response = api.client.call_api(method, url, headers, payload)
+    response.read()
+    table = json.loads(response.data)
+    headers_ = [column["name"] for column in table["columnDefinitions"]]
+    return dict(zip(headers_, table["rows"][0]["cells"], strict=True))
 
 
 def test_a_cron_the_schema_cannot_check_marks_the_pool_invalid(api: Api, namespace: str) -> None:
