@@ -428,7 +428,8 @@ class AgentPoolStatus(ApiModel):
     overflow: int = Field(default=0, ge=0)
     """Agent pods above minSize, busy or idle (an idle one goes after idleTimeoutSeconds)."""
     max_size: int | None = Field(default=None, ge=0)
-    """The ceiling in force: spec.maxSize, or minSize when maxSize is not set (the MAX column)."""
+    """The ceiling in force: spec.maxSize, or minSize when maxSize is not set (the MAX
+    column); an open schedule's minSize above it raises it."""
     waiting: int = Field(default=0, ge=0)
     """Checkouts queued for an agent."""
     state: PoolState | None = None

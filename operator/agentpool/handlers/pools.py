@@ -148,7 +148,8 @@ async def start_pool(runtime: Runtime, body: kopf.Body, key: PoolKey) -> PoolHan
     minutes."""
     namespace, name = key
     spec = parse_spec(AgentPoolSpec, body.get("spec"))
-    policy = policy_of(spec, warm=warmth(spec, runtime.clock.now()))
+    warm = warmth(spec, runtime.clock.now())
+    policy = policy_of(spec, warm=warm)
     wake = asyncio.Event()
     handle = PoolHandle(
         namespace=namespace,
@@ -165,7 +166,7 @@ async def start_pool(runtime: Runtime, body: kopf.Body, key: PoolKey) -> PoolHan
         await adopt_pods(runtime, handle)
         handle.token = await tokens.open_token(runtime, handle, body)
         # With the token known, the agents that hold another are told apart before recovery.
-        handle.broker.update_policy(policy_of(spec, token=handle.token))
+        handle.broker.update_policy(policy_of(spec, token=handle.token, warm=warm))
         handle.pods.update(runtime.pools.orphan_pods.pop(key, {}))
         sync_broker(handle)
         await restore_held_agents(runtime, handle)
