@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from operator_support import Api, pool_spec, ready
-from pool_support import pool_status
+from pool_support import lease, pool_status
 
 from cluster import wait_for
 
@@ -72,3 +72,43 @@ def test_a_cron_the_schema_cannot_check_marks_the_pool_invalid(api: Api, namespa
     assert ready_condition["status"] == "False"
     assert "spec.schedules[0].start" in ready_condition["message"]
     assert api.live_pods(namespace, "badcron") == []
+
+
+def test_headroom_auto_keeps_the_idle_agents_the_observed_peak_needed(
+    api: Api, namespace: str
+) -> None:
+    """headroom Auto on a pool of minSize 1: three leases make a peak of three agents, then go;
+    once the demand samples put the median back at 0, minIdle follows the advice (peak 3 less
+    median 0) up to maxSize - minSize, status says 3 is in force, three agents stay warm, and a
+    HeadroomChanged Event gives the figures."""
+    headroom = {"mode": "Auto", "maxStepPerMinute": 3}
+    api.create("agentpools", namespace, "auto", pool_spec(minSize=1, maxSize=4, headroom=headroom))
+    for n in range(3):
+        lease(api, namespace, f"peak-{n}", "auto", ttlSeconds=300)
+    # The peak is in the pool's demand history once its recommendation covers it.
+    wait_for(
+        lambda: (
+            (pool_status(api, namespace, "auto").get("recommendation") or {}).get("maxSize", 0) >= 3
+        ),
+        120,
+        message="a demand sample of three agents",
+    )
+    for n in range(3):
+        api.delete("agentleases", namespace, f"peak-{n}")
+    status = wait_for(
+        lambda: (s := pool_status(api, namespace, "auto")).get("effectiveMinIdle") == 3 and s,
+        120,
+        message="minIdle 3 in force",
+    )
+    assert status["effectiveMinSize"] == 1
+    changed = [
+        event["message"]
+        for event in api.events(namespace)
+        if event.get("reason") == "HeadroomChanged"
+    ]
+    assert any("advice 3" in message for message in changed), changed
+    wait_for(
+        lambda: sum(1 for p in api.live_pods(namespace, "auto") if ready(p)) == 3,
+        90,
+        message="three warm agents with no lease",
+    )
