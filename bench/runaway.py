@@ -17,7 +17,10 @@ reported, never asserted.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import json
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -30,17 +33,18 @@ from bench.simulated import ECHO_SECONDS, IMAGE
 
 #: maxUnready in the bounded phase: a small bound, far below per_pool.
 BOUND = 2
+PHASES = ("unbounded", "bounded", "refused")
 NEVER_READY = {"httpGet": {"path": "/never-ready"}, "periodSeconds": 1}
 
 
-def pool_specs(per_pool: int) -> dict[str, dict[str, Any]]:
+def pool_specs(per_pool: int, bound: int = BOUND) -> dict[str, dict[str, Any]]:
     """The pool spec of each phase."""
     size = {"image": IMAGE, "minSize": per_pool, "maxSize": per_pool}
     typo = {"spec": {"containers": [{"name": "agent", "comand": ["agent"]}]}}
     return {
         "unbounded": {**size, "maxUnready": per_pool, "readinessProbe": NEVER_READY},
-        "bounded": {**size, "maxUnready": BOUND, "readinessProbe": NEVER_READY},
-        "refused": {**size, "maxUnready": BOUND, "template": typo},
+        "bounded": {**size, "maxUnready": bound, "readinessProbe": NEVER_READY},
+        "refused": {**size, "maxUnready": bound, "template": typo},
     }
 
 
@@ -84,8 +88,16 @@ async def phase(
     }
 
 
-async def run(work: Path, *, pools: int, per_pool: int, seconds: float) -> dict[str, Any]:
-    """The three phases on one simulated cluster and operator; the scenario's results."""
+async def run_phases(
+    work: Path,
+    *,
+    pools: int,
+    per_pool: int,
+    seconds: float,
+    bound: int = BOUND,
+    names: tuple[str, ...] = PHASES,
+) -> dict[str, dict[str, Any]]:
+    """The phases ``names`` on one simulated cluster and operator, each phase's figures."""
     directory = work / "runaway"
     cluster = ClusterProcess(
         directory / "cluster",
@@ -103,7 +115,9 @@ async def run(work: Path, *, pools: int, per_pool: int, seconds: float) -> dict[
         kube = Kube(ApiAccess.from_kubeconfig(cluster.kubeconfig))
         operator.start()
         await operator.wait_ready(session)
-        for name, spec in pool_specs(per_pool).items():
+        for name, spec in pool_specs(per_pool, bound).items():
+            if name not in names:
+                continue
             phases[name] = await phase(
                 kube, operator, name=name, spec=spec, pools=pools, seconds=seconds
             )
@@ -114,6 +128,12 @@ async def run(work: Path, *, pools: int, per_pool: int, seconds: float) -> dict[
         await session.close()
         await asyncio.to_thread(operator.stop)
         await asyncio.to_thread(cluster.stop)
+    return phases
+
+
+async def run(work: Path, *, pools: int, per_pool: int, seconds: float) -> dict[str, Any]:
+    """The three phases on one simulated cluster and operator; the scenario's results."""
+    phases = await run_phases(work, pools=pools, per_pool=per_pool, seconds=seconds)
     unbounded, bounded = phases["unbounded"], phases["bounded"]
     return {
         "runaway": {
@@ -124,3 +144,40 @@ async def run(work: Path, *, pools: int, per_pool: int, seconds: float) -> dict[
             "phases": phases,
         }
     }
+
+
+def main() -> None:
+    """``python -m bench.runaway``: chosen phases at a chosen scale, such as agent-sandbox's own
+    case (500 pools of minSize 40 for five minutes, at the default maxUnready of 10)."""
+    parser = argparse.ArgumentParser(prog="python -m bench.runaway", description=main.__doc__)
+    parser.add_argument("--pools", type=int, default=500)
+    parser.add_argument("--per-pool", type=int, default=40, help="each pool's minSize")
+    parser.add_argument("--seconds", type=float, default=300.0, help="each phase's length")
+    parser.add_argument("--max-unready", type=int, default=10, help="maxUnready when bounded")
+    parser.add_argument("--phases", nargs="+", choices=PHASES, default=["bounded", "refused"])
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-runaway-") as work:
+        phases = asyncio.run(
+            run_phases(
+                Path(work),
+                pools=args.pools,
+                per_pool=args.per_pool,
+                seconds=args.seconds,
+                bound=args.max_unready,
+                names=tuple(args.phases),
+            )
+        )
+    print(json.dumps(phases, indent=2))
+    for name, figures in phases.items():
+        bound = figures["pools"] * figures["max_unready"]
+        print(
+            f"{name}: {figures['pools']} pools of minSize {figures['min_size']}, maxUnready"
+            f" {figures['max_unready']}, {figures['seconds']} s: {figures['pod_creates']} pod"
+            f" creates, {figures['pods_at_end']} pods at the end (pools x maxUnready = {bound}),"
+            f" {figures['creates_per_pool_minute']} creates per pool per minute; operator CPU"
+            f" {figures['operator_cpu_seconds']} s, peak RSS {figures['operator_rss_mib']} MiB"
+        )
+
+
+if __name__ == "__main__":
+    main()
