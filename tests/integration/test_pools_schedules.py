@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import kubernetes
+import pytest
 from operator_support import Api, pool_spec, ready
 from pool_support import lease, pool_status
 
@@ -112,3 +114,18 @@ def test_headroom_auto_keeps_the_idle_agents_the_observed_peak_needed(
         90,
         message="three warm agents with no lease",
     )
+
+
+def test_a_time_zone_the_api_server_does_not_know_is_refused_at_apply(
+    api: Api, namespace: str
+) -> None:
+    """A misspelt zone is refused when the pool is applied, naming the schedule's timeZone and
+    the name, and nothing is stored."""
+    bad = {**OPEN_NOW, "timeZone": "Europe/Berln"}
+    with pytest.raises(kubernetes.client.exceptions.ApiException) as refused:
+        api.create("agentpools", namespace, "badzone", pool_spec(minSize=1, schedules=[bad]))
+    assert refused.value.status == 422
+    body = str(refused.value.body)
+    assert "spec.schedules[0]" in body, body
+    assert "Europe/Berln" in body or "IANA time zone" in body, body
+    assert not api.exists("agentpools", namespace, "badzone")

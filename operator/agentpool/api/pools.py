@@ -166,6 +166,14 @@ class WarmSchedule(ApiModel):
                 field_path=".minSize",
                 reason="FieldValueRequired",
             ),
+            # Reading a time in the zone is CEL's one check of a zone name: a name the API
+            # server's time zone database does not hold fails the rule with "unknown time zone".
+            CelRule(
+                rule="!has(self.timeZone) ||"
+                " timestamp('2000-01-01T00:00:00Z').getHours(self.timeZone) >= 0",
+                message="timeZone must be an IANA time zone name such as UTC or Europe/Berlin",
+                field_path=".timeZone",
+            ),
         )
     )
 

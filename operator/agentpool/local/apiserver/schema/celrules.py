@@ -53,14 +53,24 @@ def _activation(value: Any, old: Any, has_old: bool) -> dict[str, Any]:
     return activation
 
 
+def _reason(error: Exception) -> str:
+    """What went wrong in an evaluation, in the words of its cause where cel-python keeps one
+    (``('return error for overflow', ValueError, ("Unparsable timezone: 'X'",))``): the value at
+    fault is named, as a real API server's error names it."""
+    args = error.args
+    if len(args) >= 3 and isinstance(args[2], tuple) and args[2] and isinstance(args[2][0], str):
+        return args[2][0]
+    return str(args[0] if args else error)
+
+
 def evaluate_rule(rule: str, value: Any, *, old: Any = None, has_old: bool = False) -> CelOutcome:
     """Evaluate ``rule`` with ``self`` bound to ``value`` (and ``oldSelf`` to ``old`` if given)."""
     try:
         result = compile_rule(rule).evaluate(_activation(value, old, has_old))
     except (CELEvalError, CELParseError) as exc:
-        return CelOutcome(passed=False, error=str(exc.args[0] if exc.args else exc))
+        return CelOutcome(passed=False, error=_reason(exc))
     if isinstance(result, CELEvalError):
-        return CelOutcome(passed=False, error=str(result.args[0] if result.args else result))
+        return CelOutcome(passed=False, error=_reason(result))
     if not isinstance(result, celtypes.BoolType):
         return CelOutcome(passed=False, error=f"rule gave {type(result).__name__}, not a bool")
     return CelOutcome(passed=bool(result))
