@@ -55,9 +55,10 @@ def wide_row(api: Api, namespace: str, name: str) -> dict[str, Any]:
 
 
 def test_a_cron_the_schema_cannot_check_marks_the_pool_invalid(api: Api, namespace: str) -> None:
-    """Hour 25 has the shape of a cron field, so the API server stores the pool; the operator
-    marks it Ready False, InvalidSpec, naming the field, and starts no agent."""
-    bad = {**OPEN_NOW, "start": "0 25 * * *"}
+    """Hours 17 to 9 are each in range, so the API server stores the pool; the operator's cron
+    reader refuses the backward range, marks the pool Ready False, InvalidSpec, naming the
+    field, and starts no agent."""
+    bad = {**OPEN_NOW, "start": "0 17-9 * * *"}
     api.create("agentpools", namespace, "badcron", pool_spec(minSize=1, schedules=[bad]))
     ready_condition = wait_for(
         lambda: next(
@@ -129,3 +130,19 @@ def test_a_time_zone_the_api_server_does_not_know_is_refused_at_apply(
     assert "spec.schedules[0]" in body, body
     assert "Europe/Berln" in body or "IANA time zone" in body, body
     assert not api.exists("agentpools", namespace, "badzone")
+
+
+@pytest.mark.parametrize("start", ["0 25 * * *", "60 9 * * *", "0 9 32 * *", "0 9 * * FRY"])
+def test_a_cron_field_out_of_range_is_refused_at_apply(
+    api: Api, namespace: str, start: str
+) -> None:
+    """A field out of its range is refused when the pool is applied, naming the schedule's start
+    and saying what each field may hold."""
+    bad = {**OPEN_NOW, "start": start}
+    with pytest.raises(kubernetes.client.exceptions.ApiException) as refused:
+        api.create("agentpools", namespace, "badcron", pool_spec(minSize=1, schedules=[bad]))
+    assert refused.value.status == 422
+    body = str(refused.value.body)
+    assert "spec.schedules[0].start" in body, body
+    assert "hour 0-23" in body, body
+    assert not api.exists("agentpools", namespace, "badcron")

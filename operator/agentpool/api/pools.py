@@ -115,6 +115,36 @@ Probe fields describe them."""
 #: The shape of a five-field cron expression (minute hour day-of-month month day-of-week); the
 #: CRD checks it, the model's validator checks each field's values.
 CRON_PATTERN = r"^\S+(\s+\S+){4}$"
+
+
+def _cron_field(value: str, *extra: str) -> str:
+    """A regular expression (RE2, as CEL's matches reads it) of one cron field: a list of *, a
+    value or a range of values, each with an optional step, or one of ``extra``."""
+    item = rf"(?:\*|{value}(?:-{value})?)(?:/[0-9]+)?"
+    one = "|".join((item, *extra))
+    return rf"(?:{one})(?:,(?:{one}))*"
+
+
+_MONTHS = "(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)"
+_DAYS = "(?i:sun|mon|tue|wed|thu|fri|sat)"
+CRON_FIELDS = r"\s+".join(
+    (
+        _cron_field("[0-5]?[0-9]"),
+        _cron_field("(?:[01]?[0-9]|2[0-3])"),
+        _cron_field("(?:0?[1-9]|[12][0-9]|3[01])", "L", "LW"),
+        _cron_field(f"(?:0?[1-9]|1[0-2]|{_MONTHS})"),
+        _cron_field(f"(?:[0-7]|{_DAYS})", "[0-7]L", f"(?:[0-7]|{_DAYS})#[1-5]"),
+    )
+)
+"""Five cron fields each within its range: what the API server checks of a schedule's start
+and end at apply (CEL cannot read cron; a regular expression can bound each field). What it
+lets through and the operator's cron reader still refuses (a range that runs backwards, a step
+of 0) marks the pool InvalidSpec."""
+CRON_MESSAGE = (
+    "must be a cron expression of five fields: minute 0-59, hour 0-23, day of month 1-31 or L,"
+    " month 1-12 or JAN-DEC, day of week 0-7 or SUN-SAT; each *, a value, a range or a list,"
+    " with an optional /step, such as '0 9 * * 1-5'"
+)
 #: Where cron expressions are tried out when they are validated; any instant would do.
 CRON_PROBE = datetime(2000, 1, 1, tzinfo=UTC)
 
@@ -165,6 +195,16 @@ class WarmSchedule(ApiModel):
                 message="a schedule raises minSize, minIdle or both: set at least one",
                 field_path=".minSize",
                 reason="FieldValueRequired",
+            ),
+            CelRule(
+                rule=f"self.start.matches(r'^{CRON_FIELDS}$')",
+                message=f"start {CRON_MESSAGE}",
+                field_path=".start",
+            ),
+            CelRule(
+                rule=f"!has(self.end) || self.end.matches(r'^{CRON_FIELDS}$')",
+                message=f"end {CRON_MESSAGE}",
+                field_path=".end",
             ),
             # Reading a time in the zone is CEL's one check of a zone name: a name the API
             # server's time zone database does not hold fails the rule with "unknown time zone".
