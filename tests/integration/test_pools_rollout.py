@@ -6,12 +6,17 @@ new pods."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+from pathlib import Path
 from typing import Any
 
+import yaml
 from operator_support import Api, pool_spec, ready
 from pool_support import bound_agent, lease, pool_status
 
-from cluster import wait_for
+from cluster import Kubectl, wait_for
+from docblocks import REPO, block_for
 
 
 def progressing(api: Api, namespace: str, name: str) -> dict[str, Any]:
@@ -90,3 +95,54 @@ def test_a_template_that_never_turns_ready_stops_with_the_old_agents_serving(
     assert len(pods) <= 5
     lease(api, namespace, "still", "stuck")
     assert bound_agent(api, namespace, "still") in old
+
+
+def test_the_guides_wait_ends_with_every_agent_new(
+    api: Api, namespace: str, kubectl_op: Kubectl, tmp_path: Path
+) -> None:
+    """The rollout guide's patch and waits, run by bash as printed: when they return, the pool
+    has seen the new image and every agent is a new one, Ready, with Progressing True
+    RolloutComplete for that generation, not the completed roll of the spec before."""
+    api.create("agentpools", namespace, "quickstart", pool_spec(minSize=2))
+    wait_for(lambda: pool_status(api, namespace, "quickstart").get("available") == 2, 90)
+    wait_for(
+        lambda: progressing(api, namespace, "quickstart").get("reason") == "RolloutComplete",
+        30,
+        message="the first roll reported complete",
+    )
+    old = names(api.live_pods(namespace, "quickstart"))
+    config = yaml.safe_load(kubectl_op.kubeconfig.read_text())
+    current = kubectl_op.context or config["current-context"]
+    config["current-context"] = current
+    for context in config["contexts"]:
+        if context["name"] == current:
+            context["context"]["namespace"] = namespace
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(config))
+    block = block_for(
+        "tests/integration/test_pools_rollout.py::test_the_guides_wait_ends_with_every_agent_new",
+        REPO / "docs" / "guides" / "rollouts-and-refill.md",
+    )
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block.text],
+        env={
+            **os.environ,
+            "KUBECONFIG": str(kubeconfig),
+            "PATH": f"{Path(kubectl_op.binary).parent}{os.pathsep}{os.environ['PATH']}",
+        },
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=360,
+    )
+    assert done.returncode == 0, done.stderr
+    pool = api.get("agentpools", namespace, "quickstart")
+    assert pool["spec"]["image"] == "agentpool:0.2.0"
+    condition = progressing(api, namespace, "quickstart")
+    assert (condition["status"], condition["reason"]) == ("True", "RolloutComplete")
+    assert condition["observedGeneration"] == pool["metadata"]["generation"]
+    status = pool_status(api, namespace, "quickstart")
+    assert status["updatedReplicas"] == status["readyReplicas"] == 2
+    pods = api.live_pods(namespace, "quickstart")
+    assert not old & names(pods)
+    assert sum(1 for pod in pods if ready(pod)) >= 2
