@@ -206,3 +206,28 @@ async def test_headroom_advise_leaves_min_idle_alone() -> None:
     assert kube.status["effectiveMinIdle"] == 0
     posted = [queue.get_nowait() for _ in range(queue.qsize())]
     assert all(e.reason != "HeadroomChanged" for e in posted)
+
+
+async def test_headroom_auto_keeps_its_min_idle_over_an_operator_restart() -> None:
+    """A restarted operator has no demand history and no memory of its own: headroom Auto takes
+    the minIdle in force from the pool's status, so the warm agents stay, rather than falling to
+    spec.minIdle at once; the first advice after the restart (nothing seen yet: 0) waits out the
+    scale-down stabilization window before it lowers anything."""
+    kube = Kube()
+    runtime = runtime_of(kube)
+    clock = FixedClock(NINE)
+    runtime.clock = clock
+    handle = served(runtime)
+    kopf_context()
+    body = pool_body()
+    body["spec"].update(maxSize=6, headroom={"mode": "Auto", "maxStepPerMinute": 2})
+    body["status"] = {"effectiveMinIdle": 3, "effectiveMinSize": 1}
+    handle.history = [DemandSample(at=time.time(), busy=0, waiting=0)]
+    await pools.reconcile(runtime, handle, kopf.Body(body))
+    assert kube.status["effectiveMinIdle"] == 3
+    clock.at += 299
+    await pools.reconcile(runtime, handle, kopf.Body(body))
+    assert kube.status["effectiveMinIdle"] == 3
+    clock.at += 2
+    await pools.reconcile(runtime, handle, kopf.Body(body))
+    assert kube.status["effectiveMinIdle"] == 1  # down at 2 a minute, once the window is past

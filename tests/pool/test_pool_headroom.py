@@ -3,6 +3,7 @@ and never flaps on advice that wavers within the tolerance."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -11,6 +12,7 @@ from agentpool.pool.headroom import (
     HeadroomState,
     decide_headroom,
     desired_min_idle,
+    restored_state,
 )
 
 AUTO = Headroom(mode="Auto", max_step_per_minute=2, scale_down_stabilization_seconds=300)
@@ -155,3 +157,16 @@ def test_a_spike_shorter_than_the_scale_up_window_is_not_followed() -> None:
     assert follow(headroom, spike)[-1][1] == 1
     held = [(10, 1), *[(30, 5)] * 5]
     assert follow(headroom, held)[-1][1] == 5
+
+
+@pytest.mark.parametrize("stored", [None, "3", True, -1, 2.5, [3]])
+def test_a_status_with_no_usable_min_idle_restores_a_new_pools_state(stored: object) -> None:
+    """Whatever a user or an older operator left in status.effectiveMinIdle, a restart only
+    carries on from a count."""
+    assert restored_state(stored, 100.0) == HeadroomState()
+
+
+def test_a_restart_carries_on_from_the_min_idle_status_showed() -> None:
+    state = restored_state(3, 100.0)
+    assert state.min_idle == 3
+    assert state.advice == ((100.0, 3),)

@@ -34,7 +34,7 @@ from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io import events
 from agentpool.io.kube import Refused
 from agentpool.pool import Plan, PoolPolicy, plan
-from agentpool.pool.headroom import decide_headroom, desired_min_idle
+from agentpool.pool.headroom import decide_headroom, desired_min_idle, restored_state
 from agentpool.pool.health import report_create_failure
 from agentpool.pool.listing import join_listing
 from agentpool.pool.manifests import (
@@ -335,6 +335,10 @@ def keep_headroom(
     advice reads the demand history, sampled at ``now``; the pace goes by the runtime's clock,
     ``wall``."""
     advice = recommend(handle.history, now=now, window=handle.settings.sample_window_seconds)
+    if spec.headroom.mode == "Auto" and handle.headroom.min_idle is None:
+        # First pass of this process: carry on from what status shows was in force.
+        stored = (body.get("status") or {}).get("effectiveMinIdle")
+        handle.headroom = restored_state(stored, wall)
     decision = decide_headroom(
         spec.headroom,
         handle.headroom,

@@ -40,6 +40,18 @@ class HeadroomDecision:
     """A sentence with the figures the change came from; None when nothing changed."""
 
 
+def restored_state(stored_min_idle: object, now: float) -> HeadroomState:
+    """What a restarted operator starts from: the minIdle in force that the pool's status last
+    showed (``status.effectiveMinIdle``), held as advice seen at ``now`` so that the scale-down
+    stabilization window runs before anything lower is followed, as it would have had the
+    operator kept running. Nothing usable in status: the state of a new pool."""
+    if isinstance(stored_min_idle, bool) or not isinstance(stored_min_idle, int):
+        return HeadroomState()
+    if stored_min_idle < 0:
+        return HeadroomState()
+    return HeadroomState(min_idle=stored_min_idle, advice=((now, stored_min_idle),))
+
+
 def desired_min_idle(*, peak_demand: int, median_demand: int) -> int:
     """The advice: the idle agents that would have met the observed peak warm."""
     return max(0, peak_demand - median_demand)
