@@ -182,3 +182,27 @@ async def test_a_dry_run_that_fails_for_another_cause_is_asked_again(
     assert kube.dry_runs == 2
     assert handle.health.create_refusal is None
     assert posted == []
+
+
+async def test_a_refusal_whose_cause_went_is_cleared_when_no_pod_is_wanted(
+    posted: list[dict[str, str]],
+) -> None:
+    """A create refused for a cause outside the template (a quota, an admission webhook) while
+    a burst wanted pods; the burst ends and the cause goes: no create comes to clear the
+    refusal, so once the back-off has run, the pool asks again by a dry run, and Degraded
+    clears. While the back-off runs, nothing is asked."""
+    kube = Kube('pods "p-1" is forbidden: exceeded quota: agents, requested: pods=1')
+    runtime, handle = served(kube)
+    await check(runtime, handle, POLICY, 999.0)
+    kube.refusal = None
+    await create(runtime, handle, 1000.0)
+    assert handle.health.create_refusal is None
+    kube.refusal = 'pods "p-2" is forbidden: exceeded quota: agents, requested: pods=1'
+    await create(runtime, handle, 1001.0)
+    assert degraded(handle, 1001.0)["reason"] == "CreateFailed"
+    kube.refusal = None
+    await check(runtime, handle, POLICY, 1001.5)
+    assert kube.dry_runs == 1, "asked again only once the back-off has run"
+    await check(runtime, handle, POLICY, 1003.0)
+    assert kube.dry_runs == 2
+    assert degraded(handle, 1003.0)["reason"] != "CreateFailed"

@@ -179,7 +179,8 @@ def test_refused_creates_back_off_and_outrank_every_other_trouble() -> None:
         "True",
         "CreateFailed",
         "The API server refused the agent pod (2 times in a row, backing off): forbidden. The "
-        "pod is made from the pool's spec.image and spec.template: fix the field named there",
+        "pod is made from the pool's spec.image and spec.template: fix the field the server "
+        "names there, or the quota or admission policy it names",
     )
     crashing = ConditionView("Degraded", "True", "CrashLoopBackOff", "agent a crashes")
     assert with_trouble([crashing], trouble) == [trouble]

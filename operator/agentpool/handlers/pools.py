@@ -436,8 +436,12 @@ async def check_template(
 ) -> None:
     """Ask the API server, by a dry run, whether it would create the pool's pod once its
     template is new or changed: a refused template is reported before any pod is made (and
-    even when the pool needs no new pod), and a fixed one lets creation go ahead at once."""
-    if handle.checked_template == policy.template_hash:
+    even when the pool needs no new pod), and a fixed one lets creation go ahead at once.
+    While a refusal stands, the dry run asks again each time the back-off has run, so one
+    whose cause went (a quota, a webhook) clears even when the pool wants no new pod."""
+    refused = handle.health.create_refusal is not None
+    retry = refused and handle.health.creation_hold(now) <= 0
+    if handle.checked_template == policy.template_hash and not retry:
         return
     try:
         await runtime.kube.create_pod(

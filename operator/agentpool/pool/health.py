@@ -149,7 +149,8 @@ def create_failure_condition(message: str, count: int) -> ConditionView:
     times = "once" if count <= 1 else f"{count} times in a row, backing off"
     text = (
         f"The API server refused the agent pod ({times}): {message}. The pod is made from the "
-        "pool's spec.image and spec.template: fix the field named there"
+        "pool's spec.image and spec.template: fix the field the server names there, or the quota"
+        " or admission policy it names"
     )
     return ConditionView(str(ConditionType.DEGRADED), "True", str(Reason.CREATE_FAILED), text)
 
