@@ -14,9 +14,13 @@ not exist or does not read it.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 #: The pages whose commands a reader copies: the front door and the manual's guides.
@@ -96,3 +100,38 @@ def block_for(test_id: str, path: Path) -> Block:
             "a test reads exactly one"
         )
     return named[0]
+
+
+def namespaced_kubeconfig(
+    kubeconfig: Path, context: str | None, namespace: str, path: Path
+) -> Path:
+    """A copy of ``kubeconfig`` at ``path`` whose current context (``context``, or its own) has
+    ``namespace`` set: the cluster as a reader's ``kubectl`` sees it when they run a block."""
+    config = yaml.safe_load(kubeconfig.read_text())
+    name = context or config["current-context"]
+    config["current-context"] = name
+    for entry in config["contexts"]:
+        if entry["name"] == name:
+            entry["context"]["namespace"] = namespace
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def run_shell_block(
+    block: Block, *, kubeconfig: Path, bindir: Path, cwd: Path, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """Run a shell block as printed (bash, stopping at the first failing command), with
+    ``KUBECONFIG`` and the programs of ``bindir`` (kubectl, agentpool) first on ``PATH``."""
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block.text],
+        env={
+            **os.environ,
+            "KUBECONFIG": str(kubeconfig),
+            "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}",
+        },
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

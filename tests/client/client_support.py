@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes
-import yaml
 
 from cluster import ClusterHandle, wait_for
+from docblocks import namespaced_kubeconfig
 
 GROUP, VERSION = "agentpool.dev", "v1alpha1"
 KINDS = {"agentpools": "AgentPool", "poolruns": "PoolRun", "agentleases": "AgentLease"}
@@ -115,11 +115,4 @@ class Outside:
 def kubeconfig_in(client_cluster: ClientCluster, namespace: str, path: Path) -> Path:
     """The test cluster's kubeconfig with its context's namespace set to ``namespace``."""
     handle = client_cluster.handle
-    config = yaml.safe_load(handle.kubeconfig.read_text())
-    name = handle.context or config["current-context"]
-    config["current-context"] = name
-    for context in config["contexts"]:
-        if context["name"] == name:
-            context["context"]["namespace"] = namespace
-    path.write_text(yaml.safe_dump(config))
-    return path
+    return namespaced_kubeconfig(handle.kubeconfig, handle.context, namespace, path)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import signal
 import subprocess
@@ -23,7 +22,7 @@ import yaml
 from client_support import FAST, ClientCluster, Outside, kubeconfig_in
 
 from cluster import wait_for
-from docblocks import REPO, block_for
+from docblocks import REPO, block_for, run_shell_block
 
 pytestmark = pytest.mark.cluster
 
@@ -61,17 +60,11 @@ def test_the_readmes_call_prints_the_output(
         REPO / "README.md",
     )
     kubeconfig = kubeconfig_in(client_cluster, outside.namespace, tmp_path / "kubeconfig")
-    bindir = str(Path(sys.executable).parent)
-    done = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", block.text],
-        env={
-            **os.environ,
-            "KUBECONFIG": str(kubeconfig),
-            "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}",
-        },
+    done = run_shell_block(
+        block,
+        kubeconfig=kubeconfig,
+        bindir=Path(sys.executable).parent,
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
         timeout=120,
     )
     assert done.returncode == 0, done.stderr

@@ -6,17 +6,14 @@ new pods."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import yaml
 from operator_support import Api, pool_spec, ready
 from pool_support import bound_agent, lease, pool_status
 
 from cluster import Kubectl, wait_for
-from docblocks import REPO, block_for
+from docblocks import REPO, block_for, namespaced_kubeconfig, run_shell_block
 
 
 def progressing(api: Api, namespace: str, name: str) -> dict[str, Any]:
@@ -111,28 +108,18 @@ def test_the_guides_wait_ends_with_every_agent_new(
         message="the first roll reported complete",
     )
     old = names(api.live_pods(namespace, "quickstart"))
-    config = yaml.safe_load(kubectl_op.kubeconfig.read_text())
-    current = kubectl_op.context or config["current-context"]
-    config["current-context"] = current
-    for context in config["contexts"]:
-        if context["name"] == current:
-            context["context"]["namespace"] = namespace
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump(config))
+    kubeconfig = namespaced_kubeconfig(
+        kubectl_op.kubeconfig, kubectl_op.context, namespace, tmp_path / "kubeconfig"
+    )
     block = block_for(
         "tests/integration/test_pools_rollout.py::test_the_guides_wait_ends_with_every_agent_new",
         REPO / "docs" / "guides" / "rollouts-and-refill.md",
     )
-    done = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", block.text],
-        env={
-            **os.environ,
-            "KUBECONFIG": str(kubeconfig),
-            "PATH": f"{Path(kubectl_op.binary).parent}{os.pathsep}{os.environ['PATH']}",
-        },
+    done = run_shell_block(
+        block,
+        kubeconfig=kubeconfig,
+        bindir=Path(kubectl_op.binary).parent,
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
         timeout=360,
     )
     assert done.returncode == 0, done.stderr

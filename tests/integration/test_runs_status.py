@@ -8,13 +8,10 @@ through the API as a user's program or kubectl would.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import threading
 from pathlib import Path
 from typing import Any
 
-import yaml
 from operator_support import Api, pool_spec
 from run_support import (
     SourceService,
@@ -28,7 +25,7 @@ from run_support import (
 
 from agentpool.client.sync import Client
 from cluster import Kubectl, wait_for
-from docblocks import REPO, block_for
+from docblocks import REPO, block_for, namespaced_kubeconfig, run_shell_block
 
 
 def test_items_waiting_for_a_retry_are_counted_apart_from_those_in_flight(
@@ -193,28 +190,18 @@ def test_kubectl_waits_for_either_end_of_a_run(
     ready_pool(api, namespace, "quickstart", 1)
     items = [{"id": "ok"}, {"id": "bad", "fail": True}]
     start_run(api, namespace, "quickstart", items, poolRef={"name": "quickstart"}, itemId="id")
-    config = yaml.safe_load(kubectl_op.kubeconfig.read_text())
-    current = kubectl_op.context or config["current-context"]
-    config["current-context"] = current
-    for context in config["contexts"]:
-        if context["name"] == current:
-            context["context"]["namespace"] = namespace
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump(config))
+    kubeconfig = namespaced_kubeconfig(
+        kubectl_op.kubeconfig, kubectl_op.context, namespace, tmp_path / "kubeconfig"
+    )
     block = block_for(
         "tests/integration/test_runs_status.py::test_kubectl_waits_for_either_end_of_a_run",
         REPO / "docs" / "guides" / "install.md",
     )
-    done = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", block.text],
-        env={
-            **os.environ,
-            "KUBECONFIG": str(kubeconfig),
-            "PATH": f"{Path(kubectl_op.binary).parent}{os.pathsep}{os.environ['PATH']}",
-        },
+    done = run_shell_block(
+        block,
+        kubeconfig=kubeconfig,
+        bindir=Path(kubectl_op.binary).parent,
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
         timeout=360,
     )
     assert done.returncode == 0, done.stderr
