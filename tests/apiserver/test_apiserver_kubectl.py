@@ -334,12 +334,13 @@ def test_pods_wide_and_logs(
     assert kubectl.run("logs", "lp", "-n", namespace, "--tail=1").stdout == "world\n"
 
 
-def _event(name: str, kind: str, *, count: int, message: str) -> str:
-    """An Event about ``kind``/quickstart, as the operator posts them, seen ``count`` times."""
+def _event(name: str, kind: str, *, namespace: str, count: int, message: str) -> str:
+    """An Event about ``kind``/quickstart in ``namespace`` (a real API server refuses an Event
+    whose object is in another), as the operator posts them, seen ``count`` times."""
     return (
         f"apiVersion: v1\nkind: Event\nmetadata:\n  name: {name}\n"
         f"involvedObject:\n  apiVersion: agentpool.dev/v1alpha1\n  kind: {kind}\n"
-        "  name: quickstart\n"
+        f"  name: quickstart\n  namespace: {namespace}\n"
         f"type: Normal\nreason: Tested\nmessage: {message}\ncount: {count}\n"
         "firstTimestamp: '2026-01-01T00:00:00Z'\nlastTimestamp: '2026-01-01T00:00:00Z'\n"
         "source:\n  component: agentpool\n"
@@ -363,9 +364,9 @@ def test_events_print_as_a_real_server_prints_them(
     poolrun/quickstart, not a bare quickstart that could be either), and -o wide adds the
     subobject, source, first seen, count and name, as kube-apiserver's event printer does."""
     apply(  # type: ignore[operator]
-        _event("pool-event", "AgentPool", count=3, message="pool event")
+        _event("pool-event", "AgentPool", namespace=namespace, count=3, message="pool event")
         + "---\n"
-        + _event("run-event", "PoolRun", count=1, message="run event")
+        + _event("run-event", "PoolRun", namespace=namespace, count=1, message="run event")
     )
     plain = _table(kubectl.run("get", "events", "-n", namespace).stdout)
     assert list(plain[0]) == ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
