@@ -127,6 +127,7 @@ async def run_operator(
     no Event on leases.
     """
     kube = Kube.connect(connection)
+    await kube.open_session()
     agents = AgentClient()
     journals = Journals(state_dir) if state_dir is not None else None
     tunables = OperatorSettings(leases=LeaseSettings(events=lease_events))
@@ -152,7 +153,7 @@ async def run_operator(
             )
     finally:
         await agents.close()
-        kube.close()
+        await kube.aclose()
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ session the same server and credentials.
 from __future__ import annotations
 
 import os
+import ssl
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,3 +124,40 @@ def credentials(connection: Connection) -> dict[str, Any]:
     }
     client.close()
     return result
+
+
+@dataclass(frozen=True)
+class Transport:
+    """How an asyncio HTTP client reaches the API server exactly as the ``kubernetes`` client's
+    own connections do: the same server, TLS checks, client certificate and server name. None
+    of it covers a proxy: :func:`transport` gives no transport for a connection through one."""
+
+    server: str
+    ssl: ssl.SSLContext | None
+    server_hostname: str | None
+
+
+def transport(configuration: Any) -> Transport | None:
+    """The TLS settings of the client ``configuration`` (as ``kubernetes.client.rest`` hands them
+    to urllib3), for an aiohttp session; None when the configuration goes through a proxy."""
+    if configuration.proxy:
+        return None
+    server = str(configuration.host)
+    if not server.startswith("https://"):
+        return Transport(server, None, None)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    if not configuration.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    elif configuration.ssl_ca_cert or configuration.ca_cert_data:
+        # Only the cluster's CA, as urllib3 trusts only the CA it is given.
+        context.load_verify_locations(
+            cafile=configuration.ssl_ca_cert, cadata=configuration.ca_cert_data
+        )
+    else:
+        context.load_default_certs()
+    if configuration.assert_hostname is False:
+        context.check_hostname = False
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, configuration.key_file)
+    return Transport(server, context, configuration.tls_server_name or None)
