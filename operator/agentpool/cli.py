@@ -406,7 +406,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-lease-events",
         dest="lease_events",
         action="store_false",
-        help="post no Event when a lease is bound or expires (each is one more API write)",
+        help="post no LeaseBound or LeaseExpired Events on the leases' pools (counted, one write"
+        " per pool and reason every 30 s at most)",
     )
     _add_gateway_options(run)
     _add_connection_options(run, server_default="in-cluster, then kubeconfig")

@@ -75,8 +75,12 @@ class LeaseSettings:
     """How often the leases held are listed, to release those whose deletion the watch missed
     (a listing after a broken watch names no deleted object): one LIST per namespace."""
     events: bool = True
-    """Post an Event on a lease when it is bound and when it expires (``agentpool run
-    --no-lease-events`` turns them off: each is one more API write in a lease's life)."""
+    """Post an Event on a lease's pool when the lease is bound and when it expires, counted
+    per window (``agentpool run --no-lease-events`` turns them off)."""
+    event_window_seconds: float = 30.0
+    """The first LeaseBound (or LeaseExpired) Event of a pool is written at once; those after
+    it are counted and written as one Event per this many seconds (its ``count`` says how
+    many), so however many leases bind, their Events cost a pool one write a window."""
 
 
 @dataclass(frozen=True)

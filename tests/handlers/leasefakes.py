@@ -94,6 +94,8 @@ class LeaseApi(Protocol):
 
     async def delete_secret(self, namespace: str, name: str, *, uid: str | None = None) -> None: ...
 
+    async def create_event(self, namespace: str, body: Mapping[str, Any]) -> RawBody: ...
+
 
 #: Kube makes those calls as LeaseApi says: mypy checks this assignment (and FakeApi's in
 #: :func:`cluster_of`).
@@ -120,6 +122,8 @@ class FakeApi:
     listed: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: The namespaces AgentLeases were listed in, in order.
     lists: list[str] = field(default_factory=list)
+    #: The Events created, in order.
+    events: list[dict[str, Any]] = field(default_factory=list)
 
     async def list_custom(self, plural: str, namespace: str) -> list[RawBody]:
         assert plural == "agentleases"
@@ -166,6 +170,10 @@ class FakeApi:
         if found is not None and uid in (None, found["metadata"]["uid"]):
             del self.secrets[name]
 
+    async def create_event(self, namespace: str, body: Mapping[str, Any]) -> RawBody:
+        self.events.append(dict(body))
+        return raw_body(body)
+
     def token(self, lease: str) -> str:
         secret = self.secrets[f"{lease}-lease-token"]
         return base64.b64decode(secret["data"]["token"]).decode()
@@ -179,8 +187,6 @@ class Cluster:
     api: FakeApi
     broker: Broker
     agents: dict[str, FakeAgent]
-    events: posting.K8sEventQueue
-    posted: list[tuple[str, str]] = field(default_factory=list)
 
     def agent_view(self, name: str) -> ObservedAgent:
         return next(agent for agent in self.broker.agents() if agent.name == name)
@@ -193,11 +199,9 @@ class Cluster:
         }
 
     def posted_events(self) -> list[tuple[str, str]]:
-        """(reason, message) of every Event the handlers posted so far."""
-        while not self.events.empty():
-            event = self.events.get_nowait()
-            self.posted.append((event.reason, event.message))
-        return self.posted
+        """(reason, message) of every Event the handlers wrote so far, a series' once a
+        window."""
+        return [(event["reason"], event["message"]) for event in self.api.events]
 
 
 def kopf_context() -> posting.K8sEventQueue:
@@ -251,7 +255,8 @@ async def cluster_of(
     )
     handle.token = POOL_TOKEN
     runtime.pools.serve(handle)
-    yield Cluster(runtime, api, broker, agents, kopf_context())
+    kopf_context()
+    yield Cluster(runtime, api, broker, agents)
 
 
 def lease_body(name: str, **spec: Any) -> kopf.Body:

@@ -272,9 +272,9 @@ async def announce(
     if not hold.resumed:
         leasestatus.post_event(
             runtime,
-            body,
+            held.pool_key,
             str(EventReason.LEASE_BOUND),
-            f"Bound agent {held.checkout.agent} until {held.expire_time}",
+            f"Bound agent {held.checkout.agent} to lease {held.key[1]} until {held.expire_time}",
         )
 
 

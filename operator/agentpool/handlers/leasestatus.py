@@ -12,13 +12,14 @@ import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from agentpool import GROUP, VERSION
 from agentpool.api.base import KeyRef
 from agentpool.api.conditions import format_time, merge_conditions
 from agentpool.api.leases import AgentLeaseStatus
 from agentpool.api.raw import RawCondition
+from agentpool.broker.registry import PoolKey
 from agentpool.handlers.binds import LeaseBinding
 from agentpool.handlers.runtime import Runtime
-from agentpool.io import events
 from agentpool.io.kube import NotFound
 from agentpool.pool import leases
 from agentpool.pool.manifests import TOKEN_KEY, lease_token_secret_name
@@ -26,10 +27,20 @@ from agentpool.pool.manifests import TOKEN_KEY, lease_token_secret_name
 Report = Callable[[AgentLeaseStatus], Awaitable[None]]
 
 
-def post_event(runtime: Runtime, lease: Mapping[str, Any], reason: str, message: str) -> None:
-    """An Event about the lease, unless lease Events are turned off."""
-    if runtime.settings.leases.events:
-        events.post(lease, type="Normal", reason=reason, message=message)
+def post_event(runtime: Runtime, pool: PoolKey, reason: str, message: str) -> None:
+    """An Event about a lease's pool, counted with its window's others of the same reason
+    (:class:`~agentpool.io.events.EventSeries`), unless lease Events are turned off."""
+    if not runtime.settings.leases.events:
+        return
+    handle = runtime.pools.get(pool)
+    regarding = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "AgentPool",
+        "namespace": pool[0],
+        "name": pool[1],
+        "uid": handle.uid if handle is not None else "",
+    }
+    runtime.lease_events.post(regarding, type="Normal", reason=reason, message=message)
 
 
 def failed_status(reason: str, message: str) -> AgentLeaseStatus:

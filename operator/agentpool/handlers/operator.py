@@ -152,6 +152,7 @@ async def run_operator(
                 liveness_endpoint=liveness_endpoint,
             )
     finally:
+        await runtime.lease_events.close()
         await agents.close()
         await kube.aclose()
 

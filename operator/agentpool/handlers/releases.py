@@ -54,9 +54,9 @@ async def end_lease(
     if reason == Reason.EXPIRED:
         leasestatus.post_event(
             runtime,
-            body,
+            held.pool_key,
             str(EventReason.LEASE_EXPIRED),
-            f"Returned agent {checkout.agent} to pool {pool}",
+            f"Lease {held.key[1]} passed its term: agent {checkout.agent} went back to the pool",
         )
 
 

@@ -24,6 +24,7 @@ from agentpool.api.raw import RawBody
 from agentpool.broker import Broker, Brokers, Checkout
 from agentpool.broker.registry import PoolKey
 from agentpool.io.agents import AgentClient
+from agentpool.io.events import EventSeries
 from agentpool.io.journal import Journals
 from agentpool.io.kube import Kube
 from agentpool.pool import DemandSample
@@ -327,3 +328,10 @@ class Runtime:
     # The wall time the lease handlers read and wait on: a lease's term, its renewals, the
     # stamps of its conditions. Tests give one that runs on the event loop's (fake) time.
     clock: Clock = field(default_factory=SystemClock)
+    # The Events about pools that their leases make (bound, expired), one write a window.
+    lease_events: EventSeries = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.lease_events = EventSeries(
+            self.kube, window_seconds=self.settings.leases.event_window_seconds
+        )
