@@ -27,6 +27,7 @@ import aiohttp
 import kopf
 import pytest
 from leasefakes import (
+    NAMESPACE,
     POOL_TOKEN,
     Cluster,
     FakeAgent,
@@ -139,7 +140,11 @@ async def test_a_deleted_lease_is_unbound_before_its_agent_returns_and_writes_no
     assert agent.paths() == ["bind", "unbind"]
     assert agent.calls[1][1] == {"lease": "chat"}
     assert cluster.api.phases["chat"] == ["Bound"]
-    assert [reason for reason, _ in cluster.posted_events()] == ["LeaseBound"]
+    ((reason, message),) = cluster.posted_events()
+    assert reason == "LeaseBound"
+    assert f"Bound agent {agent.name} to lease chat until " in message
+    pool = cluster.api.events[0]["involvedObject"]
+    assert (pool["kind"], pool["namespace"], pool["name"]) == ("AgentPool", NAMESPACE, "p")
     owner = cluster.api.secrets["chat-lease-token"]["metadata"]["ownerReferences"][0]
     assert (owner["kind"], owner["name"], owner["uid"]) == ("AgentLease", "chat", "uid-chat")
     assert cluster.idle() == set(cluster.agents)
