@@ -119,3 +119,35 @@ async def test_errors_retrying_cannot_fix_raise_at_once(
     assert scripted.landed == []
     if isinstance(raised.value, ApiException):
         assert json.loads(raised.value.body)["message"] == f"injected {status}"
+
+
+async def test_the_sessions_credentials_follow_the_clients_refreshes(
+    server: tuple[ScriptedServer, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A token the client's refresh hook renews (an exec plugin's, a service account's rotated
+    file) reaches the session's calls within a second, and the hook, which re-applies the whole
+    kubeconfig, runs at most once a second rather than before every call."""
+    scripted, url = server
+    configuration = kubernetes.client.Configuration()
+    configuration.host = url
+    refreshes: list[int] = []
+
+    def refresh(config: Any) -> None:
+        refreshes.append(len(refreshes))
+        config.api_key = {"authorization": f"Bearer token-{len(refreshes)}"}
+
+    configuration.api_key = {"authorization": "Bearer token-0"}
+    configuration.refresh_api_key_hook = refresh
+    now = [1000.0]
+    monkeypatch.setattr("agentpool.io.kube.time.monotonic", lambda: now[0])
+    kube = Kube(kubernetes.client.ApiClient(configuration))
+    await kube.open_session()
+    try:
+        for _ in range(3):
+            await kube.patch_status("agentpools", "ns", "p", {"replicas": 1})
+        assert (scripted.credentials, len(refreshes)) == ({"Bearer token-1"}, 1)
+        now[0] += 1.0
+        await kube.patch_status("agentpools", "ns", "p", {"replicas": 2})
+        assert scripted.credentials == {"Bearer token-1", "Bearer token-2"}
+    finally:
+        await kube.aclose()

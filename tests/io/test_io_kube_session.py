@@ -89,8 +89,8 @@ async def test_the_session_proves_the_client_certificate_to_the_clusters_server(
 
 
 async def test_a_server_another_ca_signed_is_refused(ca: KeyPair, tmp_path: Path) -> None:
-    """Only the kubeconfig's CA is trusted: a server whose certificate another CA signed (as a
-    machine's own trust store would) is refused before any write reaches it."""
+    """The kubeconfig's CA is the one trusted: a server whose certificate another CA signed is
+    refused before any write reaches it."""
     other = make_ca("someone-else")
     async with serve(Server(ca, issue(other, "apiserver"), tmp_path)) as server:
         with pytest.raises(aiohttp.ClientConnectorCertificateError):

@@ -126,16 +126,21 @@ async def run_operator(
     opens the HTTPS gateway for calls and casts (none without it). ``lease_events`` False posts
     no Event on leases.
     """
-    kube = Kube.connect(connection)
-    await kube.open_session()
-    agents = AgentClient()
-    journals = Journals(state_dir) if state_dir is not None else None
-    tunables = OperatorSettings(leases=LeaseSettings(events=lease_events))
-    runtime = Runtime(kube=kube, agents=agents, journals=journals, settings=tunables)
-    registry = build_registry(runtime, connection)
-    settings = build_settings(embedded=embedded)
-    peering = Peering.of(peering_name) if peering_name is not None else None
-    try:
+    # What is opened is closed, last first, each whether or not the one before it failed.
+    async with contextlib.AsyncExitStack() as opened:
+        kube = Kube.connect(connection)
+        opened.push_async_callback(kube.aclose)
+        await kube.open_session()
+        agents = AgentClient()
+        opened.push_async_callback(agents.close)
+        journals = Journals(state_dir) if state_dir is not None else None
+        tunables = OperatorSettings(leases=LeaseSettings(events=lease_events))
+        runtime = Runtime(kube=kube, agents=agents, journals=journals, settings=tunables)
+        # The lease Events counted and not yet written are written as it stops.
+        opened.push_async_callback(runtime.lease_events.close)
+        registry = build_registry(runtime, connection)
+        settings = build_settings(embedded=embedded)
+        peering = Peering.of(peering_name) if peering_name is not None else None
         async with beside_kopf(runtime, gateway, peering, namespaces):
             await kopf.operator(
                 registry=registry,
@@ -151,10 +156,6 @@ async def run_operator(
                 ready_flag=ready_flag,
                 liveness_endpoint=liveness_endpoint,
             )
-    finally:
-        await runtime.lease_events.close()
-        await agents.close()
-        await kube.aclose()
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import kubernetes
+from kubernetes.client.rest import should_bypass_proxies
 
 #: API calls the operator has in flight at once at most: its worker threads and the client's
 #: connections. A burst of 32 leases makes 64 writes at once; Python's default of (CPUs + 4)
@@ -139,8 +140,11 @@ class Transport:
 
 def transport(configuration: Any) -> Transport | None:
     """The TLS settings of the client ``configuration`` (as ``kubernetes.client.rest`` hands them
-    to urllib3), for an aiohttp session; None when the configuration goes through a proxy."""
-    if configuration.proxy:
+    to urllib3), for an aiohttp session; None when the configuration goes through a proxy (one
+    ``no_proxy`` does not bypass for the server, as the client reads them)."""
+    if configuration.proxy and not should_bypass_proxies(
+        configuration.host, configuration.no_proxy or ""
+    ):
         return None
     server = str(configuration.host)
     if not server.startswith("https://"):

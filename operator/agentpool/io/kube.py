@@ -225,7 +225,14 @@ class Kube:
             method, method.lower()
         )
         if self._session is not None and self._transport is not None:
-            headers = {"Accept": accept, "Content-Type": content_type}
+            headers = {
+                "Accept": accept,
+                "Content-Type": content_type,
+                # As the client's own calls: the same field manager, and answers not compressed
+                # (a run's status answer is not even read).
+                "User-Agent": self._client.user_agent,
+                "Accept-Encoding": "identity",
+            }
             data = None if body is None else json.dumps(body).encode()
             answer = await self._send(
                 self._session, self._transport, (verb, resource), method, path, headers, data, query
@@ -251,16 +258,22 @@ class Kube:
 
         return await self._call(verb, resource, call)
 
-    def _credentials(self) -> dict[str, str]:
+    async def _credentials(self) -> dict[str, str]:
         """The client's own credentials (its Authorization header, if any), as it refreshes them
         before each call, but at most every ``CREDENTIALS_SECONDS``: the refresh applies the
         whole kubeconfig again, a tenth of the operator's CPU in a burst of leases when done
-        per call, and a token it refreshes is renewed minutes before it expires."""
+        per call, and a token it refreshes is renewed minutes before it expires. The refresh
+        runs in a worker thread: it may run an exec plugin or ask an identity provider."""
         now = time.monotonic()
         if self._auth is None or now - self._auth[0] >= CREDENTIALS_SECONDS:
-            headers: dict[str, str] = {}
-            self._client.update_params_for_auth(headers, [], ["BearerToken"], "", "", None)
-            self._auth = (now, headers)
+
+            def refreshed() -> dict[str, str]:
+                headers: dict[str, str] = {}
+                self._client.update_params_for_auth(headers, [], ["BearerToken"], "", "", None)
+                return headers
+
+            loop = asyncio.get_running_loop()
+            self._auth = (now, await loop.run_in_executor(self._threads, refreshed))
         return self._auth[1]
 
     async def _send(
@@ -278,7 +291,7 @@ class Kube:
         resource): the answer's bytes; NotFound, Conflict, or the ApiException the client would
         raise for any other error status."""
         verb, resource = counted
-        headers.update(self._credentials())
+        headers.update(await self._credentials())
         async with session.request(
             method,
             place.server + path,
@@ -500,6 +513,13 @@ class Kube:
                 conflicted = True
             except ApiException as error:
                 if last or error.status not in RETRYABLE_STATUSES:
+                    raise
+                delay = retry_delay(attempt, base=RETRY_BASE_SECONDS, cap=RETRY_MAX_SECONDS)
+                await asyncio.sleep(delay)
+            except aiohttp.ClientConnectionError:
+                # Refused or dropped before an answer, which the client's connection pool
+                # retried three times on its own.
+                if last:
                     raise
                 delay = retry_delay(attempt, base=RETRY_BASE_SECONDS, cap=RETRY_MAX_SECONDS)
                 await asyncio.sleep(delay)
