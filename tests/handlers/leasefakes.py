@@ -255,7 +255,6 @@ async def cluster_of(
     )
     handle.token = POOL_TOKEN
     runtime.pools.serve(handle)
-    kopf_context()
     yield Cluster(runtime, api, broker, agents)
 
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentpool.io.events import EventSeries
+from agentpool.io.events import EventApi, EventSeries
 from agentpool.io.kube import Kube
 
 WINDOW = 30.0
@@ -44,8 +44,8 @@ class Events:
         return [body["count"] for _, body in self.written]
 
 
-#: The fake makes the one call EventSeries makes of Kube, as Kube does.
-CALLS: type[Events] | type[Kube] = Kube
+#: Kube and the fake make the one call EventSeries makes, as EventApi says: mypy checks these.
+CALLS: tuple[type[EventApi], type[EventApi]] = (Kube, Events)
 
 
 def bound(series: EventSeries, lease: str) -> None:
@@ -149,14 +149,61 @@ async def test_a_refused_write_is_logged_with_how_many_it_held(
     events.failing = True
     bound(series, "a")
     await settle()
-    assert "LeaseBound Event about p failed" in caplog.text
-    assert "1 of them unwritten" in caplog.text
+    assert "LeaseBound Event about p unwritten, 1 of them: posting it failed" in caplog.text
     events.failing = False
     await asyncio.sleep(WINDOW + 1)
     bound(series, "b")
     await settle()
     assert events.counts() == [1]
     await series.close()
+
+
+@pytest.mark.looptime
+async def test_pools_of_one_name_in_two_namespaces_are_two_series() -> None:
+    """Two pools whose uids the operator no longer knows (each deleted since its lease bound)
+    still get an Event each, about themselves."""
+    events = Events()
+    series = EventSeries(events, window_seconds=WINDOW)
+    for namespace in ("team-a", "team-b"):
+        pool = {**POOL, "namespace": namespace, "uid": ""}
+        series.post(pool, type="Normal", reason="LeaseExpired", message=namespace)
+    await settle()
+    written = {
+        (b["metadata"]["namespace"], b["involvedObject"]["namespace"], b["message"])
+        for _, b in events.written
+    }
+    assert written == {("team-a", "team-a", "team-a"), ("team-b", "team-b", "team-b")}
+    await series.close()
+
+
+class Stuck(Events):
+    """An API server that never answers an Event's create."""
+
+    async def create_event(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+@pytest.mark.looptime
+async def test_a_stopping_operator_gives_up_on_a_stuck_write_and_says_how_many_it_held(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Stopping waits a few seconds for the API server, no longer; what it could not write is
+    logged with its count, and nothing posted after the stop is started."""
+    series = EventSeries(Stuck(), window_seconds=WINDOW)
+    bound(series, "a")
+    await settle()
+    bound(series, "b")
+    bound(series, "c")
+    start = asyncio.get_running_loop().time()
+    await series.close()
+    assert asyncio.get_running_loop().time() - start == pytest.approx(5.0, abs=0.1)
+    assert "unwritten, 1 of them: the operator stopped before the API server took it" in (
+        caplog.text
+    )
+    assert "unwritten, 2 of them: the operator stopped before it was written" in caplog.text
+    bound(series, "d")
+    assert "not posting LeaseBound Event about p: the operator stops" in caplog.text
 
 
 @settings(max_examples=40, deadline=None)

@@ -47,7 +47,8 @@ in case it might be useful.
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get", "create", "patch"]
-# Events about pools, runs and leases, which the operator posts through kopf (core/v1 Events).
+# Events about pools and runs, which the operator posts through kopf, and those that count a
+# pool's leases bound and expired, which it posts itself (core/v1 Events).
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]

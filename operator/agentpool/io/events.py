@@ -47,6 +47,10 @@ class EventApi(Protocol):
     async def create_event(self, namespace: str, body: Mapping[str, Any]) -> RawBody: ...
 
 
+#: A series: the object's namespace, name and uid, the Events' type and reason.
+SeriesKey = tuple[str, str, str, str, str]
+
+
 @dataclass
 class _Window:
     """The Events of one series not written yet: how many, since and until when (RFC 3339),
@@ -84,15 +88,23 @@ class EventSeries:
         self._api = api
         self._window = window_seconds
         self._instance = instance or socket.gethostname()
-        self._series: dict[tuple[str, str, str], _Series] = {}
+        self._series: dict[SeriesKey, _Series] = {}
         #: Set as the operator stops: the windows still open are written at once.
         self._closing = asyncio.Event()
+        #: The event loop's time quiet series were last looked for.
+        self._swept_at = 0.0
 
     def post(self, regarding: Mapping[str, str], *, type: str, reason: str, message: str) -> None:
         """One Event of ``type`` and ``reason`` about ``regarding`` (its apiVersion, kind,
         namespace, name and uid): written now, or with the others of its window."""
+        if self._closing.is_set():
+            log.warning(
+                "not posting %s Event about %s: the operator stops", reason, regarding["name"]
+            )
+            return
         loop = asyncio.get_running_loop()
-        key = (regarding["uid"], type, reason)
+        # The namespace and name too: a pool whose uid is not known is not another's.
+        key = (regarding["namespace"], regarding["name"], regarding["uid"], type, reason)
         series = self._series.get(key)
         if series is None:
             series = self._series[key] = _Series(dict(regarding), type, reason)
@@ -106,9 +118,11 @@ class EventSeries:
             since = None if series.written_at is None else loop.time() - series.written_at
             wait = 0.0 if since is None or since >= self._window else self._window - since
             series.writing = loop.create_task(self._write_after(key, series, wait))
-        self._forget_quiet(loop.time())
+        if loop.time() - self._swept_at >= self._window:
+            self._swept_at = loop.time()
+            self._forget_quiet(loop.time())
 
-    async def _write_after(self, key: tuple[str, str, str], series: _Series, wait: float) -> None:
+    async def _write_after(self, key: SeriesKey, series: _Series, wait: float) -> None:
         try:
             if wait > 0:
                 with contextlib.suppress(TimeoutError):
@@ -116,7 +130,11 @@ class EventSeries:
             window, series.pending = series.pending, None
             if window is not None:
                 series.written_at = asyncio.get_running_loop().time()
-                await self._create(series, window)
+                try:
+                    await self._create(series, window)
+                except asyncio.CancelledError:
+                    _unwritten(series, window, "the operator stopped before the API server took it")
+                    raise
         finally:
             series.writing = None
         if series.pending is not None and self._series.get(key) is series:
@@ -143,13 +161,7 @@ class EventSeries:
         try:
             await self._api.create_event(namespace, body)
         except Exception as error:  # an Event is never worth failing the work it tells of
-            log.warning(
-                "posting %s Event about %s failed (%s): %d of them unwritten",
-                series.reason,
-                series.regarding.get("name"),
-                error,
-                window.count,
-            )
+            _unwritten(series, window, f"posting it failed ({error})")
 
     def _forget_quiet(self, now: float) -> None:
         """Drop the series with nothing pending and no write for many windows."""
@@ -175,9 +187,23 @@ class EventSeries:
             if left <= 0:
                 for task in writing:
                     task.cancel()
-                return
+                await asyncio.wait(writing)
+                break
             # A write that found more come meanwhile starts the next one: wait for that too.
             await asyncio.wait(writing, timeout=left)
+        for series in self._series.values():
+            if series.pending is not None:
+                _unwritten(series, series.pending, "the operator stopped before it was written")
+
+
+def _unwritten(series: _Series, window: _Window, why: str) -> None:
+    log.warning(
+        "%s Event about %s unwritten, %d of them: %s",
+        series.reason,
+        series.regarding["name"],
+        window.count,
+        why,
+    )
 
 
 def _stamp() -> str:
