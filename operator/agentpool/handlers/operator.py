@@ -136,7 +136,6 @@ async def run_operator(
         journals = Journals(state_dir) if state_dir is not None else None
         tunables = OperatorSettings(leases=LeaseSettings(events=lease_events))
         runtime = Runtime(kube=kube, agents=agents, journals=journals, settings=tunables)
-        # The lease Events counted and not yet written are written as it stops.
         opened.push_async_callback(runtime.lease_events.close)
         registry = build_registry(runtime, connection)
         settings = build_settings(embedded=embedded)
