@@ -22,6 +22,7 @@ from aiohttp import web
 from kubernetes.client.exceptions import ApiException
 
 from agentpool.io.kube import Kube, NotFound
+from loopback import served
 
 POOL = "/apis/agentpool.dev/v1alpha1/namespaces/ns/agentpools/p"
 TOKEN = "operator-token-41c9"
@@ -59,15 +60,8 @@ async def server() -> AsyncIterator[tuple[ScriptedServer, str]]:
     app = web.Application()
     app.router.add_patch(f"{POOL}/status", scripted.patch)
     app.router.add_get(POOL, scripted.get)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
+    async with served(app) as port:
         yield scripted, f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
 
 
 @pytest.fixture(params=["threads", "session"])

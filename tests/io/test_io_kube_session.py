@@ -18,6 +18,7 @@ from aiohttp import web
 from agentpool.certificates import KeyPair, issue, make_ca
 from agentpool.io.connection import transport
 from agentpool.io.kube import Kube
+from loopback import served
 
 STATUS = "/apis/agentpool.dev/v1alpha1/namespaces/ns/agentpools/p/status"
 
@@ -50,15 +51,8 @@ def ca() -> KeyPair:
 async def serve(server: Server) -> AsyncIterator[Server]:
     app = web.Application()
     app.router.add_patch(STATUS, server.patch)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server.context)
-    await site.start()
-    server.port = runner.addresses[0][1]
-    try:
+    async with served(app, server.context) as server.port:
         yield server
-    finally:
-        await runner.cleanup()
 
 
 def configuration(ca: KeyPair, server: Server, tmp_path: Path) -> kubernetes.client.Configuration:

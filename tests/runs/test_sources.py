@@ -31,6 +31,7 @@ from agentpool.runs.sources import (
     parse_items_text,
 )
 from clocks import LoopClock
+from loopback import served
 
 #: Calls, back-offs and status intervals pass on looptime's fake loop time.
 pytestmark = pytest.mark.looptime
@@ -108,15 +109,8 @@ async def source_service() -> AsyncIterator[tuple[str, dict[str, Any]]]:
 
     app = web.Application()
     app.router.add_post("/next", next_item)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
+    async with served(app) as port:
         yield f"http://127.0.0.1:{port}/next", state
-    finally:
-        await runner.cleanup()
 
 
 async def test_http_source_items_flow_through_a_run(
