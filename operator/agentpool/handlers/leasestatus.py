@@ -14,7 +14,7 @@ from typing import Any
 
 from agentpool import GROUP, VERSION
 from agentpool.api.base import KeyRef
-from agentpool.api.conditions import format_time, merge_conditions
+from agentpool.api.conditions import format_time
 from agentpool.api.leases import AgentLeaseStatus
 from agentpool.api.raw import RawCondition
 from agentpool.broker.registry import PoolKey
@@ -74,13 +74,12 @@ class StatusWriter:
         )
 
     async def __call__(self, status: AgentLeaseStatus) -> None:
-        generation: int | None = self.body["metadata"].get("generation")
-        if status.phase is None:
-            raise ValueError("a lease's status patch must name its phase")
-        current = leases.lease_conditions(status.phase, status.reason or "", status.message or "")
-        now = format_time(self.runtime.clock.now())
-        conditions = merge_conditions(self.conditions, current, generation=generation, now=now)
-        patch = status.to_patch() | {"conditions": conditions, "observedGeneration": generation}
+        patch, conditions = leases.status_patch(
+            status,
+            self.conditions,
+            generation=self.body["metadata"].get("generation"),
+            now=format_time(self.runtime.clock.now()),
+        )
         with contextlib.suppress(NotFound):
             await self.runtime.kube.patch_status("agentleases", self.namespace, self.name, patch)
         self.conditions = conditions

@@ -12,14 +12,15 @@ the phase's reason and message.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from agentpool.api.base import KeyRef
-from agentpool.api.conditions import ConditionView
+from agentpool.api.conditions import ConditionView, merge_conditions
 from agentpool.api.leases import AgentLeaseStatus, LeasePhase
+from agentpool.api.raw import RawCondition
 from agentpool.api.reasons import ConditionType, Reason
 
 #: The lease's phase that makes each of its conditions True.
@@ -53,6 +54,24 @@ def lease_conditions(phase: LeasePhase, reason: str, message: str) -> list[Condi
         ConditionView(kind, "True" if phase == holds else "False", reason, message)
         for kind, holds in CONDITION_PHASES.items()
     ]
+
+
+def status_patch(
+    status: AgentLeaseStatus,
+    previous: Iterable[Mapping[str, Any]] | None,
+    *,
+    generation: int | None,
+    now: str,
+) -> tuple[dict[str, Any], list[RawCondition]]:
+    """The merge patch that writes ``status`` over a lease whose conditions were ``previous``,
+    with the conditions its phase gives (a transition time moves only with a condition's status)
+    and the ``generation`` it reflects; and those conditions, for the next patch's ``previous``."""
+    if status.phase is None:
+        raise ValueError("a lease's status patch must name its phase")
+    current = lease_conditions(status.phase, status.reason or "", status.message or "")
+    conditions = merge_conditions(previous, current, generation=generation, now=now)
+    patch = status.to_patch() | {"conditions": conditions, "observedGeneration": generation}
+    return patch, conditions
 
 
 def pending_status(pool: str) -> AgentLeaseStatus:
