@@ -10,9 +10,13 @@ one-at-a-time phase give the writes per lease: the operator's, the create and th
 client sends, and on a real control plane the garbage collector's; then again with the
 operator's lease Events off (``--no-lease-events``), what a lease writes of itself.
 
-The baseline, in the same run on the same server: with the operator stopped, a bare binder
-(:mod:`bench.binder`) answers leases with the two writes the operator makes before ``Bound`` and
-nothing else, timed the same way (``floor_*``). What the operator takes beyond it is its own.
+The baselines, in the same run on the same server, timed the same way, each in a namespace of
+its own. A bare binder (:mod:`bench.binder`) answers leases with the two writes the operator
+makes before ``Bound`` and nothing else, with the operator and the pool gone (``floor_*``). The
+same binder writing the operator's own Secret and ``Bound`` status, beside the pool's 32 agents
+Ready and idle (``writes_floor_*``), is what the lease's writes cost the API server and the
+machine with nothing of the operator's own: no checkout, no agent to bind, no watch of its own.
+What the operator takes beyond the second is its own.
 
 Given a kubeconfig (``python -m bench --only lease --kubeconfig K``), the scenario runs a second
 time on that cluster, with an operator of its own, and reports as ``lease_real``: a real control
@@ -163,6 +167,12 @@ async def _run(work: Path, *, leases: int, bursts: int, kubeconfig: Path | None)
             async with _leasing(kube, namespace) as leasing:
                 writes = await _writes_per_lease(kube, leasing, leases)
             found["lease"]["writes_per_lease_without_events"] = writes
+            # The second baseline: the operator's own writes made by a bare binder, beside the
+            # pool's agents still Ready and idle, the operator serving their namespace only.
+            await stage.restart_operator("--namespace", namespace)
+            found["lease"].update(
+                await _floor(stage, leases=leases, bursts=bursts, operator_writes=True)
+            )
         finally:
             if kubeconfig is not None:
                 await _clean_up(kube, namespace)
@@ -173,12 +183,16 @@ async def _run(work: Path, *, leases: int, bursts: int, kubeconfig: Path | None)
     return found
 
 
-async def _floor(stage: Stage, *, leases: int, bursts: int) -> dict[str, Any]:
+async def _floor(
+    stage: Stage, *, leases: int, bursts: int, operator_writes: bool = False
+) -> dict[str, Any]:
     """The bare binder's (:mod:`bench.binder`) create -> Bound, one at a time and in bursts,
-    in a namespace of its own on the cluster the scenario measured."""
+    in a namespace of its own on the cluster the scenario measured; with ``operator_writes``,
+    writing the operator's own Secret and Bound status (``writes_floor_*``)."""
     kube = stage.kube
     namespace = await kube.new_namespace(f"bench-floor-{secrets.token_hex(3)}")
     argv = [sys.executable, "-m", "bench.binder", str(stage.kubeconfig_path), namespace]
+    argv += ["--operator-writes"] if operator_writes else []
     binder = await asyncio.create_subprocess_exec(*argv, cwd=ROOT, stdout=subprocess.PIPE)
     try:
         assert binder.stdout is not None
@@ -195,10 +209,11 @@ async def _floor(stage: Stage, *, leases: int, bursts: int) -> dict[str, Any]:
             await binder.wait()
         if stage.kubeconfig is not None:
             await kube.delete_namespace(namespace)
+    name = "writes_floor" if operator_writes else "floor"
     return {
-        "floor_p50_ms": _stats(sequential)["p50_ms"],
-        "floor_burst4_p50_ms": _stats(four)["p50_ms"],
-        "floor_burst32_p50_ms": _stats(all_at_once)["p50_ms"],
+        f"{name}_p50_ms": _stats(sequential)["p50_ms"],
+        f"{name}_burst4_p50_ms": _stats(four)["p50_ms"],
+        f"{name}_burst32_p50_ms": _stats(all_at_once)["p50_ms"],
     }
 
 
