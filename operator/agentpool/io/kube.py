@@ -12,7 +12,8 @@ the writes it makes, by verb and resource, for the operator's metrics.
 
 kopf does its own watching and its own bookkeeping patches; this module covers the calls the
 operator makes on its own behalf: pods, the per-pool token Secret, ConfigMaps for run sources and
-results, and status patches of the three custom resources.
+results, and status patches of the three custom resources; and, over the session, one watch of
+its own (:meth:`Kube.watch`), which the leases follow without kopf's per-event handling.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ import contextlib
 import contextvars
 import functools
 import json
+import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar, cast
 
@@ -67,6 +69,17 @@ RETRY_BASE_SECONDS, RETRY_MAX_SECONDS = 0.05, 2.0
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 #: Answers to a write that no retry of the same body can change: bad, forbidden, invalid.
 REFUSED_STATUSES = frozenset({400, 403, 422})
+#: How long the server keeps one watch request open, and how long the client waits for a line
+#: (bookmarks come about once a minute), as kopf's watches are set.
+WATCH_SECONDS, WATCH_READ_SECONDS = 300, 330
+#: A watch that fails, or ends having given nothing, is tried again after base, 2 base, ...
+#: up to cap seconds.
+WATCH_RETRY_BASE_SECONDS, WATCH_RETRY_MAX_SECONDS = 1.0, 30.0
+
+#: One event of :meth:`Kube.watch`: ADDED, MODIFIED or DELETED, or None for an object listed.
+WatchEvent = tuple[str | None, RawBody]
+
+log = logging.getLogger(__name__)
 
 
 class NotFound(Exception):
@@ -314,6 +327,101 @@ class Kube:
                 body=answer.decode(errors="replace"),
             )
         return answer
+
+    @property
+    def watches(self) -> bool:
+        """Whether :meth:`watch` can be used: the session is open."""
+        return self._session is not None and self._transport is not None
+
+    async def watch(self, path: str) -> AsyncGenerator[WatchEvent, None]:
+        """Every object of the collection at ``path`` (a kind's, in a namespace or in all) as
+        listed, with type None, then each change as the server's watch gives it, for as long
+        as it is iterated. A watch that ends (its time is up, the connection broke) starts
+        again from the last version seen; one the server no longer has (410 Gone) lists the
+        collection again, so an object deleted meanwhile is not told of; one that fails is
+        tried again, backing off. Needs the session (:attr:`watches`)."""
+        if self._session is None or self._transport is None:
+            raise RuntimeError("Kube.watch needs the session: call open_session first")
+        session, place = self._session, self._transport
+        resource = path.rstrip("/").split("/")[-1]
+        version: str | None = None
+        failures = 0
+        while True:
+            given, started = False, time.monotonic()
+            try:
+                if version is None:
+                    headers = {"Accept": "application/json", "User-Agent": self._client.user_agent}
+                    answer = await self._send(
+                        session, place, ("list", resource), "GET", path, headers, None, None
+                    )
+                    listing = json.loads(answer)
+                    version = str(listing["metadata"]["resourceVersion"])
+                    for item in listing.get("items") or []:
+                        yield None, item
+                async for kind, body in self._watch_from(session, place, path, version):
+                    given, failures = True, 0
+                    if kind == "ERROR" and body.get("code") == 410:
+                        version = None  # Gone: the version is too old to watch from; list again
+                        break
+                    if kind == "ERROR":
+                        raise ApiException(status=body.get("code"), reason=body.get("message"))
+                    version = str(body.get("metadata", {}).get("resourceVersion") or version)
+                    if kind != "BOOKMARK":
+                        yield kind, body
+            except (aiohttp.ClientError, TimeoutError, ApiException, NotFound, ValueError) as error:
+                failures += 1
+                delay = retry_delay(
+                    failures, base=WATCH_RETRY_BASE_SECONDS, cap=WATCH_RETRY_MAX_SECONDS
+                )
+                log.warning("watching %s failed, again in %g s: %s", path, delay, error)
+                await asyncio.sleep(delay)
+            else:
+                if not given and version is not None and time.monotonic() - started < 1.0:
+                    # Ended at once, with not even a bookmark: not again at once.
+                    failures += 1
+                    await asyncio.sleep(
+                        retry_delay(
+                            failures, base=WATCH_RETRY_BASE_SECONDS, cap=WATCH_RETRY_MAX_SECONDS
+                        )
+                    )
+
+    async def _watch_from(
+        self, session: aiohttp.ClientSession, place: Transport, path: str, version: str
+    ) -> AsyncGenerator[tuple[str, RawBody], None]:
+        """The events of one watch request from ``version``, bookmarks and errors included,
+        until the server ends it. Lines are split here: one may hold a lease's 64 KiB context,
+        past the length aiohttp's own line reader takes."""
+        query = [
+            ("watch", "true"),
+            ("resourceVersion", version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(WATCH_SECONDS)),
+        ]
+        headers = {"Accept": "application/json", "User-Agent": self._client.user_agent}
+        headers.update(await self._credentials())
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=TIMEOUT[0], sock_read=WATCH_READ_SECONDS
+        )
+        async with session.get(
+            place.server + path,
+            params=query,
+            headers=headers,
+            timeout=timeout,
+            server_hostname=place.server_hostname,
+        ) as response:
+            if response.status == 410:
+                yield "ERROR", cast(RawBody, {"code": 410})
+                return
+            if response.status >= 400:
+                text = (await response.read()).decode(errors="replace")
+                raise ApiException(status=response.status, reason=response.reason, body=text)
+            rest = b""
+            async for chunk in response.content.iter_any():
+                *lines, rest = (rest + chunk).split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        event = json.loads(line)
+                        yield str(event.get("type")), cast(RawBody, event.get("object") or {})
 
     async def create_manifest(self, manifest: Mapping[str, Any], namespace: str) -> RawBody:
         """Create any namespaced object from its manifest, as ``kubectl create -f`` would."""
