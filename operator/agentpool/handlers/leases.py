@@ -13,14 +13,16 @@ operator's pool loop takes a Bound lease's agent back before serving anyone, for
 new task to pick up, and unbinds an agent whose lease went meanwhile. A deletion the watch
 missed is found by :func:`sweep_once`, or by the lease made again under its name (another uid)
 when the watch shows that first. What to wait for and until when is
-:mod:`agentpool.pool.binding`'s to decide; :func:`register` binds the handler to kopf.
+:mod:`agentpool.pool.binding`'s to decide. An operator acting alone hands it the events of its
+own watch (:mod:`agentpool.handlers.leasewatch`); one with peers has :func:`register` bind it to
+kopf, which pauses its watches while a peer acts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from typing import Any, TypeVar
 
 import kopf
@@ -54,7 +56,7 @@ async def lease_event(
     runtime: Runtime,
     /,
     type: str | None,
-    body: kopf.Body,
+    body: Mapping[str, Any],
     name: str,
     namespace: str | None,
     **_: Any,
@@ -127,7 +129,7 @@ async def sweep(runtime: Runtime, every: float) -> None:
 
 
 async def sweep_once(runtime: Runtime) -> None:
-    """Release the leases whose deletion the watch missed (kopf lists again after a broken
+    """Release the leases whose deletion the watch missed (a watch lists again after a broken
     watch, and a listing names no deleted object): those a running task holds that a listing
     of their namespace, made after the watch showed them, no longer shows."""
     held = {

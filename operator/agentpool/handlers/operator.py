@@ -21,7 +21,7 @@ from typing import Any, cast
 
 import kopf
 
-from agentpool.handlers import leases, pods, pools, runs, standby
+from agentpool.handlers import leases, leasewatch, pods, pools, runs, standby
 from agentpool.handlers.gatewaysetup import GatewayOptions, keep_certificate, open_gateway
 from agentpool.handlers.runtime import Runtime
 from agentpool.io.agents import AgentClient
@@ -77,7 +77,11 @@ def build_settings(*, embedded: bool) -> kopf.OperatorSettings:
     return settings
 
 
-def build_registry(runtime: Runtime, connection: Connection) -> kopf.OperatorRegistry:
+def build_registry(
+    runtime: Runtime, connection: Connection, *, kopf_leases: bool = True
+) -> kopf.OperatorRegistry:
+    """Every handler bound to a registry of its own; the leases' only with ``kopf_leases``
+    (else the operator follows them itself: :mod:`agentpool.handlers.leasewatch`)."""
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
@@ -101,7 +105,8 @@ def build_registry(runtime: Runtime, connection: Connection) -> kopf.OperatorReg
     pods.register(registry, runtime)
     pools.register(registry, runtime)
     runs.register(registry, runtime)
-    leases.register(registry, runtime)
+    if kopf_leases:
+        leases.register(registry, runtime)
     return registry
 
 
@@ -137,13 +142,13 @@ async def run_operator(
         tunables = OperatorSettings(leases=LeaseSettings(events=lease_events))
         runtime = Runtime(kube=kube, agents=agents, journals=journals, settings=tunables)
         opened.push_async_callback(runtime.lease_events.close)
-        registry = build_registry(runtime, connection)
-        settings = build_settings(embedded=embedded)
         peering = Peering.of(peering_name) if peering_name is not None else None
-        async with beside_kopf(runtime, gateway, peering, namespaces):
+        lease_paths = leasewatch.own_paths(runtime, peering=bool(peering), namespaces=namespaces)
+        registry = build_registry(runtime, connection, kopf_leases=not lease_paths)
+        async with beside_kopf(runtime, gateway, peering, namespaces, lease_paths):
             await kopf.operator(
                 registry=registry,
-                settings=settings,
+                settings=build_settings(embedded=embedded),
                 clusterwide=not namespaces,
                 namespaces=list(namespaces),
                 standalone=peering is None,
@@ -179,12 +184,15 @@ async def beside_kopf(
     gateway: GatewayOptions | None,
     peering: Peering | None,
     namespaces: Collection[str],
+    lease_paths: Collection[str] = (),
 ) -> AsyncIterator[None]:
     """The gateway (its certificate kept current), the sweep of leases whose deletion the watch
-    missed, and with peers the watch on which replica acts, while kopf runs; the lease tasks
-    are stopped when it ends, their leases left Bound."""
+    missed, the operator's own watch of the leases at ``lease_paths``, and with peers the watch
+    on which replica acts, while kopf runs; the lease tasks are stopped when it ends, their
+    leases left Bound."""
     opened, tasks = None, list[asyncio.Task[None]]()
     tasks.append(asyncio.create_task(leases.sweep(runtime, runtime.settings.leases.sweep_seconds)))
+    tasks += [asyncio.create_task(leasewatch.follow(runtime, path)) for path in lease_paths]
     if gateway is not None:
         opened = await open_gateway(runtime, gateway)
         tasks.append(asyncio.create_task(keep_certificate(runtime, gateway, opened)))
