@@ -152,3 +152,80 @@ def test_the_registry_binds_the_lease_handler_only_for_kopf_to_watch() -> None:
 
     assert "lease_event" in ids()
     assert ids(kopf_leases=False) == ids() - {"lease_event"}
+
+
+class FakeKube:
+    """A watch that gives the events it is handed, and the requests made, noted."""
+
+    watches = True
+
+    def __init__(self, events: list[tuple[str | None, RawBody]]) -> None:
+        self.events = events
+        self.requests: list[tuple[str, str, Any, str]] = []
+        self.refuse: Exception | None = None
+
+    async def watch(self, path: str) -> Any:
+        for event in self.events:
+            yield event
+        await asyncio.Event().wait()
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> None:
+        self.requests.append((method, path, kwargs["body"], kwargs["content_type"]))
+        if self.refuse is not None:
+            raise self.refuse
+
+
+def lease_body(name: str, *finalizers: str) -> RawBody:
+    meta = {"name": name, "namespace": "ns", "finalizers": list(finalizers)}
+    return cast(RawBody, {"metadata": meta})
+
+
+async def test_each_event_reaches_the_lease_handler_and_an_old_finalizer_comes_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Listed leases and changes reach ``lease_event`` as kopf gave them; a lease an older
+    operator put its finalizer on has just that one taken off, by a patch that tests it first,
+    so its deletion is not held for good."""
+    from agentpool.handlers import leases, leasewatch
+
+    seen = Handled()
+
+    async def lease_event(_: Runtime, /, **event: Any) -> None:
+        seen.append((event["type"], event["namespace"], event["name"]))
+
+    monkeypatch.setattr(leases, "lease_event", lease_event)
+    old = leasewatch.OLD_FINALIZER
+    kube = FakeKube([(None, lease_body("a", "other/keep", old)), ("ADDED", lease_body("b"))])
+    follower = asyncio.create_task(
+        leasewatch.follow(cast(Runtime, SimpleNamespace(kube=kube)), "/leases")
+    )
+    try:
+        await seen.reach(2)
+    finally:
+        follower.cancel()
+    assert set(seen) == {("ADDED", "ns", "b"), (None, "ns", "a")}
+    assert kube.requests == [
+        (
+            "PATCH",
+            "/apis/agentpool.dev/v1alpha1/namespaces/ns/agentleases/a",
+            [
+                {"op": "test", "path": "/metadata/finalizers/1", "value": old},
+                {"op": "remove", "path": "/metadata/finalizers/1"},
+            ],
+            "application/json-patch+json",
+        )
+    ]
+
+
+async def test_a_refused_finalizer_patch_leaves_the_lease_served() -> None:
+    """The list changed since the event (the test refused), or the server is away: the lease
+    is still handled, and its next event tries again."""
+    from agentpool.handlers import leasewatch
+    from agentpool.io.kube import NotFound
+
+    for refusal in (RuntimeError("the test failed"), NotFound("agentleases: gone")):
+        kube = FakeKube([])
+        kube.refuse = refusal
+        runtime_ = cast(Runtime, SimpleNamespace(kube=kube))
+        await leasewatch.drop_old_finalizer(runtime_, lease_body("a", leasewatch.OLD_FINALIZER))
+        assert len(kube.requests) == 1

@@ -8,6 +8,10 @@ no state of kopf's and need none of it. :func:`follow` reads the leases from
 :func:`agentpool.handlers.leases.lease_event`, as kopf did: one lease's events in the order they
 came, one at a time, and different leases' side by side.
 
+kopf also took its finalizer off a lease an older operator had put it on (one with a deletion
+handler for leases), so the lease's deletion was not held for good; :func:`drop_old_finalizer`
+does so here.
+
 The operator follows them so when it acts alone (no peering: kopf pauses every watch of a replica
 that stands by, and the leases stay with it then) on named namespaces or all of them, over its
 API session (:attr:`~agentpool.io.kube.Kube.watches`); otherwise kopf watches them as before
@@ -25,8 +29,12 @@ from agentpool import GROUP, VERSION
 from agentpool.api.raw import RawBody
 from agentpool.handlers import leases
 from agentpool.handlers.runtime import ObjectKey, Runtime
+from agentpool.io.kube import NotFound
 
 log = logging.getLogger(__name__)
+
+#: The finalizer an older operator's kopf put on leases: nothing of this one's waits on it.
+OLD_FINALIZER = f"{GROUP}/finalizer"
 
 Handle = Callable[[str | None, RawBody], Awaitable[None]]
 
@@ -92,6 +100,8 @@ async def follow(runtime: Runtime, path: str) -> None:
 
     async def handle(kind: str | None, body: RawBody) -> None:
         meta = body["metadata"]
+        if kind != "DELETED" and OLD_FINALIZER in (meta.get("finalizers") or ()):
+            await drop_old_finalizer(runtime, body)
         await leases.lease_event(
             runtime, type=kind, body=body, name=meta["name"], namespace=meta.get("namespace")
         )
@@ -103,3 +113,30 @@ async def follow(runtime: Runtime, path: str) -> None:
             lanes.put((meta.get("namespace") or "", meta.get("name") or ""), kind, body)
     finally:
         await lanes.close()
+
+
+async def drop_old_finalizer(runtime: Runtime, body: RawBody) -> None:
+    """Take :data:`OLD_FINALIZER` off the lease, where it is in its list as last seen: a JSON
+    patch that tests it is still there first, so a list that changed meanwhile is left alone
+    (the next event of the lease shows it again)."""
+    meta = body["metadata"]
+    at = list(meta["finalizers"]).index(OLD_FINALIZER)
+    path = f"/apis/{GROUP}/{VERSION}/namespaces/{meta['namespace']}/agentleases/{meta['name']}"
+    patch = [
+        {"op": "test", "path": f"/metadata/finalizers/{at}", "value": OLD_FINALIZER},
+        {"op": "remove", "path": f"/metadata/finalizers/{at}"},
+    ]
+    try:
+        await runtime.kube.request(
+            "PATCH",
+            path,
+            body=patch,
+            content_type="application/json-patch+json",
+            resource="agentleases",
+            read=False,
+        )
+    except NotFound:
+        return
+    except Exception as error:  # the test refused (the list changed), the API server away
+        name = f"{meta['namespace']}/{meta['name']}"
+        log.info("lease %s: its old finalizer stays until its next event: %s", name, error)
