@@ -95,6 +95,7 @@ async def test_closing_cancels_the_events_still_being_handled() -> None:
     lanes = Lanes(handle)
     lanes.put(("ns", "a"), "ADDED", body("a", 1))
     await asyncio.wait_for(started.wait(), 10)
+    lanes.put(("ns", "b"), "ADDED", body("b", 2))  # cancelled before its lane even begins
     await asyncio.wait_for(lanes.close(), 10)
     assert lanes.waiting == {}
     assert lanes.tasks == set()
@@ -109,7 +110,7 @@ def runtime(*, session: bool) -> Runtime:
     [
         ((), [f"{LEASES}/agentleases"]),
         (
-            ("team-b", "team-a"),
+            ("team-b", "team-a", "team-b"),  # each once, however often it is named
             [f"{LEASES}/namespaces/team-a/agentleases", f"{LEASES}/namespaces/team-b/agentleases"],
         ),
     ],
@@ -125,6 +126,8 @@ def test_an_operator_acting_alone_watches_each_served_namespaces_leases(
     [
         (True, True, ()),  # kopf pauses a standing-by replica's watches, leases' included
         (True, False, ("team-*",)),  # kopf finds the namespaces a pattern names
+        (True, False, ("!team-b",)),  # and those it leaves out
+        (True, False, ("team-a,team-b",)),  # a comma is kopf's list of patterns
         (False, False, ()),  # through a proxy: no session to watch over
     ],
 )
@@ -203,6 +206,7 @@ async def test_each_event_reaches_the_lease_handler_and_an_old_finalizer_comes_o
         await seen.reach(2)
     finally:
         follower.cancel()
+        await asyncio.gather(follower, return_exceptions=True)
     assert set(seen) == {("ADDED", "ns", "b"), (None, "ns", "a")}
     assert kube.requests == [
         (
@@ -217,9 +221,10 @@ async def test_each_event_reaches_the_lease_handler_and_an_old_finalizer_comes_o
     ]
 
 
-async def test_a_refused_finalizer_patch_leaves_the_lease_served() -> None:
-    """The list changed since the event (the test refused), or the server is away: the lease
-    is still handled, and its next event tries again."""
+async def test_a_refused_finalizer_patch_is_not_raised() -> None:
+    """The list changed since the event (the test refused), the server is away or the lease
+    is gone: the patch's failure stays here, so the event still reaches the lease handler and
+    the lease's next event tries again."""
     from agentpool.handlers import leasewatch
     from agentpool.io.kube import NotFound
 

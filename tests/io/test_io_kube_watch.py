@@ -20,6 +20,8 @@ from agentpool.io.kube import Kube, WatchEvent
 from loopback import served
 
 LEASES = "/apis/agentpool.dev/v1alpha1/namespaces/ns/agentleases"
+#: In a scripted stream: the connection breaks there.
+CUT = b"<cut>"
 TOKEN = "operator-token-7f3a"
 
 
@@ -38,7 +40,7 @@ class ScriptedServer:
     credentials of every request."""
 
     listings: list[tuple[int, list[dict[str, Any]]] | int]
-    streams: list[list[bytes]]
+    streams: list[list[bytes] | int]
     watched_from: list[str] = field(default_factory=list)
     credentials: set[str] = field(default_factory=set)
     done: asyncio.Event = field(default_factory=asyncio.Event)
@@ -48,9 +50,16 @@ class ScriptedServer:
         if request.query.get("watch") in ("true", "1"):
             self.watched_from.append(request.query["resourceVersion"])
             assert request.query["allowWatchBookmarks"] == "true"
+            stream = self.streams.pop(0) if self.streams else []
+            if isinstance(stream, int):  # the watch request refused outright
+                return web.json_response({"kind": "Status", "code": stream}, status=stream)
             response = web.StreamResponse()
             await response.prepare(request)
-            for chunk in self.streams.pop(0) if self.streams else []:
+            for chunk in stream:
+                if chunk == CUT:
+                    assert request.transport is not None
+                    request.transport.abort()  # the connection breaks mid-stream
+                    return response
                 await response.write(chunk)
             if not self.streams:
                 await self.done.wait()  # the last stream stays open, as a watch does
@@ -64,8 +73,16 @@ class ScriptedServer:
 
 
 @pytest.fixture
-def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kube_module, "WATCH_RETRY_BASE_SECONDS", 0.01)
+def retries(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The watch's failures in a row at each of its waits, each wait made a millisecond."""
+    counted: list[int] = []
+
+    def delay(attempt: int, *, base: float, cap: float) -> float:
+        counted.append(attempt)
+        return 0.001
+
+    monkeypatch.setattr(kube_module, "retry_delay", delay)
+    return counted
 
 
 @pytest.fixture
@@ -140,7 +157,7 @@ async def test_a_version_the_server_no_longer_has_lists_the_leases_again(watchin
     assert server.watched_from == ["10", "30"]
 
 
-async def test_a_failed_listing_is_tried_again(watching: Any, quick_retries: None) -> None:
+async def test_a_failed_listing_is_tried_again(watching: Any, retries: list[int]) -> None:
     """An API server that answers 500, or does not know the kind yet (404: its CRD not
     installed), is asked again, backing off, until it lists."""
     server = ScriptedServer(
@@ -149,6 +166,7 @@ async def test_a_failed_listing_is_tried_again(watching: Any, quick_retries: Non
     )
     events = await watching(server, 2)
     assert names(events) == [(None, "a"), ("ADDED", "b")]
+    assert retries == [1, 2]
 
 
 async def test_a_line_longer_than_aiohttps_own_reader_takes_comes_whole(watching: Any) -> None:
@@ -165,8 +183,43 @@ async def test_a_line_longer_than_aiohttps_own_reader_takes_comes_whole(watching
     assert events[0][1]["spec"]["context"] == context
 
 
+async def test_a_connection_broken_mid_line_goes_on_from_the_last_whole_event(
+    watching: Any, retries: list[int]
+) -> None:
+    """The half line a broken connection leaves is dropped; the watch goes on from the last
+    whole event's version, and the next event sets the failures back to none."""
+    server = ScriptedServer(
+        listings=[(10, [])],
+        streams=[
+            [line("ADDED", lease("a", 11)), line("ADDED", lease("b", 12))[:20], CUT],
+            [line("ADDED", lease("b", 12)), line("ADDED", lease("c", 13)), CUT],
+            [line("ADDED", lease("d", 14))],
+        ],
+    )
+    events = await watching(server, 4)
+    assert names(events) == [("ADDED", "a"), ("ADDED", "b"), ("ADDED", "c"), ("ADDED", "d")]
+    assert server.watched_from == ["10", "11", "13"]
+    assert retries == [1, 1]
+
+
+async def test_gone_again_and_again_backs_off_more_each_time(
+    watching: Any, retries: list[int]
+) -> None:
+    """A server that answers every watch with 410 Gone, as an ERROR event or outright, is
+    listed again each time but waited for longer and longer, not hammered."""
+    gone = {"kind": "Status", "code": 410, "reason": "Expired"}
+    server = ScriptedServer(
+        listings=[(10, []), (11, []), (12, []), (13, [lease("a", 13)])],
+        streams=[[line("ERROR", gone)], 410, [line("ERROR", gone)], []],
+    )
+    events = await watching(server, 1)
+    assert names(events) == [(None, "a")]
+    assert server.watched_from == ["10", "11", "12"]
+    assert retries == [1, 2, 3]
+
+
 async def test_a_broken_watch_goes_on_from_its_last_version(
-    watching: Any, quick_retries: None
+    watching: Any, retries: list[int]
 ) -> None:
     """A stream cut mid-line (the connection broke) loses nothing: the half line is dropped and
     the watch goes on from the last whole event's version."""
@@ -183,7 +236,7 @@ async def test_a_broken_watch_goes_on_from_its_last_version(
 
 
 async def test_an_error_the_watch_gives_is_tried_again_from_the_same_version(
-    watching: Any, quick_retries: None
+    watching: Any, retries: list[int]
 ) -> None:
     """An ERROR event other than 410 (the server failed) backs off and watches again from the
     version it had, without listing again; so does a watch that ends at once, giving nothing."""
@@ -195,3 +248,4 @@ async def test_an_error_the_watch_gives_is_tried_again_from_the_same_version(
     events = await watching(server, 1)
     assert names(events) == [("ADDED", "a")]
     assert server.watched_from == ["10", "10", "10"]
+    assert retries == [1, 2]

@@ -43,13 +43,14 @@ def own_paths(runtime: Runtime, *, peering: bool, namespaces: Collection[str]) -
     """The AgentLease collections the operator follows itself (:func:`follow`), each served
     namespace's or the cluster's; none, for kopf to watch them, unless it acts alone, on named
     namespaces (no pattern) or all of them, with its API session."""
-    patterns = any(mark in namespace for namespace in namespaces for mark in "*?[!")
+    # kopf reads these as patterns, and a comma as a list of them.
+    patterns = any(mark in namespace for namespace in namespaces for mark in "*?[!,")
     if peering or patterns or not runtime.kube.watches:
         return []
     base = f"/apis/{GROUP}/{VERSION}"
     if not namespaces:
         return [f"{base}/agentleases"]
-    return [f"{base}/namespaces/{namespace}/agentleases" for namespace in sorted(namespaces)]
+    return [f"{base}/namespaces/{namespace}/agentleases" for namespace in sorted(set(namespaces))]
 
 
 class Lanes:
@@ -87,10 +88,13 @@ class Lanes:
             del self.waiting[key]
 
     async def close(self) -> None:
-        """Cancel the lanes still handling events, and wait for them to end."""
+        """Cancel the lanes still handling events, and wait for them to end; the events still
+        waiting in them are dropped."""
         for task in self.tasks:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
+        # A lane cancelled before it began never reached its own clean-up.
+        self.waiting.clear()
 
 
 async def follow(runtime: Runtime, path: str) -> None:

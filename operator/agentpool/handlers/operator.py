@@ -191,25 +191,29 @@ async def beside_kopf(
     on which replica acts, while kopf runs; the lease tasks are stopped when it ends, their
     leases left Bound."""
     opened, tasks = None, list[asyncio.Task[None]]()
-    tasks.append(asyncio.create_task(leases.sweep(runtime, runtime.settings.leases.sweep_seconds)))
-    tasks += [asyncio.create_task(leasewatch.follow(runtime, path)) for path in lease_paths]
-    if gateway is not None:
-        opened = await open_gateway(runtime, gateway)
-        tasks.append(asyncio.create_task(keep_certificate(runtime, gateway, opened)))
-    if peering is not None:
-        follower = standby.follow_peers(
-            runtime,
-            standby.peering_paths(peering.name, namespaces),
-            identity=peering.identity,
-            priority=peering.priority,
-            every=runtime.settings.gateway.peers_seconds,
-        )
-        tasks.append(asyncio.create_task(follower))
     try:
+        sweeping = leases.sweep(runtime, runtime.settings.leases.sweep_seconds)
+        tasks.append(asyncio.create_task(sweeping))
+        tasks += [asyncio.create_task(leasewatch.follow(runtime, path)) for path in lease_paths]
+        if gateway is not None:
+            opened = await open_gateway(runtime, gateway)
+            tasks.append(asyncio.create_task(keep_certificate(runtime, gateway, opened)))
+        if peering is not None:
+            follower = standby.follow_peers(
+                runtime,
+                standby.peering_paths(peering.name, namespaces),
+                identity=peering.identity,
+                priority=peering.priority,
+                every=runtime.settings.gateway.peers_seconds,
+            )
+            tasks.append(asyncio.create_task(follower))
         yield
     finally:
         for task in tasks:
             task.cancel()
+        # Ended, not only told to: no lease event is handed on after this, so every lease task
+        # is one stop_all sees.
+        await asyncio.gather(*tasks, return_exceptions=True)
         await runtime.leases.stop_all(runtime.settings.leases.stop_seconds)
         if opened is not None:
             await opened.server.stop()

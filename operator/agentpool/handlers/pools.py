@@ -56,8 +56,9 @@ __all__ = ["POOL_LABEL", "register", "sync_broker"]
 log = logging.getLogger(__name__)
 
 
-#: Why kopf stops a pool's loop when the operator pauses for a peer or exits: it watches no
-#: more from then on, so the leases stop being driven at once.
+#: Why kopf stops a pool's loop when the operator pauses for a peer or exits: its watches (and
+#: the operator's own of the leases, at an exit) end then, so the leases stop being driven at
+#: once.
 STANDING_DOWN = (
     kopf.DaemonStoppingReason.OPERATOR_PAUSING | kopf.DaemonStoppingReason.OPERATOR_EXITING
 )

@@ -244,10 +244,11 @@ class LeaseAgents:
 
     def pause(self) -> None:
         """The operator is paused, a peer acting in its place, or exits: every lease task ends
-        as at a stop, without waiting, its lease left Bound and its agent parked (kopf watches
-        no more, so a task would not see its holder's renewals and would expire a lease still
-        held). The replica that acts next drives the leases; a resumed operator takes up each
-        lease its watch shows again; a task started meanwhile waits for :meth:`resume`."""
+        as at a stop, without waiting, its lease left Bound and its agent parked (the watches
+        end, kopf's or the operator's own, so a task would not see its holder's renewals and
+        would expire a lease still held). The replica that acts next drives the leases; a
+        resumed operator takes up each lease its watch shows again; a task started meanwhile
+        waits for :meth:`resume`."""
         self.acting.clear()
         for entry in self.tasks.values():
             entry.stop.set(deleted=False)

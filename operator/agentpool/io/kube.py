@@ -119,6 +119,8 @@ class Kube:
         # executor has CPUs + 4, fewer than the calls a burst of leases or pods makes at once.
         self._threads = ThreadPoolExecutor(CALLS_AT_ONCE, thread_name_prefix="kube")
         self._session: aiohttp.ClientSession | None = None
+        # The watches' own: each holds a connection for good, which the calls must not wait for.
+        self._watching: aiohttp.ClientSession | None = None
         self._transport: Transport | None = None
         self._auth: tuple[float, dict[str, str]] | None = None
 
@@ -131,19 +133,22 @@ class Kube:
         now on, until :meth:`aclose`; a connection through a proxy keeps the worker threads."""
         self._transport = transport(self._client.configuration)
         if self._transport is not None and self._session is None:
+            ssl = self._transport.ssl or False
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(
-                    ssl=self._transport.ssl or False, limit=CALLS_AT_ONCE
-                ),
+                connector=aiohttp.TCPConnector(ssl=ssl, limit=CALLS_AT_ONCE),
                 timeout=SESSION_TIMEOUT,
                 trust_env=False,
             )
+            self._watching = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=ssl, limit=0), trust_env=False
+            )
 
     async def aclose(self) -> None:
-        """:meth:`close`, the session of :meth:`open_session` first."""
-        if self._session is not None:
-            session, self._session = self._session, None
-            await session.close()
+        """:meth:`close`, the sessions of :meth:`open_session` first."""
+        for session in (self._session, self._watching):
+            if session is not None:
+                await session.close()
+        self._session = self._watching = None
         self.close()
 
     def close(self) -> None:
@@ -338,11 +343,13 @@ class Kube:
         listed, with type None, then each change as the server's watch gives it, for as long
         as it is iterated. A watch that ends (its time is up, the connection broke) starts
         again from the last version seen; one the server no longer has (410 Gone) lists the
-        collection again, so an object deleted meanwhile is not told of; one that fails is
-        tried again, backing off. Needs the session (:attr:`watches`)."""
-        if self._session is None or self._transport is None:
+        collection again, so an object deleted meanwhile is not told of; one that fails, for
+        whatever reason, is tried again, backing off, as is one that ends at once. Needs the
+        session (:attr:`watches`); the watches have one of their own, as each holds a
+        connection for as long as it lasts."""
+        if self._session is None or self._watching is None or self._transport is None:
             raise RuntimeError("Kube.watch needs the session: call open_session first")
-        session, place = self._session, self._transport
+        session, watching, place = self._session, self._watching, self._transport
         resource = path.rstrip("/").split("/")[-1]
         version: str | None = None
         failures = 0
@@ -358,17 +365,19 @@ class Kube:
                     version = str(listing["metadata"]["resourceVersion"])
                     for item in listing.get("items") or []:
                         yield None, item
-                async for kind, body in self._watch_from(session, place, path, version):
-                    given, failures = True, 0
-                    if kind == "ERROR" and body.get("code") == 410:
-                        version = None  # Gone: the version is too old to watch from; list again
-                        break
-                    if kind == "ERROR":
-                        raise ApiException(status=body.get("code"), reason=body.get("message"))
-                    version = str(body.get("metadata", {}).get("resourceVersion") or version)
-                    if kind != "BOOKMARK":
-                        yield kind, body
-            except (aiohttp.ClientError, TimeoutError, ApiException, NotFound, ValueError) as error:
+                events = self._watch_from(watching, place, path, version)
+                async with contextlib.aclosing(events):
+                    async for kind, body in events:
+                        if kind == "ERROR" and body.get("code") == 410:
+                            version = None  # Gone: too old a version to watch from; list again
+                            break
+                        if kind == "ERROR":
+                            raise ApiException(status=body.get("code"), reason=body.get("message"))
+                        given, failures = True, 0
+                        version = str(body.get("metadata", {}).get("resourceVersion") or version)
+                        if kind in ("ADDED", "MODIFIED", "DELETED"):
+                            yield kind, body
+            except Exception as error:  # the watch must outlive any failure: it is tried again
                 failures += 1
                 delay = retry_delay(
                     failures, base=WATCH_RETRY_BASE_SECONDS, cap=WATCH_RETRY_MAX_SECONDS
@@ -376,8 +385,8 @@ class Kube:
                 log.warning("watching %s failed, again in %g s: %s", path, delay, error)
                 await asyncio.sleep(delay)
             else:
-                if not given and version is not None and time.monotonic() - started < 1.0:
-                    # Ended at once, with not even a bookmark: not again at once.
+                if not given and time.monotonic() - started < 1.0:
+                    # Ended at once (Gone again, or not even a bookmark): not again at once.
                     failures += 1
                     await asyncio.sleep(
                         retry_delay(
