@@ -27,7 +27,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar, cast
 
@@ -309,14 +309,8 @@ class Kube:
         resource): the answer's bytes; NotFound, Conflict, or the ApiException the client would
         raise for any other error status."""
         verb, resource = counted
-        headers.update(await self._credentials())
-        async with session.request(
-            method,
-            place.server + path,
-            params=query,
-            data=data,
-            headers=headers,
-            server_hostname=place.server_hostname,
+        async with self._opened(
+            session, place, method, path, headers, params=query, data=data
         ) as response:
             answer = await response.read()
         if verb not in ("get", "list"):
@@ -333,10 +327,32 @@ class Kube:
             )
         return answer
 
+    @contextlib.asynccontextmanager
+    async def _opened(
+        self,
+        session: aiohttp.ClientSession,
+        place: Transport,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        **options: Any,
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """The answer to one request over ``session`` to the server at ``place``, with the
+        client's credentials and TLS server name: the one place they are put on a request."""
+        headers.update(await self._credentials())
+        async with session.request(
+            method,
+            place.server + path,
+            headers=headers,
+            server_hostname=place.server_hostname,
+            **options,
+        ) as response:
+            yield response
+
     @property
     def watches(self) -> bool:
-        """Whether :meth:`watch` can be used: the session is open."""
-        return self._session is not None and self._transport is not None
+        """Whether :meth:`watch` can be used: the sessions are open."""
+        return self._session is not None and self._watching is not None
 
     async def watch(self, path: str) -> AsyncGenerator[WatchEvent, None]:
         """Every object of the collection at ``path`` (a kind's, in a namespace or in all) as
@@ -378,21 +394,19 @@ class Kube:
                         if kind in ("ADDED", "MODIFIED", "DELETED"):
                             yield kind, body
             except Exception as error:  # the watch must outlive any failure: it is tried again
-                failures += 1
-                delay = retry_delay(
-                    failures, base=WATCH_RETRY_BASE_SECONDS, cap=WATCH_RETRY_MAX_SECONDS
-                )
-                log.warning("watching %s failed, again in %g s: %s", path, delay, error)
-                await asyncio.sleep(delay)
+                failed: Exception | None = error
             else:
-                if not given and time.monotonic() - started < 1.0:
-                    # Ended at once (Gone again, or not even a bookmark): not again at once.
-                    failures += 1
-                    await asyncio.sleep(
-                        retry_delay(
-                            failures, base=WATCH_RETRY_BASE_SECONDS, cap=WATCH_RETRY_MAX_SECONDS
-                        )
-                    )
+                if given or time.monotonic() - started >= 1.0:
+                    continue
+                failed = None  # ended at once (Gone again, or not even a bookmark)
+            # Not again at once: later each time, until an event comes.
+            failures += 1
+            delay = retry_delay(
+                failures, base=WATCH_RETRY_BASE_SECONDS, cap=WATCH_RETRY_MAX_SECONDS
+            )
+            if failed is not None:
+                log.warning("watching %s failed, again in %g s: %s", path, delay, failed)
+            await asyncio.sleep(delay)
 
     async def _watch_from(
         self, session: aiohttp.ClientSession, place: Transport, path: str, version: str
@@ -407,16 +421,11 @@ class Kube:
             ("timeoutSeconds", str(WATCH_SECONDS)),
         ]
         headers = {"Accept": "application/json", "User-Agent": self._client.user_agent}
-        headers.update(await self._credentials())
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=TIMEOUT[0], sock_read=WATCH_READ_SECONDS
         )
-        async with session.get(
-            place.server + path,
-            params=query,
-            headers=headers,
-            timeout=timeout,
-            server_hostname=place.server_hostname,
+        async with self._opened(
+            session, place, "GET", path, headers, params=query, timeout=timeout
         ) as response:
             if response.status == 410:
                 yield "ERROR", cast(RawBody, {"code": 410})
