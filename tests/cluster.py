@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from agentpool.io.connection import Connection, make_api_client
 from agentpool.local import eventloop
 from agentpool.local.kubeconfig import ApiAccess
 
@@ -173,12 +174,9 @@ class ClusterHandle:
         return ApiAccess.from_kubeconfig(self.kubeconfig, context=self.context)
 
     def api_client(self) -> Any:
-        """A kubernetes ApiClient for this cluster (close it when done)."""
-        import kubernetes
-
-        return kubernetes.config.new_client_from_config(
-            config_file=str(self.kubeconfig), context=self.context
-        )
+        """A kubernetes ApiClient for this cluster (close it when done), loaded as the
+        operator loads it, so an operator thread starting beside it cannot race its load."""
+        return make_api_client(Connection(kubeconfig=str(self.kubeconfig), context=self.context))
 
 
 class ClusterThread:

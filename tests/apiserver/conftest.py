@@ -21,8 +21,8 @@ from typing import Any, TypeVar
 
 import pytest
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 
+from agentpool.io.connection import Connection, make_api_client
 from agentpool.local import pki
 from agentpool.local.apiserver import ServerThread, serve_in_thread
 from agentpool.local.apiserver.storage.store import HistoryLimits
@@ -174,7 +174,7 @@ def cluster(
 
 @pytest.fixture(scope="session")
 def api_client(cluster: Cluster) -> Iterator[k8s.ApiClient]:
-    api = k8s_config.new_client_from_config(str(cluster.kubeconfig), context=cluster.context)
+    api = make_api_client(Connection(kubeconfig=str(cluster.kubeconfig), context=cluster.context))
     yield api
     api.close()
 

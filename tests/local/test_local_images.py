@@ -20,10 +20,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import kubernetes
 import pytest
 from kubernetes import client
 
+from agentpool.io.connection import Connection, make_api_client
 from agentpool.local.kubelet import processes
 from agentpool.local.kubelet.images import IMAGE_ANNOTATION
 from cluster import ClusterThread, wait_for
@@ -64,7 +64,7 @@ def _cluster_core(directory: Path, *, images: bool) -> Iterator[client.CoreV1Api
     thread = ClusterThread(directory, kubelet={"images": images})
     thread.start()
     try:
-        api_client = kubernetes.config.new_client_from_config(str(thread.cluster.kubeconfig))
+        api_client = make_api_client(Connection(kubeconfig=str(thread.cluster.kubeconfig)))
         try:
             yield client.CoreV1Api(api_client)
         finally:

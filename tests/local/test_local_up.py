@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from agentpool.io.connection import Connection, make_api_client
 from cluster import wait_for
 from pods import FAMILY, HEALTH_SERVER, pod
 
@@ -105,7 +106,7 @@ def test_signal_leaves_no_process_behind(
     up = Up(scratch / "cluster", "--no-operator")
     started.append(up)
     up.wait_up()
-    api_client = config.new_client_from_config(config_file=str(scratch / "cluster" / "kubeconfig"))
+    api_client = make_api_client(Connection(kubeconfig=str(scratch / "cluster" / "kubeconfig")))
     core = client.CoreV1Api(api_client)
     pids: list[int] = []
     try:
@@ -141,7 +142,7 @@ def test_killed_host_takes_its_pods_along(scratch: Path, started: list[Up]) -> N
     up = Up(scratch / "cluster", "--no-operator")
     started.append(up)
     up.wait_up()
-    api_client = config.new_client_from_config(config_file=str(scratch / "cluster" / "kubeconfig"))
+    api_client = make_api_client(Connection(kubeconfig=str(scratch / "cluster" / "kubeconfig")))
     core = client.CoreV1Api(api_client)
     try:
         core.create_namespaced_pod("default", pod("server", HEALTH_SERVER))

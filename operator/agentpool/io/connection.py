@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import ssl
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,12 @@ from kubernetes.client.rest import should_bypass_proxies
 #: connections. A burst of 32 leases makes 64 writes at once; Python's default of (CPUs + 4)
 #: threads would queue most of them behind each other.
 CALLS_AT_ONCE = 32
+
+#: Held while a kubeconfig loads. The ``kubernetes`` client writes a kubeconfig's CA and client
+#: certificate to files it shares by content across the process, and names each file to other
+#: loaders before it has written it: a second thread loading the same kubeconfig then would get
+#: an empty CA file, which its TLS context refuses.
+_LOADING = threading.Lock()
 
 
 class NoCluster(Exception):
@@ -59,17 +66,18 @@ def make_api_client(connection: Connection) -> Any:
 def _configuration(connection: Connection) -> Any:
     configuration = kubernetes.client.Configuration()
     loader: Any = kubernetes.config
-    if connection.kubeconfig or connection.context:
-        loader.load_kube_config(
-            config_file=connection.kubeconfig,
-            context=connection.context,
-            client_configuration=configuration,
-        )
-    elif not connection.server:
-        try:
-            loader.load_incluster_config(client_configuration=configuration)
-        except kubernetes.config.ConfigException:
-            loader.load_kube_config(client_configuration=configuration)
+    with _LOADING:
+        if connection.kubeconfig or connection.context:
+            loader.load_kube_config(
+                config_file=connection.kubeconfig,
+                context=connection.context,
+                client_configuration=configuration,
+            )
+        elif not connection.server:
+            try:
+                loader.load_incluster_config(client_configuration=configuration)
+            except kubernetes.config.ConfigException:
+                loader.load_kube_config(client_configuration=configuration)
     _override(configuration, connection)
     # The kubeconfig loader's hook reloads the kubeconfig before every request (to refresh
     # tokens) and so would undo the overrides: apply them again after it.
