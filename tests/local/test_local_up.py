@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import io
 import json
 import os
 import signal
@@ -17,6 +19,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from agentpool.io.connection import Connection, make_api_client
+from agentpool.local.up import serve
 from cluster import wait_for
 from pods import FAMILY, HEALTH_SERVER, pod
 
@@ -180,3 +183,25 @@ def test_busy_directory_and_port_are_refused(scratch: Path, started: list[Up]) -
     assert "already in use" in same_port.errors.read_text()
     lock = json.dumps((scratch / "one" / "local.lock").read_text())
     assert str(first.process.pid) in lock
+
+
+async def test_an_operator_that_stops_on_its_own_stops_up_with_its_reason(
+    scratch: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`local up` whose operator stops unasked (it could not reach the API server, say) does not
+    stay up serving pools nobody runs: it stops the cluster, says why and exits 1."""
+
+    async def failing(kubeconfig: Path, stop: asyncio.Event) -> None:
+        raise RuntimeError(f"cannot read {kubeconfig.name}")
+
+    out = io.StringIO()
+    async with asyncio.timeout(60):
+        code = await serve(scratch / "cluster", port=0, operator=failing, out=out)
+
+    assert code == 1
+    assert "local cluster up" in out.getvalue()
+    assert "stopping the local cluster" not in out.getvalue()
+    errors = capsys.readouterr().err
+    assert "the operator stopped (cannot read kubeconfig)" in errors
+    assert "stopping the local cluster" in errors
+    assert not (scratch / "cluster" / "local.lock").read_text(), "the cluster is still up"

@@ -93,11 +93,20 @@ async def _serves(session: aiohttp.ClientSession, url: str, plural: str) -> bool
 
 class OperatorThread:
     """Runs an :data:`OperatorRunner` in a daemon thread with its own loop; ``stop()`` ends it,
-    and the thread ends once the operator's connections have closed too."""
+    and the thread ends once the operator's connections have closed too. ``on_end`` is called
+    from the thread as it ends, however the operator stopped."""
 
-    def __init__(self, runner: OperatorRunner, kubeconfig: Path) -> None:
+    def __init__(
+        self,
+        runner: OperatorRunner,
+        kubeconfig: Path,
+        on_end: Callable[[], None] = lambda: None,
+    ) -> None:
         self._runner = runner
         self._kubeconfig = kubeconfig
+        self._on_end = on_end
+        #: What stopped the operator, when an error did.
+        self.error: Exception | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._flag: asyncio.Event | None = None
         self._ready = threading.Event()
@@ -112,10 +121,12 @@ class OperatorThread:
             # kopf leaves each watch mid-stream as it stops; those TLS closes finish before the
             # loop ends, so no socket of the operator outlives it.
             eventloop.run(self._serve())
-        except Exception:
+        except Exception as error:
+            self.error = error
             logger.exception("the operator stopped with an error")
         finally:
             self._ready.set()
+            self._on_end()
 
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -156,6 +167,8 @@ class LocalCluster:
         self.credentials: pki.Credentials | None = None
         self.kubelet: Kubelet | None = None
         self.operator_thread: OperatorThread | None = None
+        #: Set once the operator has stopped, asked to or not.
+        self.operator_ended = asyncio.Event()
         self._kubelet_task: asyncio.Task[None] | None = None
         self._lock: IO[str] | None = None
 
@@ -223,7 +236,13 @@ class LocalCluster:
         async with asyncio.timeout(10):
             await self.kubelet.wait_started()
         if self.operator is not None:
-            self.operator_thread = OperatorThread(self.operator, self.kubeconfig)
+            loop = asyncio.get_running_loop()
+
+            def ended() -> None:
+                with contextlib.suppress(RuntimeError):  # the cluster's loop has closed
+                    loop.call_soon_threadsafe(self.operator_ended.set)
+
+            self.operator_thread = OperatorThread(self.operator, self.kubeconfig, ended)
             self.operator_thread.start()
 
     async def _stop(self) -> None:

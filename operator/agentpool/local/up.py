@@ -3,7 +3,8 @@
 Starts a :class:`~agentpool.local.cluster.LocalCluster` in DIR with the operator the CLI hands in
 (none with ``--no-operator``), prints how to point kubectl at it, and on SIGINT or SIGTERM stops
 the operator, the kubelet (ending every pod's process group) and the API server before exiting,
-so no process it started outlives it. Called by :mod:`agentpool.cli`.
+so no process it started outlives it. An operator that stops on its own stops the cluster too,
+with exit code 1 and the reason. Called by :mod:`agentpool.cli`.
 """
 
 from __future__ import annotations
@@ -58,7 +59,18 @@ async def serve(
         ) as cluster:
             out.write(usage(cluster, operator=cluster.operator_thread is not None))
             out.flush()
-            await stop.wait()
+            await _either(stop, cluster.operator_ended)
+            if not stop.is_set():
+                # A cluster whose pools nobody serves would look up and do nothing.
+                thread = cluster.operator_thread
+                cause = thread.error if thread is not None else None
+                print(
+                    f"agentpool local up: the operator stopped ({cause or 'it returned'});"
+                    " stopping the local cluster. Its traceback is above; run"
+                    " `agentpool local up` again, or `--no-operator` and `agentpool run` apart",
+                    file=sys.stderr,
+                )
+                return 1
             out.write("stopping the local cluster\n")
             out.flush()
     except ClusterBusy as error:
@@ -68,6 +80,16 @@ async def serve(
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
     return 0
+
+
+async def _either(*events: asyncio.Event) -> None:
+    """Wait until one of the events is set."""
+    waits = [asyncio.create_task(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
 
 
 def run_up(
