@@ -142,6 +142,8 @@ class ClusterHandle:
     context: str | None = None
     dir: Path | None = None
     counts: Callable[[], dict[tuple[str, str], int]] | None = field(default=None, repr=False)
+    #: Why the local cluster's operator has stopped while the cluster runs; None while it runs.
+    operator_stopped: Callable[[], str | None] = field(default=lambda: None, repr=False)
 
     @property
     def local(self) -> bool:
@@ -199,6 +201,7 @@ class ClusterThread:
             url=self.cluster.url,
             dir=self.directory,
             counts=self.counts,
+            operator_stopped=self.operator_stopped,
         )
 
     def _main(self) -> None:
@@ -229,6 +232,13 @@ class ClusterThread:
             return await work()
 
         return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout)
+
+    def operator_stopped(self) -> str | None:
+        """Why the cluster's operator has stopped, if it has (None without an operator)."""
+        operator = self.cluster.operator_thread if self.cluster is not None else None
+        if operator is None or operator.thread.is_alive():
+            return None
+        return repr(operator.error) if operator.error is not None else "it returned"
 
     def counts(self) -> dict[tuple[str, str], int]:
         async def read() -> dict[tuple[str, str], int]:

@@ -102,6 +102,19 @@ def local_cluster(kube_context: str | None, scratch_root: Path) -> Iterator[Clus
         server.stop()
 
 
+@pytest.fixture(autouse=True)
+def _the_local_clusters_operator_runs(request: pytest.FixtureRequest) -> None:
+    """A test on the session's local cluster fails at once, saying why, when the cluster's
+    operator has stopped, instead of waiting out each of its deadlines for agents that never
+    come."""
+    if "local_cluster" not in request.fixturenames:
+        return
+    handle: ClusterHandle = request.getfixturevalue("local_cluster")
+    stopped = handle.operator_stopped()
+    if stopped is not None:
+        pytest.fail(f"the local cluster's operator has stopped: {stopped}")
+
+
 @pytest.fixture(scope="session")
 def kubectl(local_cluster: ClusterHandle, scratch_root: Path) -> Kubectl:
     """kubectl for the test cluster, with a cache directory fresh to this test session."""
