@@ -202,6 +202,6 @@ async def test_an_operator_that_stops_on_its_own_stops_up_with_its_reason(
     assert "local cluster up" in out.getvalue()
     assert "stopping the local cluster" not in out.getvalue()
     errors = capsys.readouterr().err
-    assert "the operator stopped (cannot read kubeconfig)" in errors
+    assert "the operator stopped (RuntimeError: cannot read kubeconfig;" in errors
     assert "stopping the local cluster" in errors
     assert not (scratch / "cluster" / "local.lock").read_text(), "the cluster is still up"

@@ -64,10 +64,11 @@ async def serve(
                 # A cluster whose pools nobody serves would look up and do nothing.
                 thread = cluster.operator_thread
                 cause = thread.error if thread is not None else None
+                why = f"{type(cause).__name__}: {cause}; its traceback is above" if cause else ""
                 print(
-                    f"agentpool local up: the operator stopped ({cause or 'it returned'});"
-                    " stopping the local cluster. Its traceback is above; run"
-                    " `agentpool local up` again, or `--no-operator` and `agentpool run` apart",
+                    f"agentpool local up: the operator stopped ({why or 'it returned'});"
+                    " stopping the local cluster. Run `agentpool local up` again, or run it"
+                    " with `--no-operator` and the operator apart with `agentpool run`",
                     file=sys.stderr,
                 )
                 return 1
