@@ -235,10 +235,11 @@ class ClusterThread:
 
     def operator_stopped(self) -> str | None:
         """Why the cluster's operator has stopped, if it has (None without an operator)."""
-        operator = self.cluster.operator_thread if self.cluster is not None else None
-        if operator is None or operator.thread.is_alive():
+        cluster = self.cluster
+        operator = cluster.operator_thread if cluster is not None else None
+        if operator is None or not cluster.operator_ended.is_set():
             return None
-        return repr(operator.error) if operator.error is not None else "it returned"
+        return repr(operator.error) if operator.error is not None else "it ended"
 
     def counts(self) -> dict[tuple[str, str], int]:
         async def read() -> dict[tuple[str, str], int]:

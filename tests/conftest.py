@@ -104,8 +104,8 @@ def local_cluster(kube_context: str | None, scratch_root: Path) -> Iterator[Clus
 
 @pytest.fixture(autouse=True)
 def _the_local_clusters_operator_runs(request: pytest.FixtureRequest) -> None:
-    """A test on the session's local cluster fails at once, saying why, when the cluster's
-    operator has stopped, instead of waiting out each of its deadlines for agents that never
+    """Once the session's local cluster's operator has stopped, each later test on that cluster
+    fails at setup, saying why, instead of waiting out its deadlines for agents that never
     come."""
     if "local_cluster" not in request.fixturenames:
         return

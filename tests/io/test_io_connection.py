@@ -50,9 +50,10 @@ def test_two_threads_loading_one_kubeconfig_both_trust_its_ca(
 
     def second_load() -> None:
         try:
-            configuration = make_api_client(Connection(kubeconfig=str(kubeconfig))).configuration
-            found["ca"] = Path(configuration.ssl_ca_cert).read_bytes()
-            found["transport"] = transport(configuration)
+            client = make_api_client(Connection(kubeconfig=str(kubeconfig)))
+            found["ca"] = Path(client.configuration.ssl_ca_cert).read_bytes()
+            found["transport"] = transport(client.configuration)
+            client.close()
         except Exception as error:  # reported by the assertion below
             found["error"] = error
         finally:
@@ -70,11 +71,12 @@ def test_two_threads_loading_one_kubeconfig_both_trust_its_ca(
         return real_open(file, mode, *args, **kw)
 
     monkeypatch.setattr(kube_config, "open", open_between_naming_and_writing, raising=False)
-    first = make_api_client(Connection(kubeconfig=str(kubeconfig))).configuration
+    first = make_api_client(Connection(kubeconfig=str(kubeconfig)))
+    first.close()
     assert second.ident is not None, "the CA file was never written"
     second.join(30)
 
     assert "error" not in found, found.get("error")
     assert found["ca"] == ca.cert_pem
     assert found["transport"].ssl is not None
-    assert Path(first.ssl_ca_cert).read_bytes() == ca.cert_pem
+    assert Path(first.configuration.ssl_ca_cert).read_bytes() == ca.cert_pem

@@ -105,8 +105,8 @@ class OperatorThread:
         self._runner = runner
         self._kubeconfig = kubeconfig
         self._on_end = on_end
-        #: What stopped the operator, when an error did.
-        self.error: Exception | None = None
+        #: What stopped the operator, when an error or a cancellation did.
+        self.error: BaseException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._flag: asyncio.Event | None = None
         self._ready = threading.Event()
@@ -124,6 +124,9 @@ class OperatorThread:
         except Exception as error:
             self.error = error
             logger.exception("the operator stopped with an error")
+        except BaseException as error:
+            self.error = error
+            raise
         finally:
             self._ready.set()
             self._on_end()

@@ -66,7 +66,7 @@ async def serve(
                 cause = thread.error if thread is not None else None
                 why = f"{type(cause).__name__}: {cause}; its traceback is above" if cause else ""
                 print(
-                    f"agentpool local up: the operator stopped ({why or 'it returned'});"
+                    f"agentpool local up: the operator stopped ({why or 'it ended'});"
                     " stopping the local cluster. Run `agentpool local up` again, or run it"
                     " with `--no-operator` and the operator apart with `agentpool run`",
                     file=sys.stderr,
