@@ -239,7 +239,7 @@ class ClusterThread:
         operator = cluster.operator_thread if cluster is not None else None
         if operator is None or not cluster.operator_ended.is_set():
             return None
-        return repr(operator.error) if operator.error is not None else "it ended"
+        return str(operator.reason)
 
     def counts(self) -> dict[tuple[str, str], int]:
         async def read() -> dict[tuple[str, str], int]:

@@ -131,6 +131,13 @@ class OperatorThread:
             self._ready.set()
             self._on_end()
 
+    @property
+    def reason(self) -> str:
+        """Why the operator ended, for a person: its error's type and message, if one ended it."""
+        if self.error is None:
+            return "it ended"
+        return f"{type(self.error).__name__}: {self.error}"
+
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._flag = asyncio.Event()

@@ -63,10 +63,10 @@ async def serve(
             if not stop.is_set():
                 # A cluster whose pools nobody serves would look up and do nothing.
                 thread = cluster.operator_thread
-                cause = thread.error if thread is not None else None
-                why = f"{type(cause).__name__}: {cause}; its traceback is above" if cause else ""
+                assert thread is not None, "only a cluster with an operator ends it"
+                traceback = "; its traceback is above" if thread.error is not None else ""
                 print(
-                    f"agentpool local up: the operator stopped ({why or 'it ended'});"
+                    f"agentpool local up: the operator stopped ({thread.reason}{traceback});"
                     " stopping the local cluster. Run `agentpool local up` again, or run it"
                     " with `--no-operator` and the operator apart with `agentpool run`",
                     file=sys.stderr,
