@@ -60,6 +60,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from agentpool import tracing
     from agentpool.handlers.operator import run_operator
 
+    if args.priority is not None and args.peering is None:
+        print(
+            "agentpool run: --priority needs --peering NAME: a replica alone outranks no one",
+            file=sys.stderr,
+        )
+        return 2
     try:
         # Traces are off unless the standard OTEL_* variables turn them on.
         provider = tracing.install()
@@ -88,6 +94,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 namespaces=namespaces,
                 liveness_endpoint=args.liveness,
                 peering_name=None if args.standalone else args.peering,
+                peering_priority=args.priority,
                 state_dir=Path(args.state_dir) if args.state_dir else None,
                 gateway=_gateway_options(args),
                 lease_events=args.lease_events,
@@ -375,6 +382,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         default=None,
         help="coordinate with other replicas through the named kopf peering object",
+    )
+    run.add_argument(
+        "--priority",
+        type=int,
+        default=None,
+        metavar="N",
+        help="this replica's priority in the peering: the highest acts, and replicas that share "
+        "one all pause (default: drawn at random, so that no two share it)",
     )
     run.add_argument("--liveness", metavar="URL", help="serve a liveness endpoint at this URL")
     run.add_argument(

@@ -170,3 +170,44 @@ def test_metrics_host_defaults_to_every_address() -> None:
     a Service or a Prometheus scrape in the cluster reaches it."""
     args = cli.build_parser().parse_args(["run"])
     assert args.metrics_host == "0.0.0.0"
+
+
+def test_priority_sets_the_replicas_rank_in_its_peering(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`run --peering NAME --priority N` ranks the replica N among its peers; without
+    `--priority` each replica leaves it to be drawn."""
+    from agentpool.handlers import operator
+
+    passed: list[tuple[object, object]] = []
+
+    async def run_operator(*_: object, **options: object) -> None:
+        passed.append((options["peering_name"], options["peering_priority"]))
+
+    monkeypatch.setattr(operator, "run_operator", run_operator)
+    argv = ["run", "--server", "https://127.0.0.1:1", "--peering", "agentpool"]
+    assert cli.main([*argv, "--priority", "7"]) == 0
+    assert cli.main(argv) == 0
+    assert passed == [("agentpool", 7), ("agentpool", None)]
+    assert operator.Peering.of("agentpool", 7).priority == 7
+    drawn = {operator.Peering.of("agentpool").priority for _ in range(3)}
+    assert len(drawn) == 3  # a collision is 3 in 2**31
+    assert min(drawn) >= 1
+
+
+def test_priority_without_peering_is_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A priority ranks a replica among peers: alone, `--priority` is refused before anything
+    starts, with what to add."""
+    from agentpool.handlers import operator
+
+    started: list[object] = []
+
+    async def run_operator(*args: object, **_: object) -> None:
+        started.append(args)
+
+    monkeypatch.setattr(operator, "run_operator", run_operator)
+    assert cli.main(["run", "--server", "https://127.0.0.1:1", "--priority", "7"]) == 2
+    assert "--priority needs --peering NAME" in capsys.readouterr().err
+    assert started == []

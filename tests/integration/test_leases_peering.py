@@ -131,7 +131,7 @@ def test_a_bound_lease_outlives_the_hand_over_between_replicas(
     leaves and the first resumes, and still the lease is Bound to the same agent; once its
     holder stops renewing, it expires."""
     api, connection, directory = peered
-    first = Replica([*connection, "--peering", PEERING], directory / "first.log")
+    first = Replica([*connection, "--peering", PEERING, "--priority", "1"], directory / "first.log")
     first.start()
     second: Replica | None = None
     try:
@@ -143,20 +143,16 @@ def test_a_bound_lease_outlives_the_hand_over_between_replicas(
             "the lease Bound",
         )
         with Holder(api, namespace, "chat") as holder:
-            # A replica that outranks the first (kopf draws each one's priority at random).
-            for attempt in range(12):
-                log = directory / f"second-{attempt}.log"
-                second = Replica([*connection, "--peering", PEERING], log)
-                second.start()
-                seen = wait_for(
-                    lambda r=second: (found := priorities(api)).get(r.identity) and found,
-                    "the second replica in the peering",
-                )
-                if seen[second.identity] > seen[first.identity]:
-                    break
-                second.stop()
-                second = None
-            assert second is not None, "no replica drew a priority above the first's in 12 tries"
+            # A replica that outranks the first joins.
+            second = Replica(
+                [*connection, "--peering", PEERING, "--priority", "2"], directory / "second.log"
+            )
+            second.start()
+            seen = wait_for(
+                lambda: (found := priorities(api)).get(second.identity) and found,
+                "the second replica in the peering",
+            )
+            assert (seen[first.identity], seen[second.identity]) == (1, 2)
             wait_for(lambda: PAUSING in first.log(), "the first replica to pause")
             # Three terms while the second acts, then two after the first resumed.
             paused = len(holder.seen)

@@ -118,6 +118,7 @@ async def run_operator(
     ready_flag: asyncio.Event | None = None,
     liveness_endpoint: str | None = None,
     peering_name: str | None = None,
+    peering_priority: int | None = None,
     embedded: bool = False,
     state_dir: Path | None = None,
     gateway: GatewayOptions | None = None,
@@ -126,10 +127,11 @@ async def run_operator(
     """Run the operator until ``stop_flag`` is set (or, without one, until cancelled).
 
     ``namespaces`` limits it to those namespaces; empty means cluster-wide. ``peering_name``
-    turns on kopf peering so that only one of several replicas acts at a time. ``state_dir``
-    holds the runs' journals, so that a crash re-runs only the items in flight. ``gateway``
-    opens the HTTPS gateway for calls and casts (none without it). ``lease_events`` False posts
-    no Event on leases.
+    turns on kopf peering so that only one of several replicas acts at a time: the one of the
+    highest ``peering_priority`` (drawn at random when None). ``state_dir`` holds the runs'
+    journals, so that a crash re-runs only the items in flight. ``gateway`` opens the HTTPS
+    gateway for calls and casts (none without it). ``lease_events`` False posts no Event on
+    leases.
     """
     # What is opened is closed, last first, each whether or not the one before it failed.
     async with contextlib.AsyncExitStack() as opened:
@@ -142,7 +144,7 @@ async def run_operator(
         tunables = OperatorSettings(leases=LeaseSettings(events=lease_events))
         runtime = Runtime(kube=kube, agents=agents, journals=journals, settings=tunables)
         opened.push_async_callback(runtime.lease_events.close)
-        peering = Peering.of(peering_name) if peering_name is not None else None
+        peering = None if peering_name is None else Peering.of(peering_name, peering_priority)
         lease_paths = leasewatch.own_paths(runtime, peering=bool(peering), namespaces=namespaces)
         registry = build_registry(runtime, connection, kopf_leases=not lease_paths)
         async with beside_kopf(runtime, gateway, peering, namespaces, lease_paths):
@@ -171,11 +173,12 @@ class Peering:
     priority: int
 
     @classmethod
-    def of(cls, name: str) -> Peering:
-        # kopf pauses every peer whose priority equals another live peer's: each replica takes
-        # its own, so exactly one (the highest) acts at a time; the gateway's readiness follows.
+    def of(cls, name: str, priority: int | None = None) -> Peering:
+        # kopf pauses every peer whose priority equals another live peer's: unless told one,
+        # each replica draws its own, so exactly one (the highest) acts at a time; the gateway's
+        # readiness follows.
         identity = os.environ.get("POD_ID") or f"{socket.gethostname()}-{os.getpid()}"
-        return cls(name, identity, random.randint(1, 2**31))
+        return cls(name, identity, random.randint(1, 2**31) if priority is None else priority)
 
 
 @contextlib.asynccontextmanager
