@@ -58,7 +58,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import logging
 
     from agentpool import tracing
-    from agentpool.handlers.operator import run_operator
+    from agentpool.handlers.operator import Peering, run_operator
 
     if args.priority is not None and args.peering is None:
         print(
@@ -87,14 +87,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         stop_metrics = serve_metrics(args.metrics_port, args.metrics_host)
     namespaces = [] if args.all_namespaces else args.namespace
+    peering = None if args.standalone else args.peering
     try:
         asyncio.run(
             run_operator(
                 _connection(args),
                 namespaces=namespaces,
                 liveness_endpoint=args.liveness,
-                peering_name=None if args.standalone else args.peering,
-                peering_priority=args.priority,
+                peering=None if peering is None else Peering.of(peering, args.priority),
                 state_dir=Path(args.state_dir) if args.state_dir else None,
                 gateway=_gateway_options(args),
                 lease_events=args.lease_events,

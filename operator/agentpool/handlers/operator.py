@@ -117,8 +117,7 @@ async def run_operator(
     stop_flag: asyncio.Event | None = None,
     ready_flag: asyncio.Event | None = None,
     liveness_endpoint: str | None = None,
-    peering_name: str | None = None,
-    peering_priority: int | None = None,
+    peering: Peering | None = None,
     embedded: bool = False,
     state_dir: Path | None = None,
     gateway: GatewayOptions | None = None,
@@ -126,12 +125,11 @@ async def run_operator(
 ) -> None:
     """Run the operator until ``stop_flag`` is set (or, without one, until cancelled).
 
-    ``namespaces`` limits it to those namespaces; empty means cluster-wide. ``peering_name``
-    turns on kopf peering so that only one of several replicas acts at a time: the one of the
-    highest ``peering_priority`` (drawn at random when None). ``state_dir`` holds the runs'
-    journals, so that a crash re-runs only the items in flight. ``gateway`` opens the HTTPS
-    gateway for calls and casts (none without it). ``lease_events`` False posts no Event on
-    leases.
+    ``namespaces`` limits it to those namespaces; empty means cluster-wide. ``peering`` turns
+    on kopf peering so that only one of several replicas acts at a time: the one of the highest
+    priority. ``state_dir`` holds the runs' journals, so that a crash re-runs only the items in
+    flight. ``gateway`` opens the HTTPS gateway for calls and casts (none without it).
+    ``lease_events`` False posts no Event on leases.
     """
     # What is opened is closed, last first, each whether or not the one before it failed.
     async with contextlib.AsyncExitStack() as opened:
@@ -144,7 +142,6 @@ async def run_operator(
         tunables = OperatorSettings(leases=LeaseSettings(events=lease_events))
         runtime = Runtime(kube=kube, agents=agents, journals=journals, settings=tunables)
         opened.push_async_callback(runtime.lease_events.close)
-        peering = None if peering_name is None else Peering.of(peering_name, peering_priority)
         lease_paths = leasewatch.own_paths(runtime, peering=bool(peering), namespaces=namespaces)
         registry = build_registry(runtime, connection, kopf_leases=not lease_paths)
         async with beside_kopf(runtime, gateway, peering, namespaces, lease_paths):
@@ -154,7 +151,7 @@ async def run_operator(
                 clusterwide=not namespaces,
                 namespaces=list(namespaces),
                 standalone=peering is None,
-                peering_name=peering_name,
+                peering_name=peering.name if peering else None,
                 priority=peering.priority if peering else None,
                 # kopf types it as its own Identity, a NewType of str it does not export.
                 identity=cast(Any, peering.identity) if peering else None,
