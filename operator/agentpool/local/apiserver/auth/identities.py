@@ -8,8 +8,9 @@ the pod or secret it is bound to, as ``pkg/serviceaccount``'s validator checks t
 (:mod:`.serviceaccounts` has the pure checks; the lookups are here). Every authenticated user
 also gets ``system:authenticated``. The outcome carries the error a TokenReview reports, worded
 as the real authenticator chain words it (``invalid bearer token``, then the token's own
-failure). The authentication middleware, the TokenReview endpoint and TokenRequest use
-:class:`Identities`.
+failure). :func:`bearer_token` reads a token from an ``Authorization`` header; a TokenReview
+reads ``spec.token`` through it too, as the real one does. The authentication middleware, the
+TokenReview endpoint and TokenRequest use :class:`Identities`.
 """
 
 from __future__ import annotations
@@ -32,6 +33,23 @@ from agentpool.local.apiserver.registry.core import Core
 ADMIN = users.UserInfo("admin", "admin-uid", (users.MASTERS, users.AUTHENTICATED))
 INVALID = "invalid bearer token"
 INVALIDATED = "service account token has been invalidated"
+#: What Go's ``strings.TrimSpace`` trims (``unicode.IsSpace``); ``str.strip`` also trims U+001C
+#: to U+001F, which the real server keeps.
+GO_SPACE = (
+    "\t\n\v\f\r \x85\xa0\u1680"
+    + "".join(map(chr, range(0x2000, 0x200B)))
+    + ("\u2028\u2029\u202f\u205f\u3000")
+)
+
+
+def bearer_token(header: str | None) -> str | None:
+    """The token an ``Authorization`` header carries, as kube-apiserver's bearer-token
+    authenticator parses it (trimmed, scheme case-insensitive, the second space-separated
+    word); None when there is none."""
+    parts = (header or "").strip(GO_SPACE).split(" ", 2)
+    if len(parts) < 2 or parts[0].lower() != "bearer" or not parts[1]:
+        return None
+    return parts[1]
 
 
 @dataclass(frozen=True)

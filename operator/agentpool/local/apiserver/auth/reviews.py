@@ -1,11 +1,11 @@
 """The reviews: asking the server who a token is and what a user may do, answered, never stored.
 
-``TokenReview`` authenticates ``spec.token`` for ``spec.audiences``; ``SelfSubjectReview``
-(``kubectl auth whoami``) tells the requester who it is; ``SubjectAccessReview`` (cluster-wide),
-``LocalSubjectAccessReview`` (in its namespace) and ``SelfSubjectAccessReview`` (the requester,
-``kubectl auth can-i``) ask the authorizer about one request's attributes, resource or
-non-resource; ``SelfSubjectRulesReview`` (``kubectl auth can-i --list``) lists the requester's
-rules in a namespace. The bodies are checked as ``pkg/apis/authorization/validation`` checks them,
+``TokenReview`` authenticates ``spec.token``, read as a bearer header's token, for
+``spec.audiences``; ``SelfSubjectReview`` (``kubectl auth whoami``) tells the requester who it
+is; ``SubjectAccessReview`` (cluster-wide), ``LocalSubjectAccessReview`` (in its namespace) and
+``SelfSubjectAccessReview`` (the requester, ``kubectl auth can-i``) ask the authorizer about one
+request's attributes, resource or non-resource; ``SelfSubjectRulesReview`` (``kubectl auth can-i
+--list``) lists the requester's rules in a namespace. The bodies are checked as ``pkg/apis/authorization/validation`` checks them,
 with its messages, and answered in the shape of the real REST handlers (the spec echoed, a
 ``status``). The review handler calls these with the requester, the identities and the
 authorizer.
@@ -19,7 +19,7 @@ from typing import Any
 
 from agentpool.local.apiserver.auth import rbac, users
 from agentpool.local.apiserver.auth.attributes import Attributes
-from agentpool.local.apiserver.auth.identities import Identities
+from agentpool.local.apiserver.auth.identities import Authenticated, Identities, bearer_token
 from agentpool.local.apiserver.errors import ApiError, Cause, bad_request
 
 AUTHENTICATION = "authentication.k8s.io"
@@ -80,13 +80,15 @@ def token_review(body: Any, identities: Identities) -> Obj:
     audiences = _typed("TokenReview", spec, "audiences", "TokenReviewSpec.spec", strings=True)
     if not token:
         raise bad_request("token is required for TokenReview in authentication")
-    outcome = identities.authenticate(token, audiences)
-    status: Obj = {}
+    # The real server authenticates a request carrying ``Authorization: Bearer <token>``.
+    bearer = bearer_token(f"Bearer {token}")
+    outcome = identities.authenticate(bearer, audiences) if bearer else Authenticated(None)
+    status: Obj = {"user": {}}
     if outcome.user is not None:
         status = {"authenticated": True, "user": outcome.user.wire()}
         status["audiences"] = list(outcome.audiences)
-    else:
-        status = {"user": {}, "error": outcome.error}
+    elif outcome.error:
+        status["error"] = outcome.error
     echoed = {"token": token, **({"audiences": audiences} if audiences else {})}
     return _answer("TokenReview", AUTHENTICATION, {}, echoed, status)
 

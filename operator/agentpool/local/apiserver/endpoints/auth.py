@@ -27,7 +27,7 @@ from aiohttp.typedefs import Middleware
 
 from agentpool.local.apiserver.auth import impersonation
 from agentpool.local.apiserver.auth.attributes import forbidden, request_attributes
-from agentpool.local.apiserver.auth.identities import ADMIN, Identities
+from agentpool.local.apiserver.auth.identities import ADMIN, Identities, bearer_token
 from agentpool.local.apiserver.auth.policy import Authorizer
 from agentpool.local.apiserver.auth.users import UserInfo
 from agentpool.local.apiserver.errors import ApiError
@@ -37,15 +37,6 @@ USER = web.RequestKey("user", UserInfo)
 """Where the middleware leaves the request's (possibly impersonated) user."""
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def bearer_token(header: str | None) -> str | None:
-    """The token an ``Authorization`` header carries, as kube-apiserver's authenticator parses
-    it; None when there is none."""
-    parts = (header or "").strip().split(" ", 2)
-    if len(parts) < 2 or parts[0].lower() != "bearer" or not parts[1]:
-        return None
-    return parts[1]
 
 
 def requester(request: web.Request) -> UserInfo:
