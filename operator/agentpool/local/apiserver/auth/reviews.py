@@ -5,10 +5,10 @@
 is; ``SubjectAccessReview`` (cluster-wide), ``LocalSubjectAccessReview`` (in its namespace) and
 ``SelfSubjectAccessReview`` (the requester, ``kubectl auth can-i``) ask the authorizer about one
 request's attributes, resource or non-resource; ``SelfSubjectRulesReview`` (``kubectl auth can-i
---list``) lists the requester's rules in a namespace. The bodies are checked as ``pkg/apis/authorization/validation`` checks them,
-with its messages, and answered in the shape of the real REST handlers (the spec echoed, a
-``status``). The review handler calls these with the requester, the identities and the
-authorizer.
+--list``) lists the requester's rules in a namespace. The bodies are checked as
+``pkg/apis/authorization/validation`` checks them, with its messages, and answered in the shape
+of the real REST handlers (the spec echoed, a ``status``). The review handler calls these with
+the requester, the identities and the authorizer.
 """
 
 from __future__ import annotations
