@@ -2,7 +2,9 @@
 # Builds the operator image from the repository's Dockerfile with podman (no daemon: RUN steps run
 # in a chroot), once per content, and prints its reference.
 #
-#   hack/image/build.sh          build if needed; the image reference is the last line
+#   hack/image/build.sh                 build if needed; the image reference is the last line
+#   hack/image/build.sh --standin-base  make (or find) the stand-in base below and print its
+#                                       reference, nothing else
 #
 # The image is tagged localhost/agentpool:VERSION-HASH, HASH being that of what it is built from
 # (the Dockerfile, the package, the examples, its base), and localhost/agentpool:VERSION. A second
@@ -73,11 +75,13 @@ standin_base() {
         }
     fi
     echo "making the base $ref from Debian's packages: $base_suite with $base_packages" >&2
-    # Called in $(...), a subshell: this trap removes the tarball's folder when it ends, made
-    # or failed.
+    # Called in $(...), a subshell: this trap removes the tarball's folder when the subshell
+    # ends, made or failed. By then the function has returned and its locals are gone, so the
+    # trap carries the folder's path itself, not the variable's name.
     local folder
     folder="$(mktemp -d "$out/base.XXXXXX")"
-    trap 'rm -rf "$folder"' EXIT
+    # shellcheck disable=SC2064
+    trap "rm -rf -- $(printf '%q' "$folder")" EXIT
     tarball="$folder/base.tar"
     local start=$SECONDS
     # minbase with merged /usr by a hook rather than the usrmerge package (which brings perl);
@@ -100,6 +104,14 @@ standin_base() {
     echo "made the base in $((SECONDS - start)) s" >&2
     echo "$ref"
 }
+
+if [[ "${1:-}" == --standin-base ]]; then
+    # The stand-in base step alone, whatever a registry would answer: what a machine that never
+    # made it goes through first, in a subshell as below.
+    base="$(standin_base)"
+    echo "$base"
+    exit 0
+fi
 
 if [[ -n "${AGENTPOOL_BASE_IMAGE:-}" ]]; then
     base="$AGENTPOOL_BASE_IMAGE"

@@ -392,3 +392,56 @@ def _start_in(
         text=True,
         start_new_session=True,
     )
+
+
+def test_the_stand_in_base_is_made_on_a_machine_that_never_made_it(tmp_path: Path) -> None:
+    """On a machine whose podman storage and cache are empty, the build's base step makes the
+    stand-in base from Debian's packages, stores it, prints its reference, and leaves no
+    temporary folder behind: what a fresh machine's first build goes through. A second run finds
+    it and makes nothing."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: mmdebstrap and podman's storage")
+    if shutil.which("podman") is None:
+        pytest.skip("podman is not installed (hack/image/build.sh installs it on its first run)")
+    storage = tmp_path / "storage"
+    conf = tmp_path / "storage.conf"
+    # A storage of its own, so the base this test makes is not the machine's.
+    conf.write_text(
+        f'[storage]\ndriver = "vfs"\ngraphroot = "{storage / "graph"}"\n'
+        f'runroot = "{storage / "run"}"\n'
+    )
+    env = {**os.environ, "CONTAINERS_STORAGE_CONF": str(conf), "AGENTPOOL_CACHE": str(tmp_path)}
+    listed = subprocess.run(
+        ["podman", "images", "--quiet"], env=env, capture_output=True, text=True, check=True
+    )
+    assert listed.stdout.strip() == ""
+
+    def make_base() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", str(BUILD), "--standin-base"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+
+    try:
+        made = make_base()
+        if made.returncode != 0 and "cannot be installed here" in made.stderr:
+            pytest.skip(made.stderr.strip().splitlines()[-1])
+        assert made.returncode == 0, made.stderr[-4000:]
+        assert "made the base" in made.stderr
+        base = made.stdout.strip().splitlines()[-1]
+        assert base.startswith("localhost/agentpool-base:")
+        exists = subprocess.run(["podman", "image", "exists", base], env=env, check=False)
+        assert exists.returncode == 0, f"{base} is not in the test's storage"
+        assert not list((tmp_path / "image").glob("base.*")), "the base's folder was left"
+        again = make_base()
+        assert again.returncode == 0, again.stderr[-4000:]
+        assert again.stdout.strip().splitlines()[-1] == base
+        assert "made the base" not in again.stderr
+    finally:
+        subprocess.run(
+            ["podman", "system", "reset", "--force"], env=env, capture_output=True, check=False
+        )
