@@ -16,6 +16,7 @@ import helm_python as helm
 import pytest
 import yaml
 
+from agentpool.api import roles
 from chart.rendering import (
     CHART_DIR,
     RELEASE_NAMESPACE,
@@ -539,6 +540,28 @@ def test_the_gateway_is_served_to_callers_of_the_acting_replica(
             "verbs": ["create"],
         }
     ]
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_the_roles_given_to_users_are_those_the_local_cluster_has(
+    name: str, rendered: dict[str, list[Manifest]]
+) -> None:
+    """The ClusterRoles the chart gives users to bind (those bound to no account of the
+    operator's) are, name and rules, the ones the local cluster stores as it starts
+    (``agentpool.api.roles``), so a guide's ``--clusterrole=agentpool-caller`` grants the same on
+    both; with ``gateway.callerRole`` false the chart gives none."""
+    expected = {role["metadata"]["name"]: role["rules"] for role in roles.user_cluster_roles()}
+    assert _users_roles(rendered[name]) == expected
+    assert _users_roles(render_chart({"gateway": {"callerRole": False}})) == {}
+
+
+def _users_roles(manifests: list[Manifest]) -> dict[str, Any]:
+    bound = {binding["roleRef"]["name"] for binding in find(manifests, "ClusterRoleBinding")}
+    return {
+        role["metadata"]["name"]: role["rules"]
+        for role in find(manifests, "ClusterRole")
+        if role["metadata"]["name"] not in bound
+    }
 
 
 def test_a_given_certificate_is_only_read() -> None:

@@ -1,10 +1,11 @@
-"""The local cluster as kubectl sees it: kubeconfig context, CRDs served, the pods' node."""
+"""The local cluster as kubectl sees it: its context, its CRDs, the roles it starts with."""
 
 from __future__ import annotations
 
 import pytest
 import yaml
 
+from agentpool.api import roles
 from cluster import ClusterHandle, Kubectl
 
 
@@ -27,3 +28,12 @@ def test_crds_are_served(kubectl: Kubectl) -> None:
         "poolruns.agentpool.dev",
     ]
     assert kubectl("get", "ap", check=False).returncode == 0
+
+
+@pytest.mark.local_only("a real cluster has the chart's roles only where the chart is installed")
+def test_the_charts_caller_role_is_there_to_bind(kubectl: Kubectl) -> None:
+    """The local cluster starts with the ClusterRole the chart gives for binding callers of the
+    gateway, `agentpool-caller`, with the rules the chart's is held to, so the gateway guide's
+    `kubectl create rolebinding --clusterrole=agentpool-caller` grants a caller as printed."""
+    role = kubectl.json("get", "clusterrole", roles.CALLER_ROLE)
+    assert role["rules"] == roles.caller_rules()

@@ -1,17 +1,17 @@
 """The whole local cluster in one async context manager: API server, CRDs, kubelet, operator.
 
-``async with LocalCluster(dir) as cluster:`` starts the in-memory API server on loopback (HTTPS
-with a CA of its own, a bearer token and a service-account signing key, all kept under
-``dir/pki``: :mod:`agentpool.local.pki`),
-writes ``dir/kubeconfig`` (context ``agentpool-local``, with the CA and the token), applies the
-agentpool CRDs (rendered from the models in :mod:`agentpool.api`, so an installed package needs
-no checkout), and starts the local kubelet and, when given one, the operator in its own thread and
-event loop; both reach the API server as any client does, the kubelet by ``cluster.access`` and
-the operator by the kubeconfig. The caller hands in the operator to run
-(:func:`agentpool.handlers.operator.embedded_operator`), so the local cluster never imports the
-operator's handlers or its I/O modules. On exit it stops them in reverse order and no process it
-started is left. A lock file in dir makes a second cluster on the same directory fail clearly.
-Used by ``agentpool local up``, ``agentpool demo`` and the test fixtures.
+``async with LocalCluster(dir) as cluster:`` starts the in-memory API server on loopback (HTTPS with
+a CA of its own, a bearer token and a service-account signing key, all kept under ``dir/pki``:
+:mod:`agentpool.local.pki`), writes ``dir/kubeconfig`` (context ``agentpool-local``, with the CA and
+the token), applies the agentpool CRDs (rendered from the models in :mod:`agentpool.api`, so an
+installed package needs no checkout) and the ClusterRoles the chart gives users to bind
+(``agentpool-caller``, from :mod:`agentpool.api.roles`), and starts the local kubelet and, when
+given one, the operator in its own thread and event loop; both reach the API server as any client
+does, the kubelet by ``cluster.access`` and the operator by the kubeconfig. The caller hands in the
+operator to run (:func:`agentpool.handlers.operator.embedded_operator`), so the local cluster never
+imports the operator's handlers or its I/O modules. On exit it stops them in reverse order and no
+process it started is left. A lock file in dir makes a second cluster on the same directory fail
+clearly. Used by ``agentpool local up``, ``agentpool demo`` and the test fixtures.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import fcntl
 import logging
 import os
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -31,6 +31,7 @@ import aiohttp
 import yaml
 
 from agentpool.api.crds import render_crds
+from agentpool.api.roles import user_cluster_roles
 from agentpool.local import eventloop, pki
 from agentpool.local.apiserver import ApiServer
 from agentpool.local.apiserver.storage.store import DEFAULT_HISTORY, HistoryLimits
@@ -62,17 +63,10 @@ async def apply_crds(
 ) -> None:
     """Create each CRD and wait until discovery serves its resource."""
     server = access.server
-    base = f"{server}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-    context = access.ssl_context()
-    connector = aiohttp.TCPConnector(ssl=context if context is not None else True)
-    async with aiohttp.ClientSession(connector=connector, headers=access.headers()) as session:
+    async with _session(access) as session:
+        base = f"{server}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
         for manifest in manifests:
-            async with session.post(base, json=manifest) as response:
-                if response.status not in (200, 201, 409):
-                    raise RuntimeError(
-                        f"applying CRD {manifest['metadata']['name']} failed: "
-                        f"{response.status} {await response.text()}"
-                    )
+            await _create(session, base, manifest)
         async with asyncio.timeout(timeout):
             for manifest in manifests:
                 spec = manifest["spec"]
@@ -81,6 +75,30 @@ async def apply_crds(
                     url = f"{server}/apis/{spec['group']}/{version['name']}"
                     while not await _serves(session, url, plural):  # noqa: ASYNC110
                         await asyncio.sleep(0.05)
+
+
+async def apply_cluster_roles(access: ApiAccess, roles: Sequence[Mapping[str, Any]]) -> None:
+    """Create each ClusterRole, as the chart does on a cluster, for users to bind."""
+    async with _session(access) as session:
+        base = f"{access.server}/apis/rbac.authorization.k8s.io/v1/clusterroles"
+        for role in roles:
+            await _create(session, base, role)
+
+
+def _session(access: ApiAccess) -> aiohttp.ClientSession:
+    context = access.ssl_context()
+    connector = aiohttp.TCPConnector(ssl=context if context is not None else True)
+    return aiohttp.ClientSession(connector=connector, headers=access.headers())
+
+
+async def _create(session: aiohttp.ClientSession, url: str, manifest: Mapping[str, Any]) -> None:
+    """POST the object; one already there (409) is left as it is."""
+    async with session.post(url, json=manifest) as response:
+        if response.status not in (200, 201, 409):
+            raise RuntimeError(
+                f"applying {manifest['kind']} {manifest['metadata']['name']} failed: "
+                f"{response.status} {await response.text()}"
+            )
 
 
 async def _serves(session: aiohttp.ClientSession, url: str, plural: str) -> bool:
@@ -241,6 +259,7 @@ class LocalCluster:
         access = self.access
         write_kubeconfig(self.kubeconfig, access)
         await apply_crds(access, crd_manifests())
+        await apply_cluster_roles(access, user_cluster_roles())
         self.kubelet = Kubelet(access, work_dir=self.dir / "pods", **self.kubelet_options)
         self._kubelet_task = asyncio.create_task(self.kubelet.run())
         async with asyncio.timeout(10):
