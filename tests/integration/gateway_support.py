@@ -1,11 +1,11 @@
 """What the gateway tests share: callers with ServiceAccount tokens, and HTTPS to the gateway.
 
 A caller is a ServiceAccount of the test's namespace with a token from the TokenRequest API (what
-``kubectl create token`` asks for), bound or not to a ClusterRole that grants ``create`` on
-``agentpools/call`` and ``agentpools/cast``, as the chart's ``agentpool-caller`` does. The
-gateway is found as a client finds it: from the namespace's ``agentpool-gateway`` ConfigMap, its
-CA checking the certificate. Requests go over the standard library's HTTPS client, or a raw TLS
-socket for a caller that goes away mid-request.
+``kubectl create token`` asks for), bound or not to a ClusterRole with the rules of the chart's
+``agentpool-caller`` (``create`` on ``agentpools/call`` and ``agentpools/cast``, stated in
+:mod:`agentpool.api.roles`). The gateway is found as a client finds it: from the namespace's
+``agentpool-gateway`` ConfigMap, its CA checking the certificate. Requests go over the standard
+library's HTTPS client, or a raw TLS socket for a caller that goes away mid-request.
 """
 
 from __future__ import annotations
@@ -21,36 +21,24 @@ from urllib.parse import urlsplit
 import kubernetes
 from operator_support import Api
 
+from agentpool.api import roles
 from cluster import wait_for
 
 CALLER_ROLE = "agentpool-test-caller"
 
 
-def ensure_caller_role(api: Api, *, name: str = CALLER_ROLE) -> bool:
-    """The ClusterRole a caller is bound to: create on agentpools/call and agentpools/cast;
-    whether this call made it."""
+def ensure_caller_role(api: Api) -> None:
+    """The tests' own ClusterRole a caller is bound to, with the rules of the chart's caller role
+    (create on agentpools/call and agentpools/cast), made once per cluster. Its own name keeps
+    the tests off the chart's ``agentpool-caller``, which a Helm install on a real cluster makes
+    and owns."""
     rbac = kubernetes.client.RbacAuthorizationV1Api(api.client)
-    role = {
-        "metadata": {"name": name},
-        "rules": [
-            {
-                "apiGroups": ["agentpool.dev"],
-                "resources": ["agentpools/call", "agentpools/cast"],
-                "verbs": ["create"],
-            }
-        ],
-    }
+    role = {"metadata": {"name": CALLER_ROLE}, "rules": roles.caller_rules()}
     try:
         rbac.create_cluster_role(role)
     except kubernetes.client.exceptions.ApiException as error:
         if error.status != 409:
             raise
-        return False
-    return True
-
-
-def drop_caller_role(api: Api, name: str) -> None:
-    kubernetes.client.RbacAuthorizationV1Api(api.client).delete_cluster_role(name)
 
 
 def caller_token(api: Api, namespace: str, name: str, *, bound: bool) -> str:

@@ -8,15 +8,18 @@ the local cluster as on the real control plane.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import kubernetes
 import pytest
 import yaml
 from gateway_support import (
@@ -24,12 +27,12 @@ from gateway_support import (
     Reply,
     bind_caller,
     caller_token,
-    drop_caller_role,
-    ensure_caller_role,
     unbind_caller,
 )
 from operator_support import REPO, Api, pool_spec
 
+from agentpool.api import roles
+from chart.rendering import find, render_chart
 from cluster import Kubectl, wait_for
 from docblocks import block_for
 
@@ -288,20 +291,42 @@ def guide_calls() -> str:
 
 
 def test_the_guides_curl_calls_a_pool_as_printed(
-    api: Api, namespace: str, kubectl_op: Kubectl, tmp_path: Path
+    api: Api, namespace: str, kubectl_op: Kubectl, operator_cluster: Any, tmp_path: Path
 ) -> None:
-    """The gateway guide's commands, run by bash in a namespace of the test's own, make a
-    caller, see that it may call, and get the quickstart pool's output for one item with curl."""
+    """The gateway guide's commands, run by bash as printed in a namespace of the test's own,
+    make a caller bound to the chart's ``agentpool-caller``, see that it may call, and get the
+    quickstart pool's output for one item with curl. The local cluster has that role from its
+    start; a real cluster has it from the chart."""
     if shutil.which("curl") is None:
         pytest.skip("curl is not installed here")
-    # The chart makes this role; here it is made as the guide says for a local cluster, and
-    # removed after, so a Helm install later in the session can make its own.
-    made = ensure_caller_role(api, name="agentpool-caller")
-    try:
+    if operator_cluster.handle.local:
         _run_guide_calls(api, namespace, kubectl_op, tmp_path)
+        return
+    with _chart_caller_role(api):
+        _run_guide_calls(api, namespace, kubectl_op, tmp_path)
+
+
+@contextlib.contextmanager
+def _chart_caller_role(api: Api) -> Iterator[None]:
+    """On a real cluster, the caller ClusterRole as the chart renders it, as ``helm install``
+    makes it, unless one is there; removed after, so the Helm test can install the chart."""
+    rbac = kubernetes.client.RbacAuthorizationV1Api(api.client)
+    (role,) = [
+        r
+        for r in find(render_chart(), "ClusterRole")
+        if r["metadata"]["name"] == "agentpool-caller"
+    ]
+    try:
+        rbac.create_cluster_role(role)
+    except kubernetes.client.exceptions.ApiException as error:
+        if error.status != 409:
+            raise
+        yield
+        return
+    try:
+        yield
     finally:
-        if made:
-            drop_caller_role(api, "agentpool-caller")
+        rbac.delete_cluster_role(roles.CALLER_ROLE)
 
 
 def _run_guide_calls(api: Api, namespace: str, kubectl_op: Kubectl, tmp_path: Path) -> None:
