@@ -205,3 +205,45 @@ async def test_an_operator_that_stops_on_its_own_stops_up_with_its_reason(
     assert "the operator stopped (RuntimeError: cannot read kubeconfig;" in errors
     assert "stopping the local cluster" in errors
     assert not (scratch / "cluster" / "local.lock").read_text(), "the cluster is still up"
+
+
+def test_up_with_the_operator_starts_and_stops_without_warnings(
+    scratch: Path, started: list[Up]
+) -> None:
+    """`local up` with its operator, once the operator serves a pool, prints no warning from
+    kopf about OS signals (up handles SIGINT itself and stops the operator by its flag), and
+    SIGINT stops it with exit 0."""
+    up = Up(scratch / "cluster")
+    started.append(up)
+    up.wait_up()
+    api_client = make_api_client(Connection(kubeconfig=str(scratch / "cluster" / "kubeconfig")))
+    pools = client.CustomObjectsApi(api_client)
+    pool = {
+        "apiVersion": "agentpool.dev/v1alpha1",
+        "kind": "AgentPool",
+        "metadata": {"name": "idle"},
+        "spec": {"image": "agent", "minSize": 0},
+    }
+    try:
+        pools.create_namespaced_custom_object(
+            "agentpool.dev", "v1alpha1", "default", "agentpools", pool
+        )
+        wait_for(
+            lambda: (
+                pools.get_namespaced_custom_object(
+                    "agentpool.dev", "v1alpha1", "default", "agentpools", "idle"
+                )
+                .get("status", {})
+                .get("replicas")
+                == 0
+            ),
+            60,
+            message="the operator reported on the pool",
+        )
+    finally:
+        api_client.close()
+    up.process.send_signal(signal.SIGINT)
+    assert up.process.wait(60) == 0, up.errors.read_text()
+    errors = up.errors.read_text()
+    assert "OS signals are ignored" not in errors, errors
+    assert " WARNING " not in errors, errors

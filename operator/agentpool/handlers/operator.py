@@ -223,6 +223,22 @@ async def beside_kopf(
 LOCAL_GATEWAY = GatewayOptions(host="127.0.0.1", port=0)
 
 
+class HostHandlesSignals(logging.Filter):
+    """Drops kopf's warning that it ignores OS signals off the main thread. An embedded operator
+    runs in a thread of its host (``agentpool local up``, ``agentpool demo``, the tests), which
+    handles SIGINT and SIGTERM itself and stops the operator by its stop flag, so the warning
+    says nothing wrong; kopf has no setting to skip it, and gives it on every start."""
+
+    MESSAGE = "OS signals are ignored: running not in the main thread."
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != self.MESSAGE
+
+
+#: Installed once on the kopf logger that gives the warning; other records pass.
+HOST_HANDLES_SIGNALS = HostHandlesSignals()
+
+
 def embedded_operator(
     state_dir: Path | None = None,
 ) -> Callable[[Path, asyncio.Event], Awaitable[None]]:
@@ -231,6 +247,7 @@ def embedded_operator(
 
     ``state_dir`` keeps the runs' journals. Its gateway listens on loopback, on a free port.
     """
+    logging.getLogger("kopf._core.reactor.running").addFilter(HOST_HANDLES_SIGNALS)
 
     async def run(kubeconfig: Path, stop_flag: asyncio.Event) -> None:
         connection = Connection(kubeconfig=str(kubeconfig))
