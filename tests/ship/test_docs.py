@@ -20,14 +20,12 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import yaml
 
 from agentpool import cli
-from agentpool.agent import Agent
 from agentpool.api import AgentLeaseSpec, AgentPoolSpec, PoolRunSpec
 from cluster import wait_for
 from docblocks import PAGES, REPO, Block, block_for, blocks, parse_blocks
@@ -114,31 +112,35 @@ def test_yaml_examples_are_valid_objects(where: str, document: dict[str, Any]) -
     SPECS[document["kind"]].model_validate(document["spec"])
 
 
-def test_the_sdk_example_serves_a_model() -> None:
-    """The agent guide's SDK example, given a `load_my_model`, builds an Agent whose start-up
-    loads the model once and whose handler answers with the model's output."""
+def test_the_sdk_example_serves_a_model(tmp_path: Path) -> None:
+    """The agent guide's SDK example, saved as printed and served as the guide says (`python -m
+    agentpool.agent path/to/file.py:agent`), loads its model (a table of character names) and
+    reports ready, then answers an item from it."""
     block = block_for(
         "tests/ship/test_docs.py::test_the_sdk_example_serves_a_model",
         GUIDES / "write-an-agent.md",
     )
-
-    class Model:
-        def run(self, text: str) -> str:
-            return text.upper()
-
-    loads: list[Model] = []
-
-    def load_my_model() -> Model:
-        loads.append(Model())
-        return loads[-1]
-
-    namespace: dict[str, Any] = {"load_my_model": load_my_model}
-    exec(compile(block.text, block.where(), "exec"), namespace)
-    assert isinstance(namespace["agent"], Agent)
-    state = namespace["load"]()
-    answer = namespace["handle"]({"text": "hi"}, None, SimpleNamespace(state=state))
-    assert answer == {"answer": "HI"}
-    assert len(loads) == 1
+    module = tmp_path / "my_agent.py"
+    module.write_text(block.text)
+    port = free_port()
+    env = {**os.environ, "AGENTPOOL_TOKEN": "secret", "AGENT_HOST": "127.0.0.1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agentpool.agent", f"{module}:agent"],
+        cwd=tmp_path,
+        env={**env, "AGENT_PORT": str(port)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_for(lambda: _healthy(f"{base}/healthz"), 60, message="the SDK example ready")
+        status, answer = _post(f"{base}/invoke", {"id": "1", "item": {"text": "hi"}}, "secret")
+        assert status == 200, answer
+        assert answer["output"] == {"answer": ["LATIN SMALL LETTER H", "LATIN SMALL LETTER I"]}
+    finally:
+        _stop(process)
 
 
 def _post(url: str, body: dict[str, Any], token: str | None) -> tuple[int, Any]:
