@@ -43,6 +43,13 @@ def pool_spec(
     return {"image": "agentpool:0.1.0", "template": {"spec": {"containers": [container]}}, **spec}
 
 
+def gated_pool(**spec: Any) -> dict[str, Any]:
+    """A pool of ``tests/integration/agents/gated.py``, whose items wait for a file."""
+    command = ["python", "-m", "agentpool.agent", "tests/integration/agents/gated.py:agent"]
+    template = {"spec": {"containers": [{"name": "agent", "command": command}]}}
+    return {"image": "agentpool:0.1.0", "template": template, **spec}
+
+
 class OperatorProcess:
     """``agentpool run`` against a cluster, in its own process; ``connection`` is its arguments
     that say where (``--server URL``, or ``--kubeconfig PATH --context NAME``)."""

@@ -4,20 +4,12 @@ side by side, and the pool's status counts the slots they hold."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from operator_support import Api
+from operator_support import Api, gated_pool
 from pool_support import pool_status
 from run_support import finished_run, ready_pool, start_run
 
 from cluster import wait_for
-
-
-def gated_pool(**spec: Any) -> dict[str, Any]:
-    """A pool of ``tests/integration/agents/gated.py``, whose items wait for a file."""
-    command = ["python", "-m", "agentpool.agent", "tests/integration/agents/gated.py:agent"]
-    template = {"spec": {"containers": [{"name": "agent", "command": command}]}}
-    return {"image": "agentpool:0.1.0", "template": template, **spec}
 
 
 def test_one_pod_with_four_slots_runs_four_items_at_once(

@@ -7,12 +7,13 @@ an old name, each once lost or refused work; these tests hold the operator to th
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import kubernetes
 import pytest
-from operator_support import Api, pool_spec
-from run_support import condition, finished_run, run_status, start_run
+from operator_support import Api, gated_pool, pool_spec
+from run_support import condition, finished_run, ready_pool, run_status, start_run
 
 from cluster import wait_for
 
@@ -60,6 +61,40 @@ def test_a_pool_and_run_recreated_under_old_names_start_fresh(api: Api, namespac
             60,
             message="the run and the pool are gone",
         )
+
+
+def test_a_pool_deleted_under_its_run_lets_items_in_flight_finish(
+    api: Api, namespace: str, tmp_path: Path
+) -> None:
+    """Deleting the pool while its run goes on: the item on the pool's one agent finishes and
+    its output is kept, the item waiting in the pool's line and the one not taken up never
+    start, and the run ends Failed, Deadlocked, its message naming the pool."""
+    api.create("agentpools", namespace, "p", gated_pool(minSize=1, maxSize=1))
+    ready_pool(api, namespace, "p", 1)
+    gate = tmp_path / "gate"
+    items = [{"id": f"i{n}", "gate": str(gate)} for n in range(3)]
+    spec = {"poolRef": {"name": "p"}, "itemId": "id", "cap": 2, "checkoutTimeoutSeconds": 10}
+    start_run(api, namespace, "orphan", items, **spec)
+    wait_for(
+        lambda: api.status("agentpools", namespace, "p").get("busy") == 1,
+        60,
+        message="an item on the pool's agent",
+    )
+    api.delete("agentpools", namespace, "p")
+    wait_for(
+        lambda: api.get("agentpools", namespace, "p")["metadata"].get("deletionTimestamp"),
+        30,
+        message="the pool is being deleted",
+    )
+    gate.touch()
+    status = finished_run(api, namespace, "orphan")
+    assert (status["phase"], status["result"]) == ("Failed", "Deadlocked")
+    (done,) = status["items"].items()
+    assert done[1] == {"id": done[0], "gate": str(gate)}
+    assert (status["succeeded"], status["failed"], status["total"]) == (1, 0, 3)
+    assert status["message"].startswith("2 of 3 items could not start: ")
+    assert '"p"' in status["message"], status["message"]
+    wait_for(lambda: not api.exists("agentpools", namespace, "p"), 60, message="the pool gone")
 
 
 def test_a_running_runs_source_cannot_change_under_it(api: Api, namespace: str) -> None:
