@@ -311,11 +311,8 @@ def _chart_caller_role(api: Api) -> Iterator[None]:
     """On a real cluster, the caller ClusterRole as the chart renders it, as ``helm install``
     makes it, unless one is there; removed after, so the Helm test can install the chart."""
     rbac = kubernetes.client.RbacAuthorizationV1Api(api.client)
-    (role,) = [
-        r
-        for r in find(render_chart(), "ClusterRole")
-        if r["metadata"]["name"] == "agentpool-caller"
-    ]
+    rendered = find(render_chart(), "ClusterRole")
+    (role,) = [r for r in rendered if r["metadata"]["name"] == roles.CALLER_ROLE]
     try:
         rbac.create_cluster_role(role)
     except kubernetes.client.exceptions.ApiException as error:
