@@ -2,13 +2,16 @@
 maxSurge and maxUnavailable and reports Progressing True RolloutComplete with updatedReplicas
 equal to replicas once done; a template whose pods never turn Ready stops at maxUnavailable,
 the old agents still serving, and Progressing turns False ProgressDeadlineExceeded naming the
-new pods."""
+new pods; a template whose agents crash keeps the pods not Ready within maxUnready at every
+moment a watch of the pods sees, failed pods kept for a look included."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
+from kubernetes import watch
 from operator_support import Api, pool_spec, ready
 from pool_support import bound_agent, lease, pool_status
 
@@ -92,6 +95,66 @@ def test_a_template_that_never_turns_ready_stops_with_the_old_agents_serving(
     assert len(pods) <= 5
     lease(api, namespace, "still", "stuck")
     assert bound_agent(api, namespace, "still") in old
+
+
+def crashing(**spec: Any) -> dict[str, Any]:
+    """A pool spec whose agent exits with code 3 as soon as it starts."""
+    container = {"name": "agent", "command": ["python", "-c", "import sys; sys.exit(3)"]}
+    return {**pool_spec(**spec), "template": {"spec": {"containers": [container]}}}
+
+
+def test_a_crashing_template_keeps_the_pods_not_ready_within_max_unready(
+    api: Api, namespace: str
+) -> None:
+    """Three agents, maxUnavailable 1, maxUnready 2, then a template whose agent exits with
+    code 3: a watch of the pool's pods, from before the change until four new pods have
+    failed, never sees more than two pods not Ready at once (failed pods kept for a look and
+    pods on their way out count as a watcher counts them), nor fewer than two Ready old agents,
+    and the pool says CrashLoopBackOff."""
+    bounds = {"minSize": 3, "maxUnavailable": 1, "maxUnready": 2}
+    api.create("agentpools", namespace, "crash", pool_spec(**bounds))
+    wait_for(lambda: pool_status(api, namespace, "crash").get("available") == 3, 90)
+    listed = api.core.list_namespaced_pod(namespace, label_selector="agentpool.dev/pool=crash")
+    pods = {pod.metadata.name: api.client.sanitize_for_serialization(pod) for pod in listed.items}
+    old = set(pods)
+    version = listed.metadata.resource_version
+    api.patch_spec("agentpools", namespace, "crash", crashing(**bounds))
+    failed: set[str] = set()
+    deadline = time.monotonic() + 150
+    while len(failed) < 4:
+        remaining = int(deadline - time.monotonic())
+        assert remaining > 0, f"only {sorted(failed)} of the new pods failed in time"
+        # A watch the server ends early is taken up again where it stopped.
+        for event in watch.Watch().stream(
+            api.core.list_namespaced_pod,
+            namespace,
+            label_selector="agentpool.dev/pool=crash",
+            resource_version=version,
+            timeout_seconds=remaining,
+        ):
+            pod = api.client.sanitize_for_serialization(event["object"])
+            name = pod["metadata"]["name"]
+            version = pod["metadata"]["resourceVersion"]
+            if event["type"] == "DELETED":
+                pods.pop(name, None)
+            else:
+                pods[name] = pod
+            if name not in old and (pod.get("status") or {}).get("phase") == "Failed":
+                failed.add(name)
+            not_ready = sorted(each for each, seen in pods.items() if not ready(seen))
+            serving = sorted(each for each, seen in pods.items() if ready(seen) and each in old)
+            assert len(not_ready) <= 2, f"{len(not_ready)} pods not Ready at once: {not_ready}"
+            assert len(serving) >= 2, f"old agents serving: {serving}, not Ready: {not_ready}"
+            if len(failed) >= 4:
+                break
+    wait_for(
+        lambda: any(
+            (c["type"], c["status"], c["reason"]) == ("Degraded", "True", "CrashLoopBackOff")
+            for c in pool_status(api, namespace, "crash").get("conditions") or []
+        ),
+        30,
+        message="Degraded True CrashLoopBackOff",
+    )
 
 
 def test_the_guides_wait_ends_with_every_agent_new(

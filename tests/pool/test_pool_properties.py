@@ -75,6 +75,13 @@ waiter_lists = st.lists(
 nows = st.floats(100, 400)
 
 
+def showing_not_ready(agents: list[ObservedAgent], retired: tuple[str, ...]) -> int:
+    """The pods a watcher sees not Ready once the plan is applied: every pod but the Ready agents
+    kept; a failed pod kept for a look, a pod being deleted and a Ready agent retired (its pod
+    turns not Ready on its way out) all count."""
+    return sum(1 for a in agents if not (a.live and a.ready and a.name not in retired))
+
+
 @settings(max_examples=400, deadline=None)
 @given(policy=policies(), agents=agent_lists(), waiters=waiter_lists, now=nows)
 def test_plan_stays_within_sizes_and_spares_busy_agents(
@@ -84,8 +91,8 @@ def test_plan_stays_within_sizes_and_spares_busy_agents(
     now: float,
 ) -> None:
     """Never more than maxSize (unless busy agents alone exceed it, or a rollout surges past
-    it by maxSurge), never fewer than minSize, never a busy agent retired, never an agent
-    retired twice or created and timed out at once."""
+    it by maxSurge), never fewer than minSize (unless maxUnready holds creation back), never a
+    busy agent retired, never an agent retired twice or created and timed out at once."""
     result = plan(policy, agents, waiters, now)
     live = [agent for agent in agents if agent.live]
     by_name = {agent.name: agent for agent in agents}
@@ -95,7 +102,8 @@ def test_plan_stays_within_sizes_and_spares_busy_agents(
     surge = policy.rollout_bounds(result.desired)[0] if policy.template_hash and rolling else 0
 
     assert planned <= max(policy.max_size + surge, busy)
-    assert planned >= policy.min_size
+    not_ready = showing_not_ready(agents, result.retired_names) + result.create
+    assert planned >= policy.min_size or not_ready >= policy.max_unready
     assert result.create >= 0
     assert len(set(result.retired_names)) == len(result.retire)
     for retirement in result.retire:

@@ -1,21 +1,28 @@
-"""Bounded refill: a pool never has more than maxUnready agents not Ready yet, so agents that
-never turn Ready hold a few pods, not the whole pool; and it never creates fewer than it may
-while its agents do turn Ready, so a healthy pool still fills."""
+"""Bounded refill: a pool never has more than maxUnready pods not Ready, as a watcher of its pods
+counts them (starting, failed and kept for a look, or on their way out), so agents that never
+turn Ready hold a few pods, not the whole pool; and it never creates fewer than it may while its
+agents do turn Ready, so a healthy pool still fills. Kept failed pods give way, oldest first,
+when they are what holds the pool's agents back."""
 
 from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_pool_properties import agent_lists, nows, policies, waiter_lists
+from test_pool_properties import agent_lists, nows, policies, showing_not_ready, waiter_lists
 
+from agentpool.api.reasons import RetireReason
 from agentpool.pool import ObservedAgent, PoolPolicy, Waiter, plan
 
 
-def unready_after(agents: list[ObservedAgent], retired: tuple[str, ...]) -> int:
-    """Agents not Ready among those the plan keeps."""
-    return sum(1 for a in agents if a.live and a.name not in retired and not a.ready)
+@st.composite
+def kept_pods(draw: st.DrawFn, agents: list[ObservedAgent]) -> dict[str, float]:
+    """Some of the failed pods on their way out, kept for a look, each with when it failed."""
+    failed = [agent.name for agent in agents if agent.failed and agent.deleting]
+    names = draw(st.lists(st.sampled_from(failed), unique=True)) if failed else []
+    return {name: draw(st.floats(0, 100)) for name in names}
 
 
 @settings(max_examples=500, deadline=None)
@@ -25,23 +32,50 @@ def unready_after(agents: list[ObservedAgent], retired: tuple[str, ...]) -> int:
     agents=agent_lists(),
     waiters=waiter_lists,
     now=nows,
+    data=st.data(),
 )
-def test_a_plan_never_starts_more_than_max_unready_agents_nor_fewer_than_it_may(
+def test_a_plan_never_shows_more_than_max_unready_pods_nor_starts_fewer_than_it_may(
     policy: PoolPolicy,
     max_unready: int,
     agents: list[ObservedAgent],
     waiters: list[Waiter],
     now: float,
+    data: st.DataObject,
 ) -> None:
+    """Once the plan's pods exist and its retired agents are on their way out, the pods not
+    Ready (kept failed ones and those being deleted included) are at most maxUnready whenever
+    the plan creates a pod or a rollout retires a Ready agent; it creates all it wants unless
+    maxUnready is what stops it; and only then does it release kept failed pods, the oldest,
+    no more than the agents it holds back less the pods already going."""
     policy = dataclasses.replace(policy, max_unready=max_unready)
-    decided = plan(policy, agents, waiters, now)
-    unready = unready_after(agents, decided.retired_names)
-    # What the plan would create with no bound: the agents missing, or a rollout's surge.
-    wanted = plan(dataclasses.replace(policy, max_unready=10**6), agents, waiters, now).create
-    # Never more than maxUnready not Ready once the new pods exist (none while already past it).
-    assert decided.create == 0 or unready + decided.create <= max_unready
-    # Never fewer than wanted unless maxUnready is what stops it.
-    assert decided.create == min(wanted, max(0, max_unready - unready))
+    kept = data.draw(kept_pods(agents))
+    decided = plan(policy, agents, waiters, now, kept=kept)
+    not_ready = showing_not_ready(agents, decided.retired_names)
+    by_name = {agent.name: agent for agent in agents}
+    rolled = [
+        r.name
+        for r in decided.retire
+        if r.reason == RetireReason.OUTDATED and by_name[r.name].ready
+    ]
+    if decided.create or rolled:
+        assert not_ready + decided.create <= max_unready
+    # What the plan would do with no bound: the agents missing, or a rollout's surge.
+    unbounded = plan(dataclasses.replace(policy, max_unready=10**6), agents, waiters, now)
+    held_back = set(unbounded.retired_names) - set(decided.retired_names)
+    if not held_back:
+        assert decided.create == min(unbounded.create, max(0, max_unready - not_ready))
+    else:
+        # Only Ready outdated agents are held back, and only when no room is left.
+        assert all(
+            by_name[name].ready and by_name[name].template_hash != policy.template_hash
+            for name in held_back
+        )
+        assert not_ready + decided.create >= max_unready
+    assert set(decided.release) <= set(kept)
+    assert len(decided.release) <= max(0, unbounded.create - decided.create)
+    if decided.release:
+        last = max(kept[name] for name in decided.release)
+        assert all(kept[name] >= last for name in set(kept) - set(decided.release))
 
 
 @settings(max_examples=200, deadline=None)
@@ -95,3 +129,92 @@ def test_a_burst_of_waiters_starts_at_most_max_unready_overflow_agents() -> None
     decided = plan(policy, [idle], waiters, 10.0)
     assert decided.desired == 13
     assert decided.create == 3
+
+
+def old_agents(count: int) -> list[ObservedAgent]:
+    """Ready idle agents on a template the pool no longer has."""
+    return [
+        ObservedAgent(name=f"old-{n}", ready=True, ready_at=0.0, template_hash="h0")
+        for n in range(count)
+    ]
+
+
+def kept_failed(*names: str) -> list[ObservedAgent]:
+    """Failed agents already retired, their pods kept for a look."""
+    return [
+        ObservedAgent(name=name, failed=True, deleting=True, template_hash="h1") for name in names
+    ]
+
+
+ROLLING = PoolPolicy(min_size=3, max_size=3, max_unavailable=1, max_unready=2, template_hash="h1")
+
+
+@pytest.mark.parametrize(
+    ("agents", "kept", "create", "retired", "release"),
+    [
+        # A rollout begins: the Ready agent it retires shows not Ready on its way out, so one
+        # new pod starts beside it, not two.
+        (old_agents(3), {}, 1, ["old-0"], []),
+        # Two failed new pods kept for a look fill maxUnready: no old agent goes, nothing
+        # starts, and the oldest failure gives way to the next new pod.
+        (
+            old_agents(3) + kept_failed("new-a", "new-b"),
+            {"new-a": 20.0, "new-b": 10.0},
+            0,
+            [],
+            ["new-b"],
+        ),
+        # One kept pod and one new pod starting: the surge has a place for one more, so the
+        # kept pod gives way and the next new pod starts once it is gone.
+        (
+            old_agents(2)
+            + kept_failed("new-a")
+            + [ObservedAgent(name="new-c", template_hash="h1")],
+            {"new-a": 10.0},
+            0,
+            [],
+            ["new-a"],
+        ),
+        # A pod on its way out makes room by itself for the one new pod the surge has a place
+        # for: the kept pod stays for a look.
+        (
+            old_agents(3)
+            + kept_failed("new-a")
+            + [ObservedAgent(name="old-9", ready=True, deleting=True, template_hash="h0")],
+            {"new-a": 10.0},
+            0,
+            [],
+            [],
+        ),
+    ],
+)
+def test_a_rollout_of_a_crashing_template_stays_within_max_unready(
+    agents: list[ObservedAgent],
+    kept: dict[str, float],
+    create: int,
+    retired: list[str],
+    release: list[str],
+) -> None:
+    """Three agents, maxUnavailable 1, maxUnready 2, a new template whose agents fail: at most
+    two pods not Ready at once, two old agents serving, and kept failed pods give way to new
+    agents only when they are what holds them back."""
+    decided = plan(ROLLING, agents, [], 100.0, kept=kept)
+    assert (decided.create, list(decided.retired_names), list(decided.release)) == (
+        create,
+        retired,
+        release,
+    )
+    assert showing_not_ready(agents, decided.retired_names) + decided.create <= 2
+
+
+def test_a_refill_releases_the_oldest_kept_pods_it_needs_room_for() -> None:
+    """minSize 4, maxUnready 2: two agents failed and are kept, two are Ready. The pool wants
+    two more and has no room: the two kept pods give way, oldest first, and creation waits for
+    them to go; with one of them already gone, one agent starts and the other kept pod stays."""
+    policy = PoolPolicy(min_size=4, max_size=4, max_unready=2)
+    ready = [ObservedAgent(name=f"a{n}", ready=True, ready_at=0.0) for n in range(2)]
+    kept = {"f1": 30.0, "f2": 20.0}
+    decided = plan(policy, ready + kept_failed("f1", "f2"), [], 100.0, kept=kept)
+    assert (decided.create, decided.release) == (0, ("f2", "f1"))
+    decided = plan(policy, ready + kept_failed("f1"), [], 100.0, kept={"f1": 30.0})
+    assert (decided.create, decided.release) == (1, ("f1",))

@@ -348,11 +348,16 @@ class AgentPoolSpec(ApiModel):
     min_idle: int = Field(default=0, ge=0)
     """Idle agents kept on top of busy ones, within maxSize, so a burst finds warm agents."""
     max_unready: int = Field(default=10, ge=1)
-    """The most agent pods that may exist while not Ready yet: the pool creates more only as
-    its starting pods turn Ready, so an agent that never turns Ready (or a node that cannot run
-    it) holds at most this many pods, however large the pool. The default 10 starts most pools
-    and bursts at once; raise it for large pools that must fill faster than one cold start per
-    10 agents."""
+    """The most agent pods that may be not Ready at once, counted as a watch of the pool's pods
+    sees them: pods starting, failed pods kept for a look, and pods on their way out (a retired
+    agent's pod turns not Ready before it goes). The pool creates pods, and a rollout retires a
+    Ready agent, only within this count, so an agent that never turns Ready (or a node that
+    cannot run it) holds at most this many pods, however large the pool. Kept failed pods give
+    way, oldest first, when they are what keeps the pool from starting the agents it wants.
+    Pods removed for other reasons (a scale-down, a recycled or failed agent) are not held back
+    for it, but no pod is created until the count is back within it. The default 10 starts most
+    pools and bursts at once; raise it for large pools that must fill faster than one cold
+    start per 10 agents."""
     checkout_timeout_seconds: int = Field(default=30, ge=1)
     """How long a checkout waits for an agent before it fails; runs and leases may override."""
     call_timeout_seconds: int = Field(default=300, ge=1)

@@ -6,12 +6,13 @@
 pool remembers of a retirement (a failure before Ready, a quarantine, readiness lost) and whether
 a pod is kept are decided by :mod:`agentpool.pool.health`; the pod of an agent that failed, whose
 processes are gone, is kept for a post-mortem as :mod:`agentpool.pool.postmortem` decides, and
-handed to deletion once it expires; every other retired pod is deleted at once.
+handed to deletion once it expires or the plan asks it to give way to new agents under
+maxUnready; every other retired pod is deleted at once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from agentpool.handlers.runtime import PoolHandle
 from agentpool.pool import ObservedAgent
@@ -53,10 +54,15 @@ def _start_failure(handle: PoolHandle, health: PoolHealth, name: str, now: float
     )
 
 
-def release_kept(handle: PoolHandle, now: float) -> None:
-    """Queue for deletion the kept pods whose time is up; forget those already gone."""
+def release_kept(handle: PoolHandle, now: float, *, giving_way: Collection[str] = ()) -> None:
+    """Queue for deletion the kept pods whose time is up, and those the plan asks to give way
+    to new agents under maxUnready; forget those already gone. A kept pod gives way only when
+    new agents may start now: not to one that waits out a back-off meanwhile."""
     for name in [name for name in handle.kept if name not in handle.pods]:
         del handle.kept[name]
-    for name in expired(handle.kept, now, keep_seconds=handle.settings.keep_failed_seconds):
+    released = expired(handle.kept, now, keep_seconds=handle.settings.keep_failed_seconds)
+    if handle.health.creation_hold(now) <= 0:
+        released += [name for name in giving_way if name in handle.kept]
+    for name in sorted(set(released)):
         del handle.kept[name]
         handle.undeleted.add(name)

@@ -293,9 +293,9 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
     sync_broker(handle)
     agents = handle.broker.agents()
     waiters = handle.broker.waiters()
-    decided = plan(policy, agents, waiters, now)
+    decided = plan(policy, agents, waiters, now, kept=handle.kept)
     done = retire(handle, body, decided, now)
-    failures.release_kept(handle, now)
+    failures.release_kept(handle, now, giving_way=decided.release)
     await delete_retired(runtime, handle)
     await check_template(runtime, handle, body=body, pool=pool, spec=spec, policy=policy, now=now)
     created = await create_agents(

@@ -4,9 +4,15 @@
 waiters and the time: the AgentPool reconciler calls it on every visit (create, update, resume,
 timer, a waiter queued, a pod changed), removes the retired agents from the broker's idle set,
 deletes their pods and creates the new ones. It never retires a busy agent, never plans past
-`maxSize` (but for a rollout's surge), always aims at least at `minSize`, and never creates past
-`maxUnready` agents not Ready yet, so a pool whose agents cannot turn Ready holds a few pods rather
-than all of them.
+`maxSize` (but for a rollout's surge), and always aims at least at `minSize`.
+
+`maxUnready` bounds the pool's pods that are not Ready as anyone watching them counts them: those
+starting, failed pods kept for a look (:mod:`agentpool.pool.postmortem`), and pods on their way
+out, a Ready agent retired now among them since its pod turns not Ready before it goes. The plan
+creates pods, and a rollout retires Ready agents, only within it, so a pool whose agents cannot
+turn Ready holds a few pods rather than all of them. When kept failed pods are what stands in the
+way of the agents it wants, the plan releases the oldest of them, and creates once they are gone:
+a look at a failed pod never costs the pool an agent for long.
 
 A changed pod template rolls as a Deployment rolls: new agents start first, up to `maxSurge`
 pods above the desired agents (even past `maxSize`), and an idle outdated agent is retired only
@@ -16,7 +22,7 @@ agent finishes its items first. Outdated agents keep serving until they are reti
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from agentpool.api.reasons import RetireReason
@@ -47,13 +53,16 @@ class Plan:
 
     `create` new pods, `retire` these agents (never a busy one), aiming at `desired` live agents;
     `held` names the pods that cannot start (unschedulable, image pull failing) and are kept, not
-    replaced, so a pool that cannot schedule does not churn pods.
+    replaced, so a pool that cannot schedule does not churn pods. `release` names failed pods
+    kept for a look that are to be deleted now, oldest first, because maxUnready leaves no room
+    for the agents wanted while they stay.
     """
 
     create: int
     retire: tuple[Retirement, ...]
     desired: int
     held: tuple[str, ...] = ()
+    release: tuple[str, ...] = ()
 
     @property
     def retired_names(self) -> tuple[str, ...]:
@@ -91,8 +100,15 @@ def plan(
     agents: Iterable[ObservedAgent],
     waiters: Sequence[Waiter],
     now: float,
+    *,
+    kept: Mapping[str, float] | None = None,
 ) -> Plan:
-    """Decide which pods to create and which agents to retire, from what is observed at `now`."""
+    """Decide which pods to create and which agents to retire, from what is observed at `now`.
+
+    `agents` is every pod of the pool, those being deleted too; `kept` names the failed ones
+    kept for a look, with when each failed.
+    """
+    agents = list(agents)
     live = [agent for agent in agents if agent.live]
     busy = sum(slots_taken(policy, agent, now) for agent in live)
     retire: list[Retirement] = []
@@ -136,9 +152,18 @@ def plan(
             retire.append(Retirement(agent.name, RetireReason.IDLE_TIMEOUT))
             keep.remove(agent)
 
-    for agent in _rollout_retirements(keep, stale, desired=desired, unavailable=unavailable):
+    # Every pod but the Ready agents kept shows not Ready to a watcher, now or on its way out.
+    showing = len(agents) - sum(1 for agent in keep if agent.ready)
+    for agent in _rollout_retirements(
+        keep,
+        stale,
+        desired=desired,
+        unavailable=unavailable,
+        room=policy.max_unready - showing,
+    ):
         retire.append(Retirement(agent.name, RetireReason.OUTDATED))
         keep.remove(agent)
+        showing += int(agent.ready)
     # New agents up to the desired count on the current template, within the surge: without
     # a rollout, simply the agents missing.
     current = sum(1 for agent in keep if not outdated(policy, agent))
@@ -149,14 +174,14 @@ def plan(
         for agent in keep
         if agent.pending and (agent.unschedulable or agent.waiting_reason in HELD_REASONS)
     )
-    # The rest of what is wanted waits for the starting agents to turn Ready.
-    unready = sum(1 for agent in keep if not agent.ready)
-    room = max(0, policy.max_unready - unready)
+    # The rest of what is wanted waits for the pods not Ready to turn Ready or go.
+    room = max(0, policy.max_unready - showing)
     return Plan(
         create=min(room, create),
         retire=tuple(retire),
         desired=desired,
         held=held,
+        release=_giving_way(agents, retire, kept or {}, short=create - room),
     )
 
 
@@ -176,9 +201,11 @@ def _rollout_retirements(
     *,
     desired: int,
     unavailable: int,
+    room: int,
 ) -> list[ObservedAgent]:
     """The idle outdated agents a rollout retires now: any that is not Ready (it serves no
-    one), then Ready ones while the Ready agents stay at least `desired - unavailable`."""
+    one), then Ready ones while the Ready agents stay at least `desired - unavailable` and
+    `room` more pods may show not Ready, as a Ready agent's pod does on its way out."""
     ready = sum(1 for agent in keep if agent.ready)
     floor = desired - unavailable
     chosen = []
@@ -186,11 +213,34 @@ def _rollout_retirements(
         if agent.busy:
             continue
         if agent.ready:
-            if ready - 1 < floor:
+            if ready - 1 < floor or room < 1:
                 continue
             ready -= 1
+            room -= 1
         chosen.append(agent)
     return chosen
+
+
+def _giving_way(
+    agents: Sequence[ObservedAgent],
+    retire: Sequence[Retirement],
+    kept: Mapping[str, float],
+    *,
+    short: int,
+) -> tuple[str, ...]:
+    """The kept failed pods to delete so that `short` more agents can start, oldest failure
+    first: as many as the pods already on their way out do not make room for. A failed agent
+    retired now may be kept in its turn, so it makes no room yet."""
+    present = {agent.name for agent in agents}
+    candidates = sorted((name for name in kept if name in present), key=lambda n: (kept[n], n))
+    retiring = {retirement.name for retirement in retire}
+    going = sum(
+        1
+        for agent in agents
+        if agent.name not in kept
+        and (agent.deleting or (agent.name in retiring and not agent.failed))
+    )
+    return tuple(candidates[: max(0, short - going)])
 
 
 def _scale_down_order(
