@@ -128,6 +128,8 @@ def current_status(
             health_ahead(handle, agents, now),
             now,
             memory_seconds=handle.settings.unready_memory_seconds,
+            outside_threshold=handle.settings.outside_protocol_answers,
+            outside_memory_seconds=handle.settings.outside_protocol_memory_seconds,
         ),
     )
     record_degraded(handle, conditions)
