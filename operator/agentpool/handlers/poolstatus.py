@@ -20,7 +20,7 @@ from agentpool.api.reasons import ConditionType, Reason
 from agentpool.handlers.failures import health_ahead
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.kube import NotFound
-from agentpool.pool import PoolPolicy, compute_status
+from agentpool.pool import ObservedAgent, PoolPolicy, compute_status
 from agentpool.pool.health import degraded_trouble, with_trouble
 from agentpool.pool.manifests import pool_selector
 from agentpool.pool.plan import waiting_slots
@@ -122,16 +122,7 @@ def current_status(
         generation=generation,
         open_schedules=open_schedules,
     )
-    conditions = with_trouble(
-        view.conditions,
-        degraded_trouble(
-            health_ahead(handle, agents, now),
-            now,
-            memory_seconds=handle.settings.unready_memory_seconds,
-            outside_threshold=handle.settings.outside_protocol_answers,
-            outside_memory_seconds=handle.settings.outside_protocol_memory_seconds,
-        ),
-    )
+    conditions = with_trouble(view.conditions, remembered_trouble(handle, agents, now))
     record_degraded(handle, conditions)
     status["conditions"] = merge_conditions(
         (pool.get("status") or {}).get("conditions"),
@@ -140,6 +131,20 @@ def current_status(
         now=now_time(),
     )
     return status
+
+
+def remembered_trouble(
+    handle: PoolHandle, agents: Sequence[ObservedAgent], now: float
+) -> ConditionView | None:
+    """The Degraded condition the pool's memory of its agents' troubles calls for, if any."""
+    settings = handle.settings
+    return degraded_trouble(
+        health_ahead(handle, agents, now),
+        now,
+        memory_seconds=settings.unready_memory_seconds,
+        outside_threshold=settings.outside_protocol_answers,
+        outside_memory_seconds=settings.outside_protocol_memory_seconds,
+    )
 
 
 def sample(handle: PoolHandle, policy: PoolPolicy, now: float) -> None:
