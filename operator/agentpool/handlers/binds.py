@@ -24,7 +24,7 @@ from agentpool.broker import Checkout
 from agentpool.broker.registry import PoolKey
 from agentpool.handlers.checkins import note_answer, return_agent
 from agentpool.handlers.runtime import ObjectKey, PoolHandle, Runtime
-from agentpool.io.kube import Conflict, NotFound
+from agentpool.io.kube import Conflict, ObjectNotFound
 from agentpool.pool import binding
 from agentpool.pool.checkin import CheckinOutcome
 from agentpool.pool.manifests import (
@@ -79,7 +79,7 @@ async def lease_token(
             pass
         try:
             found = await runtime.kube.read_secret(namespace, name)
-        except NotFound:
+        except ObjectNotFound:
             continue
         if owned_by(found, uid):
             return read_token(found)

@@ -19,7 +19,7 @@ from agentpool.api.raw import RawBody
 from agentpool.api.reasons import ConditionType, Reason
 from agentpool.handlers.failures import health_ahead
 from agentpool.handlers.runtime import PoolHandle, Runtime
-from agentpool.io.kube import NotFound
+from agentpool.io.kube import ObjectNotFound
 from agentpool.pool import ObservedAgent, PoolPolicy, compute_status
 from agentpool.pool.health import degraded_trouble, with_trouble
 from agentpool.pool.manifests import pool_selector
@@ -47,7 +47,7 @@ async def report_invalid_spec(runtime: Runtime, pool: RawBody, error: SpecError)
         generation=generation,
         now=now_time(),
     )
-    with contextlib.suppress(NotFound):
+    with contextlib.suppress(ObjectNotFound):
         await runtime.kube.patch_status(
             "agentpools",
             meta.get("namespace") or "",
@@ -82,7 +82,7 @@ async def write_status(
         return
     try:
         await runtime.kube.patch_status("agentpools", handle.namespace, handle.name, status)
-    except NotFound:
+    except ObjectNotFound:
         return
     handle.last_status = status
     handle.last_status_at = now
