@@ -87,6 +87,10 @@ def note_answer(handle: PoolHandle, agent: str, *, reason: str, message: str) ->
     """Count ``agent``'s answer to a request of the protocol in the pool's health (``reason``
     ``BadResponse``: outside the protocol; any other, or none for success: in it), and wake the
     pool's loop when that turns its Degraded condition, so the status says so at once."""
+    outside = reason == protocol.BAD_RESPONSE
+    if not outside and handle.health.last_outside is None:
+        # The hot path: an answer in the protocol to a pool that has no run of strays to end.
+        return
     settings = handle.settings
     now = time.time()
     before = health.speaks_outside(
@@ -96,7 +100,7 @@ def note_answer(handle: PoolHandle, agent: str, *, reason: str, message: str) ->
         memory_seconds=settings.outside_protocol_memory_seconds,
     )
     handle.health = health.note_answer(
-        handle.health, agent, outside=reason == protocol.BAD_RESPONSE, message=message, now=now
+        handle.health, agent, outside=outside, message=message, now=now
     )
     after = health.speaks_outside(
         handle.health,
