@@ -166,12 +166,12 @@ def _cmd_results(args: argparse.Namespace) -> int:
     import asyncio
 
     from agentpool.console.runs import collect_results, print_results
-    from agentpool.io.kube import NotFound
+    from agentpool.io.kube import ObjectNotFound
 
     kube = _client_for(args)
     try:
         records = asyncio.run(collect_results(kube, args.namespace, args.run))
-    except NotFound:
+    except ObjectNotFound:
         print(f'poolrun "{args.run}" not found in namespace "{args.namespace}"', file=sys.stderr)
         return 2
     finally:

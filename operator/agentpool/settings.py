@@ -38,6 +38,15 @@ class PoolSettings:
     unready_memory_seconds: float = 60.0
     """How long an agent that turned unready keeps the pool Degraded after it was replaced, so
     the condition stays long enough for someone to see it."""
+    outside_protocol_answers: int = 5
+    """Answers outside the agent protocol in a row, across the pool's agents, that mark the pool
+    Degraded (OutsideProtocol): one stray page (a proxy's, during a restart) is not a pool that
+    speaks something else, five with none in the protocol between are, and a user who sees ten
+    items fail finds the pool's condition saying why. 0 turns the judgement off."""
+    outside_protocol_memory_seconds: float = 300.0
+    """How long the last answer outside the protocol keeps the pool Degraded when no answer in
+    the protocol ends it sooner: a pool whose agents were fixed while no item came turns healthy
+    again on its own."""
     keep_failed_seconds: float = 600.0
     """How long a failed agent pod is kept after it failed: time to notice and look, then it
     goes."""

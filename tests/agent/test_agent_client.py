@@ -66,6 +66,18 @@ async def test_answers_outside_the_protocol_are_bad_responses(endpoint: str) -> 
         assert TOKEN not in result.message
 
 
+async def test_a_bad_response_names_the_request_and_where_the_protocol_is(endpoint: str) -> None:
+    """A 404 page on ``/invoke`` (a web server on the pool's port, say) is reported as the
+    answer to ``POST /invoke``, with the page of the manual that says what the operator expects,
+    so the reader knows the agent speaks something else rather than failing items."""
+    envelope = {"id": "a", "item": 1, "input": None, "attempt": 1, "run": None}
+    async with AgentClient() as client:
+        missing = await client.invoke(endpoint + "/nothing", TOKEN, envelope, timeout=5)
+    assert (missing.reason, missing.status_code) == ("BadResponse", 404)
+    assert "answered POST /invoke with HTTP 404" in missing.message
+    assert "see the agent protocol: docs/reference/protocol.md" in missing.message
+
+
 async def test_connection_dropped_mid_call_is_agent_lost(endpoint: str) -> None:
     """A connection closed before the answer is AgentLost, lost, and says so without the token."""
     envelope = {"id": "a", "item": 1, "input": None, "attempt": 1, "run": None}

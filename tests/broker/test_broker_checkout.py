@@ -10,7 +10,7 @@ import pytest
 
 from agentpool.broker import Broker, Checkout
 from agentpool.pool import ObservedAgent, PoolPolicy
-from agentpool.pool.checkin import CheckinOutcome, PoolClosed, PoolExhausted, TooManyWaiters
+from agentpool.pool.checkin import CheckinOutcome, CheckoutTimedOut, PoolClosed, TooManyWaiters
 from brokerwait import queued, wait_until
 
 
@@ -157,7 +157,7 @@ async def test_timeout_raises_pool_exhausted_with_the_facts() -> None:
     await broker.checkout(timeout=1, holder="h2")
     other = asyncio.create_task(broker.checkout(timeout=5, holder="h3"))
     await wait_until(broker, lambda: len(broker.waiters()) == 1)
-    with pytest.raises(PoolExhausted) as caught:
+    with pytest.raises(CheckoutTimedOut) as caught:
         await broker.checkout(timeout=0.05, holder="h4")
     assert str(caught.value) == (
         'pool "p" exhausted after 0.05s: 2 of 2 agents busy '
@@ -173,7 +173,7 @@ async def test_timeout_raises_pool_exhausted_with_the_facts() -> None:
 async def test_zero_timeout_fails_at_once_when_nothing_is_idle() -> None:
     """A non-blocking checkout (timeout 0) fails at once instead of queueing."""
     broker = make_broker([])
-    with pytest.raises(PoolExhausted, match=r"0 of 0 agents busy"):
+    with pytest.raises(CheckoutTimedOut, match=r"0 of 0 agents busy"):
         await broker.checkout(timeout=0, holder="h")
     assert broker.waiters() == ()
 
@@ -235,7 +235,7 @@ async def test_idle_agent_that_turns_unready_leaves_the_idle_set() -> None:
     broker = make_broker(["a", "b"], strategy="LIFO")
     broker.update_agents([agent("a"), replace_ready(agent("b"), False)])
     assert [(await broker.checkout(timeout=1, holder="h")).agent] == ["a"]
-    with pytest.raises(PoolExhausted):
+    with pytest.raises(CheckoutTimedOut):
         await broker.checkout(timeout=0, holder="h")
 
 
@@ -255,7 +255,7 @@ async def test_an_agent_failing_where_others_succeed_is_quarantined() -> None:
     assert broker.changed.is_set()
     assert [(a.name, a.quarantined) for a in broker.agents()] == [("a", True), ("b", False)]
     assert (await broker.checkout(timeout=0, holder="h")).agent == "b"
-    with pytest.raises(PoolExhausted):
+    with pytest.raises(CheckoutTimedOut):
         await broker.checkout(timeout=0, holder="h")
 
 
@@ -286,7 +286,7 @@ async def test_lost_or_reset_failed_agent_is_not_reused(outcome: CheckinOutcome,
     broker = make_broker(["a"])
     broker.checkin(await broker.checkout(timeout=1, holder="h"), outcome)
     assert getattr(broker.agents()[0], flag)
-    with pytest.raises(PoolExhausted):
+    with pytest.raises(CheckoutTimedOut):
         await broker.checkout(timeout=0, holder="h")
 
 
@@ -296,7 +296,7 @@ async def test_max_uses_keeps_worn_agent_out() -> None:
     for _ in range(2):
         broker.checkin(await broker.checkout(timeout=1, holder="h"))
     assert broker.agents()[0].uses == 2
-    with pytest.raises(PoolExhausted):
+    with pytest.raises(CheckoutTimedOut):
         await broker.checkout(timeout=0, holder="h")
 
 
@@ -352,7 +352,7 @@ async def test_restored_uses_keep_max_uses_across_an_operator_restart() -> None:
     handle = await broker.checkout(timeout=1, holder="h")
     broker.checkin(handle, CheckinOutcome.SUCCESS)
     assert [view.uses for view in broker.agents()] == [4]
-    with pytest.raises(PoolExhausted):
+    with pytest.raises(CheckoutTimedOut):
         await broker.checkout(timeout=0, holder="h")
 
 
@@ -378,7 +378,7 @@ async def test_a_checkout_past_the_waiting_bound_is_refused_at_once() -> None:
     await wait_until(broker, queued(broker, 1))
     with pytest.raises(TooManyWaiters, match=r"maxWaiters 1"):
         await broker.checkout(timeout=5, holder="third", max_waiters=1)
-    with pytest.raises(PoolExhausted):
+    with pytest.raises(CheckoutTimedOut):
         await broker.checkout(timeout=0, holder="at-once", max_waiters=1)
     assert len(broker.waiters()) == 1
     broker.checkin(held)

@@ -11,7 +11,7 @@ import pytest
 from agentpool.broker import Broker, Brokers
 from agentpool.broker.records import AgentRecord
 from agentpool.pool import ObservedAgent, PoolPolicy, plan
-from agentpool.pool.checkin import CheckinOutcome, PoolClosed, PoolExhausted
+from agentpool.pool.checkin import CheckinOutcome, CheckoutTimedOut, PoolClosed
 
 
 def agent(name: str, **fields: object) -> ObservedAgent:
@@ -39,7 +39,7 @@ async def test_retire_removes_idle_agents_but_never_busy_ones() -> None:
     assert not views[held.agent].deleting
     remaining = {"a", "b", "c"} - {held.agent, "b"}
     assert (await broker.checkout(timeout=1, holder="h")).agent in remaining
-    with pytest.raises(PoolExhausted):
+    with pytest.raises(CheckoutTimedOut):
         await broker.checkout(timeout=0, holder="h")
 
 
@@ -56,7 +56,7 @@ async def test_retire_and_checkout_race_never_both(seed: int) -> None:
             await asyncio.sleep(0)  # shuffle the interleaving, not a wait
         try:
             handle = await broker.checkout(timeout=0, holder="h")
-        except PoolExhausted:
+        except CheckoutTimedOut:
             return
         results["handed"].append(handle.agent)
 

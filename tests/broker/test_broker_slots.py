@@ -13,7 +13,7 @@ from test_broker_checkout import FakeClock, agent, make_broker
 
 from agentpool.broker import Broker
 from agentpool.pool import plan
-from agentpool.pool.checkin import PoolExhausted
+from agentpool.pool.checkin import CheckoutTimedOut
 from brokerwait import queued, wait_until
 
 
@@ -26,7 +26,7 @@ async def test_one_agent_serves_up_to_its_slots_then_checkouts_wait() -> None:
     assert len({checkout.serial for checkout in held}) == 4
     (view,) = broker.agents()
     assert (view.busy, view.busy_slots, view.free_slots) == (True, 4, 0)
-    with pytest.raises(PoolExhausted, match="4 of 4 slots busy"):
+    with pytest.raises(CheckoutTimedOut, match="4 of 4 slots busy"):
         await broker.checkout(timeout=0, holder="run/none")
     fifth = asyncio.create_task(broker.checkout(timeout=5, holder="run/5"))
     await wait_until(broker, queued(broker, 1))
@@ -70,7 +70,7 @@ async def test_a_lease_waits_for_a_whole_agent_and_holds_every_slot() -> None:
     held = await lease
     assert held.agent == "a"
     assert broker.agents()[0].busy_slots == 4
-    with pytest.raises(PoolExhausted):
+    with pytest.raises(CheckoutTimedOut):
         await broker.checkout(timeout=0, holder="run/2")
     broker.checkin(held)
     assert (await broker.checkout(timeout=0, holder="run/3")).agent == "a"
@@ -96,7 +96,7 @@ async def test_max_uses_counts_items_and_retires_once_every_slot_is_free() -> No
     clock = FakeClock()
     broker = make_broker(["a"], clock=clock, slots=4, max_uses=3)
     held = [await broker.checkout(timeout=0, holder=f"run/{n}") for n in range(3)]
-    with pytest.raises(PoolExhausted):
+    with pytest.raises(CheckoutTimedOut):
         await broker.checkout(timeout=0, holder="run/late")
     for checkout in held[:2]:
         broker.checkin(checkout)
@@ -137,10 +137,10 @@ async def test_a_raised_slot_count_opens_the_held_agents_at_once() -> None:
     its second slot; lowering it back keeps a third from being handed out."""
     broker = make_broker(["a"])
     await broker.checkout(timeout=0, holder="run/1")
-    with pytest.raises(PoolExhausted):
+    with pytest.raises(CheckoutTimedOut):
         await broker.checkout(timeout=0, holder="run/2")
     broker.update_policy(dataclasses.replace(broker.policy, slots=2))
     assert (await broker.checkout(timeout=0, holder="run/2")).agent == "a"
     broker.update_policy(dataclasses.replace(broker.policy, slots=1))
-    with pytest.raises(PoolExhausted):
+    with pytest.raises(CheckoutTimedOut):
         await broker.checkout(timeout=0, holder="run/3")

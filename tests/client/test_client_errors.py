@@ -80,6 +80,10 @@ def test_an_agents_failed_answer_is_a_CallFailed_with_its_reason(
     with pytest.raises(CallFailed) as failed:
         output_of("http://10.0.0.1:8080", status, body)
     assert failed.value.reason == reason
+    if reason == "BadResponse":
+        # Which request got the stray answer, and where the protocol it should speak is.
+        assert f"POST /invoke with HTTP {status}" in str(failed.value)
+        assert "docs/reference/protocol.md" in str(failed.value)
 
 
 @given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(), st.lists))

@@ -9,8 +9,8 @@ import pytest
 from agentpool.gateway import errors, tls
 from agentpool.pool.checkin import (
     CheckoutFailed,
+    CheckoutTimedOut,
     PoolClosed,
-    PoolExhausted,
     PoolNotFound,
     TooManyWaiters,
 )
@@ -20,7 +20,7 @@ from agentpool.pool.checkin import (
     ("failure", "status", "reason", "retry"),
     [
         (TooManyWaiters('pool "p" has 5 checkouts waiting'), 429, "TooManyWaiters", 2.0),
-        (PoolExhausted('pool "p" exhausted after 1s'), 503, "PoolExhausted", 2.0),
+        (CheckoutTimedOut('pool "p" exhausted after 1s'), 503, "PoolExhausted", 2.0),
         (PoolClosed("p"), 404, "NotFound", None),
         (PoolClosed("p", "is no longer served: the operator is stopping"), 503, "Unavailable", 2.0),
         (PoolNotFound('AgentPool "p" not found'), 404, "NotFound", None),

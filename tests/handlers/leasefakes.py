@@ -25,7 +25,7 @@ from agentpool.broker import Broker
 from agentpool.handlers import leases
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import AgentClient
-from agentpool.io.kube import Conflict, Kube, NotFound
+from agentpool.io.kube import Conflict, Kube, ObjectNotFound
 from agentpool.pool import ObservedAgent, PoolPolicy
 from agentpool.runs import Clock
 from clocks import LoopClock
@@ -162,7 +162,7 @@ class FakeApi:
 
     async def read_secret(self, namespace: str, name: str) -> RawBody:
         if name not in self.secrets:
-            raise NotFound(f"secrets: {name}")
+            raise ObjectNotFound(f"secrets: {name}")
         return self.secrets[name]
 
     async def delete_secret(self, namespace: str, name: str, *, uid: str | None = None) -> None:

@@ -23,7 +23,7 @@ from agentpool.handlers.gatewaysetup import (
     renew_certificate,
 )
 from agentpool.handlers.runtime import Runtime
-from agentpool.io.kube import NotFound
+from agentpool.io.kube import ObjectNotFound
 
 NAMESPACE = "system"
 
@@ -37,7 +37,7 @@ class Kube:
 
     async def read_secret(self, namespace: str, name: str) -> dict[str, Any]:
         if (namespace, name) not in self.secrets:
-            raise NotFound(name)
+            raise ObjectNotFound(name)
         return self.secrets[namespace, name]
 
     async def create_secret(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -49,7 +49,7 @@ class Kube:
 
     async def read_configmap(self, namespace: str, name: str) -> dict[str, Any]:
         if (namespace, name) not in self.configmaps:
-            raise NotFound(name)
+            raise ObjectNotFound(name)
         return self.configmaps[namespace, name]
 
     async def apply_configmap(

@@ -226,9 +226,9 @@ async def test_a_refused_finalizer_patch_is_not_raised() -> None:
     is gone: the patch's failure stays here, so the event still reaches the lease handler and
     the lease's next event tries again."""
     from agentpool.handlers import leasewatch
-    from agentpool.io.kube import NotFound
+    from agentpool.io.kube import ObjectNotFound
 
-    for refusal in (RuntimeError("the test failed"), NotFound("agentleases: gone")):
+    for refusal in (RuntimeError("the test failed"), ObjectNotFound("agentleases: gone")):
         kube = FakeKube([])
         kube.refuse = refusal
         runtime_ = cast(Runtime, SimpleNamespace(kube=kube))

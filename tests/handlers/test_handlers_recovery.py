@@ -14,7 +14,7 @@ from agentpool.handlers.recovery import restore_held_agents
 from agentpool.handlers.runtime import LeaseAgents
 from agentpool.io.agents import AgentStatus
 from agentpool.pool import ObservedAgent, PoolPolicy
-from agentpool.pool.checkin import PoolExhausted
+from agentpool.pool.checkin import CheckoutTimedOut
 from agentpool.settings import OperatorSettings, RecoverySettings
 
 
@@ -103,7 +103,7 @@ async def free_agents(broker: Broker) -> set[str]:
     try:
         while True:
             taken.append(await broker.checkout(timeout=0, holder="probe"))
-    except PoolExhausted:
+    except CheckoutTimedOut:
         pass
     names = {checkout.agent for checkout in taken}
     for checkout in taken:

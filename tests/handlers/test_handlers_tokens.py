@@ -10,7 +10,7 @@ from typing import Any
 from agentpool.broker import Broker
 from agentpool.handlers import tokens
 from agentpool.handlers.runtime import PoolHandle
-from agentpool.io.kube import NotFound
+from agentpool.io.kube import ObjectNotFound
 from agentpool.pool import PoolPolicy
 from agentpool.settings import PoolSettings
 
@@ -24,7 +24,7 @@ class Kube:
     async def read_secret(self, namespace: str, name: str) -> dict[str, Any]:
         self.reads += 1
         if self.secret is None:
-            raise NotFound(name)
+            raise ObjectNotFound(name)
         return self.secret
 
     async def create_secret(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:

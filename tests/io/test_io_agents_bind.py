@@ -115,6 +115,8 @@ async def test_a_refused_bind_says_how(
             f"http://127.0.0.1:{agent.port}", POOL_TOKEN, context=None, **BIND
         )
     assert (found.ok, found.status_code, found.reason) == (False, status_code, reason)
+    if reason == "BadResponse":
+        assert f"answered POST /bind with HTTP {status_code}" in found.message
     assert LEASE_TOKEN not in found.message
     assert POOL_TOKEN not in found.message
 

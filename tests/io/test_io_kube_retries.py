@@ -21,7 +21,7 @@ import pytest
 from aiohttp import web
 from kubernetes.client.exceptions import ApiException
 
-from agentpool.io.kube import Kube, NotFound
+from agentpool.io.kube import Kube, ObjectNotFound
 from loopback import served
 
 POOL = "/apis/agentpool.dev/v1alpha1/namespaces/ns/agentpools/p"
@@ -100,7 +100,7 @@ async def test_status_writes_land_under_half_injected_409_and_5xx(
     assert kube.writes["patch", "agentpools/status"] == 40
 
 
-@pytest.mark.parametrize(("status", "error"), [(404, NotFound), (422, ApiException)])
+@pytest.mark.parametrize(("status", "error"), [(404, ObjectNotFound), (422, ApiException)])
 async def test_errors_retrying_cannot_fix_raise_at_once(
     kube: Kube, server: tuple[ScriptedServer, str], status: int, error: type[Exception]
 ) -> None:

@@ -1,5 +1,6 @@
 """What a pool remembers of its agents' troubles: start-up failures back off replacements and
-name their pods in Degraded, quarantines back off, an agent that turned unready stays visible."""
+name their pods in Degraded, quarantines back off, an agent that turned unready stays visible,
+and agents answering outside the agent protocol make the pool Degraded until one answers in it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from agentpool.pool.health import (
     PoolHealth,
     degraded_trouble,
     kept_since,
+    note_answer,
     note_retirement,
     note_start_failure,
     report_create_failure,
@@ -23,6 +25,8 @@ from agentpool.settings import PoolSettings
 SETTINGS = PoolSettings()
 CRASH_BACKOFF_MAX_SECONDS = SETTINGS.crash_backoff_max_seconds
 UNREADY_MEMORY_SECONDS = SETTINGS.unready_memory_seconds
+OUTSIDE_ANSWERS = SETTINGS.outside_protocol_answers
+OUTSIDE_MEMORY_SECONDS = SETTINGS.outside_protocol_memory_seconds
 NOW = 10_000.0
 
 
@@ -195,3 +199,86 @@ def test_refused_creates_back_off_and_outrank_every_other_trouble() -> None:
 )
 def test_refusals_are_reported_on_the_back_offs_steps(failures: int, reported: bool) -> None:
     assert report_create_failure(failures) is reported
+
+
+#: An answer to POST /invoke from a web server's 404 page, as the agent client words it.
+PAGE = (
+    "the agent at http://10.0.0.7:8080 answered POST /invoke with HTTP 404 outside the protocol "
+    "(see the agent protocol: docs/reference/protocol.md): '<!DOCTYPE HTML>'"
+)
+# One answer each: outside the protocol (o), in it (i: an output or the protocol's own error).
+ANSWERS = {"o": True, "i": False}
+
+
+@pytest.mark.parametrize(
+    ("answers", "at", "degraded"),
+    [
+        # Fewer than five in a row across the agents: a stray page is no verdict.
+        ("oooo", NOW, False),
+        ("ooooo", NOW, True),
+        ("oooooooooo", NOW, True),
+        # An answer in the protocol ends the run, whichever agent gave it; the next starts anew.
+        ("oooooi", NOW, False),
+        ("ooooioooo", NOW, False),
+        ("iiiiiooooo", NOW, True),
+        # No such answer for the memory's length: a pool fixed while idle turns healthy.
+        ("ooooo", NOW + OUTSIDE_MEMORY_SECONDS - 1, True),
+        ("ooooo", NOW + OUTSIDE_MEMORY_SECONDS, False),
+    ],
+)
+def test_answers_outside_the_protocol_in_a_row_degrade_the_pool(
+    answers: str, at: float, degraded: bool
+) -> None:
+    """Five answers outside the protocol in a row, from any of the pool's agents, mark the pool
+    Degraded OutsideProtocol, saying what to do; one in the protocol ends the run, and without
+    another for five minutes the condition clears by itself."""
+    health = PoolHealth()
+    for number, answer in enumerate(answers):
+        agent = f"p-{number % 3}"
+        health = note_answer(health, agent, outside=ANSWERS[answer], message=PAGE, now=NOW)
+    trouble = degraded_trouble(
+        health,
+        at,
+        memory_seconds=UNREADY_MEMORY_SECONDS,
+        outside_threshold=OUTSIDE_ANSWERS,
+        outside_memory_seconds=OUTSIDE_MEMORY_SECONDS,
+    )
+    if not degraded:
+        assert trouble is None
+        return
+    assert trouble is not None
+    assert (trouble.type, trouble.status, trouble.reason) == ("Degraded", "True", "OutsideProtocol")
+    assert "POST /invoke" in trouble.message
+    assert "docs/reference/protocol.md" in trouble.message
+    assert "agent SDK" in trouble.message
+    assert "spec.port" in trouble.message
+    assert with_trouble([READY, HEALTHY], trouble) == [READY, trouble]
+
+
+def test_agents_off_the_protocol_yield_to_agents_that_cannot_start() -> None:
+    """Agents failing before they turn Ready say more than the answers of those that did, and
+    the judgement is off with a threshold of 0."""
+    health = PoolHealth()
+    for _ in range(OUTSIDE_ANSWERS):
+        health = note_answer(health, "p-0", outside=True, message=PAGE, now=NOW)
+    crashing = note_start_failure(
+        health,
+        _pod("b"),
+        ever_ready=False,
+        loop_started_at=NOW,
+        now=NOW,
+        backoff_cap=CRASH_BACKOFF_MAX_SECONDS,
+    )
+    first = degraded_trouble(
+        crashing,
+        NOW,
+        memory_seconds=UNREADY_MEMORY_SECONDS,
+        outside_threshold=OUTSIDE_ANSWERS,
+        outside_memory_seconds=OUTSIDE_MEMORY_SECONDS,
+    )
+    assert first is not None
+    assert first.reason == "CrashLoopBackOff"
+    off = degraded_trouble(
+        health, NOW, memory_seconds=UNREADY_MEMORY_SECONDS, outside_memory_seconds=60.0
+    )
+    assert off is None

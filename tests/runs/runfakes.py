@@ -29,7 +29,7 @@ from agentpool.api import (
     parse_spec,
 )
 from agentpool.io.journal import FileJournal
-from agentpool.pool.checkin import PoolExhausted, PoolNotFound
+from agentpool.pool.checkin import CheckoutTimedOut, PoolNotFound
 from agentpool.runs.config import RunConfig, config_from_spec
 from agentpool.runs.contracts import CheckoutTerms, Clock, SystemClock
 from agentpool.runs.engine import RunEngine
@@ -102,7 +102,7 @@ class FakeDispatcher:
         if self.idle[pool]:
             return self._hand(pool, self.idle[pool].pop())
         if timeout <= 0:
-            raise PoolExhausted(f'pool "{pool}" has no idle agent')
+            raise CheckoutTimedOut(f'pool "{pool}" has no idle agent')
         waiter: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self.waiters[pool].append(waiter)
         timer = asyncio.ensure_future(self._clock.sleep(timeout))
@@ -112,7 +112,7 @@ class FakeDispatcher:
         if waiter.done():
             return self._hand(pool, waiter.result())
         self.waiters[pool].remove(waiter)
-        raise PoolExhausted(
+        raise CheckoutTimedOut(
             f'pool "{pool}" exhausted after {timeout:g}s: {self.pools[pool]} agents, 0 ready'
         )
 

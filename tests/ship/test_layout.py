@@ -1,4 +1,5 @@
-"""The package stays readable as it grows: no runaway module, no handler past 50 lines.
+"""The package stays readable as it grows: no runaway module, no handler past 50 lines, no two
+errors of one name.
 
 Where code goes is decided by what belongs together, in review (DEVELOPMENT.md says where each
 kind of code lives); the module bound only catches one that has stopped being one idea, well
@@ -9,6 +10,8 @@ deciding something that belongs in a pure core, where a table test can reach it.
 from __future__ import annotations
 
 import ast
+import builtins
+from collections import defaultdict
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "operator" / "agentpool"
@@ -52,3 +55,33 @@ def test_events_are_posted_through_io_alone() -> None:
             ):
                 found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     assert found == []
+
+
+def test_no_two_errors_share_a_name() -> None:
+    """An error's name means one thing across the package (one word per idea): a user who reads
+    ``PoolExhausted`` or ``NotFound`` in a traceback, or a developer who catches it, cannot
+    mistake one package's for another's."""
+    bases: dict[tuple[str, str], list[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                named = [
+                    b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases
+                ]
+                bases[(node.name, str(path.relative_to(PACKAGE)))] = named
+    errors = {
+        name
+        for name in dir(builtins)
+        if isinstance(getattr(builtins, name), type)
+        and issubclass(getattr(builtins, name), BaseException)
+    }
+    grown = True
+    while grown:
+        found = {name for (name, _), named in bases.items() if set(named) & errors}
+        grown = not found <= errors
+        errors |= found
+    where: defaultdict[str, list[str]] = defaultdict(list)
+    for name, module in bases:
+        if name in errors:
+            where[name].append(module)
+    assert {name: modules for name, modules in where.items() if len(modules) > 1} == {}

@@ -55,3 +55,18 @@ UNBIND_FAILED: Final = "UnbindFailed"
 CALL_TIMEOUT: Final = "CallTimeout"
 AGENT_LOST: Final = "AgentLost"
 BAD_RESPONSE: Final = "BadResponse"
+
+#: Where a user reads the protocol: the manual's page "Agent protocol", at this path of the
+#: repository.
+REFERENCE: Final = "docs/reference/protocol.md"
+
+
+def outside_protocol(endpoint: str, request: str, status: int, body: str) -> str:
+    """The message of a ``BadResponse``: the agent at ``endpoint`` answered ``request`` (such as
+    ``POST /invoke``) with HTTP ``status`` and ``body`` (its start), which is not the protocol's
+    JSON; it names the request and where the protocol is written, so the reader can tell a
+    server that speaks something else (a web server on the pool's port, a wrong ``port``)."""
+    return (
+        f"the agent at {endpoint} answered {request} with HTTP {status} outside the protocol "
+        f"(see the agent protocol: {REFERENCE}): {body!r}"
+    )

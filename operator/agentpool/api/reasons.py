@@ -56,6 +56,9 @@ class Reason(StrEnum):
     PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
     CREATE_FAILED = "CreateFailed"
     AGENTS_NOT_READY = "AgentsNotReady"
+    OUTSIDE_PROTOCOL = "OutsideProtocol"
+    """AgentPool Degraded: the agents answer requests of the agent protocol with something else
+    (a web server's 404 page, say), several in a row: they do not speak the protocol."""
     INVALID_SPEC = "InvalidSpec"
     """AgentPool Ready: the spec reached the operator but does not validate (a cron expression
     or time zone the CRD schema cannot check); the message names the field."""
@@ -161,6 +164,9 @@ class EventReason(StrEnum):
     AGENT_REPLACED = "AgentReplaced"
     CREATE_FAILED = "CreateFailed"
     AGENTS_NOT_READY = "AgentsNotReady"
+    OUTSIDE_PROTOCOL = "OutsideProtocol"
+    """AgentPool Degraded: the agents answer requests of the agent protocol with something else
+    (a web server's 404 page, say), several in a row: they do not speak the protocol."""
     STARTED = "Started"
     ITEM_FAILED = "ItemFailed"
     DRAINED = "Drained"

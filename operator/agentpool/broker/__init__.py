@@ -3,7 +3,7 @@
 The broker is in-memory and asyncio-only: it receives observed agents as values from the
 AgentPool reconciler and leaves choices (which agent, which waiter) to `agentpool.pool`. The
 run engine and the lease controller check agents out of it and back in; the words of a
-checkout's end (:class:`~agentpool.pool.checkin.CheckinOutcome`, ``PoolExhausted`` and the rest)
+checkout's end (:class:`~agentpool.pool.checkin.CheckinOutcome`, ``CheckoutTimedOut`` and the rest)
 are :mod:`agentpool.pool.checkin`'s.
 """
 

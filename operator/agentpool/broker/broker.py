@@ -75,7 +75,7 @@ class Broker:
 
         Waiters are served by priority, then by when they began waiting (`since`, on the
         broker's clock, when the wait began before this call; never later than now), then in
-        arrival order. Raises `PoolExhausted` when the timeout passes (at once for a timeout
+        arrival order. Raises `CheckoutTimedOut` when the timeout passes (at once for a timeout
         <= 0 with no agent free), `TooManyWaiters` when it would wait behind `max_waiters`,
         and `PoolClosed` when the pool is deleted. A caller cancelled while waiting leaves the
         line at once, and gives back an agent it was handed.

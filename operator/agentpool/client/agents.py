@@ -93,5 +93,5 @@ def output_of(endpoint: str, status: int, raw: bytes) -> Any:
     text = raw[:_MESSAGE_BODY_CHARS].decode("utf-8", "replace")
     raise CallFailed(
         protocol.BAD_RESPONSE,
-        f"the agent at {endpoint} answered HTTP {status} outside the protocol: {text!r}",
+        protocol.outside_protocol(endpoint, f"POST {protocol.INVOKE_PATH}", status, text),
     )

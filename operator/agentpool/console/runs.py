@@ -16,7 +16,7 @@ from typing import TextIO
 
 from agentpool.api import RawRunStatus, raw_run_status
 from agentpool.console.progress import ProgressWatch
-from agentpool.io.kube import Kube, NotFound
+from agentpool.io.kube import Kube, ObjectNotFound
 from agentpool.runs.results import ResultRecord, iter_results
 
 POLL_SECONDS = 0.5
@@ -51,7 +51,7 @@ async def watch_run(
     while True:
         try:
             run = await kube.get_custom("poolruns", namespace, name)
-        except NotFound:
+        except ObjectNotFound:
             print(f'poolrun "{name}" not found in namespace "{namespace}"', file=sys.stderr)
             return 2
         status = raw_run_status(run)

@@ -13,7 +13,7 @@ import json
 from agentpool.agent import protocol
 from agentpool.api.gateway import GatewayVerb
 from agentpool.api.reasons import GatewayReason
-from agentpool.pool.checkin import CheckoutFailed, PoolClosed, PoolExhausted, TooManyWaiters
+from agentpool.pool.checkin import CheckoutFailed, CheckoutTimedOut, PoolClosed, TooManyWaiters
 
 #: The agent's reasons for a call that got no answer in time: the gateway's own 504.
 _TIMED_OUT = frozenset({protocol.CALL_TIMEOUT})
@@ -82,7 +82,7 @@ def from_checkout(error: CheckoutFailed, *, retry_after: float) -> GatewayError:
     message = str(error)
     if isinstance(error, TooManyWaiters):
         return GatewayError(429, GatewayReason.TOO_MANY_WAITERS, message, retry_after=retry_after)
-    if isinstance(error, PoolExhausted):
+    if isinstance(error, CheckoutTimedOut):
         return GatewayError(503, GatewayReason.POOL_EXHAUSTED, message, retry_after=retry_after)
     if isinstance(error, PoolClosed) and error.reason != PoolClosed.DELETED:
         # Not gone: no longer served here (the operator is stopping); another may serve it.

@@ -22,9 +22,9 @@ from typing import Any
 from agentpool.api.raw import RawBody
 from agentpool.broker import Checkout
 from agentpool.broker.registry import PoolKey
-from agentpool.handlers.checkins import return_agent
+from agentpool.handlers.checkins import note_answer, return_agent
 from agentpool.handlers.runtime import ObjectKey, PoolHandle, Runtime
-from agentpool.io.kube import Conflict, NotFound
+from agentpool.io.kube import Conflict, ObjectNotFound
 from agentpool.pool import binding
 from agentpool.pool.checkin import CheckinOutcome
 from agentpool.pool.manifests import (
@@ -79,7 +79,7 @@ async def lease_token(
             pass
         try:
             found = await runtime.kube.read_secret(namespace, name)
-        except NotFound:
+        except ObjectNotFound:
             continue
         if owned_by(found, uid):
             return read_token(found)
@@ -159,6 +159,8 @@ async def _post_bind(
         context=held.context,
         timeout=runtime.settings.leases.bind_timeout_seconds,
     )
+    if answer.status_code is not None:
+        note_answer(handle, held.checkout.agent, reason=answer.reason, message=answer.message)
     if answer.ok:
         return None
     return binding.bind_failure(

@@ -7,7 +7,9 @@ call return their agent.
 runs on the agent (a cast, or a call whose holder went away mid-call);
 :mod:`agentpool.handlers.leases` calls :func:`return_agent` when a lease ends. When the pool asks
 for a reset between items, the agent is reset first, over :mod:`agentpool.io.agents`, and one
-whose reset fails is retired.
+whose reset fails is retired. Every answer an agent gives :func:`call_held` (and a lease's
+``POST /bind``, through :func:`note_answer`) is counted in the pool's health, so agents that
+answer outside the protocol make the pool Degraded.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from agentpool.broker import Checkout
 from agentpool.handlers.idling import wait_until_idle
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import InvokeResult
+from agentpool.pool import health
 from agentpool.pool.checkin import CheckinOutcome
 from agentpool.pool.restoring import IdleWatch
 
@@ -73,9 +76,40 @@ async def call_held(
             result = None
         finally:
             forget()
+        if result is not None and not result.lost:
+            note_answer(handle, checkout.agent, reason=result.reason, message=result.message)
         if span.is_recording():
             note_outcome(span, result)
         return result
+
+
+def note_answer(handle: PoolHandle, agent: str, *, reason: str, message: str) -> None:
+    """Count ``agent``'s answer to a request of the protocol in the pool's health (``reason``
+    ``BadResponse``: outside the protocol; any other, or none for success: in it), and wake the
+    pool's loop when that turns its Degraded condition, so the status says so at once."""
+    outside = reason == protocol.BAD_RESPONSE
+    if not outside and handle.health.last_outside is None:
+        # The hot path: an answer in the protocol to a pool that has no run of strays to end.
+        return
+    settings = handle.settings
+    now = time.time()
+    before = health.speaks_outside(
+        handle.health,
+        now,
+        threshold=settings.outside_protocol_answers,
+        memory_seconds=settings.outside_protocol_memory_seconds,
+    )
+    handle.health = health.note_answer(
+        handle.health, agent, outside=outside, message=message, now=now
+    )
+    after = health.speaks_outside(
+        handle.health,
+        now,
+        threshold=settings.outside_protocol_answers,
+        memory_seconds=settings.outside_protocol_memory_seconds,
+    )
+    if before != after:
+        handle.poke()
 
 
 def note_outcome(span: trace.Span, result: InvokeResult | None) -> None:

@@ -24,7 +24,7 @@ from agentpool.handlers import serving
 from agentpool.handlers.checkins import call_held, return_agent, return_later
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import InvokeResult
-from agentpool.pool.checkin import CheckinOutcome, PoolExhausted, pool_not_found
+from agentpool.pool.checkin import CheckinOutcome, CheckoutTimedOut, pool_not_found
 from agentpool.runs.contracts import CheckoutTerms, HeldAgent, Waiting
 
 
@@ -95,7 +95,7 @@ class BrokerDispatcher:
         if handle is None:
             if not await self._pool_exists(pool):
                 raise pool_not_found(self._namespace, pool, waited=timeout)
-            raise PoolExhausted(f'AgentPool "{pool}" is not served yet after {timeout:g}s')
+            raise CheckoutTimedOut(f'AgentPool "{pool}" is not served yet after {timeout:g}s')
         since = None
         if self._backdated > 0:
             self._backdated -= 1
@@ -113,7 +113,7 @@ class BrokerDispatcher:
             inner = await handle.broker.checkout(
                 timeout=terms.timeout, priority=terms.priority, holder=terms.holder, since=since
             )
-        except PoolExhausted:
+        except CheckoutTimedOut:
             metrics.CHECKOUT_TIMEOUTS.labels(self._namespace, pool).inc()
             tracing.note_checkout(time.monotonic() - started, failed=Reason.CHECKOUT_TIMEOUT)
             raise

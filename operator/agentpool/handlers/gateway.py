@@ -32,7 +32,7 @@ from agentpool.handlers import serving
 from agentpool.handlers.checkins import call_held, in_background, return_agent, return_later
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import InvokeResult
-from agentpool.pool.checkin import CheckinOutcome, CheckoutFailed, PoolExhausted, PoolNotFound
+from agentpool.pool.checkin import CheckinOutcome, CheckoutFailed, CheckoutTimedOut, PoolNotFound
 
 OK = "OK"
 
@@ -236,8 +236,8 @@ class GatewayCalls:
                 max_waiters=handle.spec.max_waiters,
             )
         except CheckoutFailed as error:
-            if not request.wait and isinstance(error, PoolExhausted):
-                error = PoolExhausted(f"{error} (the call would not wait)")
+            if not request.wait and isinstance(error, CheckoutTimedOut):
+                error = CheckoutTimedOut(f"{error} (the call would not wait)")
             failure = errors.from_checkout(error, retry_after=self._settings.retry_after_seconds)
             tracing.note_checkout(time.monotonic() - started, failed=failure.reason)
             raise failure from None

@@ -29,7 +29,7 @@ from agentpool.gateway.access import Access
 from agentpool.gateway.server import GatewayServer
 from agentpool.handlers.gateway import GatewayCalls, KubeReviewer
 from agentpool.handlers.runtime import GatewayPublication, Runtime
-from agentpool.io.kube import Conflict, NotFound
+from agentpool.io.kube import Conflict, ObjectNotFound
 from agentpool.pool.manifests import MANAGED_BY_LABEL
 
 log = logging.getLogger(__name__)
@@ -148,7 +148,7 @@ async def _material(
     for _ in range(3):  # another replica may write it at the same moment
         try:
             found = tls.material_from((await kube.read_secret(namespace, name)).get("data"))
-        except NotFound:
+        except ObjectNotFound:
             found = None
             if not options.manage_secret:
                 raise RuntimeError(
@@ -195,7 +195,7 @@ async def keep_published(runtime: Runtime, namespace: str) -> None:
     try:
         current = await runtime.kube.read_configmap(namespace, CONFIGMAP)
         exists = True
-    except NotFound:
+    except ObjectNotFound:
         current, exists = {}, False
     if current.get("data") == data:
         return

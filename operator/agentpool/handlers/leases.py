@@ -37,7 +37,7 @@ from agentpool.handlers.leasestatus import Report, StatusWriter, failed_status
 from agentpool.handlers.registration import KindHandlers
 from agentpool.handlers.runtime import LeaseStop, LeaseTask, ObjectKey, PoolHandle, Runtime
 from agentpool.pool import binding, leases
-from agentpool.pool.checkin import CheckinOutcome, PoolClosed, PoolExhausted, PoolNotFound
+from agentpool.pool.checkin import CheckinOutcome, CheckoutTimedOut, PoolClosed, PoolNotFound
 from agentpool.pool.manifests import lease_token_secret_name
 
 TERMINAL = frozenset({"Released", "Expired", "Failed"})
@@ -427,7 +427,7 @@ async def checkout_agent(
             holder=holder,
             whole=True,
         )
-    except PoolExhausted as error:
+    except CheckoutTimedOut as error:
         await report(failed_status(binding.failure_reason(waited=spec.wait), str(error)))
     except PoolClosed as error:
         await report(failed_status(str(Reason.POOL_NOT_FOUND), str(error)))

@@ -20,7 +20,7 @@ from agentpool.api.raw import RawCondition
 from agentpool.broker.registry import PoolKey
 from agentpool.handlers.binds import LeaseBinding
 from agentpool.handlers.runtime import Runtime
-from agentpool.io.kube import NotFound
+from agentpool.io.kube import ObjectNotFound
 from agentpool.pool import leases
 from agentpool.pool.manifests import TOKEN_KEY, lease_token_secret_name
 
@@ -80,6 +80,6 @@ class StatusWriter:
             generation=self.body["metadata"].get("generation"),
             now=format_time(self.runtime.clock.now()),
         )
-        with contextlib.suppress(NotFound):
+        with contextlib.suppress(ObjectNotFound):
             await self.runtime.kube.patch_status("agentleases", self.namespace, self.name, patch)
         self.conditions = conditions

@@ -29,7 +29,7 @@ from agentpool import GROUP, VERSION
 from agentpool.api.raw import RawBody
 from agentpool.handlers import leases
 from agentpool.handlers.runtime import ObjectKey, Runtime
-from agentpool.io.kube import NotFound
+from agentpool.io.kube import ObjectNotFound
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ async def drop_old_finalizer(runtime: Runtime, body: RawBody) -> None:
             resource="agentleases",
             read=False,
         )
-    except NotFound:
+    except ObjectNotFound:
         return
     except Exception as error:  # the test refused (the list changed), the API server away
         name = f"{meta['namespace']}/{meta['name']}"

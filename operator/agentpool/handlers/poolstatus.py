@@ -19,8 +19,8 @@ from agentpool.api.raw import RawBody
 from agentpool.api.reasons import ConditionType, Reason
 from agentpool.handlers.failures import health_ahead
 from agentpool.handlers.runtime import PoolHandle, Runtime
-from agentpool.io.kube import NotFound
-from agentpool.pool import PoolPolicy, compute_status
+from agentpool.io.kube import ObjectNotFound
+from agentpool.pool import ObservedAgent, PoolPolicy, compute_status
 from agentpool.pool.health import degraded_trouble, with_trouble
 from agentpool.pool.manifests import pool_selector
 from agentpool.pool.plan import waiting_slots
@@ -47,7 +47,7 @@ async def report_invalid_spec(runtime: Runtime, pool: RawBody, error: SpecError)
         generation=generation,
         now=now_time(),
     )
-    with contextlib.suppress(NotFound):
+    with contextlib.suppress(ObjectNotFound):
         await runtime.kube.patch_status(
             "agentpools",
             meta.get("namespace") or "",
@@ -82,7 +82,7 @@ async def write_status(
         return
     try:
         await runtime.kube.patch_status("agentpools", handle.namespace, handle.name, status)
-    except NotFound:
+    except ObjectNotFound:
         return
     handle.last_status = status
     handle.last_status_at = now
@@ -122,14 +122,7 @@ def current_status(
         generation=generation,
         open_schedules=open_schedules,
     )
-    conditions = with_trouble(
-        view.conditions,
-        degraded_trouble(
-            health_ahead(handle, agents, now),
-            now,
-            memory_seconds=handle.settings.unready_memory_seconds,
-        ),
-    )
+    conditions = with_trouble(view.conditions, remembered_trouble(handle, agents, now))
     record_degraded(handle, conditions)
     status["conditions"] = merge_conditions(
         (pool.get("status") or {}).get("conditions"),
@@ -138,6 +131,20 @@ def current_status(
         now=now_time(),
     )
     return status
+
+
+def remembered_trouble(
+    handle: PoolHandle, agents: Sequence[ObservedAgent], now: float
+) -> ConditionView | None:
+    """The Degraded condition the pool's memory of its agents' troubles calls for, if any."""
+    settings = handle.settings
+    return degraded_trouble(
+        health_ahead(handle, agents, now),
+        now,
+        memory_seconds=settings.unready_memory_seconds,
+        outside_threshold=settings.outside_protocol_answers,
+        outside_memory_seconds=settings.outside_protocol_memory_seconds,
+    )
 
 
 def sample(handle: PoolHandle, policy: PoolPolicy, now: float) -> None:

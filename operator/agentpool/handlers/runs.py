@@ -36,7 +36,7 @@ from agentpool.handlers.runtime import ObjectKey, Runtime
 from agentpool.handlers.sources import HttpItemSource
 from agentpool.io import events
 from agentpool.io.journal import FileJournal
-from agentpool.io.kube import NotFound
+from agentpool.io.kube import ObjectNotFound
 from agentpool.io.sources import SourceClient
 from agentpool.pool.manifests import owner_reference
 from agentpool.pool.pods import epoch
@@ -69,7 +69,7 @@ class KubeSink:
                     {**condition, "observedGeneration": generation}
                     for condition in patch["conditions"]
                 ]
-        with contextlib.suppress(NotFound):
+        with contextlib.suppress(ObjectNotFound):
             await self._runtime.kube.patch_status("poolruns", self._namespace, self._name, patch)
 
     async def write_results_configmap(self, name: str, data: dict[str, str]) -> None:
@@ -105,7 +105,7 @@ async def open_source(
         ref = source.config_map_ref
         try:
             configmap = await runtime.kube.read_configmap(namespace, ref.name)
-        except NotFound:
+        except ObjectNotFound:
             return configmap_source(ref.name, ref.key, None), source_digest(raw_source)
         data = dict(configmap.get("data") or {})
         digest = source_digest(raw_source, data.get(ref.key))
@@ -315,7 +315,7 @@ async def build_engine(
     config = config_from_spec(name, spec, pools=pools)
     configmaps = {}
     for ref in restored.result_refs:
-        with contextlib.suppress(NotFound):
+        with contextlib.suppress(ObjectNotFound):
             data = (await runtime.kube.read_configmap(namespace, ref.name)).get("data")
             configmaps[ref.name] = dict(data or {})
     # A run that starts suspended was not waiting: its first items queue when it resumes.

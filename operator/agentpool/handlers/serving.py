@@ -16,7 +16,7 @@ from collections.abc import Callable
 from agentpool.api import AgentPoolSpec, SpecError, parse_spec
 from agentpool.api.raw import RawBody
 from agentpool.handlers.runtime import PoolHandle, Runtime
-from agentpool.io.kube import NotFound
+from agentpool.io.kube import ObjectNotFound
 from agentpool.pool.checkin import pool_not_found
 
 
@@ -28,7 +28,7 @@ async def find_pool(runtime: Runtime, namespace: str, pool: str) -> RawBody | No
     """The pool as stored; None when there is no such pool."""
     try:
         return await runtime.kube.get_custom("agentpools", namespace, pool)
-    except NotFound:
+    except ObjectNotFound:
         return None
 
 

@@ -18,7 +18,7 @@ from agentpool.api.raw import RawBody, raw_body
 from agentpool.api.reasons import EventReason
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io import events
-from agentpool.io.kube import Conflict, NotFound
+from agentpool.io.kube import Conflict, ObjectNotFound
 from agentpool.pool.manifests import read_token, token_secret, token_secret_name
 
 
@@ -28,7 +28,7 @@ async def ensure_token(runtime: Runtime, pool: RawBody) -> tuple[str, bool]:
     namespace, name = pool["metadata"]["namespace"], pool["metadata"]["name"]
     try:
         secret = await runtime.kube.read_secret(namespace, token_secret_name(name))
-    except NotFound:
+    except ObjectNotFound:
         pass
     else:
         # One an earlier pool of this name left, about to be collected with it, still holds a
@@ -71,7 +71,7 @@ async def keep_token_secret(runtime: Runtime, handle: PoolHandle, body: kopf.Bod
     name = token_secret_name(handle.name)
     try:
         await runtime.kube.read_secret(handle.namespace, name)
-    except NotFound:
+    except ObjectNotFound:
         with contextlib.suppress(Conflict):
             await runtime.kube.create_secret(
                 handle.namespace, token_secret(dict(body), handle.token)

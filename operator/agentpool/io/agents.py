@@ -263,7 +263,9 @@ class AgentClient:
         )
         if isinstance(answer, InvokeResult):
             return answer
-        return _invoke_result(endpoint, answer.status, answer.body, cast=cast)
+        return _invoke_result(
+            endpoint, answer.status, answer.body, cast=cast, path=protocol.INVOKE_PATH
+        )
 
     async def _post(
         self,
@@ -315,7 +317,9 @@ class AgentClient:
             return BindAnswer(ok=False, reason=answer.reason, message=answer.message)
         if answer.status == 200:
             return BindAnswer(ok=True, status_code=200)
-        error = _invoke_result(endpoint, answer.status, answer.body, cast=False)
+        error = _invoke_result(
+            endpoint, answer.status, answer.body, cast=False, path=protocol.BIND_PATH
+        )
         return BindAnswer(False, answer.status, error.reason, error.message)
 
     async def unbind(self, endpoint: str, token: str, *, lease: str, timeout: float = 30.0) -> bool:
@@ -378,7 +382,11 @@ def _unanswered(endpoint: str, exc: BaseException, *, timeout: float) -> InvokeR
     return InvokeResult(ok=False, reason=reason, message=message, lost=True)
 
 
-def _invoke_result(endpoint: str, status: int, raw: bytes, *, cast: bool) -> InvokeResult:
+def _invoke_result(
+    endpoint: str, status: int, raw: bytes, *, cast: bool, path: str
+) -> InvokeResult:
+    """What the agent's answer to ``POST path`` came to; one that is not the protocol's JSON is a
+    ``BadResponse`` naming the request."""
     if status == 202 and cast:
         return InvokeResult(ok=True, status_code=status)
     try:
@@ -399,7 +407,7 @@ def _invoke_result(endpoint: str, status: int, raw: bytes, *, cast: bool) -> Inv
     return InvokeResult(
         ok=False,
         reason=protocol.BAD_RESPONSE,
-        message=f"the agent at {endpoint} answered HTTP {status} outside the protocol: {text!r}",
+        message=protocol.outside_protocol(endpoint, f"POST {path}", status, text),
         status_code=status,
     )
 

@@ -82,8 +82,10 @@ WatchEvent = tuple[str | None, RawBody]
 log = logging.getLogger(__name__)
 
 
-class NotFound(Exception):
-    """The object asked for does not exist."""
+class ObjectNotFound(Exception):
+    """The object asked for does not exist: the API server's 404 to the operator's own reads and
+    writes. (``agentpool.client.NotFound`` is another idea: the Python client's error for a pool
+    or run its user named that does not exist.)"""
 
 
 class Conflict(Exception):
@@ -179,7 +181,7 @@ class Kube:
             return await loop.run_in_executor(self._threads, contextvars.copy_context().run, sent)
         except ApiException as error:
             if error.status == 404:
-                raise NotFound(f"{resource}: {error.reason}") from None
+                raise ObjectNotFound(f"{resource}: {error.reason}") from None
             if error.status == 409:
                 raise Conflict(f"{resource}: {error.reason}") from None
             raise
@@ -306,8 +308,8 @@ class Kube:
         query: list[tuple[str, str]] | None,
     ) -> bytes:
         """One call over ``session`` to the server at ``place``, counted as ``counted`` (verb,
-        resource): the answer's bytes; NotFound, Conflict, or the ApiException the client would
-        raise for any other error status."""
+        resource): the answer's bytes; ObjectNotFound, Conflict, or the ApiException the client
+        would raise for any other error status."""
         verb, resource = counted
         async with self._opened(
             session, place, method, path, headers, params=query, data=data
@@ -316,7 +318,7 @@ class Kube:
         if verb not in ("get", "list"):
             self._count_write(verb, resource)
         if response.status == 404:
-            raise NotFound(f"{resource}: {response.reason}")
+            raise ObjectNotFound(f"{resource}: {response.reason}")
         if response.status == 409:
             raise Conflict(f"{resource}: {response.reason}")
         if response.status >= 400:
@@ -481,7 +483,7 @@ class Kube:
 
     async def delete_pod(self, namespace: str, name: str) -> None:
         """Delete a pod; one already gone is not an error."""
-        with contextlib.suppress(NotFound):
+        with contextlib.suppress(ObjectNotFound):
             await self._call(
                 "delete", "pods", self._timed(self._core.delete_namespaced_pod, name, namespace)
             )
@@ -511,7 +513,7 @@ class Kube:
         Secret: one made since under the same name stays (the API server answers 409)."""
         options = None if uid is None else {"preconditions": {"uid": uid}}
         delete = functools.partial(self._core.delete_namespaced_secret, body=options)
-        with contextlib.suppress(NotFound, Conflict):
+        with contextlib.suppress(ObjectNotFound, Conflict):
             await self._call("delete", "secrets", self._timed(delete, name, namespace))
 
     async def read_configmap(self, namespace: str, name: str) -> RawBody:
@@ -543,7 +545,7 @@ class Kube:
             try:
                 await patch()
                 return
-            except NotFound:
+            except ObjectNotFound:
                 pass
         try:
             await self._call(
@@ -612,7 +614,7 @@ class Kube:
     async def patch_status(
         self, plural: str, namespace: str, name: str, status: Mapping[str, Any]
     ) -> None:
-        """Merge-patch a custom object's status. A 409 re-reads the object (NotFound if it is
+        """Merge-patch a custom object's status. A 409 re-reads the object (ObjectNotFound if it is
         gone) and tries again; a 429 or 5xx tries again after a back-off; `STATUS_ATTEMPTS`
         tries in all. Anything else raises at once."""
         path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{plural}/{name}/status"
@@ -651,7 +653,7 @@ class Kube:
                 await asyncio.sleep(delay)
 
     async def delete_custom(self, plural: str, namespace: str, name: str) -> None:
-        with contextlib.suppress(NotFound):
+        with contextlib.suppress(ObjectNotFound):
             call = self._custom.delete_namespaced_custom_object
             await self._call(
                 "delete", plural, self._timed(call, GROUP, VERSION, namespace, plural, name)

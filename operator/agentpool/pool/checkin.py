@@ -56,8 +56,11 @@ class PoolClosed(PoolNotFound):
         super().__init__(f'pool "{pool}" {reason}: no agent will be handed out')
 
 
-class PoolExhausted(CheckoutFailed):
-    """No agent became free for a checkout within its timeout."""
+class CheckoutTimedOut(CheckoutFailed):
+    """No agent became free for a checkout within its timeout (at once, for a timeout of 0). A
+    run's item fails as CheckoutTimeout, a lease as CheckoutTimeout or PoolFull, a gateway call
+    answers 503 PoolExhausted, which ``agentpool.client.PoolExhausted`` raises to its user (with
+    the client's other ways of getting no agent)."""
 
 
 class TooManyWaiters(CheckoutFailed):
@@ -86,13 +89,13 @@ def exhausted(
     max_size: int,
     busy_slots: int = 0,
     slots: int = 1,
-) -> PoolExhausted:
+) -> CheckoutTimedOut:
     """The error of a checkout that waited ``timeout`` in vain: it names the pool, its size, how
     many agents are Ready and busy (and, with several slots each, how many slots), and how many
     checkouts wait, so the user can tell a pool that is too small from one that cannot start."""
     noun = "agent" if agents == 1 else "agents"
     in_use = f", {busy_slots} of {agents * slots} slots busy" if slots > 1 else ""
-    return PoolExhausted(
+    return CheckoutTimedOut(
         f'pool "{pool}" exhausted after {timeout:g}s: {busy} of {agents} {noun} busy{in_use} '
         f"(minSize {min_size}, maxSize {max_size}, ready {ready}), {waiting} waiting"
     )

@@ -1,15 +1,18 @@
 """What a pool remembers of its agents' troubles: pods refused, start-up failures, quarantines,
-readiness lost.
+readiness lost, answers outside the agent protocol.
 
 A pod the API server refuses to create makes creation back off and names the server's words in
-the Degraded condition until a pod is created, or a dry run of a changed template passes. Three
+the Degraded condition until a pod is created, or a dry run of a changed template passes. Four
 more memories outlive the agents they are about. Agents that fail before they ever turn Ready,
 in a row, make replacements back off (as CrashLoopBackOff does) and name their pods in the
 Degraded condition; agents quarantined in a row make replacements back off too; an agent that
 turned unready, retired in the same pass, keeps the pool Degraded for a while so that someone can
-see it. The AgentPool reconciler keeps one :class:`PoolHealth` per pool and replaces it with what
-these functions return; it also asks :func:`kept_since` whether a retired agent's pod stays for a
-post-mortem. Pure: every function takes ``now``.
+see it. Answers outside the agent protocol, several in a row across the pool's agents, make it
+Degraded too: quarantine cannot catch agents that all fail alike, since it retires only one that
+fails where the others succeed. The AgentPool reconciler keeps one :class:`PoolHealth` per pool
+and replaces it with what these functions return (the agents' answers are noted by
+:mod:`agentpool.handlers.checkins`); it also asks :func:`kept_since` whether a retired agent's pod
+stays for a post-mortem. Pure: every function takes ``now``.
 """
 
 from __future__ import annotations
@@ -30,6 +33,15 @@ TIMESTAMP_SECONDS = 1.0
 
 
 @dataclass(frozen=True, slots=True)
+class OutsideAnswer:
+    """An agent's answer that was not the agent protocol's (a ``BadResponse``)."""
+
+    agent: str
+    message: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
 class PoolHealth:
     """A pool's memory of its agents' troubles, replaced whole on every change."""
 
@@ -47,6 +59,10 @@ class PoolHealth:
     create_backoff: Backoff = dataclasses.field(default_factory=Backoff)
     #: The API server's words for the latest refused create, until a create succeeds.
     create_refusal: str | None = None
+    #: Answers outside the agent protocol in a row, across the pool's agents: none in it since.
+    outside_protocol: int = 0
+    #: The latest of them: which agent, its client's message, and when.
+    last_outside: OutsideAnswer | None = None
 
     def create_failed(self, message: str, now: float) -> PoolHealth:
         """A pod create (or its dry run) was refused at ``now`` with ``message``: the next one
@@ -115,6 +131,54 @@ def note_retirement(health: PoolHealth, name: str, reason: str, now: float) -> P
     return health
 
 
+def note_answer(
+    health: PoolHealth, agent: str, *, outside: bool, message: str, now: float
+) -> PoolHealth:
+    """Count an agent's answer to a request of the protocol (``POST /invoke`` for a run's item
+    or a gateway call, ``POST /bind`` for a lease): one ``outside`` the protocol lengthens the
+    pool's run of them, whichever agent gave it; one in it (an output, or the protocol's own
+    error such as HandlerError) ends the run. A call that got no answer says nothing either way
+    and is not noted."""
+    if outside:
+        return dataclasses.replace(
+            health,
+            outside_protocol=health.outside_protocol + 1,
+            last_outside=OutsideAnswer(agent, message, now),
+        )
+    if not health.outside_protocol and health.last_outside is None:
+        return health
+    return dataclasses.replace(health, outside_protocol=0, last_outside=None)
+
+
+def speaks_outside(
+    health: PoolHealth, now: float, *, threshold: int, memory_seconds: float
+) -> bool:
+    """Whether the pool's agents answer outside the protocol: ``threshold`` answers in a row
+    (0: never judged), the latest within ``memory_seconds`` of ``now``, so that a pool fixed
+    while no item comes turns healthy again on its own."""
+    last = health.last_outside
+    return (
+        threshold > 0
+        and health.outside_protocol >= threshold
+        and last is not None
+        and now - last.at < memory_seconds
+    )
+
+
+def outside_protocol_condition(last: OutsideAnswer, *, threshold: int) -> ConditionView:
+    """Degraded OutsideProtocol: the agents answer something other than the protocol; the
+    latest answer's words (which name the request and the protocol's page) and what to do.
+    The count is the threshold, not the run's length, so the message stays put while items
+    keep failing."""
+    message = (
+        f"{threshold} or more answers in a row from the pool's agents were outside the agent "
+        f"protocol, the latest from agent {last.agent}: {last.message}. The agents do not speak "
+        "the protocol on spec.port: serve it with the agent SDK (python -m agentpool.agent), or "
+        "check that spec.port is the port the agent serves it on"
+    )
+    return ConditionView(str(ConditionType.DEGRADED), "True", str(Reason.OUTSIDE_PROTOCOL), message)
+
+
 def kept_since(reason: str, pod: RawBody | None, now: float) -> float | None:
     """When a retired agent's pod failed, if it is kept for a post-mortem (it failed and its
     processes ended); None when it is deleted at once."""
@@ -124,15 +188,25 @@ def kept_since(reason: str, pod: RawBody | None, now: float) -> float | None:
 
 
 def degraded_trouble(
-    health: PoolHealth, now: float, *, memory_seconds: float
+    health: PoolHealth,
+    now: float,
+    *,
+    memory_seconds: float,
+    outside_threshold: int = 0,
+    outside_memory_seconds: float = 0.0,
 ) -> ConditionView | None:
     """The Degraded condition the pool's memory calls for, if any: a pod the API server refuses
-    first (no agent can start at all), then start-up failures, then an agent that turned unready
-    within the last ``memory_seconds``."""
+    first (no agent can start at all), then start-up failures, then agents answering outside the
+    protocol (``outside_threshold`` in a row, the latest within ``outside_memory_seconds``),
+    then an agent that turned unready within the last ``memory_seconds``."""
     if health.create_refusal is not None:
         return create_failure_condition(health.create_refusal, health.create_backoff.failures)
     if health.crash_failures and health.start_failures:
         return start_failure_condition(health.start_failures, count=health.crash_failures)
+    if health.last_outside is not None and speaks_outside(
+        health, now, threshold=outside_threshold, memory_seconds=outside_memory_seconds
+    ):
+        return outside_protocol_condition(health.last_outside, threshold=outside_threshold)
     if health.last_unready and now - health.last_unready[1] < memory_seconds:
         # An agent that turns unready is retired in the same pass; remember it for a while so
         # Degraded says so instead of flipping back before anyone can see it.
