@@ -187,9 +187,8 @@ async def learn_probe_errors(
     failing = failing_agents(agents, now=now, threshold=probing_threshold(handle, policy, agents))
     if not failing:
         handle.probe_errors, handle.probe_events_at = {}, None
-        return
     every = handle.settings.probe_events_seconds
-    if not events_due(True, listed_at=handle.probe_events_at, now=now, every=every):
+    if not events_due(bool(failing), listed_at=handle.probe_events_at, now=now, every=every):
         return
     handle.probe_events_at = now
     try:
