@@ -50,6 +50,14 @@ class PoolSettings:
     keep_failed_seconds: float = 600.0
     """How long a failed agent pod is kept after it failed: time to notice and look, then it
     goes."""
+    probe_failure_seconds: float = 60.0
+    """An agent whose container has run this long without turning Ready makes the pool Degraded
+    (ReadinessFailing) with its probe's last error, or twice the pool's measured cold start if
+    that is longer, never past progressDeadlineSeconds: a minute lets an ordinary start-up
+    answer 503 unremarked, and reports a wrong port nine minutes before the deadline would."""
+    probe_events_seconds: float = 15.0
+    """While some agent is past that threshold, the pool lists its namespace's Unhealthy Events
+    at most this often for the probe's last error; a pool with no such agent lists none."""
 
 
 @dataclass(frozen=True)

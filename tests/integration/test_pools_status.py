@@ -7,6 +7,8 @@ reads back the status and Events that `kubectl get agentpools` and `kubectl desc
 from __future__ import annotations
 
 import re
+import time
+from datetime import datetime
 from typing import Any
 
 from operator_support import Api, kill_agent, pool_spec
@@ -184,3 +186,68 @@ def test_an_agent_lost_mid_item_leaves_its_pod_to_inspect(
     assert "ready after" in kubectl_op("logs", agent, "-n", namespace).stdout
     described = kubectl_op("describe", "pod", agent, "-n", namespace).stdout
     assert re.search(r"Exit Code:\s+137\b", described), described
+
+
+# A plain HTTP server on port 8079 of the agent's address, while the pool's probe asks 8080.
+WRONG_PORT = [
+    "python",
+    "-c",
+    "import http.server, os; http.server.HTTPServer((os.environ.get('AGENT_HOST', '0.0.0.0'),"
+    " 8079), http.server.SimpleHTTPRequestHandler).serve_forever()",
+]
+
+
+def moment(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def running_pod(api: Api, namespace: str) -> dict[str, Any] | None:
+    """The pool's one pod once its container runs: its name and when it started."""
+    for pod in api.core.list_namespaced_pod(namespace).items:
+        for status in pod.status.container_statuses or []:
+            if status.state.running is not None:
+                return {"name": pod.metadata.name, "started": status.state.running.started_at}
+    return None
+
+
+def test_an_agent_on_the_wrong_port_says_why_it_is_not_ready(api: Api, namespace: str) -> None:
+    """A pool whose agent listens on another port than its probe asks shows an Unhealthy Event
+    with the probe's error within 10 s of the pod starting, and a Degraded condition naming the
+    agent and that error within 90 s, where before it said nothing until progressDeadlineSeconds
+    (600 s) had passed. Its Progressing condition speaks of a new pool, not of a rollout."""
+    template = {"spec": {"containers": [{"name": "agent", "command": WRONG_PORT}]}}
+    api.create("agentpools", namespace, "wrong", {"image": "agentpool:0.1.0", "template": template})
+    pod = wait_for(lambda: running_pod(api, namespace), 60, message="the agent's container runs")
+    started = pod["started"].timestamp()
+
+    def unhealthy() -> dict[str, Any] | None:
+        return next(
+            (
+                e
+                for e in api.events(namespace)
+                if e.get("reason") == "Unhealthy"
+                and (e.get("involvedObject") or {}).get("name") == pod["name"]
+            ),
+            None,
+        )
+
+    event = wait_for(unhealthy, 30, message="an Unhealthy Event on the agent's pod")
+    assert moment(event["firstTimestamp"]) - started <= 10, (event, started)
+    assert event["type"] == "Warning"
+    assert event["message"].startswith("Readiness probe failed: "), event
+    assert ":8080/healthz" in event["message"], event
+    assert "connection refused" in event["message"], event
+
+    def degraded() -> dict[str, Any] | None:
+        found = condition(pool_status(api, namespace, "wrong"), "Degraded")
+        return found if found["status"] == "True" else None
+
+    said = wait_for(degraded, 120, message="the pool Degraded")
+    assert time.time() - started <= 90, said
+    assert said["reason"] == "ReadinessFailing", said
+    assert pod["name"] in said["message"], said
+    assert "connection refused" in said["message"], said
+    assert ":8080/healthz" in said["message"], said
+    progressing = condition(pool_status(api, namespace, "wrong"), "Progressing")
+    assert progressing["message"].startswith("new pool"), progressing
+    assert "outdated" not in progressing["message"], progressing

@@ -134,6 +134,68 @@ def test_failing_probe_turns_ready_false(core: client.CoreV1Api, scratch: Path) 
     core.delete_namespaced_pod(name, NAMESPACE)
 
 
+def unhealthy_events(core: client.CoreV1Api, name: str) -> list[Any]:
+    """The Unhealthy Events about pod ``name``, as ``kubectl describe pod`` lists them."""
+    found = core.list_namespaced_event(
+        NAMESPACE, field_selector=f"involvedObject.name={name},reason=Unhealthy"
+    )
+    return list(found.items)
+
+
+def test_a_failing_readiness_probe_is_one_unhealthy_event_whose_count_rises(
+    core: client.CoreV1Api, scratch: Path
+) -> None:
+    """Every failed probe attempt is a Warning Event Unhealthy with the probe's own words, as a
+    real kubelet posts them, from the container's start on; repeats raise the count of one Event
+    rather than adding an Event each."""
+    name = create(
+        core,
+        pod(
+            unique("unhealthy"),
+            HEALTH_SERVER,
+            env={"READY_FILE": str(scratch / "never")},
+            readiness=http_readiness(),
+        ),
+    )
+    said = "Readiness probe failed: HTTP probe failed with statuscode: 503"
+
+    def answered_503(count: int) -> Any:
+        # Before the server listens, probes are refused: an Event of its own.
+        return next(
+            (e for e in unhealthy_events(core, name) if e.message == said and e.count >= count),
+            None,
+        )
+
+    first = wait_for(lambda: answered_503(1), message="an Unhealthy Event of the 503")
+    assert first.type == "Warning"
+    assert first.source.component == "kubelet"
+    assert first.involved_object.kind == "Pod"
+    assert first.involved_object.uid == read(core, name)["metadata"]["uid"]  # type: ignore[index]
+    risen = wait_for(lambda: answered_503(3), message="the Unhealthy Event's count rising to 3")
+    assert risen.metadata.name == first.metadata.name
+    assert risen.last_timestamp > risen.first_timestamp
+    assert [e.message for e in unhealthy_events(core, name)].count(said) == 1
+    assert condition(read(core, name), "Ready") == "False"
+    core.delete_namespaced_pod(name, NAMESPACE)
+
+
+def test_a_probe_of_a_port_nothing_listens_on_says_connection_refused(
+    core: client.CoreV1Api,
+) -> None:
+    """An agent listening elsewhere than its probe asks: the Event says so in a kubelet's
+    words, naming the address it dialled."""
+    probe = http_readiness()
+    probe["httpGet"]["port"] = 8081
+    name = create(core, pod(unique("wrong-port"), HEALTH_SERVER, readiness=probe))
+    found = wait_for(lambda: unhealthy_events(core, name), message="an Unhealthy Event")
+    ip = read(core, name)["status"]["podIP"]  # type: ignore[index]
+    assert found[0].message == (
+        f'Readiness probe failed: Get "http://{ip}:8081/healthz": '
+        f"dial tcp {ip}:8081: connect: connection refused"
+    )
+    core.delete_namespaced_pod(name, NAMESPACE)
+
+
 def test_crashing_command_backs_off(core: client.CoreV1Api) -> None:
     """A command that keeps failing shows CrashLoopBackOff, a growing restartCount and its exit."""
     name = create(core, pod(unique("crash"), "print('boom', flush=True); raise SystemExit(3)"))

@@ -66,6 +66,7 @@ async def test_tcp_probe(health: tuple[dict[str, int], int], tmp_path: Path) -> 
     assert (await attempt({"tcpSocket": {"port": port}}, tmp_path)).ok
     closed = await attempt({"tcpSocket": {"port": 1}, "timeoutSeconds": 1}, tmp_path)
     assert not closed.ok
+    assert closed.message == f"dial tcp {HOST}:1: connect: connection refused"
 
 
 async def test_exec_probe_and_timeout(tmp_path: Path) -> None:

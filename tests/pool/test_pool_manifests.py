@@ -213,7 +213,16 @@ def test_observe_pod_reads_readiness_and_failure() -> None:
         }
     )
     assert observe_pod(crashing).failed
+    assert observe_pod(crashing).running_since is None
     assert observe_pod(pod({"phase": "Failed"})).failed
+
+
+def test_observe_pod_reads_when_the_container_started_running() -> None:
+    """A running container's start is when the pool starts to wait for its readiness probe."""
+    started = {"running": {"startedAt": "2026-01-01T00:00:03Z"}}
+    seen = observe_pod(pod({"phase": "Running", "containerStatuses": [{"state": started}]}))
+    assert seen.running_since == observe_pod(pod({})).created_at + 3.0
+    assert observe_pod(pod({"phase": "Pending"})).running_since is None
 
 
 def test_failure_of_names_the_pod_and_the_cause() -> None:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from agentpool.pool import ConditionView, ObservedAgent, PoolPolicy, compute_status, plan
 from agentpool.pool.checkout import available_agents, first_available, handout_order
-from agentpool.pool.rollout import track_progress
+from agentpool.pool.rollout import restored_mark, track_progress
 
 NOW = 1000.0
 OLD, NEW = "old", "new"
@@ -229,6 +229,80 @@ def test_a_stuck_rollout_says_so_after_the_deadline_and_names_the_new_pods() -> 
     assert moved.since == NOW + 61
     again = compute_status(policy, list(pool.agents.values()), [], NOW + 61, rollout=moved)
     assert _progressing(again.conditions).reason == "RollingOut"
+
+
+def _starting(*names: str) -> list[ObservedAgent]:
+    return [ObservedAgent(name, created_at=NOW, template_hash=NEW) for name in names]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "status", "reason", "message"),
+    [
+        (0.0, "True", "RollingOut", "new pool: starting 2 agents, 0 ready"),
+        (
+            600.0,
+            "False",
+            "ProgressDeadlineExceeded",
+            "new pool made no progress for 600s (progressDeadlineSeconds 600): 0 of 2 agents "
+            "ready, agents not Ready: a, b",
+        ),
+    ],
+)
+def test_a_new_pool_is_starting_not_rolling_out(
+    seconds: float, status: str, reason: str, message: str
+) -> None:
+    """A pool with no agent of an older template and never complete is a new pool: its
+    Progressing message says it starts its agents, and past the deadline names those not
+    Ready, never outdated agents it does not have."""
+    policy = PoolPolicy(min_size=2, max_size=2, template_hash=NEW)
+    agents = _starting("a", "b")
+    mark = track_progress(None, policy, agents, NOW)
+    view = compute_status(policy, agents, [], NOW + seconds, rollout=mark)
+    progressing = _progressing(view.conditions)
+    assert (progressing.status, progressing.reason, progressing.message) == (
+        status,
+        reason,
+        message,
+    )
+
+
+def test_a_settled_pool_replacing_agents_is_no_new_pool_and_has_no_outdated_agents() -> None:
+    """Once complete, a pool stays settled: an agent replaced later is not a new pool, and a
+    stuck replacement names no outdated agents when there are none."""
+    policy = PoolPolicy(min_size=1, max_size=1, template_hash=NEW, progress_deadline_seconds=60)
+    ready = [ObservedAgent("a", created_at=NOW, ready=True, ready_at=NOW, template_hash=NEW)]
+    mark = track_progress(None, policy, ready, NOW)
+    assert mark.settled
+    replaced = _starting("b")
+    mark = track_progress(mark, policy, replaced, NOW + 1)
+    assert mark.settled
+    moving = _progressing(compute_status(policy, replaced, [], NOW + 1, rollout=mark).conditions)
+    assert not moving.message.startswith("new pool"), moving
+    stuck = _progressing(compute_status(policy, replaced, [], NOW + 61, rollout=mark).conditions)
+    assert stuck.reason == "ProgressDeadlineExceeded"
+    assert "new agents not Ready: b" in stuck.message
+    assert "outdated" not in stuck.message
+
+
+@pytest.mark.parametrize(
+    ("stored", "settled"),
+    [
+        ([], False),
+        ([{"type": "Progressing", "reason": "RollingOut", "message": "new pool: starting"}], False),
+        (
+            [{"type": "Progressing", "reason": "RolloutComplete", "message": "rollout complete"}],
+            True,
+        ),
+        ([{"type": "Progressing", "reason": "RollingOut", "message": "rolling out: 1 of 2"}], True),
+    ],
+)
+def test_a_restarted_operator_tells_a_new_pool_from_its_status(
+    stored: list[dict[str, str]], settled: bool
+) -> None:
+    """After a restart, a pool whose status spoke of anything but a new pool's start is settled."""
+    policy = PoolPolicy(min_size=2, max_size=2, template_hash=NEW)
+    mark = restored_mark(stored, policy, _starting("a", "b"), NOW)  # type: ignore[arg-type]
+    assert mark.settled is settled
 
 
 @pytest.mark.parametrize("strategy", ["LIFO", "FIFO"])

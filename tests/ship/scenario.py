@@ -205,13 +205,21 @@ def drive_everything(
     )
 
     cold = agent_template("slow_start", {"SLOW_START_SECONDS": "inf"})
-    objects.create("agentpools", "cold", {"minSize": 1, "template": cold})
+    # Never Ready: past its (short) deadline, the pool lists the Unhealthy Events of its agent.
+    objects.create(
+        "agentpools", "cold", {"minSize": 1, "template": cold, "progressDeadlineSeconds": 5}
+    )
     objects.create(
         "poolruns",
         "stuck",
         {"poolRef": {"name": "cold"}, "source": {"items": [1]}, "checkoutTimeoutSeconds": 1},
     )
     outcome.stuck_run = wait_for(lambda: objects.finished("stuck"), 60, message="run stuck to end")
+    wait_for(
+        lambda: "probe failed" in _degraded_message(objects, "cold"),
+        60,
+        message="pool cold to repeat its agent's probe error from the Unhealthy Events",
+    )
 
     objects.create("agentleases", "chat", {"poolRef": {"name": "echo"}, "ttlSeconds": 60})
     wait_for(
@@ -259,6 +267,11 @@ def drive_everything(
             60,
             message=f"pool {pool} deleted\n{log()[-3000:]}",
         )
+
+
+def _degraded_message(objects: Objects, pool: str) -> str:
+    conditions = objects.status("agentpools", pool).get("conditions") or []
+    return next((str(c["message"]) for c in conditions if c["type"] == "Degraded"), "")
 
 
 def drive_one_run(

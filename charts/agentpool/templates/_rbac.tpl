@@ -48,10 +48,12 @@ in case it might be useful.
   resources: ["configmaps"]
   verbs: ["get", "create", "patch"]
 # Events about pools and runs, which the operator posts through kopf, and those that count a
-# pool's leases bound and expired, which it posts itself (core/v1 Events).
+# pool's leases bound and expired, which it posts itself (core/v1 Events). Listed, by the field
+# selector reason=Unhealthy, only while an agent runs without turning Ready, to repeat its
+# readiness probe's last error in the pool's Degraded condition.
 - apiGroups: [""]
   resources: ["events"]
-  verbs: ["create"]
+  verbs: ["create", "list"]
 {{- if and (include "agentpool.peering" .) .Values.watchNamespaces }}
 # Namespaced kopf peering: each replica lists and watches the KopfPeering object and patches its
 # keep-alive into it, so only the highest-priority replica acts.

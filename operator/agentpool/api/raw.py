@@ -83,6 +83,35 @@ def raw_items(listed: Mapping[str, Any]) -> list[RawBody]:
     return cast(list[RawBody], list(listed.get("items") or []))
 
 
+class RawObjectReference(TypedDict, total=False):
+    """An Event's ``involvedObject``: the object it is about."""
+
+    apiVersion: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    fieldPath: str
+
+
+class RawEvent(TypedDict, total=False):
+    """A core/v1 Event, read for what it says about an object (a pod's Unhealthy, say)."""
+
+    metadata: RawMeta
+    involvedObject: RawObjectReference
+    reason: str
+    message: str
+    type: str
+    count: int
+    lastTimestamp: str
+    eventTime: str
+
+
+def raw_events(listed: Mapping[str, Any]) -> list[RawEvent]:
+    """The items of an EventList as :class:`RawEvent` views."""
+    return cast(list[RawEvent], list(listed.get("items") or []))
+
+
 class RawUserInfo(TypedDict, total=False):
     """``authentication.k8s.io/v1`` UserInfo: who a TokenReview found a token to belong to."""
 

@@ -93,6 +93,7 @@ class AgentRecord:
             template_hash=pod.template_hash,
             token_hash=pod.token_hash,
             ip=pod.ip,
+            running_since=pod.running_since,
         )
 
 

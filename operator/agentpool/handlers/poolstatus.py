@@ -1,14 +1,15 @@
 """The AgentPool status: what the pool reconciler reports after each pass, and its metrics.
 
 :func:`write_status` turns the broker's view of the pool into `status` (counts, state, sizing
-advice, conditions, with the Degraded causes the reconciler remembers), coalesces writes to at
-most one a second, and skips a write that would change nothing. Called by
-:mod:`agentpool.handlers.pools` at the end of every pass.
+advice, conditions, with the Degraded causes the reconciler remembers and agents whose readiness
+probe keeps failing), coalesces writes to at most one a second, and skips a write that would
+change nothing. Called by :mod:`agentpool.handlers.pools` at the end of every pass.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -24,8 +25,21 @@ from agentpool.pool import ObservedAgent, PoolPolicy, compute_status
 from agentpool.pool.health import degraded_trouble, with_trouble
 from agentpool.pool.manifests import pool_selector
 from agentpool.pool.plan import waiting_slots
+from agentpool.pool.probing import (
+    UNHEALTHY_EVENTS,
+    events_due,
+    failing_agents,
+    last_probe_error,
+    probe_errors,
+    probe_failure_condition,
+    probe_threshold,
+    with_probe_failures,
+)
 from agentpool.pool.report import agent_states, sample_demand, status_body, write_delay
 from agentpool.pool.rollout import restored_mark, track_progress
+from agentpool.pool.status import cold_start_seconds
+
+log = logging.getLogger(__name__)
 
 
 async def report_invalid_spec(runtime: Runtime, pool: RawBody, error: SpecError) -> None:
@@ -67,6 +81,7 @@ async def write_status(
 ) -> None:
     """Report the pass: the status the pool core computes, with the Degraded causes the pool
     remembers, written when it changed and at most once a second; and the pool's gauges."""
+    await learn_probe_errors(runtime, handle, policy, now)
     status = current_status(handle, pool, policy, now, open_schedules=open_schedules)
     delay = write_delay(
         status,
@@ -122,7 +137,7 @@ def current_status(
         generation=generation,
         open_schedules=open_schedules,
     )
-    conditions = with_trouble(view.conditions, remembered_trouble(handle, agents, now))
+    conditions = troubled(view.conditions, handle, policy, agents, now)
     record_degraded(handle, conditions)
     status["conditions"] = merge_conditions(
         (pool.get("status") or {}).get("conditions"),
@@ -145,6 +160,70 @@ def remembered_trouble(
         outside_threshold=settings.outside_protocol_answers,
         outside_memory_seconds=settings.outside_protocol_memory_seconds,
     )
+
+
+def troubled(
+    conditions: Sequence[ConditionView],
+    handle: PoolHandle,
+    policy: PoolPolicy,
+    agents: Sequence[ObservedAgent],
+    now: float,
+) -> Sequence[ConditionView]:
+    """The conditions with the Degraded causes the pool remembers, then those of agents whose
+    readiness probe keeps failing."""
+    remembered = remembered_trouble(handle, agents, now)
+    return probe_failures(with_trouble(conditions, remembered), handle, policy, agents, now)
+
+
+def probing_threshold(
+    handle: PoolHandle, policy: PoolPolicy, agents: Sequence[ObservedAgent]
+) -> float:
+    """How long the pool's agents may run without turning Ready before it says so."""
+    return probe_threshold(
+        cold_start_seconds(agents),
+        deadline=policy.progress_deadline_seconds,
+        floor=handle.settings.probe_failure_seconds,
+    )
+
+
+async def learn_probe_errors(
+    runtime: Runtime, handle: PoolHandle, policy: PoolPolicy, now: float
+) -> None:
+    """While some agent runs past the probe threshold without turning Ready, read its probe's
+    last error from the namespace's Unhealthy Events, at most every few seconds; forget them
+    once none does."""
+    agents = handle.broker.agents()
+    failing = failing_agents(agents, now=now, threshold=probing_threshold(handle, policy, agents))
+    if not failing:
+        handle.probe_errors, handle.probe_events_at = {}, None
+    every = handle.settings.probe_events_seconds
+    if not events_due(bool(failing), listed_at=handle.probe_events_at, now=now, every=every):
+        return
+    handle.probe_events_at = now
+    try:
+        events = await runtime.kube.list_events(handle.namespace, UNHEALTHY_EVENTS)
+    except Exception as error:  # the condition names the agents without it; tried again later
+        log.warning("pool %s/%s: listing Events: %s", handle.namespace, handle.name, error)
+        return
+    handle.probe_errors = probe_errors(events, agents=[agent.name for agent in failing])
+
+
+def probe_failures(
+    conditions: Sequence[ConditionView],
+    handle: PoolHandle,
+    policy: PoolPolicy,
+    agents: Sequence[ObservedAgent],
+    now: float,
+) -> Sequence[ConditionView]:
+    """The conditions with Degraded ReadinessFailing for the agents past the probe threshold,
+    if any, where nothing else is reported."""
+    threshold = probing_threshold(handle, policy, agents)
+    failing = failing_agents(agents, now=now, threshold=threshold)
+    if not failing:
+        return conditions
+    failure = probe_failure_condition(failing, handle.probe_errors, threshold=threshold)
+    told = last_probe_error(failing, handle.probe_errors)
+    return with_probe_failures(conditions, failure, told=told)
 
 
 def sample(handle: PoolHandle, policy: PoolPolicy, now: float) -> None:

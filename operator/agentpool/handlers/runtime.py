@@ -79,6 +79,10 @@ class PoolHandle:
     spec: AgentPoolSpec = field(default_factory=AgentPoolSpec)
     # Gateway calls and casts waiting in the broker's line now, for the metric.
     gateway_waiting: int = 0
+    # The last readiness probe error of each agent past the probe threshold, from its pod's
+    # Unhealthy Events, and when they were last listed (None: not since all agents were fine).
+    probe_errors: dict[str, str] = field(default_factory=dict)
+    probe_events_at: float | None = None
     # Where the pool's rollout last moved, for the Progressing condition's deadline.
     rollout: RolloutMark | None = None
     # The template hash whose pod the API server last judged by a dry run.

@@ -39,9 +39,11 @@ from agentpool import GROUP, VERSION, metrics
 from agentpool.api.raw import (
     RawAccessReviewStatus,
     RawBody,
+    RawEvent,
     RawReviewedUser,
     RawTokenReviewStatus,
     raw_body,
+    raw_events,
     raw_items,
 )
 from agentpool.io.connection import (
@@ -494,6 +496,12 @@ class Kube:
         """Create a core/v1 Event (those of an :class:`agentpool.io.events.EventSeries`)."""
         path = f"/api/v1/namespaces/{namespace}/events"
         return raw_body(await self.request("POST", path, body=body))
+
+    async def list_events(self, namespace: str, fields: str) -> list[RawEvent]:
+        """The core/v1 Events of ``namespace`` matching the field selector ``fields`` (Events
+        select on involvedObject.*, reason, source, type), as plain dicts."""
+        call = functools.partial(self._core.list_namespaced_event, field_selector=fields)
+        return raw_events(await self._plain_call("list", "events", call, namespace))
 
     # Secrets and ConfigMaps -----------------------------------------------------------------
 

@@ -28,7 +28,9 @@ class ObservedAgent:
     failed or its container is crash-looping; `lost` means a call to it timed out or its state
     is unknown; `reset_failed` means its `POST /reset` failed; `quarantined` means it failed
     items the rest of the pool served (see :mod:`agentpool.pool.quarantine`). `waiting_reason`
-    is the agent container's waiting reason, such as ImagePullBackOff.
+    is the agent container's waiting reason, such as ImagePullBackOff; `running_since` is when
+    its container last started running (None: it is not running), so an agent that runs but
+    never turns Ready is told apart from one still being created.
 
     `slots` is how many items the agent serves at once and `busy_slots` how many it serves now;
     `busy` means at least one slot is busy (a leased agent holds all of them). For an agent with
@@ -58,6 +60,7 @@ class ObservedAgent:
     template_hash: str = ""
     token_hash: str = ""
     ip: str | None = None
+    running_since: float | None = None
 
     @property
     def live(self) -> bool:

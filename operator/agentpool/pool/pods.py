@@ -60,6 +60,15 @@ def container_waiting_reason(pod: RawBody) -> str | None:
     return None
 
 
+def running_since(pod: RawBody) -> float | None:
+    """When the agent container last started running, if it runs now."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        running = (status.get("state") or {}).get("running")
+        if running is not None:
+            return epoch(running.get("startedAt"))
+    return None
+
+
 def is_failed(pod: RawBody) -> bool:
     """The pod's agent is gone for good: the pod ended, or its container keeps crashing."""
     return is_terminal(pod) or container_waiting_reason(pod) == "CrashLoopBackOff"
@@ -118,6 +127,7 @@ def observe_pod(
         template_hash=(meta.get("annotations") or {}).get(TEMPLATE_HASH_ANNOTATION, ""),
         token_hash=(meta.get("annotations") or {}).get(TOKEN_HASH_ANNOTATION, ""),
         ip=status.get("podIP"),
+        running_since=running_since(pod),
     )
 
 

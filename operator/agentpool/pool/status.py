@@ -128,9 +128,6 @@ def compute_status(
     taken = sum(slots_taken(policy, agent, now) for agent in live)
     wanted = max(replicas, desired_size(policy, busy=taken, waiting=waiting))
     current = DemandSample(at=now, busy=busy_slots, waiting=waiting, slots=policy.slots)
-    cold_starts = sorted(
-        start for agent in agents if (start := agent.cold_start_seconds) is not None
-    )
     return PoolStatusView(
         replicas=replicas,
         ready_replicas=ready,
@@ -150,8 +147,14 @@ def compute_status(
         ],
         updated_replicas=len(updated_agents(policy, live)),
         recommendation=recommend([*history, current], now=now, window=window_seconds),
-        cold_start_seconds=_median(cold_starts),
+        cold_start_seconds=cold_start_seconds(agents),
     )
+
+
+def cold_start_seconds(agents: Iterable[ObservedAgent]) -> float | None:
+    """The pool's measured cold start: the median, over its agents that turned Ready, of the
+    seconds from pod creation to Ready; None before any did."""
+    return _median(sorted(s for agent in agents if (s := agent.cold_start_seconds) is not None))
 
 
 def ready_condition(

@@ -179,8 +179,12 @@ class PodApi:
         at: str,
         container: str = "",
         kind: str = "Normal",
-    ) -> None:
-        """Record a core/v1 Event about the pod, from the kubelet, as ``kubectl describe`` shows."""
+        first: str | None = None,
+        count: int = 1,
+    ) -> str:
+        """Record a core/v1 Event about the pod, from the kubelet, as ``kubectl describe`` shows;
+        its name. ``first`` and ``count``: when the Event was first seen and how often, for one
+        that repeats an Event no longer there to patch."""
         metadata = pod.get("metadata") or {}
         namespace, name = metadata.get("namespace", "default"), metadata["name"]
         involved = {
@@ -192,10 +196,11 @@ class PodApi:
         }
         if container:
             involved["fieldPath"] = f"spec.containers{{{container}}}"
+        event_name = f"{name}.{uuid.uuid4().hex[:16]}"
         event = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": f"{name}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+            "metadata": {"name": event_name, "namespace": namespace},
             "involvedObject": involved,
             "reason": reason,
             "message": message,
@@ -203,13 +208,25 @@ class PodApi:
             "source": {"component": "kubelet", "host": node},
             "reportingComponent": "kubelet",
             "reportingInstance": node,
-            "firstTimestamp": at,
+            "firstTimestamp": first or at,
             "lastTimestamp": at,
-            "count": 1,
+            "count": count,
         }
         url = f"{self.base_url}/api/v1/namespaces/{namespace}/events"
         async with self.session.post(url, json=event) as response:
             response.raise_for_status()
+        return event_name
+
+    async def repeat_event(self, namespace: str, name: str, *, count: int, at: str) -> bool:
+        """Raise the count of an Event that happened again, as the kubelet's recorder patches
+        a repeat into the Event it already posted; False when that Event is gone."""
+        url = f"{self.base_url}/api/v1/namespaces/{namespace}/events/{name}"
+        body = json.dumps({"count": count, "lastTimestamp": at})
+        async with self.session.patch(url, data=body, headers=MERGE) as response:
+            if response.status == 404:
+                return False
+            response.raise_for_status()
+            return True
 
     async def put_node(self, node: Mapping[str, Any]) -> None:
         """Register the node (create, or take over one of the same name), then set its status."""

@@ -24,6 +24,8 @@ NO_LOCAL_COMMAND_MESSAGE = (
     "the local kubelet runs the container's command as a local process, not its image; "
     "give the first container a command (for example: python -m agentpool.agent module:agent)"
 )
+#: The reason of the Warning Event a failed probe attempt posts, as a real kubelet's.
+UNHEALTHY = "Unhealthy"
 FALLBACK_TO_LOGS_ON_ERROR = "FallbackToLogsOnError"
 #: What a real kubelet keeps of a container's output as its termination message under
 #: FallbackToLogsOnError: the last 80 lines, of which at most the last 2048 bytes.

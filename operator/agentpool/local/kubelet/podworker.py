@@ -32,6 +32,7 @@ from agentpool.local.kubelet import (
     podstatus,
     probes,
     processes,
+    recorder,
     volumes,
 )
 from agentpool.local.kubelet.addresses import AddressPool
@@ -72,6 +73,11 @@ class Host(Protocol):
 
 def now() -> datetime:
     return datetime.now(UTC)
+
+
+def format_stamp(at: datetime) -> str:
+    """An Event's timestamp: whole seconds, as core/v1 Events have them."""
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def finalizers_of(pod: Mapping[str, Any]) -> list[str]:
@@ -121,6 +127,9 @@ class PodWorker:
         self.gone = False
         self._changed = asyncio.Event()
         self._reported: dict[str, Any] = dict(pod.get("status") or {})
+        self._events = recorder.EventRecorder()
+        # One Event write at a time, so a repeat finds the name of the Event it repeats.
+        self._posting = asyncio.Lock()
 
     # Events from the kubelet's watch.
 
@@ -296,18 +305,36 @@ class PodWorker:
         )
         return image
 
-    async def _event(self, reason: str, message: str) -> None:
-        try:
-            await self.host.api.create_event(
-                self.pod,
-                reason=reason,
-                message=message,
-                node=self.host.node_name,
-                at=now().strftime("%Y-%m-%dT%H:%M:%SZ"),
-                container=self.observation.container,
-            )
-        except aiohttp.ClientError as error:
-            logger.warning("event on pod %s/%s: %s", self.namespace, self.name, error)
+    async def _event(self, reason: str, message: str, *, kind: str = "Normal") -> None:
+        """Post an Event about the container, or count it into the same Event posted before,
+        as the kubelet's recorder does (:mod:`agentpool.local.kubelet.recorder`)."""
+        key = recorder.EventKey(kind, reason, message, self.observation.container)
+        async with self._posting:
+            at = now()
+            posting = self._events.record(key, at.timestamp())
+            if posting is None:
+                return
+            stamp = format_stamp(at)
+            try:
+                if posting.name is not None and await self.host.api.repeat_event(
+                    self.namespace, posting.name, count=posting.count, at=stamp
+                ):
+                    return
+                name = await self.host.api.create_event(
+                    self.pod,
+                    reason=reason,
+                    message=message,
+                    node=self.host.node_name,
+                    at=stamp,
+                    container=self.observation.container,
+                    kind=kind,
+                    first=format_stamp(datetime.fromtimestamp(posting.first, UTC)),
+                    count=posting.count,
+                )
+            except aiohttp.ClientError as error:
+                logger.warning("event on pod %s/%s: %s", self.namespace, self.name, error)
+                name = None
+            self._events.sent(key, name)
 
     async def _resolve_env(self, ip: str) -> dict[str, str] | None:
         """The container's env (over the image's, when it runs from one), waiting while a Secret
@@ -430,18 +457,25 @@ class PodWorker:
                 return True
             return False
 
-        attempt = functools.partial(self._attempt, spec, env, cwd)
+        name = "Readiness" if ready else "Liveness"
+        attempt = functools.partial(self._attempt, spec, env, cwd, name=name)
         await probes.probe_on_schedule(spec, attempt, changed, initial=failed is not None)
 
     async def _attempt(
-        self, spec: probes.ProbeSpec, env: Mapping[str, str], cwd: Path
+        self, spec: probes.ProbeSpec, env: Mapping[str, str], cwd: Path, *, name: str
     ) -> probes.ProbeResult:
-        """One attempt of ``spec`` against this pod's address."""
+        """One attempt of ``spec`` (the ``name`` probe) against this pod's address; a failure
+        is a Warning Event Unhealthy with the probe's words, as a real kubelet posts on every
+        failed attempt, from the container's start on (repeats count into one Event)."""
         assert self.ip is not None
         session, container = self.host.probe_session, self.container
-        return await probes.run_probe(
+        result = await probes.run_probe(
             spec, pod_ip=self.ip, container=container, session=session, env=env, cwd=cwd
         )
+        if not result.ok:
+            message = f"{name} probe failed: {result.message}"
+            await self._event(podstatus.UNHEALTHY, message, kind="Warning")
+        return result
 
     def _grace(self) -> float:
         """The deletion's grace period, else the pod's terminationGracePeriodSeconds.

@@ -154,11 +154,25 @@ async def _http_get(
     headers = {h["name"]: h["value"] for h in action.get("httpHeaders") or []}
     headers.setdefault("User-Agent", "kube-probe/1.32")
     url = f"{scheme}://{host}:{port}{path}"
-    async with session.get(url, headers=headers, ssl=False, allow_redirects=True) as response:
-        await response.read()
-        if 200 <= response.status < 400:
-            return ProbeResult(True)
-        return ProbeResult(False, f"HTTP probe failed with statuscode: {response.status}")
+    try:
+        async with session.get(url, headers=headers, ssl=False, allow_redirects=True) as response:
+            await response.read()
+            if 200 <= response.status < 400:
+                return ProbeResult(True)
+            return ProbeResult(False, f"HTTP probe failed with statuscode: {response.status}")
+    except aiohttp.ClientConnectorError as error:
+        return ProbeResult(False, f'Get "{url}": {dial_error(host, port, error.os_error)}')
+
+
+def dial_error(host: str, port: int, error: OSError) -> str:
+    """A failed connection in the words a real kubelet's probe reports (Go's net package), so
+    the Unhealthy Event reads the same on the local kubelet: ``dial tcp 127.0.0.5:8080:
+    connect: connection refused``."""
+    if isinstance(error, ConnectionRefusedError):
+        cause = "connection refused"
+    else:
+        cause = (error.strerror or str(error) or type(error).__name__).lower()
+    return f"dial tcp {host}:{port}: connect: {cause}"
 
 
 async def _tcp_socket(
@@ -166,7 +180,10 @@ async def _tcp_socket(
 ) -> ProbeResult:
     host = action.get("host") or pod_ip
     port = resolve_port(action.get("port"), container)
-    _, writer = await asyncio.open_connection(host, port)
+    try:
+        _, writer = await asyncio.open_connection(host, port)
+    except OSError as error:
+        return ProbeResult(False, dial_error(host, port, error))
     writer.close()
     with contextlib.suppress(OSError):
         await writer.wait_closed()
