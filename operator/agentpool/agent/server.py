@@ -27,12 +27,13 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from agentpool.agent import answers, binding, protocol, routes, traces
+from agentpool.agent import answers, binding, routes, traces
 from agentpool.agent.context import Context
-from agentpool.agent.envelopes import Envelope, parse_envelope
 from agentpool.agent.settings import Settings
 from agentpool.agent.slots import Slots
 from agentpool.agent.worker import Worker, is_async
+from agentpool.wire import protocol
+from agentpool.wire.envelopes import Envelope, parse_envelope
 
 log = logging.getLogger("agentpool.agent")
 

@@ -32,8 +32,9 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from agentpool.agent import answers, binding, protocol, routes
-from agentpool.agent.envelopes import Envelope, parse_envelope
+from agentpool.agent import answers, binding, routes
+from agentpool.wire import protocol
+from agentpool.wire.envelopes import Envelope, parse_envelope
 
 DELAY_INPUT = "delaySeconds"
 _BACKLOG = 64
