@@ -1,11 +1,13 @@
-"""What every side of the agent protocol shares: its words, its envelope and its HTTP/1.1 client.
+"""What goes on the wire between agentpool's sides, which every side shares: the agent protocol's
+words, its envelope and its HTTP/1.1 client, and a run's results as they are read back.
 
 Four sides speak the protocol: the agent SDK (:mod:`agentpool.agent`) serves it, and the operator
 (:mod:`agentpool.io.agents`, the run engine, the handlers), the gateway (:mod:`agentpool.gateway`)
-and the Python client (:mod:`agentpool.client`) call it. What they must agree on lives here, on
-a floor below all four, so none of them reaches into another for it:
-:mod:`~agentpool.wire.protocol` (paths, headers, reasons, variables),
-:mod:`~agentpool.wire.envelopes` (the ``POST /invoke`` body) and
-:mod:`~agentpool.wire.connections` (kept-alive HTTP/1.1 requests). This package imports nothing
-else of agentpool; ``pyproject.toml`` keeps it so.
+and the Python client (:mod:`agentpool.client`) call it; the operator writes a run's results and
+the client reads them. What they must agree on lives here, on a floor below all of them, so none
+reaches into another for it: :mod:`~agentpool.wire.protocol` (paths, headers, reasons,
+variables), :mod:`~agentpool.wire.envelopes` (the ``POST /invoke`` body),
+:mod:`~agentpool.wire.connections` (kept-alive HTTP/1.1 requests) and
+:mod:`~agentpool.wire.results` (a run's records in its status and result ConfigMaps). This
+package imports nothing else of agentpool; ``pyproject.toml`` keeps it so.
 """
