@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentpool.agent.envelopes import envelope_body
 from agentpool.client import Client
 from agentpool.client.agents import AgentCaller
+from agentpool.wire.envelopes import envelope_body
 from bench.harness import ROOT, Stage, Watcher, percentile, pool_spec, wait_pool_ready
 
 AGENT = ROOT / "bench" / "echo_agent.py"

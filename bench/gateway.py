@@ -24,9 +24,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from agentpool.agent.envelopes import envelope_body
 from agentpool.client import Client
 from agentpool.client.agents import AgentCaller
+from agentpool.wire.envelopes import envelope_body
 from bench.harness import ROOT, Kube, Stage, percentile, pool_spec, wait_pool_ready
 
 AGENT = ROOT / "bench" / "echo_agent.py"

@@ -14,7 +14,6 @@ from agentpool.agent.binding import (
     Binder,
     Binding,
     BindRequest,
-    bearer_token,
     parse_bind,
     parse_time,
     parse_unbind,
@@ -129,21 +128,6 @@ def test_an_unbind_body_names_its_lease() -> None:
     assert parsed.lease == "chat-1"
     for body in (b"", b"{}", b'{"lease": ""}', b'{"lease": null}', b"[1]"):
         assert isinstance(parse_unbind(body), str), body
-
-
-@pytest.mark.parametrize(
-    ("header", "token"),
-    [
-        ("Bearer abc", b"abc"),
-        ("bearer  abc ", b"abc"),
-        ("BEARER abc", b"abc"),
-        ("Basic abc", None),
-        ("", None),
-        ("abc", None),
-    ],
-)
-def test_bearer_tokens_are_read_from_the_header(header: str, token: bytes | None) -> None:
-    assert bearer_token(header) == token
 
 
 @given(st.binary())

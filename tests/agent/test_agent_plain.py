@@ -26,8 +26,8 @@ from agent_processes import LISTENING, REPO, agent_env, wait_for, wait_until
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentpool.agent.envelopes import parse_envelope
 from agentpool.io.agents import AgentClient
+from agentpool.wire.envelopes import parse_envelope
 
 PLAIN_AGENT = REPO / "examples" / "agents" / "plain_http.py"
 TOKEN = "plain-agent-test-token-3e7a"

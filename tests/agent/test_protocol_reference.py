@@ -19,7 +19,6 @@ import pytest
 from agent_processes import REPO
 from aiohttp import web
 
-from agentpool.agent import protocol
 from agentpool.api.leases import MAX_CONTEXT_BYTES
 from agentpool.api.pools import AgentPoolSpec
 from agentpool.io.agents import AgentClient, parse_status
@@ -27,6 +26,7 @@ from agentpool.local.kubelet import podenv
 from agentpool.pool.manifests import agent_pod
 from agentpool.runs.calls import OUTPUT_MAX
 from agentpool.settings import LeaseSettings, RecoverySettings, RunSettings
+from agentpool.wire import protocol
 
 REFERENCE = REPO / "docs" / "reference" / "protocol.md"
 TOKEN = "reference-test-token-0c1d"

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentpool.agent.envelopes import parse_envelope
 from agentpool.gateway.errors import GatewayError
 from agentpool.gateway.requests import envelope, parse_request
+from agentpool.wire.envelopes import parse_envelope
 
 
 def refusal(raw: bytes) -> str:

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentpool.agent.envelopes import EnvelopeBody
 from agentpool.api import (
     NameRef,
     PoolRunSpec,
@@ -40,6 +39,7 @@ from agentpool.runs.shared import RunShared
 from agentpool.runs.status import RunLedger
 from agentpool.runs.waits import WaitNotes, Waits
 from agentpool.settings import RunSettings
+from agentpool.wire.envelopes import EnvelopeBody
 
 
 def stored(status: dict[str, Any]) -> PoolRunStatus:

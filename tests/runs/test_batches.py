@@ -33,10 +33,10 @@ from agentpool.io.journal import FileJournal
 from agentpool.io.sources import SourceClient
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.intake import Intake
-from agentpool.runs.results import iter_results
 from agentpool.runs.sources import DONE, NOT_READY, Batch, Signal, SourceError, read_answer
 from agentpool.runs.status import RunLedger
 from agentpool.settings import RunSettings
+from agentpool.wire.results import iter_results
 from clocks import LoopClock
 
 #: Calls, back-offs and status intervals pass on looptime's fake loop time.

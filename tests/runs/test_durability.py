@@ -21,13 +21,13 @@ from runfakes import (
     stored,
 )
 
-from agentpool.agent.envelopes import EnvelopeBody
 from agentpool.api import RawRunStatus
 from agentpool.runs.engine import RunEngine
-from agentpool.runs.results import iter_results
 from agentpool.runs.sources import inline_source
 from agentpool.runs.status import RunLedger
 from agentpool.settings import RunSettings
+from agentpool.wire.envelopes import EnvelopeBody
+from agentpool.wire.results import iter_results
 from clocks import LoopClock
 
 #: Calls, back-offs and status intervals pass on looptime's fake loop time.

@@ -21,11 +21,11 @@ from runfakes import (
     run_config,
 )
 
-from agentpool.agent.envelopes import EnvelopeBody
 from agentpool.api import Routes
 from agentpool.runs.engine import RunEngine
-from agentpool.runs.results import iter_results
 from agentpool.runs.sources import inline_source
+from agentpool.wire.envelopes import EnvelopeBody
+from agentpool.wire.results import iter_results
 from clocks import LoopClock
 
 #: Calls, back-offs and status intervals pass on looptime's fake loop time.

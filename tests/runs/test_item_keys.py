@@ -22,8 +22,8 @@ from runfakes import (
 )
 
 from agentpool.runs.engine import RunEngine
-from agentpool.runs.results import iter_results
 from agentpool.runs.sources import DONE, Pulled, inline_source
+from agentpool.wire.results import iter_results
 from clocks import LoopClock
 
 #: Calls, back-offs and status intervals pass on looptime's fake loop time.

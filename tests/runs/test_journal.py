@@ -21,11 +21,11 @@ from runfakes import (
     stored,
 )
 
-from agentpool.agent.envelopes import EnvelopeBody
 from agentpool.io.journal import FileJournal, Journals
 from agentpool.runs.engine import RunEngine
-from agentpool.runs.results import iter_results
 from agentpool.runs.sources import DONE, Pulled, inline_source
+from agentpool.wire.envelopes import EnvelopeBody
+from agentpool.wire.results import iter_results
 from clocks import LoopClock
 
 #: Calls, back-offs and status intervals pass on looptime's fake loop time.

@@ -16,16 +16,15 @@ from agentpool.runs.config import config_from_spec
 from agentpool.runs.ending import decide_end
 from agentpool.runs.items import ItemKeys, Rejection, route_item
 from agentpool.runs.results import (
-    CHUNK_KEY,
     SMALL_OUTPUT_BYTES,
     ResultChunks,
     encode,
-    iter_results,
     output_line,
     place_record,
     record_line,
 )
 from agentpool.runs.status import RunLedger, flush_due
+from agentpool.wire.results import CHUNK_KEY, iter_results
 
 
 @pytest.mark.parametrize(
@@ -128,24 +127,6 @@ def test_chunks_roll_over_and_every_filled_chunk_is_written() -> None:
         iter_results({"resultRefs": chunks.refs}, [written[ref["name"]] for ref in chunks.refs])
     )
     assert [record["id"] for record in records] == [f"i{n}" for n in range(10)]
-
-
-def test_iter_results_reads_status_then_configmaps_once_each() -> None:
-    """Results come from status and ConfigMaps, each id once; a missing ConfigMap is an error."""
-    status = {
-        "items": {"a": 1},
-        "failures": {"b": {"reason": "HandlerError", "message": "m", "attempts": 1}},
-        "resultRefs": [{"name": "r-results-0", "outputs": 2, "failures": 0}],
-    }
-    data = {CHUNK_KEY: '{"id":"c","output":3}\n{"id":"a","output":9}\n'}
-    records = list(iter_results(status, [data]))
-    assert records == [
-        {"id": "a", "output": 1},
-        {"id": "b", "failure": {"reason": "HandlerError", "message": "m", "attempts": 1}},
-        {"id": "c", "output": 3},
-    ]
-    with pytest.raises(ValueError, match="r-results-0"):
-        list(iter_results(status, []))
 
 
 def test_a_ledger_restores_records_counts_and_in_flight_items() -> None:

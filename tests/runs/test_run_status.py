@@ -25,13 +25,13 @@ from runfakes import (
     stored,
 )
 
-from agentpool.agent.envelopes import EnvelopeBody
 from agentpool.api import RawRunStatus
 from agentpool.io.journal import FileJournal
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.journaling import decode_entry, replay
 from agentpool.runs.sources import DONE, Pulled, Signal, inline_source
 from agentpool.runs.waits import Waits, next_step
+from agentpool.wire.envelopes import EnvelopeBody
 from clocks import LoopClock
 
 #: Calls, back-offs and status intervals pass on looptime's fake loop time.

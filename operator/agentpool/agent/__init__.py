@@ -14,7 +14,7 @@
 
 ``python -m agentpool.agent my_module:agent`` (or ``path/to/file.py:agent``) serves it on
 ``AGENT_HOST``/``AGENT_PORT`` (default ``0.0.0.0:8080``) for callers holding ``AGENTPOOL_TOKEN``,
-which must be set. ``agentpool.agent.server`` serves it, ``agentpool.agent.protocol`` holds the
+which must be set. ``agentpool.agent.server`` serves it, ``agentpool.wire.protocol`` holds the
 protocol's words, and the operator's side of the wire is ``agentpool.io.agents``.
 
 An agent an AgentLease binds (``POST /bind``) also serves that lease's holder, with the lease's own

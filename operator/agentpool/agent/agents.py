@@ -58,8 +58,8 @@ class Agent:
 
     def run(self, *, host: str | None = None, port: int | None = None) -> int:
         """Serve this agent until SIGTERM and return the exit status (for ``__main__`` blocks)."""
-        # Imported on use: the operator imports this package for its protocol's words
-        # (agentpool.agent.protocol) and has no use for the HTTP server behind it.
+        # Imported on use: the local kubelet's simulated agent imports parts of this package
+        # (the route table, the binding) and has no use for the HTTP server behind them.
         from agentpool.agent.running import run_agent
 
         return run_agent(self, host=host, port=port)

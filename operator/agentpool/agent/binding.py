@@ -13,12 +13,13 @@ never shows a token, so each rule has a table test.
 from __future__ import annotations
 
 import dataclasses
-import hmac
 import json
 import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from agentpool.wire.tokens import same_token
 
 # RFC 3339's date-time (section 5.6): a full date, "T", a full time and an offset that is not
 # optional. ``datetime.fromisoformat`` alone would also take a bare date or no offset at all.
@@ -99,20 +100,6 @@ def parse_time(text: str) -> datetime | None:
         return datetime.fromisoformat(text.upper())
     except ValueError:  # a month 13, a 25th hour, a leap second, the year 0
         return None
-
-
-def bearer_token(authorization: str) -> bytes | None:
-    """The token of an ``Authorization: Bearer <token>`` header (the scheme in any case, as
-    RFC 9110 has it), or None for any other header."""
-    scheme, _, token = authorization.strip().partition(" ")
-    if scheme.lower() != "bearer":
-        return None
-    return token.strip().encode("utf-8", "surrogateescape")
-
-
-def same_token(given: bytes, expected: bytes) -> bool:
-    """Whether two tokens are equal, compared in constant time so timing tells nothing."""
-    return hmac.compare_digest(given, expected)
 
 
 class Binder:

@@ -12,7 +12,7 @@ from typing import Final
 
 from aiohttp import web
 
-from agentpool.agent import protocol
+from agentpool.wire import protocol
 
 #: Bodies larger than aiohttp's 1 MiB default are accepted: items may be documents.
 MAX_BODY_BYTES: Final = 64 * 1024 * 1024

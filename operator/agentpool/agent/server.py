@@ -27,12 +27,13 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from agentpool.agent import answers, binding, protocol, routes, traces
+from agentpool.agent import answers, binding, routes, traces
 from agentpool.agent.context import Context
-from agentpool.agent.envelopes import Envelope, parse_envelope
 from agentpool.agent.settings import Settings
 from agentpool.agent.slots import Slots
 from agentpool.agent.worker import Worker, is_async
+from agentpool.wire import protocol, tokens
+from agentpool.wire.envelopes import Envelope, parse_envelope
 
 log = logging.getLogger("agentpool.agent")
 
@@ -173,10 +174,10 @@ class AgentServer:
     def _authorized(self, request: web.Request, *, lease: bool = False) -> bool:
         """Whether the request carries the pool's token or, where ``lease`` allows it, the token
         of the lease the agent is bound to, before that lease's expiry."""
-        given = binding.bearer_token(request.headers.get("Authorization", ""))
+        given = tokens.bearer_token(request.headers.get("Authorization", ""))
         if given is None:
             return False
-        if binding.same_token(given, self._token):
+        if tokens.same_token(given, self._token):
             return True
         return lease and self._binder.accepts(given, self._clock())
 

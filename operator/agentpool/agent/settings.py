@@ -14,7 +14,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from agentpool.agent import protocol
+from agentpool.wire import protocol
 
 
 class ConfigError(Exception):

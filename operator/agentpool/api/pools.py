@@ -14,7 +14,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import cronsim
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from agentpool.agent import protocol
 from agentpool.api.base import (
     CONDITION_LIST,
     ApiModel,
@@ -25,6 +24,7 @@ from agentpool.api.base import (
     cel,
     name_rule,
 )
+from agentpool.wire import protocol
 
 Strategy = Literal["LIFO", "FIFO"]
 PoolState = Literal["Ready", "Overflow", "Full", "Starting", "ScaledToZero"]

@@ -4,14 +4,14 @@ Condition types and reasons are API: users match on them (``kubectl wait --for=c
 alerts, scripts), so each is one CamelCase word defined once here and used by the pool core, the
 run engine, the operator and the tests alike. Members are ``str`` so they go on the wire as is.
 The words both sides of the agent protocol say are the protocol's, taken from
-:mod:`agentpool.agent.protocol`.
+:mod:`agentpool.wire.protocol`.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-from agentpool.agent import protocol
+from agentpool.wire import protocol
 
 
 class ConditionType(StrEnum):

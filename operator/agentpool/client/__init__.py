@@ -27,9 +27,9 @@ resourceVersion, or from the present after 410 Gone, which a client waiting on a
 kr8s is as easy to start with, but its objects are dynamic (attribute access on untyped boxes)
 and its sync API wraps each call in an event loop of its own. The operator itself keeps the
 official client (kopf needs it); the client stays apart and imports none of the operator's
-modules, only the resource models (:mod:`agentpool.api`), the protocol's words and envelope
-(:mod:`agentpool.agent`), the agent wire (:mod:`agentpool.io.agentwire`) and the parsing of
-result ConfigMaps (:mod:`agentpool.runs.results`).
+modules, only the resource models (:mod:`agentpool.api`) and what it shares with the operator
+and the agents (:mod:`agentpool.wire`): the protocol's words, envelope and HTTP/1.1 client, and
+the reading of a run's results.
 """
 
 from agentpool.client.client import Client

@@ -1,9 +1,9 @@
 """The client's side of ``POST /invoke``: one item to a leased agent, its output or a CallFailed.
 
 A leased agent is called directly, not through the operator, on the same lean HTTP/1.1 client the
-operator uses (:mod:`agentpool.io.agentwire`): connections are kept alive per agent, so the calls
-of one lease after the first cost no connection set-up. The envelope is the protocol's
-(:func:`agentpool.agent.envelopes.envelope_body`). The token goes into the ``Authorization``
+operator uses (:mod:`agentpool.wire.connections`): connections are kept alive per agent, so the
+calls of one lease after the first cost no connection set-up. The envelope is the protocol's
+(:func:`agentpool.wire.envelopes.envelope_body`). The token goes into the ``Authorization``
 header only, never into an error's message.
 """
 
@@ -15,10 +15,10 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
-from agentpool.agent import protocol
-from agentpool.agent.envelopes import EnvelopeBody
 from agentpool.client.errors import CallFailed
-from agentpool.io.agentwire import WireError, WirePool
+from agentpool.wire import protocol
+from agentpool.wire.connections import WireError, WirePool
+from agentpool.wire.envelopes import EnvelopeBody
 
 _COMPACT = json.JSONEncoder(separators=(",", ":"))
 _MESSAGE_BODY_CHARS = 200

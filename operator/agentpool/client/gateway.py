@@ -9,7 +9,7 @@ unless the program gives ``gateway_url`` (and ``gateway_ca``).
 The caller's identity is its kubeconfig's bearer token (or a ServiceAccount's, in a pod), the
 same credentials the client shows the API server, or one given as ``gateway_token``; the token
 goes into the ``Authorization`` header only. Requests go over the lean HTTP/1.1 client of
-:mod:`agentpool.io.agentwire`, over TLS, on kept-alive connections, so a steady caller pays no
+:mod:`agentpool.wire.connections`, over TLS, on kept-alive connections, so a steady caller pays no
 handshake per call. When the program traces its own work with OpenTelemetry, the span current at
 the call goes along in the W3C ``traceparent`` header, and the operator's and the agent's spans
 for the call join the program's trace.
@@ -42,7 +42,7 @@ from agentpool.client.errors import (
     NotFound,
     PoolExhausted,
 )
-from agentpool.io.agentwire import Answer, WireError, WirePool
+from agentpool.wire.connections import Answer, WireError, WirePool
 
 #: No ConfigMap names the gateway in the client's namespace, and no URL was given.
 NO_GATEWAY: Final = "NoGateway"

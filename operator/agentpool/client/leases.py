@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from agentpool.agent import protocol
-from agentpool.agent.envelopes import envelope_body
 from agentpool.api import AgentLeaseStatus, KeyRef
 from agentpool.api.conditions import format_micro_time
 from agentpool.api.reasons import Reason
@@ -34,6 +32,8 @@ from agentpool.client.errors import (
     NotFound,
     lease_error,
 )
+from agentpool.wire import protocol
+from agentpool.wire.envelopes import envelope_body
 
 PLURAL = "agentleases"
 

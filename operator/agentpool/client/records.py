@@ -1,11 +1,12 @@
 """Which of a run's results are new since the last look, so each is streamed exactly once.
 
 A PoolRun records small outputs and failures in ``status.items`` and ``status.failures`` and
-moves the rest to ConfigMaps named in ``status.resultRefs`` (:mod:`agentpool.runs.results`).
-:class:`ResultTracker` remembers the ids given out and how many records of each ConfigMap it has
-read: from each status it takes the new records in status, and says which ConfigMaps hold records
-not yet read (``status.resultRefs`` counts them, and the operator writes a ConfigMap before the
-status that counts it). Pure: the caller reads the ConfigMaps and hands their data back.
+moves the rest to ConfigMaps named in ``status.resultRefs``, read back by
+:mod:`agentpool.wire.results`. :class:`ResultTracker` remembers the ids given out and how many
+records of each ConfigMap it has read: from each status it takes the new records in status, and
+says which ConfigMaps hold records not yet read (``status.resultRefs`` counts them, and the
+operator writes a ConfigMap before the status that counts it). Pure: the caller reads the
+ConfigMaps and hands their data back.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentpool.api import ItemFailure
-from agentpool.runs.results import iter_results, ref_name
+from agentpool.wire.results import iter_results, ref_name
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from typing import TextIO
 from agentpool.api import RawRunStatus, raw_run_status
 from agentpool.console.progress import ProgressWatch
 from agentpool.io.kube import Kube, ObjectNotFound
-from agentpool.runs.results import ResultRecord, iter_results
+from agentpool.wire.results import ResultRecord, iter_results
 
 POLL_SECONDS = 0.5
 

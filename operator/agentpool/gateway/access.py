@@ -18,10 +18,10 @@ import time
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
 
-from agentpool.agent.binding import bearer_token
 from agentpool.api.gateway import GatewayVerb
 from agentpool.gateway.contracts import Caller, Reviewer, ReviewFailed
 from agentpool.gateway.errors import forbidden, unauthorized, unavailable
+from agentpool.wire.tokens import bearer_token
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")

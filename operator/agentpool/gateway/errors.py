@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 
-from agentpool.agent import protocol
 from agentpool.api.gateway import GatewayVerb
 from agentpool.api.reasons import GatewayReason
 from agentpool.pool.checkin import CheckoutFailed, CheckoutTimedOut, PoolClosed, TooManyWaiters
+from agentpool.wire import protocol
 
 #: The agent's reasons for a call that got no answer in time: the gateway's own 504.
 _TIMED_OUT = frozenset({protocol.CALL_TIMEOUT})

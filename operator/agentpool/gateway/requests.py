@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from agentpool.agent.envelopes import envelope_body
 from agentpool.api.gateway import GatewayRequest
 from agentpool.gateway.errors import invalid
+from agentpool.wire.envelopes import envelope_body
 
 #: The fields a body may have, for the message that refuses an unknown one.
 FIELDS = ", ".join(field.alias or name for name, field in GatewayRequest.model_fields.items())

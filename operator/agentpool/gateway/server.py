@@ -25,7 +25,6 @@ from collections.abc import Callable
 from typing import Final
 
 from agentpool import metrics, tracing
-from agentpool.agent import protocol
 from agentpool.api.gateway import PATH_PREFIX, VERBS, GatewayVerb
 from agentpool.api.reasons import GatewayReason
 from agentpool.gateway.access import Access
@@ -34,6 +33,7 @@ from agentpool.gateway.errors import GatewayError, from_agent, too_large
 from agentpool.gateway.http import HttpServer, Request, Response
 from agentpool.gateway.requests import envelope, parse_request
 from agentpool.settings import GatewaySettings
+from agentpool.wire import protocol
 
 log = logging.getLogger(__name__)
 

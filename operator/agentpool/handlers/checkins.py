@@ -22,8 +22,6 @@ from typing import Any
 from opentelemetry import trace
 
 from agentpool import tracing
-from agentpool.agent import protocol
-from agentpool.agent.envelopes import EnvelopeBody
 from agentpool.broker import Checkout
 from agentpool.handlers.idling import wait_until_idle
 from agentpool.handlers.runtime import PoolHandle, Runtime
@@ -31,6 +29,8 @@ from agentpool.io.agents import InvokeResult
 from agentpool.pool import health
 from agentpool.pool.checkin import CheckinOutcome
 from agentpool.pool.restoring import IdleWatch
+from agentpool.wire import protocol
+from agentpool.wire.envelopes import EnvelopeBody
 
 
 async def call_held(

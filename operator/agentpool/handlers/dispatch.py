@@ -16,7 +16,6 @@ from typing import Any
 from opentelemetry import trace
 
 from agentpool import metrics, tracing
-from agentpool.agent.envelopes import EnvelopeBody
 from agentpool.api import POOL_DEFAULTS
 from agentpool.api.reasons import Reason
 from agentpool.broker import Checkout
@@ -26,6 +25,7 @@ from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import InvokeResult
 from agentpool.pool.checkin import CheckinOutcome, CheckoutTimedOut, pool_not_found
 from agentpool.runs.contracts import CheckoutTerms, HeldAgent, Waiting
+from agentpool.wire.envelopes import EnvelopeBody
 
 
 @dataclass

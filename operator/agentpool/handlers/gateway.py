@@ -20,7 +20,6 @@ from typing import Any
 from opentelemetry import trace
 
 from agentpool import GROUP, metrics, tracing
-from agentpool.agent import protocol
 from agentpool.api import POOL_DEFAULTS
 from agentpool.api.gateway import SUBRESOURCES, GatewayRequest, GatewayVerb
 from agentpool.api.raw import RawReviewedUser
@@ -33,6 +32,7 @@ from agentpool.handlers.checkins import call_held, in_background, return_agent, 
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import InvokeResult
 from agentpool.pool.checkin import CheckinOutcome, CheckoutFailed, CheckoutTimedOut, PoolNotFound
+from agentpool.wire import protocol
 
 OK = "OK"
 

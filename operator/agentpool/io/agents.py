@@ -9,9 +9,9 @@ so callers decide on data: ``InvokeResult.lost`` means the agent's state is unkn
 timed out or the connection broke) and the agent must be retired, not reused.
 
 This module sits on the hot path of every item, so ``invoke`` on a plain ``http://`` endpoint
-writes a prebuilt request on a kept-alive connection of :mod:`agentpool.io.agentwire` (a third of
-the CPU of an aiohttp request, and the operator is CPU-bound on small items); everything else goes
-through one ``ClientSession`` with a large keep-alive connection pool. URLs, request heads and
+writes a prebuilt request on a kept-alive connection of :mod:`agentpool.wire.connections` (a third
+of the CPU of an aiohttp request, and the operator is CPU-bound on small items); everything else
+goes through one ``ClientSession`` with a large keep-alive connection pool. URLs, request heads and
 timeouts are built once per endpoint and value, and each body is serialised once. ``bind`` and
 ``unbind`` go over the same kept connections as ``invoke``. The pool's token goes into the
 ``Authorization`` header only, and a lease's token into the ``/bind`` body only: neither into a
@@ -30,9 +30,9 @@ import aiohttp
 from yarl import URL
 
 from agentpool import tracing
-from agentpool.agent import protocol
-from agentpool.agent.envelopes import EnvelopeBody
-from agentpool.io.agentwire import Answer, WireError, WirePool
+from agentpool.wire import protocol
+from agentpool.wire.connections import Answer, WireError, WirePool
+from agentpool.wire.envelopes import EnvelopeBody
 
 #: Connections kept to agents across all pools; a pool of hundreds must not queue on the client.
 DEFAULT_CONNECTIONS = 1024
@@ -129,7 +129,7 @@ class _Urls:
     reset: URL
     healthz: URL
     wire: tuple[str, int] | None
-    """(host, port) when a POST may go over :mod:`agentpool.io.agentwire`: plain http."""
+    """(host, port) when a POST may go over :mod:`agentpool.wire.connections`: plain http."""
 
 
 @functools.lru_cache(maxsize=4096)
@@ -278,9 +278,9 @@ class AgentClient:
         cast: bool,
         trace: dict[str, str] | None = None,
     ) -> Answer | InvokeResult:
-        """``POST`` ``body`` to ``path``: over a kept connection of :mod:`agentpool.io.agentwire`
-        to a plain http endpoint, else through aiohttp. A lost result when no answer came.
-        ``trace`` holds the trace context's headers, if any."""
+        """``POST`` ``body`` to ``path``: over a kept connection of
+        :mod:`agentpool.wire.connections` to a plain http endpoint, else through aiohttp. A lost
+        result when no answer came. ``trace`` holds the trace context's headers, if any."""
         target = _urls(endpoint).wire
         try:
             async with asyncio.timeout(timeout):

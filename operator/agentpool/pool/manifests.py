@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentpool import API_VERSION
-from agentpool.agent import protocol
 from agentpool.api import AgentPoolSpec, Probe
 from agentpool.api.leases import TOKEN_SECRET_SUFFIX
 from agentpool.api.pools import PROBE_TIMINGS
+from agentpool.wire import protocol
 
 POOL_LABEL = "agentpool.dev/pool"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"

@@ -2,7 +2,7 @@
 
 The engine's lanes make every attempt through the run's :class:`AgentCalls`. A retry goes to
 another agent than the one that failed it when one is free at once. The agent gets the envelope
-of the agent protocol (:func:`agentpool.agent.envelopes.envelope_body`); what it answers becomes
+of the agent protocol (:func:`agentpool.wire.envelopes.envelope_body`); what it answers becomes
 a :class:`Verdict` (:func:`judge`, pure): an output (encoded once, for the size cap, the result
 ConfigMap and the journal alike), a failure with its reason, or a refusal of the operator's own
 token, which is for the operator to mend and costs the item no attempt. The agent goes back
@@ -21,7 +21,6 @@ from typing import Any
 from opentelemetry import trace
 
 from agentpool import tracing
-from agentpool.agent.envelopes import envelope_body
 from agentpool.api.reasons import Reason
 from agentpool.pool.checkin import CheckinOutcome, CheckoutFailed
 from agentpool.runs.backlog import Work
@@ -34,6 +33,7 @@ from agentpool.runs.contracts import (
     Waiting,
 )
 from agentpool.runs.results import CHUNK_BYTES, encode
+from agentpool.wire.envelopes import envelope_body
 
 OUTPUT_MAX = CHUNK_BYTES - 1024
 """The largest output an item may have, in bytes of JSON: it must fit one result ConfigMap."""

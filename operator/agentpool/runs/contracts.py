@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from agentpool.agent.envelopes import EnvelopeBody
 from agentpool.api import RawRunStatus
 from agentpool.pool.checkin import CheckinOutcome
+from agentpool.wire.envelopes import EnvelopeBody
 
 
 class HeldAgent(Protocol):

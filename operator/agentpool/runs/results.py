@@ -1,36 +1,27 @@
-"""Where a run's results live, and reading them back as JSON Lines.
+"""Where a run's results live: in its status while they fit, else in ConfigMaps it owns.
 
 Small outputs and failures sit in the run's ``status.items`` and ``status.failures`` while they
 fit a byte budget; an output over 4 KiB, one holding a null, and everything past the budget,
 goes into ConfigMaps
 owned by the run (``<run>-results-<n>``, one ``results.jsonl`` key each, under 900 KiB), which
 ``status.resultRefs`` names in order. The engine places records with :func:`place_record` and
-fills chunks with :class:`ResultChunks`; ``agentpool results RUN`` reads everything back with
-:func:`iter_results`.
+fills chunks with :class:`ResultChunks`; everyone reads them back, ``agentpool results RUN`` and
+the Python client alike, with :func:`agentpool.wire.results.iter_results`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, TypedDict, cast
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from agentpool.api import RawItemFailure, RawResultRef
+from agentpool.wire.results import CHUNK_KEY, ResultRecord
 
-CHUNK_KEY = "results.jsonl"
 SMALL_OUTPUT_BYTES = 4 * 1024
 CHUNK_BYTES = 900 * 1024
 STATUS_RESULTS_BUDGET = 128 * 1024
 """Bytes of ``items`` and ``failures`` kept in status, so the object stays far below 256 KiB."""
-
-
-class ResultRecord(TypedDict, total=False):
-    """One record of a run's results: ``{"id", "output"}`` or ``{"id", "failure"}``, as status
-    holds it and as each line of a result ConfigMap and of ``agentpool results`` is written."""
-
-    id: str
-    output: Any
-    failure: RawItemFailure
 
 
 def chunk_name(run: str, number: int) -> str:
@@ -107,11 +98,6 @@ def record_size(key: str, value: Any, *, size: int | None = None) -> int:
     return encoded_size(key) + size + 2
 
 
-def ref_name(ref: Any) -> str:
-    """The ConfigMap name of a ``status.resultRefs`` entry (``{"name", "outputs", "failures"}``)."""
-    return str(ref["name"]) if isinstance(ref, Mapping) else str(ref)
-
-
 class ResultChunks:
     """The run's result ConfigMaps: appends records, says which ConfigMaps changed."""
 
@@ -164,39 +150,3 @@ class ResultChunks:
 
     def _current(self) -> tuple[str, dict[str, str]]:
         return (self.refs[-1]["name"], {CHUNK_KEY: "\n".join(self._lines) + "\n"})
-
-
-def _chunk_records(data: Mapping[str, str]) -> Iterator[ResultRecord]:
-    for line in data.get(CHUNK_KEY, "").splitlines():
-        if line.strip():
-            record = json.loads(line)
-            if isinstance(record, dict) and "id" in record:
-                # Read as record_line wrote it: the JSON object is a record.
-                yield cast(ResultRecord, record)
-
-
-def iter_results(
-    status: Mapping[str, Any], configmaps: Sequence[Mapping[str, str]]
-) -> Iterator[ResultRecord]:
-    """Every output and failure of a run, once each: from status, then from its ConfigMaps.
-
-    ``configmaps`` holds the ``data`` of each ConfigMap in ``status.resultRefs``, in that order.
-    Records are ``{"id", "output"}`` or ``{"id", "failure": {"reason", "message", ...}}``.
-    """
-    refs = status.get("resultRefs") or []
-    if len(configmaps) != len(refs):
-        names = ", ".join(ref_name(ref) for ref in refs)
-        raise ValueError(f"{len(refs)} result configmaps ({names}) but {len(configmaps)} given")
-    seen: set[str] = set()
-    for key, output in (status.get("items") or {}).items():
-        seen.add(key)
-        yield {"id": key, "output": output}
-    for key, failure in (status.get("failures") or {}).items():
-        if key not in seen:
-            seen.add(key)
-            yield {"id": key, "failure": failure}
-    for data in configmaps:
-        for record in _chunk_records(data):
-            if record["id"] not in seen:
-                seen.add(record["id"])
-                yield record

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from agentpool.api import PoolRunStatus, RawItemFailure, RawResultRef, RawRunStatus
 from agentpool.runs.attempts import Attempts
@@ -22,13 +22,12 @@ from agentpool.runs.items import MADE_UP
 from agentpool.runs.results import (
     ResultChunks,
     encode,
-    iter_results,
     output_line,
     place_record,
     record_line,
     record_size,
-    ref_name,
 )
+from agentpool.wire.results import iter_results, ref_name
 
 
 def flush_due(
@@ -112,7 +111,8 @@ class RunLedger:
             if "failure" in record:
                 ledger.failed += 1
                 if record["failure"].get("reason") in MADE_UP:
-                    ledger.made_up[record["id"]] = RawItemFailure(**record["failure"])
+                    # Read back as the engine wrote it: a copy of the failure's wire form.
+                    ledger.made_up[record["id"]] = cast(RawItemFailure, dict(record["failure"]))
             else:
                 ledger.succeeded += 1
         ledger.attempts = Attempts.restore(status, recorded=ledger.recorded)

@@ -20,11 +20,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from agentpool.agent import protocol
 from agentpool.local.kubelet import probes
 from agentpool.local.kubelet.podstatus import Running, Terminated
 from agentpool.local.kubelet.podworker import Host, PodWorker, now
 from agentpool.local.kubelet.simulator import SimulatedAgent, Simulator
+from agentpool.wire import protocol
 
 logger = logging.getLogger(__name__)
 

@@ -32,8 +32,9 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from agentpool.agent import answers, binding, protocol, routes
-from agentpool.agent.envelopes import Envelope, parse_envelope
+from agentpool.agent import answers, binding, routes
+from agentpool.wire import protocol, tokens
+from agentpool.wire.envelopes import Envelope, parse_envelope
 
 DELAY_INPUT = "delaySeconds"
 _BACKLOG = 64
@@ -58,10 +59,10 @@ class SimulatedAgent:
         self.idle.set()
 
     def authorized(self, request: web.Request, *, lease: bool = False) -> bool:
-        given = binding.bearer_token(request.headers.get("Authorization", ""))
+        given = tokens.bearer_token(request.headers.get("Authorization", ""))
         if given is None:
             return False
-        if binding.same_token(given, self.token):
+        if tokens.same_token(given, self.token):
             return True
         return lease and self.binder.accepts(given, datetime.now(UTC))
 

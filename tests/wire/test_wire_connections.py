@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from agentpool.io.agents import AgentClient
-from agentpool.io.agentwire import WireError, WirePool
+from agentpool.wire.connections import WireError, WirePool
 
 TOKEN = "wire-test-token-7c2d"
 ENVELOPE = {"id": "a", "item": 1, "input": None, "attempt": 1, "run": "r"}

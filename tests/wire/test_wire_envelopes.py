@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from agentpool.agent.envelopes import Envelope, parse_envelope
+from agentpool.wire.envelopes import Envelope, parse_envelope
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,11 @@
-"""The words of the agent protocol (v1), shared by both of its sides.
+"""The words of the agent protocol (v1), shared by every side of it.
 
-The agent SDK (``agentpool.agent.server``) answers with these paths, headers and reasons, and the
-operator's agent client (``agentpool.io.agents``) recognises them, so the two cannot drift apart.
-This module imports nothing but the standard library so either side can use it cheaply.
+The agent SDK (``agentpool.agent.server``) and the local kubelet's simulated agent answer with
+these paths, headers and reasons; the operator's agent client (``agentpool.io.agents``), the
+Python client (``agentpool.client``) and the gateway recognise them; the API's reasons
+(``agentpool.api.reasons``) and the agent pod's variables (``agentpool.pool.manifests``) are
+taken from them, so no two sides can drift apart. This module imports nothing but the standard
+library so any side can use it cheaply.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """The envelope an agent is handed with each item, and its validation.
 
-``agentpool.agent.server`` parses every ``POST /invoke`` body with ``parse_envelope``: the operator
-sends ``{"id", "item", "input", "attempt", "run"}`` (the agent protocol, v1), built by
-:func:`envelope_body`. A body that is not such an object is answered 400 with the sentence this
-module returns.
+Both ends of ``POST /invoke`` meet here. The senders build its body with :func:`envelope_body`:
+the run engine (``agentpool.runs.calls``), the gateway (``agentpool.gateway.requests``) and the
+Python client's leases send ``{"id", "item", "input", "attempt", "run"}`` (the agent protocol,
+v1). The agents read it with :func:`parse_envelope`: the SDK's server (``agentpool.agent.server``)
+and the local kubelet's simulated agent; a body that is not such an object is answered 400 with
+the sentence this module returns.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from agentpool.agent import protocol
+from agentpool.wire import protocol
 
 
 class EnvelopeBody(TypedDict):

@@ -5,7 +5,8 @@ aiohttp's ``ClientSession``: the operator is CPU-bound on small items, and a ses
 costs about three times the CPU of writing one prebuilt request and reading one answer on a kept
 connection (``python -m bench`` measures the difference). Only plain ``http://`` endpoints come
 here; the agent client keeps aiohttp for everything else and for the rarer calls. The Python
-client sends gateway calls the same way, over TLS (``WirePool(tls=...)``).
+client calls its leased agents the same way, and sends gateway calls over TLS
+(``WirePool(tls=...)``): the module sits below both, with nothing of the operator in it.
 
 Connections are kept alive per (host, port), one request at a time each, and dropped after
 :data:`IDLE_SECONDS` idle (as aiohttp's connector does), so a kept connection is never older than
