@@ -442,6 +442,8 @@ def test_the_stand_in_base_is_made_on_a_machine_that_never_made_it(tmp_path: Pat
         assert again.stdout.strip().splitlines()[-1] == base
         assert "made the base" not in again.stderr
     finally:
-        subprocess.run(
-            ["podman", "system", "reset", "--force"], env=env, capture_output=True, check=False
-        )
+        # Only this storage's images, then its folder: `podman system reset` would also take
+        # the machine's networks and podman's shared run folder, which the storage does not
+        # confine.
+        subprocess.run(["podman", "rmi", "--all", "--force"], env=env, capture_output=True)
+        shutil.rmtree(storage, ignore_errors=True)
