@@ -46,6 +46,8 @@ FINALIZER = "local.agentpool.dev/kubelet"
 DEFAULT_GRACE = 30.0
 # A container that ran this many back-off caps without crashing starts its back-off afresh.
 BACKOFF_RESET_FACTOR = 2.0
+# Unhealthy Events of one pod waiting on the API server at once; past it, a failure posts none.
+MAX_PENDING_EVENTS = 4
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +132,9 @@ class PodWorker:
         self._events = recorder.EventRecorder()
         # One Event write at a time, so a repeat finds the name of the Event it repeats.
         self._posting = asyncio.Lock()
+        # Unhealthy Events on their way, posted beside the probes rather than before their
+        # results, so a slow API server never stretches a probe's period.
+        self._posts: set[asyncio.Task[None]] = set()
 
     # Events from the kubelet's watch.
 
@@ -162,8 +167,11 @@ class PodWorker:
                 await self.deleting.wait()
         finally:
             reporter.cancel()
+            for post in self._posts:
+                post.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reporter
+            await asyncio.gather(*self._posts, return_exceptions=True)
         await self._remove()
 
     async def kill(self, grace: float) -> None:
@@ -473,9 +481,18 @@ class PodWorker:
             spec, pod_ip=self.ip, container=container, session=session, env=env, cwd=cwd
         )
         if not result.ok:
-            message = f"{name} probe failed: {result.message}"
-            await self._event(podstatus.UNHEALTHY, message, kind="Warning")
+            self._post_unhealthy(f"{name} probe failed: {result.message}")
         return result
+
+    def _post_unhealthy(self, message: str) -> None:
+        """Post the Unhealthy Event in the background, as a kubelet's recorder does: the probe
+        goes on at once, and while a few posts still wait on the API server, a new one is
+        dropped (the next failure says the same) rather than queued without bound."""
+        if len(self._posts) >= MAX_PENDING_EVENTS:
+            return
+        post = asyncio.create_task(self._event(podstatus.UNHEALTHY, message, kind="Warning"))
+        self._posts.add(post)
+        post.add_done_callback(self._posts.discard)
 
     def _grace(self) -> float:
         """The deletion's grace period, else the pod's terminationGracePeriodSeconds.
