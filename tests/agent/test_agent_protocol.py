@@ -194,6 +194,25 @@ async def test_bad_envelope_is_a_bad_request(spawn: Spawn, client: AgentClient) 
     assert status.uses == 0
 
 
+async def test_aiohttps_own_refusals_come_in_the_protocols_shape(
+    spawn: Spawn, client: AgentClient
+) -> None:
+    """A wrong method or an unknown path is refused with the protocol's JSON error, not
+    aiohttp's text page, so the operator never takes an SDK agent for a server that speaks
+    something else (BadResponse, OutsideProtocol)."""
+    agent = await spawn(ECHO)
+    await wait_until(lambda: client.ready(agent.endpoint), what="echo to become ready")
+    headers = {"Authorization": f"Bearer {agent.token}"}
+    async with aiohttp.ClientSession(headers=headers) as session:
+        for method, path, status in (("GET", "/invoke", 405), ("POST", "/nowhere", 404)):
+            async with session.request(method, agent.endpoint + path) as response:
+                assert response.status == status
+                assert response.content_type == "application/json"
+                body = await response.json()
+            assert body["error"]["reason"] == "BadRequest", body
+            assert body["error"]["message"], body
+
+
 async def test_reset(spawn: Spawn, client: AgentClient) -> None:
     """/reset returns the agent to a fresh state; a failing reset is reported as a failure."""
     agent = await spawn(GATED)
