@@ -223,6 +223,19 @@ def test_observe_pod_reads_when_the_container_started_running() -> None:
     seen = observe_pod(pod({"phase": "Running", "containerStatuses": [{"state": started}]}))
     assert seen.running_since == observe_pod(pod({})).created_at + 3.0
     assert observe_pod(pod({"phase": "Pending"})).running_since is None
+    # With a sidecar listed first, the agent container's start counts, not the sidecar's.
+    sidecar = {"running": {"startedAt": "2026-01-01T00:00:01Z"}}
+    two = pod(
+        {
+            "phase": "Running",
+            "containerStatuses": [
+                {"name": "proxy", "state": sidecar},
+                {"name": "agent", "state": started},
+            ],
+        }
+    )
+    two["spec"]["containers"] = [{"name": "agent"}, {"name": "proxy"}]
+    assert observe_pod(two).running_since == observe_pod(pod({})).created_at + 3.0
 
 
 def test_failure_of_names_the_pod_and_the_cause() -> None:

@@ -61,8 +61,13 @@ def container_waiting_reason(pod: RawBody) -> str | None:
 
 
 def running_since(pod: RawBody) -> float | None:
-    """When the agent container last started running, if it runs now."""
+    """When the agent container (the template's first) last started running, if it runs now:
+    a sidecar's start, which the kubelet may list first, says nothing of the agent's."""
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
+    agent = containers[0].get("name")
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if agent is not None and status.get("name") != agent:
+            continue
         running = (status.get("state") or {}).get("running")
         if running is not None:
             return epoch(running.get("startedAt"))
