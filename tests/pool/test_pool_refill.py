@@ -20,7 +20,9 @@ from agentpool.pool import ObservedAgent, PoolPolicy, Waiter, plan
 @st.composite
 def kept_pods(draw: st.DrawFn, agents: list[ObservedAgent]) -> dict[str, float]:
     """Some of the failed pods on their way out, kept for a look, each with when it failed."""
-    failed = [agent.name for agent in agents if agent.failed and agent.deleting]
+    failed = [
+        agent.name for agent in agents if agent.failed and agent.deleting and agent.gone_by is None
+    ]
     names = draw(st.lists(st.sampled_from(failed), unique=True)) if failed else []
     return {name: draw(st.floats(0, 100)) for name in names}
 
@@ -46,11 +48,12 @@ def test_a_plan_never_shows_more_than_max_unready_pods_nor_starts_fewer_than_it_
     Ready (kept failed ones and those being deleted included) are at most maxUnready whenever
     the plan creates a pod or a rollout retires a Ready agent; it creates all it wants unless
     maxUnready is what stops it; and only then does it release kept failed pods, the oldest,
-    no more than the agents it holds back less the pods already going."""
+    no more than the agents and Ready outdated retirements it holds back less the pods already
+    going."""
     policy = dataclasses.replace(policy, max_unready=max_unready)
     kept = data.draw(kept_pods(agents))
     decided = plan(policy, agents, waiters, now, kept=kept)
-    not_ready = showing_not_ready(agents, decided.retired_names)
+    not_ready = showing_not_ready(agents, decided.retired_names, now)
     by_name = {agent.name: agent for agent in agents}
     rolled = [
         r.name
@@ -72,7 +75,7 @@ def test_a_plan_never_shows_more_than_max_unready_pods_nor_starts_fewer_than_it_
         )
         assert not_ready + decided.create >= max_unready
     assert set(decided.release) <= set(kept)
-    assert len(decided.release) <= max(0, unbounded.create - decided.create)
+    assert len(decided.release) <= max(0, unbounded.create - decided.create) + len(held_back)
     if decided.release:
         last = max(kept[name] for name in decided.release)
         assert all(kept[name] >= last for name in set(kept) - set(decided.release))
@@ -175,12 +178,15 @@ ROLLING = PoolPolicy(min_size=3, max_size=3, max_unavailable=1, max_unready=2, t
             [],
             ["new-a"],
         ),
-        # A pod on its way out makes room by itself for the one new pod the surge has a place
-        # for: the kept pod stays for a look.
+        # Pods on their way out make room by themselves for the one new pod the surge has a
+        # place for and the old agent the rollout retires next: the kept pod stays for a look.
         (
             old_agents(3)
             + kept_failed("new-a")
-            + [ObservedAgent(name="old-9", ready=True, deleting=True, template_hash="h0")],
+            + [
+                ObservedAgent(name=f"old-{n}", ready=True, deleting=True, template_hash="h0")
+                for n in (8, 9)
+            ],
             {"new-a": 10.0},
             0,
             [],
@@ -196,15 +202,16 @@ def test_a_rollout_of_a_crashing_template_stays_within_max_unready(
     release: list[str],
 ) -> None:
     """Three agents, maxUnavailable 1, maxUnready 2, a new template whose agents fail: at most
-    two pods not Ready at once, two old agents serving, and kept failed pods give way to new
-    agents only when they are what holds them back."""
+    two pods not Ready at once whenever the plan moves, two old agents serving, and kept failed
+    pods give way to new agents only when they are what holds them back."""
     decided = plan(ROLLING, agents, [], 100.0, kept=kept)
     assert (decided.create, list(decided.retired_names), list(decided.release)) == (
         create,
         retired,
         release,
     )
-    assert showing_not_ready(agents, decided.retired_names) + decided.create <= 2
+    if decided.create or decided.retire:
+        assert showing_not_ready(agents, decided.retired_names, 100.0) + decided.create <= 2
 
 
 def test_a_refill_releases_the_oldest_kept_pods_it_needs_room_for() -> None:
@@ -218,3 +225,28 @@ def test_a_refill_releases_the_oldest_kept_pods_it_needs_room_for() -> None:
     assert (decided.create, decided.release) == (0, ("f2", "f1"))
     decided = plan(policy, ready + kept_failed("f1"), [], 100.0, kept={"f1": 30.0})
     assert (decided.create, decided.release) == (1, ("f1",))
+
+
+@pytest.mark.parametrize(
+    ("now", "create"),
+    [
+        # Within their grace (gone by 40, counted to 70) the ten pods on their way out fill
+        # maxUnready: nothing starts yet.
+        (60.0, 0),
+        # Well past it their node is lost and they may stay Terminating for good: they no
+        # longer count, and the ten missing agents start.
+        (70.0, 10),
+        (10_000.0, 10),
+    ],
+)
+def test_pods_lost_with_their_node_stop_blocking_the_refill(now: float, create: int) -> None:
+    """minSize 12, maxUnready 10: a node died with ten agents, whose pods were deleted at 10
+    with a grace of 30 s and stay Terminating; two agents are Ready elsewhere."""
+    policy = PoolPolicy(min_size=12, max_size=12)
+    agents = [
+        ObservedAgent(name=f"lost-{n}", ready_at=1.0, deleting=True, gone_by=40.0)
+        for n in range(10)
+    ] + [ObservedAgent(name=f"ok-{n}", ready=True, ready_at=1.0) for n in range(2)]
+    assert policy.max_unready == 10
+    decided = plan(policy, agents, [], now)
+    assert (decided.create, decided.retire, decided.release) == (create, (), ())
