@@ -159,13 +159,14 @@ ROLLING = PoolPolicy(min_size=3, max_size=3, max_unavailable=1, max_unready=2, t
         # new pod starts beside it, not two.
         (old_agents(3), {}, 1, ["old-0"], []),
         # Two failed new pods kept for a look fill maxUnready: no old agent goes, nothing
-        # starts, and the oldest failure gives way to the next new pod.
+        # starts, and both give way, oldest first: one to the next new pod, one to the old
+        # agent the rollout retires.
         (
             old_agents(3) + kept_failed("new-a", "new-b"),
             {"new-a": 20.0, "new-b": 10.0},
             0,
             [],
-            ["new-b"],
+            ["new-b", "new-a"],
         ),
         # One kept pod and one new pod starting: the surge has a place for one more, so the
         # kept pod gives way and the next new pod starts once it is gone.
@@ -250,3 +251,30 @@ def test_pods_lost_with_their_node_stop_blocking_the_refill(now: float, create: 
     assert policy.max_unready == 10
     decided = plan(policy, agents, [], now)
     assert (decided.create, decided.retire, decided.release) == (create, (), ())
+
+
+def test_a_kept_pod_gives_way_to_a_rollout_that_used_its_surge() -> None:
+    """maxUnready 1, three old agents Ready and the one new agent the surge allows Ready too,
+    one failed pod kept for a look: no new pod may start until an old agent goes, and none goes
+    while the kept pod fills maxUnready, so the kept pod gives way rather than stall the rollout
+    for as long as it is kept."""
+    policy = PoolPolicy(
+        min_size=3,
+        max_size=3,
+        template_hash="new",
+        max_surge=1,
+        max_unavailable=0,
+        max_unready=1,
+    )
+    agents = [
+        ObservedAgent(name=f"old-{n}", ready=True, ready_at=1.0, template_hash="old")
+        for n in range(3)
+    ] + [
+        ObservedAgent(name="new-0", created_at=2.0, ready=True, ready_at=5.0, template_hash="new"),
+        ObservedAgent(name="crashed", failed=True, deleting=True, template_hash="old"),
+    ]
+    decided = plan(policy, agents, [], 10.0, kept={"crashed": 8.0})
+    assert (decided.create, decided.retire, decided.release) == (0, (), ("crashed",))
+    # Once it is gone, the rollout goes on: an old agent retires.
+    decided = plan(policy, agents[:-1], [], 10.0, kept={})
+    assert (decided.create, decided.retired_names, decided.release) == (0, ("old-0",), ())

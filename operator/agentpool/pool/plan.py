@@ -165,7 +165,7 @@ def plan(
     showing = sum(1 for agent in agents if not lost(agent, now)) - sum(
         1 for agent in keep if agent.ready
     )
-    rolled, _ = _rollout_retirements(
+    rolled, blocked = _rollout_retirements(
         keep,
         stale,
         desired=desired,
@@ -193,7 +193,7 @@ def plan(
         retire=tuple(retire),
         desired=desired,
         held=held,
-        release=_giving_way(agents, retire, kept or {}, now, short=create - room),
+        release=_giving_way(agents, retire, kept or {}, now, short=max(0, create - room) + blocked),
     )
 
 
