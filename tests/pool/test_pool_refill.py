@@ -47,7 +47,7 @@ def test_a_plan_never_shows_more_than_max_unready_pods_nor_starts_fewer_than_it_
     """Once the plan's pods exist and its retired agents are on their way out, the pods not
     Ready (kept failed ones and those being deleted included) are at most maxUnready whenever
     the plan creates a pod or a rollout retires a Ready agent; it creates all it wants unless
-    maxUnready is what stops it; and only then does it release kept failed pods, the oldest,
+    maxUnready is what stops it; and only then do kept failed pods give way, the oldest,
     no more than the agents and Ready outdated retirements it holds back less the pods already
     going."""
     policy = dataclasses.replace(policy, max_unready=max_unready)
@@ -74,11 +74,11 @@ def test_a_plan_never_shows_more_than_max_unready_pods_nor_starts_fewer_than_it_
             for name in held_back
         )
         assert not_ready + decided.create >= max_unready
-    assert set(decided.release) <= set(kept)
-    assert len(decided.release) <= max(0, unbounded.create - decided.create) + len(held_back)
-    if decided.release:
-        last = max(kept[name] for name in decided.release)
-        assert all(kept[name] >= last for name in set(kept) - set(decided.release))
+    assert set(decided.give_way) <= set(kept)
+    assert len(decided.give_way) <= max(0, unbounded.create - decided.create) + len(held_back)
+    if decided.give_way:
+        last = max(kept[name] for name in decided.give_way)
+        assert all(kept[name] >= last for name in set(kept) - set(decided.give_way))
 
 
 @settings(max_examples=200, deadline=None)
@@ -153,7 +153,7 @@ ROLLING = PoolPolicy(min_size=3, max_size=3, max_unavailable=1, max_unready=2, t
 
 
 @pytest.mark.parametrize(
-    ("agents", "kept", "create", "retired", "release"),
+    ("agents", "kept", "create", "retired", "give_way"),
     [
         # A rollout begins: the Ready agent it retires shows not Ready on its way out, so one
         # new pod starts beside it, not two.
@@ -200,22 +200,22 @@ def test_a_rollout_of_a_crashing_template_stays_within_max_unready(
     kept: dict[str, float],
     create: int,
     retired: list[str],
-    release: list[str],
+    give_way: list[str],
 ) -> None:
     """Three agents, maxUnavailable 1, maxUnready 2, a new template whose agents fail: at most
     two pods not Ready at once whenever the plan moves, two old agents serving, and kept failed
     pods give way to new agents only when they are what holds them back."""
     decided = plan(ROLLING, agents, [], 100.0, kept=kept)
-    assert (decided.create, list(decided.retired_names), list(decided.release)) == (
+    assert (decided.create, list(decided.retired_names), list(decided.give_way)) == (
         create,
         retired,
-        release,
+        give_way,
     )
     if decided.create or decided.retire:
         assert showing_not_ready(agents, decided.retired_names, 100.0) + decided.create <= 2
 
 
-def test_a_refill_releases_the_oldest_kept_pods_it_needs_room_for() -> None:
+def test_a_refill_makes_the_oldest_kept_pods_it_needs_room_for_give_way() -> None:
     """minSize 4, maxUnready 2: two agents failed and are kept, two are Ready. The pool wants
     two more and has no room: the two kept pods give way, oldest first, and creation waits for
     them to go; with one of them already gone, one agent starts and the other kept pod stays."""
@@ -223,9 +223,9 @@ def test_a_refill_releases_the_oldest_kept_pods_it_needs_room_for() -> None:
     ready = [ObservedAgent(name=f"a{n}", ready=True, ready_at=0.0) for n in range(2)]
     kept = {"f1": 30.0, "f2": 20.0}
     decided = plan(policy, ready + kept_failed("f1", "f2"), [], 100.0, kept=kept)
-    assert (decided.create, decided.release) == (0, ("f2", "f1"))
+    assert (decided.create, decided.give_way) == (0, ("f2", "f1"))
     decided = plan(policy, ready + kept_failed("f1"), [], 100.0, kept={"f1": 30.0})
-    assert (decided.create, decided.release) == (1, ("f1",))
+    assert (decided.create, decided.give_way) == (1, ("f1",))
 
 
 @pytest.mark.parametrize(
@@ -250,7 +250,7 @@ def test_pods_lost_with_their_node_stop_blocking_the_refill(now: float, create: 
     ] + [ObservedAgent(name=f"ok-{n}", ready=True, ready_at=1.0) for n in range(2)]
     assert policy.max_unready == 10
     decided = plan(policy, agents, [], now)
-    assert (decided.create, decided.retire, decided.release) == (create, (), ())
+    assert (decided.create, decided.retire, decided.give_way) == (create, (), ())
 
 
 def test_a_kept_pod_gives_way_to_a_rollout_that_used_its_surge() -> None:
@@ -274,7 +274,7 @@ def test_a_kept_pod_gives_way_to_a_rollout_that_used_its_surge() -> None:
         ObservedAgent(name="crashed", failed=True, deleting=True, template_hash="old"),
     ]
     decided = plan(policy, agents, [], 10.0, kept={"crashed": 8.0})
-    assert (decided.create, decided.retire, decided.release) == (0, (), ("crashed",))
+    assert (decided.create, decided.retire, decided.give_way) == (0, (), ("crashed",))
     # Once it is gone, the rollout goes on: an old agent retires.
     decided = plan(policy, agents[:-1], [], 10.0, kept={})
-    assert (decided.create, decided.retired_names, decided.release) == (0, ("old-0",), ())
+    assert (decided.create, decided.retired_names, decided.give_way) == (0, ("old-0",), ())

@@ -11,7 +11,7 @@ starting, failed pods kept for a look (:mod:`agentpool.pool.postmortem`), and po
 out, a Ready agent retired now among them since its pod turns not Ready before it goes. The plan
 creates pods, and a rollout retires Ready agents, only within it, so a pool whose agents cannot
 turn Ready holds a few pods rather than all of them. When kept failed pods are what stands in the
-way of the agents it wants, the plan releases the oldest of them, and creates once they are gone:
+way of the agents it wants, the oldest of them give way, and the plan creates once they are gone:
 a look at a failed pod never costs the pool an agent for long. A pod being deleted counts only
 until its grace period and `LOST_MARGIN_SECONDS` more have passed (`ObservedAgent.gone_by`): one
 still there by then sits on a node that no longer answers and may stay Terminating for good, so
@@ -61,16 +61,16 @@ class Plan:
 
     `create` new pods, `retire` these agents (never a busy one), aiming at `desired` live agents;
     `held` names the pods that cannot start (unschedulable, image pull failing) and are kept, not
-    replaced, so a pool that cannot schedule does not churn pods. `release` names failed pods
+    replaced, so a pool that cannot schedule does not churn pods. `give_way` names failed pods
     kept for a look that are to be deleted now, oldest first, because maxUnready leaves no room
-    for the agents wanted while they stay.
+    for the agents wanted, or the outdated agents a rollout retires, while they stay.
     """
 
     create: int
     retire: tuple[Retirement, ...]
     desired: int
     held: tuple[str, ...] = ()
-    release: tuple[str, ...] = ()
+    give_way: tuple[str, ...] = ()
 
     @property
     def retired_names(self) -> tuple[str, ...]:
@@ -193,7 +193,9 @@ def plan(
         retire=tuple(retire),
         desired=desired,
         held=held,
-        release=_giving_way(agents, retire, kept or {}, now, short=max(0, create - room) + blocked),
+        give_way=_giving_way(
+            agents, retire, kept or {}, now, short=max(0, create - room) + blocked
+        ),
     )
 
 
