@@ -190,6 +190,21 @@ def pod(status: dict[str, Any], **meta: Any) -> dict[str, Any]:
     }
 
 
+STAMP = "2026-01-01T00:01:00Z"
+
+
+def test_observe_pod_reads_when_a_pod_being_deleted_should_be_gone() -> None:
+    """Its deletion stamp plus its deletion grace period, else its spec's, else 30 s."""
+    start = observe_pod(pod({}, deletionTimestamp=STAMP)).created_at
+    assert observe_pod(pod({})).gone_by is None
+    assert observe_pod(pod({}, deletionTimestamp=STAMP)).gone_by == start + 60 + 30
+    graced = pod({}, deletionTimestamp=STAMP, deletionGracePeriodSeconds=5)
+    assert observe_pod(graced).gone_by == start + 60 + 5
+    spec_graced = pod({}, deletionTimestamp=STAMP)
+    spec_graced["spec"]["terminationGracePeriodSeconds"] = 0
+    assert observe_pod(spec_graced).gone_by == start + 60
+
+
 def test_observe_pod_reads_readiness_and_failure() -> None:
     """Ready means Running with Ready=True; a failed or crash-looping pod is failed."""
     ready = pod(
@@ -205,7 +220,7 @@ def test_observe_pod_reads_readiness_and_failure() -> None:
     assert seen.ready
     assert seen.cold_start_seconds == 4.0
     assert seen.ip == "127.0.0.2"
-    assert not observe_pod(pod({"phase": "Running"}, deletionTimestamp="x")).ready
+    assert not observe_pod(pod({"phase": "Running"}, deletionTimestamp=STAMP)).ready
     crashing = pod(
         {
             "phase": "Running",

@@ -17,6 +17,7 @@ from agentpool.pool import (
     order_waiters,
     plan,
 )
+from agentpool.pool.plan import lost
 
 
 @st.composite
@@ -59,7 +60,8 @@ def agent_lists(draw: st.DrawFn) -> list[ObservedAgent]:
                 quarantined=draw(st.booleans()),
                 failed=draw(st.booleans()),
                 lost=draw(st.booleans()),
-                deleting=draw(st.booleans()),
+                deleting=(deleting := draw(st.booleans())),
+                gone_by=draw(st.none() | st.floats(0, 400)) if deleting else None,
                 unschedulable=draw(st.booleans()),
                 template_hash=draw(st.sampled_from(["", "h1"])),
             )
@@ -75,11 +77,14 @@ waiter_lists = st.lists(
 nows = st.floats(100, 400)
 
 
-def showing_not_ready(agents: list[ObservedAgent], retired: tuple[str, ...]) -> int:
+def showing_not_ready(agents: list[ObservedAgent], retired: tuple[str, ...], now: float) -> int:
     """The pods a watcher sees not Ready once the plan is applied: every pod but the Ready agents
     kept; a failed pod kept for a look, a pod being deleted and a Ready agent retired (its pod
-    turns not Ready on its way out) all count."""
-    return sum(1 for a in agents if not (a.live and a.ready and a.name not in retired))
+    turns not Ready on its way out) all count, but a pod being deleted and still there well past
+    its grace period, lost with its node."""
+    return sum(
+        1 for a in agents if not (a.live and a.ready and a.name not in retired) and not lost(a, now)
+    )
 
 
 @settings(max_examples=400, deadline=None)
@@ -91,9 +96,11 @@ def test_plan_stays_within_sizes_and_spares_busy_agents(
     now: float,
 ) -> None:
     """Never more than maxSize (unless busy agents alone exceed it, or a rollout surges past
-    it by maxSurge), never fewer than minSize (unless maxUnready holds creation back), never a
-    busy agent retired, never an agent retired twice or created and timed out at once."""
+    it by maxSurge), never fewer than minSize (unless maxUnready holds creation back, with pods
+    still within their grace), never a busy agent retired, never an agent retired twice or
+    created and timed out at once; and a pod lost with its node weighs on nothing."""
     result = plan(policy, agents, waiters, now)
+    assert plan(policy, [a for a in agents if not lost(a, now)], waiters, now) == result
     live = [agent for agent in agents if agent.live]
     by_name = {agent.name: agent for agent in agents}
     busy = sum(agent.busy for agent in live)
@@ -102,7 +109,7 @@ def test_plan_stays_within_sizes_and_spares_busy_agents(
     surge = policy.rollout_bounds(result.desired)[0] if policy.template_hash and rolling else 0
 
     assert planned <= max(policy.max_size + surge, busy)
-    not_ready = showing_not_ready(agents, result.retired_names) + result.create
+    not_ready = showing_not_ready(agents, result.retired_names, now) + result.create
     assert planned >= policy.min_size or not_ready >= policy.max_unready
     assert result.create >= 0
     assert len(set(result.retired_names)) == len(result.retire)

@@ -94,6 +94,7 @@ class AgentRecord:
             token_hash=pod.token_hash,
             ip=pod.ip,
             running_since=pod.running_since,
+            gone_by=pod.gone_by,
         )
 
 

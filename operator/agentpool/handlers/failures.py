@@ -1,7 +1,7 @@
 """What a pool's loop does with the agents it retires: count failures, keep or delete their pods.
 
 :mod:`agentpool.handlers.pools` calls :func:`set_aside` for each agent a pass retires and
-:func:`release_kept` once per pass; :mod:`agentpool.handlers.poolstatus` asks
+:func:`drop_kept` once per pass; :mod:`agentpool.handlers.poolstatus` asks
 :func:`health_ahead` for the memory with the failed agents not retired yet counted. What the
 pool remembers of a retirement (a failure before Ready, a quarantine, readiness lost) and whether
 a pod is kept are decided by :mod:`agentpool.pool.health`; the pod of an agent that failed, whose
@@ -54,15 +54,15 @@ def _start_failure(handle: PoolHandle, health: PoolHealth, name: str, now: float
     )
 
 
-def release_kept(handle: PoolHandle, now: float, *, giving_way: Collection[str] = ()) -> None:
+def drop_kept(handle: PoolHandle, now: float, *, give_way: Collection[str] = ()) -> None:
     """Queue for deletion the kept pods whose time is up, and those the plan asks to give way
-    to new agents under maxUnready; forget those already gone. A kept pod gives way only when
-    new agents may start now: not to one that waits out a back-off meanwhile."""
+    to new agents or a rollout under maxUnready; forget those already gone. A kept pod gives
+    way only when new agents may start now: not to one that waits out a back-off meanwhile."""
     for name in [name for name in handle.kept if name not in handle.pods]:
         del handle.kept[name]
-    released = expired(handle.kept, now, keep_seconds=handle.settings.keep_failed_seconds)
+    dropped = expired(handle.kept, now, keep_seconds=handle.settings.keep_failed_seconds)
     if handle.health.creation_hold(now) <= 0:
-        released += [name for name in giving_way if name in handle.kept]
-    for name in sorted(set(released)):
+        dropped += [name for name in give_way if name in handle.kept]
+    for name in sorted(set(dropped)):
         del handle.kept[name]
         handle.undeleted.add(name)

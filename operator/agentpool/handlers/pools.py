@@ -295,7 +295,7 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
     waiters = handle.broker.waiters()
     decided = plan(policy, agents, waiters, now, kept=handle.kept)
     done = retire(handle, body, decided, now)
-    failures.release_kept(handle, now, giving_way=decided.release)
+    failures.drop_kept(handle, now, give_way=decided.give_way)
     await delete_retired(runtime, handle)
     await check_template(runtime, handle, body=body, pool=pool, spec=spec, policy=policy, now=now)
     created = await create_agents(

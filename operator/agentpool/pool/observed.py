@@ -30,7 +30,10 @@ class ObservedAgent:
     items the rest of the pool served (see :mod:`agentpool.pool.quarantine`). `waiting_reason`
     is the agent container's waiting reason, such as ImagePullBackOff; `running_since` is when
     its container last started running (None: it is not running), so an agent that runs but
-    never turns Ready is told apart from one still being created.
+    never turns Ready is told apart from one still being created. `gone_by` is when a pod being
+    deleted should be gone, its deletion stamp and grace period passed (None: not known, or not
+    deleted in the API yet); a pod still there well after it sits on a node that no longer
+    answers, and may stay Terminating for good.
 
     `slots` is how many items the agent serves at once and `busy_slots` how many it serves now;
     `busy` means at least one slot is busy (a leased agent holds all of them). For an agent with
@@ -61,6 +64,7 @@ class ObservedAgent:
     token_hash: str = ""
     ip: str | None = None
     running_since: float | None = None
+    gone_by: float | None = None
 
     @property
     def live(self) -> bool:

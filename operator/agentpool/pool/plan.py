@@ -11,8 +11,12 @@ starting, failed pods kept for a look (:mod:`agentpool.pool.postmortem`), and po
 out, a Ready agent retired now among them since its pod turns not Ready before it goes. The plan
 creates pods, and a rollout retires Ready agents, only within it, so a pool whose agents cannot
 turn Ready holds a few pods rather than all of them. When kept failed pods are what stands in the
-way of the agents it wants, the plan releases the oldest of them, and creates once they are gone:
-a look at a failed pod never costs the pool an agent for long.
+way of the agents it wants, the oldest of them give way, and the plan creates once they are gone:
+a look at a failed pod never costs the pool an agent for long. A pod being deleted counts only
+until its grace period and `LOST_MARGIN_SECONDS` more have passed (`ObservedAgent.gone_by`): one
+still there by then sits on a node that no longer answers and may stay Terminating for good, so
+it must not keep the pool from refilling (a Deployment leaves terminating pods out for that
+reason).
 
 A changed pod template rolls as a Deployment rolls: new agents start first, up to `maxSurge`
 pods above the desired agents (even past `maxSize`), and an idle outdated agent is retired only
@@ -38,6 +42,10 @@ from agentpool.pool.recycling import due_reason, outdated, retirement_reason
 
 HELD_REASONS = frozenset({IMAGE_PULL_BACK_OFF, ERR_IMAGE_PULL, CRASH_LOOP_BACK_OFF})
 
+#: Seconds past a deleted pod's `gone_by` during which it still counts against maxUnready: the
+#: kubelet's last status and the watch event take a moment after the grace period ends.
+LOST_MARGIN_SECONDS = 30.0
+
 
 @dataclass(frozen=True, slots=True)
 class Retirement:
@@ -53,16 +61,16 @@ class Plan:
 
     `create` new pods, `retire` these agents (never a busy one), aiming at `desired` live agents;
     `held` names the pods that cannot start (unschedulable, image pull failing) and are kept, not
-    replaced, so a pool that cannot schedule does not churn pods. `release` names failed pods
+    replaced, so a pool that cannot schedule does not churn pods. `give_way` names failed pods
     kept for a look that are to be deleted now, oldest first, because maxUnready leaves no room
-    for the agents wanted while they stay.
+    for the agents wanted, or the outdated agents a rollout retires, while they stay.
     """
 
     create: int
     retire: tuple[Retirement, ...]
     desired: int
     held: tuple[str, ...] = ()
-    release: tuple[str, ...] = ()
+    give_way: tuple[str, ...] = ()
 
     @property
     def retired_names(self) -> tuple[str, ...]:
@@ -152,15 +160,19 @@ def plan(
             retire.append(Retirement(agent.name, RetireReason.IDLE_TIMEOUT))
             keep.remove(agent)
 
-    # Every pod but the Ready agents kept shows not Ready to a watcher, now or on its way out.
-    showing = len(agents) - sum(1 for agent in keep if agent.ready)
-    for agent in _rollout_retirements(
+    # Every pod but the Ready agents kept shows not Ready to a watcher, now or on its way out,
+    # but for the pods lost with their node.
+    showing = sum(1 for agent in agents if not lost(agent, now)) - sum(
+        1 for agent in keep if agent.ready
+    )
+    rolled, blocked = _rollout_retirements(
         keep,
         stale,
         desired=desired,
         unavailable=unavailable,
         room=policy.max_unready - showing,
-    ):
+    )
+    for agent in rolled:
         retire.append(Retirement(agent.name, RetireReason.OUTDATED))
         keep.remove(agent)
         showing += int(agent.ready)
@@ -181,7 +193,17 @@ def plan(
         retire=tuple(retire),
         desired=desired,
         held=held,
-        release=_giving_way(agents, retire, kept or {}, short=create - room),
+        give_way=_giving_way(
+            agents, retire, kept or {}, now, short=max(0, create - room) + blocked
+        ),
+    )
+
+
+def lost(agent: ObservedAgent, now: float) -> bool:
+    """A pod being deleted that is still there well past its grace period: its node no longer
+    answers, and it no longer counts against maxUnready."""
+    return (
+        agent.deleting and agent.gone_by is not None and now >= agent.gone_by + LOST_MARGIN_SECONDS
     )
 
 
@@ -202,35 +224,43 @@ def _rollout_retirements(
     desired: int,
     unavailable: int,
     room: int,
-) -> list[ObservedAgent]:
+) -> tuple[list[ObservedAgent], int]:
     """The idle outdated agents a rollout retires now: any that is not Ready (it serves no
     one), then Ready ones while the Ready agents stay at least `desired - unavailable` and
-    `room` more pods may show not Ready, as a Ready agent's pod does on its way out."""
+    `room` more pods may show not Ready, as a Ready agent's pod does on its way out. With
+    them, how many more Ready ones the floor lets go but `room` holds back, so kept failed
+    pods can give way to a rollout that has used its surge as they do to new agents."""
     ready = sum(1 for agent in keep if agent.ready)
     floor = desired - unavailable
     chosen = []
+    blocked = 0
     for agent in sorted(stale, key=lambda agent: (agent.ready, agent.name)):
         if agent.busy:
             continue
         if agent.ready:
-            if ready - 1 < floor or room < 1:
+            if ready - 1 < floor:
                 continue
             ready -= 1
+            if room < 1:
+                blocked += 1
+                continue
             room -= 1
         chosen.append(agent)
-    return chosen
+    return chosen, blocked
 
 
 def _giving_way(
     agents: Sequence[ObservedAgent],
     retire: Sequence[Retirement],
     kept: Mapping[str, float],
+    now: float,
     *,
     short: int,
 ) -> tuple[str, ...]:
-    """The kept failed pods to delete so that `short` more agents can start, oldest failure
-    first: as many as the pods already on their way out do not make room for. A failed agent
-    retired now may be kept in its turn, so it makes no room yet."""
+    """The kept failed pods to delete so that `short` more pods can start or Ready outdated
+    agents go, oldest failure first: as many as the pods already on their way out do not make
+    room for (a pod lost with its node made its room already). A failed agent retired now may
+    be kept in its turn, so it makes no room yet."""
     present = {agent.name for agent in agents}
     candidates = sorted((name for name in kept if name in present), key=lambda n: (kept[n], n))
     retiring = {retirement.name for retirement in retire}
@@ -238,6 +268,7 @@ def _giving_way(
         1
         for agent in agents
         if agent.name not in kept
+        and not lost(agent, now)
         and (agent.deleting or (agent.name in retiring and not agent.failed))
     )
     return tuple(candidates[: max(0, short - going)])

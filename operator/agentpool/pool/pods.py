@@ -94,6 +94,27 @@ def failed_at(pod: RawBody) -> float | None:
     return max((end for end in ends if end is not None), default=None)
 
 
+#: The grace period Kubernetes gives a pod when neither its deletion nor its spec names one.
+DEFAULT_GRACE_SECONDS = 30.0
+
+
+def gone_by(pod: RawBody) -> float | None:
+    """When a pod being deleted should be gone: its deletionTimestamp plus its deletion grace
+    period (the API server already adds the grace to the stamp, the local one does not, so this
+    errs late by one grace period at most). None while the pod is not being deleted."""
+    meta = pod["metadata"]
+    stamp = epoch(meta.get("deletionTimestamp"))
+    if stamp is None:
+        return None
+    for grace in (
+        meta.get("deletionGracePeriodSeconds"),
+        (pod.get("spec") or {}).get("terminationGracePeriodSeconds"),
+    ):
+        if isinstance(grace, int | float):
+            return stamp + grace
+    return stamp + DEFAULT_GRACE_SECONDS
+
+
 def is_unschedulable(pod: RawBody) -> bool:
     scheduled = condition(pod, "PodScheduled")
     return bool(
@@ -133,6 +154,7 @@ def observe_pod(
         token_hash=(meta.get("annotations") or {}).get(TOKEN_HASH_ANNOTATION, ""),
         ip=status.get("podIP"),
         running_since=running_since(pod),
+        gone_by=gone_by(pod),
     )
 
 
