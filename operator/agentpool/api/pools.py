@@ -350,11 +350,12 @@ class AgentPoolSpec(ApiModel):
     max_unready: int = Field(default=10, ge=1)
     """The most agent pods that may be not Ready at once, counted as a watch of the pool's pods
     sees them: pods starting, failed pods kept for a look, and pods on their way out (a retired
-    agent's pod turns not Ready before it goes). The pool creates pods, and a rollout retires a
-    Ready agent, only within this count, so an agent that never turns Ready (or a node that
-    cannot run it) holds at most this many pods, however large the pool. Kept failed pods give
-    way, oldest first, when they are what keeps the pool from starting the agents it wants.
-    Pods removed for other reasons (a scale-down, a recycled or failed agent) are not held back
+    agent's pod turns not Ready before it goes), each until its grace period and 30 s more have
+    passed (one still Terminating then is on a lost node). The pool creates pods, and a rollout
+    retires a Ready agent, only within this count, so an agent that never turns Ready (or a
+    node that cannot run it) holds at most this many pods, however large the pool. Kept failed
+    pods give way, oldest first, when they are what keeps the pool from starting the agents it
+    wants or a rollout from retiring its next outdated agent. Pods removed for other reasons (a scale-down, a recycled or failed agent) are not held back
     for it, but no pod is created until the count is back within it. The default 10 starts most
     pools and bursts at once; raise it for large pools that must fill faster than one cold
     start per 10 agents."""
