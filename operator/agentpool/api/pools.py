@@ -355,10 +355,10 @@ class AgentPoolSpec(ApiModel):
     retires a Ready agent, only within this count, so an agent that never turns Ready (or a
     node that cannot run it) holds at most this many pods, however large the pool. Kept failed
     pods give way, oldest first, when they are what keeps the pool from starting the agents it
-    wants or a rollout from retiring its next outdated agent. Pods removed for other reasons (a scale-down, a recycled or failed agent) are not held back
-    for it, but no pod is created until the count is back within it. The default 10 starts most
-    pools and bursts at once; raise it for large pools that must fill faster than one cold
-    start per 10 agents."""
+    wants or a rollout from retiring its next outdated agent. Pods removed for other reasons (a
+    scale-down, a recycled or failed agent) are not held back for it, but no pod is created
+    until the count is back within it. The default 10 starts most pools and bursts at once;
+    raise it for large pools that must fill faster than one cold start per 10 agents."""
     checkout_timeout_seconds: int = Field(default=30, ge=1)
     """How long a checkout waits for an agent before it fails; runs and leases may override."""
     call_timeout_seconds: int = Field(default=300, ge=1)
