@@ -175,15 +175,17 @@ def troubled(
     return probe_failures(with_trouble(conditions, remembered), handle, policy, agents, now)
 
 
-def probing_threshold(
-    handle: PoolHandle, policy: PoolPolicy, agents: Sequence[ObservedAgent]
-) -> float:
-    """How long the pool's agents may run without turning Ready before it says so."""
-    return probe_threshold(
+def past_probe_threshold(
+    handle: PoolHandle, policy: PoolPolicy, agents: Sequence[ObservedAgent], now: float
+) -> tuple[float, list[ObservedAgent]]:
+    """How long the pool's agents may run without turning Ready before it says so, and the
+    agents that have run longer."""
+    threshold = probe_threshold(
         cold_start_seconds(agents),
         deadline=policy.progress_deadline_seconds,
         floor=handle.settings.probe_failure_seconds,
     )
+    return threshold, failing_agents(agents, now=now, threshold=threshold)
 
 
 async def learn_probe_errors(
@@ -192,8 +194,7 @@ async def learn_probe_errors(
     """While some agent runs past the probe threshold without turning Ready, read its probe's
     last error from the namespace's Unhealthy Events, at most every few seconds; forget them
     once none does."""
-    agents = handle.broker.agents()
-    failing = failing_agents(agents, now=now, threshold=probing_threshold(handle, policy, agents))
+    _, failing = past_probe_threshold(handle, policy, handle.broker.agents(), now)
     if not failing:
         handle.probe_errors, handle.probe_events_at = {}, None
     every = handle.settings.probe_events_seconds
@@ -217,8 +218,7 @@ def probe_failures(
 ) -> Sequence[ConditionView]:
     """The conditions with Degraded ReadinessFailing for the agents past the probe threshold,
     if any, where nothing else is reported."""
-    threshold = probing_threshold(handle, policy, agents)
-    failing = failing_agents(agents, now=now, threshold=threshold)
+    threshold, failing = past_probe_threshold(handle, policy, agents, now)
     if not failing:
         return conditions
     failure = probe_failure_condition(failing, handle.probe_errors, threshold=threshold)
