@@ -16,6 +16,7 @@ from agentpool.io.agents import AgentClient
 from agentpool.io.kube import Kube
 from agentpool.pool import ObservedAgent, PoolPolicy
 from agentpool.settings import PoolSettings
+from loopback import read_request
 
 ENVELOPE = {"id": "a", "item": 1, "input": None, "attempt": 1, "run": "r"}
 PAGE = b"<!DOCTYPE HTML><title>Error response</title><p>Error code: 404</p>"
@@ -31,13 +32,7 @@ class Server:
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            while head := await reader.readuntil(b"\r\n\r\n"):
-                length = next(
-                    int(line.split(b":")[1])
-                    for line in head.split(b"\r\n")
-                    if line.lower().startswith(b"content-length")
-                )
-                await reader.readexactly(length)
+            while await read_request(reader):
                 status, body = self.answer
                 writer.write(
                     b"HTTP/1.1 %d X\r\nContent-Length: %d\r\n\r\n%s" % (status, len(body), body)

@@ -16,6 +16,7 @@ from agentpool.io.agents import AgentClient
 from agentpool.io.kube import Kube
 from agentpool.pool import ObservedAgent, PoolPolicy
 from agentpool.runs.contracts import CheckoutTerms
+from loopback import read_request
 
 ENVELOPE = {"id": "a", "item": 1, "input": None, "attempt": 1, "run": "r"}
 
@@ -30,13 +31,7 @@ class HeldAgent:
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = next(
-                int(line.split(b":")[1])
-                for line in head.split(b"\r\n")
-                if line.lower().startswith(b"content-length")
-            )
-            await reader.readexactly(length)
+            await read_request(reader)
             self.called.set()
             await self.release.wait()
             body = b'{"output": "done"}'

@@ -124,14 +124,10 @@ def test_the_sdk_example_serves_a_model(tmp_path: Path) -> None:
     module.write_text(block.text)
     port = free_port()
     env = {**os.environ, "AGENTPOOL_TOKEN": "secret", "AGENT_HOST": "127.0.0.1"}
-    process = subprocess.Popen(
+    process = _start(
         [sys.executable, "-m", "agentpool.agent", f"{module}:agent"],
         cwd=tmp_path,
         env={**env, "AGENT_PORT": str(port)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
     )
     try:
         base = f"http://127.0.0.1:{port}"
@@ -163,6 +159,19 @@ def _healthy(url: str) -> bool:
         return False
 
 
+def _start(argv: list[str], *, cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    """Start an agent in a process group of its own, so that _stop ends all it started."""
+    return subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+
+
 def _stop(process: subprocess.Popen[str]) -> None:
     """End the process group the test started, by its id."""
     try:
@@ -188,14 +197,10 @@ def test_the_agent_guides_echo_agent_answers_as_printed() -> None:
     assert "AGENT_PORT=8080 " in block.text
     script = block.text.replace("AGENT_PORT=8080 ", f"AGENT_HOST=127.0.0.1 AGENT_PORT={port} ")
     bindir = str(Path(sys.executable).parent)
-    process = subprocess.Popen(
+    process = _start(
         ["bash", "-c", script],
         cwd=REPO,
         env={**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
     )
     try:
         base = f"http://127.0.0.1:{port}"
