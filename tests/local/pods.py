@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from typing import Any
 
@@ -35,6 +36,13 @@ FAMILY = textwrap.dedent(
     time.sleep(600)
     """
 )
+
+
+def printed_pids(log: str) -> tuple[int, int] | None:
+    """The pids a FAMILY pod printed, once their whole line is in its log (which may be read
+    while the line is being written)."""
+    found = re.search(r"^pids (\d+) (\d+)\n", log, re.MULTILINE)
+    return (int(found[1]), int(found[2])) if found else None
 
 
 def pod(

@@ -16,7 +16,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from cluster import ClusterHandle, Kubectl, wait_for
-from pods import FAMILY, HEALTH_SERVER, http_readiness, pod
+from pods import FAMILY, HEALTH_SERVER, http_readiness, pod, printed_pids
 
 NAMESPACE = "default"
 
@@ -357,11 +357,7 @@ def test_delete_ends_the_whole_process_group(core: client.CoreV1Api) -> None:
     and the pod leaves the API only after they ended."""
     grace = 2
     name = create(core, pod(unique("family"), FAMILY, grace=grace))
-    line = wait_for(
-        lambda: next((x for x in logs(core, name).splitlines() if x.startswith("pids")), None),
-        message="pids printed",
-    )
-    leader, child = (int(part) for part in line.split()[1:])
+    leader, child = wait_for(lambda: printed_pids(logs(core, name)), message="pids printed")
     assert alive(leader)
     assert alive(child)
     assert os.getpgid(child) == leader

@@ -21,7 +21,7 @@ from kubernetes.client.exceptions import ApiException
 from agentpool.io.connection import Connection, make_api_client
 from agentpool.local.up import serve
 from cluster import wait_for
-from pods import FAMILY, HEALTH_SERVER, pod
+from pods import FAMILY, HEALTH_SERVER, pod, printed_pids
 
 
 def alive(pid: int) -> bool:
@@ -116,14 +116,10 @@ def test_signal_leaves_no_process_behind(
         for i in range(2):
             core.create_namespaced_pod("default", pod(f"family-{i}", FAMILY, grace=30))
         for i in range(2):
-            line = wait_for(
-                lambda i=i: next(
-                    (x for x in pod_log(core, f"family-{i}").splitlines() if x.startswith("pids")),
-                    None,
-                ),
+            pids += wait_for(
+                lambda i=i: printed_pids(pod_log(core, f"family-{i}")),
                 message="pod printed its pids",
             )
-            pids += [int(part) for part in line.split()[1:]]
     finally:
         api_client.close()
     leaders = pids[::2]
@@ -149,9 +145,11 @@ def test_killed_host_takes_its_pods_along(scratch: Path, started: list[Up]) -> N
     core = client.CoreV1Api(api_client)
     try:
         core.create_namespaced_pod("default", pod("server", HEALTH_SERVER))
+        # Its whole line: the log may be read while the line is being written.
         line = wait_for(
             lambda: next(
-                (x for x in pod_log(core, "server").splitlines() if x.startswith("serving")), None
+                (x for x in pod_log(core, "server").split("\n")[:-1] if x.startswith("serving")),
+                None,
             ),
             message="pod serving",
         )
