@@ -10,11 +10,19 @@ rest of it read and dropped; a client that sends a request too slowly, or keeps 
 connection, is cut off. :class:`HttpServer` serves the coroutine :mod:`agentpool.gateway.server`
 hands it, over TLS. Less than a general web server: no upgrades, no trailers read, no request
 pipelined ahead of its predecessor's answer (reading pauses until then).
+
+A request whose path the server is told streams (a forwarded one) is served from its head on:
+its body comes as a :class:`Body` the handler reads as it arrives (reading from the caller
+pauses while :data:`BODY_BUFFER` bytes wait unread), and its answer may be a :class:`Stream`,
+written part by part as chunks (or sized, when its length is known) and paced by the caller's
+reading. An answer broken off mid-way ends the connection, so the caller's client sees a
+truncated body, never a whole one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import http
 import json
@@ -35,17 +43,125 @@ IDLE_SECONDS = 75.0
 LINGER_SECONDS = 5.0
 #: How often connections past their time are looked for.
 SWEEP_SECONDS = 1.0
+#: Bytes of a streamed request's body read ahead of its handler before reading pauses.
+BODY_BUFFER = 256 * 1024
+#: Statuses whose answers have no body (RFC 9110 6.4.1).
+_BODILESS = frozenset({204, 304})
+
+
+class Body:
+    """A streamed request's body as it arrives: ``async for chunk in body``. Raises
+    ``ConnectionError`` when the caller goes away before sending all of it."""
+
+    def __init__(self, connection: _Connection) -> None:
+        self._connection = connection
+        self._chunks: collections.deque[bytes] = collections.deque()
+        self._size = 0
+        self._ended = False
+        self._broken = False
+        self._waiter: asyncio.Future[None] | None = None
+
+    @property
+    def ended(self) -> bool:
+        """The caller has sent all of it (it may still wait unread)."""
+        return self._ended
+
+    def __aiter__(self) -> Body:
+        return self
+
+    async def __anext__(self) -> bytes:
+        while not self._chunks:
+            if self._broken:
+                raise ConnectionError("the caller went away before sending all of the body")
+            if self._ended:
+                raise StopAsyncIteration
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        chunk = self._chunks.popleft()
+        self._size -= len(chunk)
+        if self._size < BODY_BUFFER and not self._ended:
+            self._connection.read_for_body()
+        return chunk
+
+    def feed(self, chunk: bytes) -> None:
+        self._chunks.append(chunk)
+        self._size += len(chunk)
+        if self._size >= BODY_BUFFER:
+            self._connection.pause_for_body()
+        self._wake()
+
+    def end(self) -> None:
+        self._ended = True
+        self._wake()
+
+    def break_off(self) -> None:
+        self._broken = not self._ended
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+
+class Stream:
+    """An answer written as it comes: :meth:`start` with its status and headers, then
+    :meth:`write` each part, then :meth:`end`. Sized when the headers carry a
+    ``Content-Length``, chunked otherwise."""
+
+    def __init__(self, connection: _Connection, *, head_only: bool, keep_alive: bool) -> None:
+        self._connection = connection
+        self._head_only = head_only
+        self.keep_alive = keep_alive
+        self.started = False
+        self.ended = False
+        self._chunked = False
+
+    def start(self, status: int, headers: list[tuple[str, str]]) -> None:
+        """Write the answer's head; ``headers`` are end-to-end ones, framing aside."""
+        self.started = True
+        sized = any(name.lower() == "content-length" for name, _ in headers)
+        bodiless = self._head_only or status in _BODILESS or status < 200
+        self._chunked = not sized and not bodiless
+        lines = [f"HTTP/1.1 {status} {_phrase(status)}", *(f"{n}: {v}" for n, v in headers)]
+        if self._chunked:
+            lines.append("Transfer-Encoding: chunked")
+        if not self.keep_alive:
+            lines.append("Connection: close")
+        self._connection.send(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+
+    async def write(self, data: bytes) -> None:
+        """Send ``data``, waiting while the caller reads slower than it comes."""
+        if not data:
+            return
+        if self._chunked:
+            self._connection.send(b"%x\r\n%b\r\n" % (len(data), data))
+        else:
+            self._connection.send(data)
+        await self._connection.drained()
+
+    def end(self) -> None:
+        if self._chunked:
+            self._connection.send(b"0\r\n\r\n")
+        self.ended = True
 
 
 @dataclass(slots=True)
 class Request:
     """A request as read: its method, path (query left out), the headers the gateway reads, and
-    its body."""
+    its body. A streamed one also has its target as sent (path and query), every header in
+    order, its :class:`Body` in ``stream`` and its answer's :class:`Stream` in ``answer``."""
 
     method: str
     path: str
     headers: dict[bytes, bytes] = field(default_factory=dict)
     body: bytes = b""
+    target: str = ""
+    all_headers: list[tuple[bytes, bytes]] | None = None
+    stream: Body | None = None
+    answer: Stream | None = None
 
 
 @dataclass(slots=True)
@@ -58,7 +174,8 @@ class Response:
     headers: tuple[tuple[str, str], ...] = ()
 
 
-Handler = Callable[[Request], Awaitable[Response]]
+#: Serves a request: the :class:`Response` to send, or None once its :class:`Stream` has ended.
+Handler = Callable[[Request], Awaitable[Response | None]]
 #: The headers the gateway reads; the others are not kept.
 WANTED = frozenset(
     {
@@ -79,10 +196,16 @@ def error_body(reason: str, message: str) -> bytes:
     return json.dumps({"error": error}, separators=(",", ":")).encode()
 
 
+def _phrase(status: int) -> str:
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:  # a status an agent may send that Python does not name
+        return "Status"
+
+
 def _encode(response: Response, *, close: bool) -> bytes:
-    phrase = http.HTTPStatus(response.status).phrase
     lines = [
-        f"HTTP/1.1 {response.status} {phrase}",
+        f"HTTP/1.1 {response.status} {_phrase(response.status)}",
         f"Content-Type: {response.content_type}",
         f"Content-Length: {len(response.body)}",
         *(f"{name}: {value}" for name, value in response.headers),
@@ -107,6 +230,9 @@ class _Connection(asyncio.Protocol):
         self._body_size = 0
         self._ready: list[tuple[Request, bool]] = []
         self._task: asyncio.Task[None] | None = None
+        self._streamed: Request | None = None  # the streamed request being read, if any
+        self._body_paused = False
+        self._writable: asyncio.Event | None = None  # set while the caller keeps up
         # When the connection goes unless something happens first (loop time); the server's
         # sweep reads it, so a request costs no timer of its own.
         self.deadline = math.inf
@@ -132,10 +258,24 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._server.connections.discard(self)
         self._disarm()
+        for request, _ in [*self._ready, (self._streamed, False)]:
+            if request is not None and request.stream is not None:
+                request.stream.break_off()
         self._ready.clear()
+        if self._writable is not None:
+            self._writable.set()  # a writer waiting to drain finds the transport closing
         if self._task is not None:
             # The caller went away: a waiting checkout leaves the line, a call lets go.
             self._task.cancel()
+
+    def pause_writing(self) -> None:
+        if self._writable is None:
+            self._writable = asyncio.Event()
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        if self._writable is not None:
+            self._writable.set()
 
     # -- httptools callbacks --------------------------------------------------------------------
 
@@ -150,17 +290,28 @@ class _Connection(asyncio.Protocol):
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._count_head(len(name) + len(value))
-        if self._request is None:
-            self._request = Request(method="", path="")
+        request = self._request
+        if request is None:
+            request = self._request = Request(method="", path="")
+            if self._server.streams(self._url):
+                request.all_headers = []
         key = name.lower()
         if key in WANTED:
-            self._request.headers[key] = value
+            request.headers[key] = value
+        if request.all_headers is not None:
+            request.all_headers.append((name, value))
 
     def on_headers_complete(self) -> None:
-        request = self._request or Request(method="", path="")
-        self._request = request
+        request = self._request
+        if request is None:
+            request = self._request = Request(method="", path="")
+            if self._server.streams(self._url):
+                request.all_headers = []
         request.method = self._parser.get_method().decode("latin-1")
         request.path = httptools.parse_url(self._url).path.decode("latin-1", "replace")
+        if request.all_headers is not None:
+            self._begin_stream(request)
+            return
         length = request.headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self._server.body_limit:
             self._refuse_body()
@@ -168,6 +319,10 @@ class _Connection(asyncio.Protocol):
             self._write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def on_body(self, body: bytes) -> None:
+        if self._streamed is not None:
+            assert self._streamed.stream is not None
+            self._streamed.stream.feed(body)
+            return
         if self._refused:
             return
         self._body_size += len(body)
@@ -179,6 +334,11 @@ class _Connection(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         request, self._request = self._request, None
+        if self._streamed is not None:
+            assert self._streamed.stream is not None
+            self._streamed.stream.end()
+            self._streamed = None
+            return
         if self._refused:
             if self._transport is not None:
                 self._transport.close()
@@ -195,6 +355,43 @@ class _Connection(asyncio.Protocol):
             # One request at a time: the next is read once this one is answered.
             self._transport.pause_reading()
 
+    def _begin_stream(self, request: Request) -> None:
+        """A streamed request is served from its head on, its body read as it arrives."""
+        request.target = self._url.decode("latin-1")
+        request.stream = Body(self)
+        self._streamed = request
+        if request.headers.get(b"expect", b"").lower() == b"100-continue":
+            self._write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        keep_alive = self._parser.should_keep_alive()
+        request.answer = Stream(self, head_only=request.method == "HEAD", keep_alive=keep_alive)
+        self._ready.append((request, keep_alive))
+        if self._task is None:
+            self._disarm()
+            self._next()
+
+    def pause_for_body(self) -> None:
+        if self._transport is not None and not self._body_paused:
+            self._body_paused = True
+            self._transport.pause_reading()
+
+    def read_for_body(self) -> None:
+        if self._transport is not None and self._body_paused:
+            self._body_paused = False
+            self._transport.resume_reading()
+
+    def send(self, data: bytes) -> None:
+        self._write(data)
+
+    async def drained(self) -> None:
+        """Return once the caller has read enough of what was sent; raise ``ConnectionError``
+        once it has gone."""
+        if self._transport is None or self._transport.is_closing():
+            raise ConnectionError("the caller went away")
+        if self._writable is not None and not self._writable.is_set():
+            await self._writable.wait()
+            if self._transport.is_closing():
+                raise ConnectionError("the caller went away")
+
     # -- serving --------------------------------------------------------------------------------
 
     def _next(self) -> None:
@@ -204,10 +401,12 @@ class _Connection(asyncio.Protocol):
         self._task = self._loop.create_task(self._serve(request, keep_alive))
 
     async def _serve(self, request: Request, keep_alive: bool) -> None:
+        answer = request.answer
         try:
             response = await self._server.handler(request)
-        except Exception:
-            self._server.log_failure(request)
+        except Exception as error:
+            if not isinstance(error, ConnectionError):  # not the caller gone: the gateway's fault
+                self._server.log_failure(request)
             body = error_body("InternalError", "the gateway failed on this request; see its log")
             response = Response(500, body)
         finally:
@@ -215,11 +414,21 @@ class _Connection(asyncio.Protocol):
         transport = self._transport
         if transport is None or transport.is_closing():
             return
-        transport.write(_encode(response, close=not keep_alive))
+        if answer is not None:
+            if answer.started and not (response is None and answer.ended):
+                # Broken off mid-answer: only the connection's end can tell the caller.
+                transport.abort()
+                return
+            assert request.stream is not None
+            # A body not read to its end leaves the connection where no next request starts.
+            keep_alive = keep_alive and request.stream.ended
+        if response is not None:
+            transport.write(_encode(response, close=not keep_alive))
         if not keep_alive:
             transport.close()
             return
         self._arm(self._server.idle_seconds)
+        self._body_paused = False
         transport.resume_reading()
         self._next()
 
@@ -273,12 +482,15 @@ class HttpServer:
         too_large: Callable[[], Response],
         tls: ssl.SSLContext | None,
         on_failure: Callable[[Request], None] = lambda _: None,
+        streams: Callable[[bytes], bool] = lambda _: False,
         idle_seconds: float = IDLE_SECONDS,
         request_seconds: float = REQUEST_SECONDS,
         linger_seconds: float = LINGER_SECONDS,
         sweep_seconds: float = SWEEP_SECONDS,
     ) -> None:
         self.handler = handler
+        #: Whether a request for this target (path and query, as sent) is streamed.
+        self.streams = streams
         self.body_limit = body_limit
         self.too_large = too_large
         self.idle_seconds = idle_seconds
