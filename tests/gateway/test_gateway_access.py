@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from agentpool.api.gateway import GatewayVerb
 from agentpool.gateway.access import Access, Remembered
 from agentpool.gateway.contracts import Caller, ReviewFailed
 from agentpool.gateway.errors import GatewayError
@@ -30,7 +29,7 @@ class Cluster:
 
     tokens: dict[str, Caller] = field(default_factory=lambda: {"good": ADA})
     grants: set[tuple[str, str, str, str]] = field(
-        default_factory=lambda: {(ADA.username, "call", "ns", "pool")}
+        default_factory=lambda: {(ADA.username, "create call", "ns", "pool")}
     )
     token_reviews: int = 0
     access_reviews: int = 0
@@ -46,10 +45,10 @@ class Cluster:
         return self.tokens.get(token)
 
     async def authorize(
-        self, caller: Caller, *, verb: GatewayVerb, namespace: str, pool: str
+        self, caller: Caller, *, verb: str, subresource: str, namespace: str, pool: str
     ) -> bool:
         self.access_reviews += 1
-        return (caller.username, verb, namespace, pool) in self.grants
+        return (caller.username, f"{verb} {subresource}", namespace, pool) in self.grants
 
 
 def access(cluster: Cluster, clock: Clock, *, entries: int = 100) -> Access:
@@ -57,7 +56,7 @@ def access(cluster: Cluster, clock: Clock, *, entries: int = 100) -> Access:
 
 
 async def admit(door: Access, header: str | None, pool: str = "pool") -> Caller:
-    return await door.admit(header, verb="call", namespace="ns", pool=pool)
+    return await door.admit(header, verb="create", subresource="call", namespace="ns", pool=pool)
 
 
 async def test_a_steady_caller_costs_one_review_of_each_kind_per_ttl() -> None:

@@ -24,6 +24,26 @@ VERBS: Final[tuple[GatewayVerb, ...]] = ("call", "cast")
 #: ``agentpools/cast`` in the API group ``agentpool.dev``, as kube-rbac-proxy asks.
 SUBRESOURCES: Final[dict[GatewayVerb, str]] = {"call": "call", "cast": "cast"}
 
+#: The subresource of a forwarded request (``.../agentpools/{pool}/proxy/{path}``), whose RBAC
+#: verb is read from the request's method as the API server reads it for ``pods/proxy``.
+PROXY: Final = "proxy"
+PROXY_VERBS: Final[dict[str, str]] = {
+    "GET": "get",
+    "HEAD": "get",
+    "POST": "create",
+    "PUT": "update",
+    "PATCH": "patch",
+    "DELETE": "delete",
+}
+#: Headers a forwarded request may carry for the gateway itself, as a call's body fields; they are
+#: never passed on to the agent.
+PRIORITY_HEADER: Final = "Agentpool-Priority"
+WAIT_HEADER: Final = "Agentpool-Wait"
+CHECKOUT_TIMEOUT_HEADER: Final = "Agentpool-Checkout-Timeout"
+CALL_TIMEOUT_HEADER: Final = "Agentpool-Call-Timeout"
+#: The header of a forwarded answer that names the agent that served it.
+AGENT_HEADER: Final = "Agentpool-Agent"
+
 #: The ConfigMap the operator keeps in each namespace with a pool, and its keys.
 CONFIGMAP: Final = "agentpool-gateway"
 URL_KEY: Final = "url"

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Final, TypedDict
 
 from agentpool import GROUP
-from agentpool.api.gateway import SUBRESOURCES, VERBS
+from agentpool.api.gateway import PROXY, PROXY_VERBS, SUBRESOURCES, VERBS
 
 RBAC_API_VERSION: Final = "rbac.authorization.k8s.io/v1"
 
@@ -45,10 +45,15 @@ class RawClusterRole(TypedDict):
 
 
 def caller_rules() -> list[RawPolicyRule]:
-    """Who may call or cast a pool through the gateway: ``create`` on ``agentpools/call`` and
-    ``agentpools/cast``, and nothing else."""
+    """Who may call or cast a pool through the gateway, and send its agents any request:
+    ``create`` on ``agentpools/call`` and ``agentpools/cast``, every verb a method maps to on
+    ``agentpools/proxy``, and nothing else."""
     resources = [f"agentpools/{SUBRESOURCES[verb]}" for verb in VERBS]
-    return [{"apiGroups": [GROUP], "resources": resources, "verbs": ["create"]}]
+    proxy_verbs = sorted(set(PROXY_VERBS.values()))
+    return [
+        {"apiGroups": [GROUP], "resources": resources, "verbs": ["create"]},
+        {"apiGroups": [GROUP], "resources": [f"agentpools/{PROXY}"], "verbs": proxy_verbs},
+    ]
 
 
 def user_cluster_roles() -> list[RawClusterRole]:

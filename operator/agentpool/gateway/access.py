@@ -2,8 +2,9 @@
 
 Every request carries a Kubernetes bearer token. :class:`Access` asks the cluster who holds it
 (TokenReview) and whether they may ``create`` the subresource ``agentpools/call`` (or ``/cast``)
-of the pool in its namespace (SubjectAccessReview), as kube-rbac-proxy does for the services it
-guards. Both answers are kept for at most ``ttl`` seconds, and at most ``entries`` of each, so a
+of the pool in its namespace, or ``get``, ``create``, ... ``agentpools/proxy`` as the forwarded
+request's method says (SubjectAccessReview), as kube-rbac-proxy does for the services it guards.
+Both answers are kept for at most ``ttl`` seconds, and at most ``entries`` of each, so a
 steady caller costs no API request per call while a deleted RoleBinding or a revoked token
 takes effect within ``ttl``. Lookups of the same key in flight at once share one review. A
 token is kept only as its SHA-256 digest.
@@ -18,7 +19,6 @@ import time
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
 
-from agentpool.api.gateway import GatewayVerb
 from agentpool.gateway.contracts import Caller, Reviewer, ReviewFailed
 from agentpool.gateway.errors import forbidden, unauthorized, unavailable
 from agentpool.wire.tokens import bearer_token
@@ -84,15 +84,22 @@ class Access:
         self.callers: Remembered[bytes, Caller | None] = Remembered(
             ttl=ttl, entries=entries, clock=clock
         )
-        self.grants: Remembered[tuple[Caller, str, str, str], bool] = Remembered(
+        self.grants: Remembered[tuple[Caller, str, str, str, str], bool] = Remembered(
             ttl=ttl, entries=entries, clock=clock
         )
 
     async def admit(
-        self, authorization: str | None, *, verb: GatewayVerb, namespace: str, pool: str
+        self,
+        authorization: str | None,
+        *,
+        verb: str,
+        subresource: str,
+        namespace: str,
+        pool: str,
     ) -> Caller:
         """The caller a request's ``Authorization`` header names, once the cluster says they may
-        ``verb`` the pool; raises the :class:`GatewayError` to answer otherwise."""
+        ``verb`` the pool's ``subresource``; raises the :class:`GatewayError` to answer
+        otherwise."""
         token = bearer_token(authorization or "")
         if not token:
             raise unauthorized(
@@ -110,8 +117,10 @@ class Access:
                     "another cluster): get a fresh one, for example with `kubectl create token`"
                 )
             allowed = await self.grants.get(
-                (caller, verb, namespace, pool),
-                lambda: self._reviewer.authorize(caller, verb=verb, namespace=namespace, pool=pool),
+                (caller, verb, subresource, namespace, pool),
+                lambda: self._reviewer.authorize(
+                    caller, verb=verb, subresource=subresource, namespace=namespace, pool=pool
+                ),
             )
         except ReviewFailed as error:
             raise unavailable(
@@ -119,5 +128,5 @@ class Access:
                 retry_after=self._retry_after,
             ) from None
         if not allowed:
-            raise forbidden(caller.username, verb, namespace, pool)
+            raise forbidden(caller.username, verb, subresource, namespace, pool)
         return caller

@@ -8,10 +8,12 @@ tests pass fakes and the operator passes the real ones.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agentpool.api.gateway import GatewayRequest, GatewayVerb
+from agentpool.gateway.forwarding import Forwarded
 from agentpool.gateway.requests import EncodedItem
 
 
@@ -38,10 +40,10 @@ class Reviewer(Protocol):
         ...
 
     async def authorize(
-        self, caller: Caller, *, verb: GatewayVerb, namespace: str, pool: str
+        self, caller: Caller, *, verb: str, subresource: str, namespace: str, pool: str
     ) -> bool:
-        """Whether ``caller`` may create ``agentpools/<verb>`` of ``pool`` in ``namespace``.
-        Raises :class:`ReviewFailed` when the cluster cannot tell."""
+        """Whether ``caller`` may ``verb`` (an RBAC verb) ``agentpools/<subresource>`` of
+        ``pool`` in ``namespace``. Raises :class:`ReviewFailed` when the cluster cannot tell."""
         ...
 
 
@@ -69,3 +71,31 @@ class Calls(Protocol):
         call, wait for the output. Raises :class:`~agentpool.gateway.errors.GatewayError` with
         what to answer when no output (or, for a cast, no agent) can be had."""
         ...
+
+    async def forward(
+        self, namespace: str, pool: str, request: Forwarded, answer: Answering
+    ) -> None:
+        """Pass ``request`` on to an agent of the pool, waiting in line as it says, and stream
+        the agent's answer into ``answer``, holding the agent until the answer ends or the
+        caller goes away. Raises :class:`~agentpool.gateway.errors.GatewayError` with what to
+        answer when no agent answered; once ``answer`` has started, any failure can only break
+        it off."""
+        ...
+
+
+class Answering(Protocol):
+    """Where a forwarded request's answer goes, as it comes."""
+
+    @property
+    def started(self) -> bool: ...
+
+    def start(self, status: int, headers: Iterable[tuple[bytes, bytes]], *, agent: str) -> None:
+        """Send the agent's status and headers (the gateway keeps the end-to-end ones)."""
+        ...
+
+    async def write(self, data: bytes) -> None:
+        """Send a piece of the body; waits while the caller reads slower. Raises
+        ``ConnectionError`` once the caller has gone."""
+        ...
+
+    def end(self) -> None: ...

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 
-from agentpool.api.gateway import GatewayVerb
 from agentpool.api.reasons import GatewayReason
 from agentpool.pool.checkin import CheckoutFailed, CheckoutTimedOut, PoolClosed, TooManyWaiters
 from agentpool.wire import protocol
@@ -47,15 +46,15 @@ def unauthorized(message: str) -> GatewayError:
     return GatewayError(401, GatewayReason.UNAUTHORIZED, message)
 
 
-def forbidden(user: str, verb: GatewayVerb, namespace: str, pool: str) -> GatewayError:
+def forbidden(user: str, verb: str, subresource: str, namespace: str, pool: str) -> GatewayError:
     """The caller may not: worded as the API server words a refusal, with the way to a grant."""
     return GatewayError(
         403,
         GatewayReason.FORBIDDEN,
-        f'agentpools.agentpool.dev "{pool}" is forbidden: User "{user}" cannot create resource '
-        f'"agentpools/{verb}" in API group "agentpool.dev" in the namespace "{namespace}": bind '
-        f"a Role or ClusterRole granting create on agentpools/{verb} (the chart's "
-        "agentpool-caller) to the caller in that namespace",
+        f'agentpools.agentpool.dev "{pool}" is forbidden: User "{user}" cannot {verb} resource '
+        f'"agentpools/{subresource}" in API group "agentpool.dev" in the namespace '
+        f'"{namespace}": bind a Role or ClusterRole granting {verb} on agentpools/{subresource} '
+        "(the chart's agentpool-caller) to the caller in that namespace",
     )
 
 

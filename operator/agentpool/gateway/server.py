@@ -1,4 +1,5 @@
-"""The gateway's endpoints: ``POST /v1/namespaces/{ns}/agentpools/{pool}/call`` and ``/cast``.
+"""The gateway's endpoints: ``POST /v1/namespaces/{ns}/agentpools/{pool}/call`` and ``/cast``,
+and any request to ``.../agentpools/{pool}/proxy/{path}``, passed on to an agent.
 
 Each request goes through the same steps: the path names the pool and the verb; the caller's
 bearer token is checked (:class:`~agentpool.gateway.access.Access`); the body is validated into a
@@ -6,6 +7,10 @@ bearer token is checked (:class:`~agentpool.gateway.access.Access`); the body is
 (:mod:`~agentpool.gateway.requests`); then the operator's :class:`Calls` hands the item to an
 agent. A call answers ``200 {"output", "agent"}``, a cast ``202 {"agent"}``; anything else is
 ``{"error": {"reason", "message"}}`` with its status (:mod:`~agentpool.gateway.errors`).
+A forwarded request is checked as the API server checks ``pods/proxy`` (its method's verb on
+``agentpools/proxy``), read by :mod:`~agentpool.gateway.forwarding`, and handed to ``Calls``
+with its body still arriving; the agent's answer streams back as it comes, with the header
+``Agentpool-Agent`` naming the agent.
 A caller's W3C ``traceparent`` is continued by the call's span, when traces are on.
 ``GET /healthz`` says the server runs; ``GET /readyz`` says whether this operator serves calls
 now (a standby replica does not), for the Service's readiness. Neither needs a token.
@@ -21,16 +26,25 @@ import json
 import logging
 import math
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Final
 
 from agentpool import metrics, tracing
-from agentpool.api.gateway import PATH_PREFIX, VERBS, GatewayVerb
+from agentpool.api.gateway import (
+    AGENT_HEADER,
+    PATH_PREFIX,
+    PROXY,
+    PROXY_VERBS,
+    SUBRESOURCES,
+    VERBS,
+    GatewayVerb,
+)
 from agentpool.api.reasons import GatewayReason
+from agentpool.gateway import forwarding
 from agentpool.gateway.access import Access
 from agentpool.gateway.contracts import CallAnswer, Calls
 from agentpool.gateway.errors import GatewayError, from_agent, too_large
-from agentpool.gateway.http import HttpServer, Request, Response
+from agentpool.gateway.http import HttpServer, Request, Response, Stream
 from agentpool.gateway.requests import envelope, parse_request
 from agentpool.settings import GatewaySettings
 from agentpool.wire import protocol
@@ -44,13 +58,38 @@ _PREFIX: Final = tuple(PATH_PREFIX.strip("/").split("/"))
 _KIND: Final = "agentpools"
 
 
-def _answer(error: GatewayError) -> Response:
+#: What a forwarded request's method may be: those RBAC has a verb for.
+_FORWARDED_METHODS: Final = ", ".join(PROXY_VERBS)
+
+
+def _answer(error: GatewayError, *, allow: str = "POST") -> Response:
     headers: list[tuple[str, str]] = []
     if error.retry_after is not None:
         headers.append(("Retry-After", str(max(1, math.ceil(error.retry_after)))))
     if error.status == 405:
-        headers.append(("Allow", "POST"))
+        headers.append(("Allow", allow))
     return Response(error.status, error.body(), headers=tuple(headers))
+
+
+class _Answer:
+    """A forwarded request's answer, streamed to its caller with the agent's end-to-end
+    headers and the name of the agent."""
+
+    def __init__(self, stream: Stream) -> None:
+        self._stream = stream
+
+    @property
+    def started(self) -> bool:
+        return self._stream.started
+
+    def start(self, status: int, headers: Iterable[tuple[bytes, bytes]], *, agent: str) -> None:
+        self._stream.start(status, [*forwarding.passed_back(headers), (AGENT_HEADER, agent)])
+
+    async def write(self, data: bytes) -> None:
+        await self._stream.write(data)
+
+    def end(self) -> None:
+        self._stream.end()
 
 
 def _route(path: str) -> tuple[str, str, str] | None:
@@ -84,6 +123,7 @@ class GatewayServer:
             too_large=lambda: self._refused(too_large(settings.body_limit_bytes), verb="call"),
             tls=tls,
             on_failure=lambda request: log.exception("gateway %s %s", request.method, request.path),
+            streams=forwarding.is_forward,
         )
         self._host = "127.0.0.1"
         self._port = 0
@@ -107,7 +147,9 @@ class GatewayServer:
     async def stop(self) -> None:
         await self._http.stop()
 
-    async def _respond(self, request: Request) -> Response:
+    async def _respond(self, request: Request) -> Response | None:
+        if request.answer is not None:
+            return await self._forward(request, request.answer)
         route = _route(request.path)
         if route is None:
             return self._other(request)
@@ -120,7 +162,13 @@ class GatewayServer:
             return _answer(GatewayError(405, GatewayReason.METHOD_NOT_ALLOWED, message))
         authorization = request.headers.get(b"authorization", b"").decode("latin-1")
         try:
-            await self._access.admit(authorization, verb=verb, namespace=namespace, pool=pool)
+            await self._access.admit(
+                authorization,
+                verb="create",
+                subresource=SUBRESOURCES[verb],
+                namespace=namespace,
+                pool=pool,
+            )
             call = parse_request(request.body)
             with tracing.continued(_trace_headers(request)):
                 answer = await self._calls.serve(namespace, pool, call, envelope(call), verb=verb)
@@ -129,6 +177,40 @@ class GatewayServer:
                 return self._refused(error, verb=verb)
             return _answer(error)
         return self._reply(answer, verb=verb)
+
+    async def _forward(self, request: Request, stream: Stream) -> Response | None:
+        """Pass a request on to an agent of its pool and stream the answer back; None once it
+        has been."""
+        route = forwarding.route(request.target)
+        if route is None:
+            return self._not_found(request.path)
+        namespace, pool, target = route
+        verb = PROXY_VERBS.get(request.method)
+        if verb is None:
+            message = f"{request.method} is not forwarded: send one of {_FORWARDED_METHODS}"
+            error = GatewayError(405, GatewayReason.METHOD_NOT_ALLOWED, message)
+            return _answer(error, allow=_FORWARDED_METHODS)
+        authorization = request.headers.get(b"authorization", b"").decode("latin-1")
+        answer = _Answer(stream)
+        try:
+            await self._access.admit(
+                authorization, verb=verb, subresource=PROXY, namespace=namespace, pool=pool
+            )
+            assert request.all_headers is not None
+            forwarded = forwarding.forwarded(
+                request.method, target, request.all_headers, request.stream
+            )
+            with tracing.continued(_trace_headers(request)):
+                await self._calls.forward(namespace, pool, forwarded, answer)
+        except GatewayError as error:
+            if answer.started:
+                # Broken off mid-answer, which only the connection's end can tell the caller.
+                log.warning("%s %s broke off: %s", request.method, request.target, error.message)
+                return None
+            if error.status in (400, 401, 403):
+                return self._refused(error, verb=PROXY)
+            return _answer(error)
+        return None
 
     def _other(self, request: Request) -> Response:
         if request.method == "GET" and request.path == "/healthz":
@@ -151,7 +233,7 @@ class GatewayServer:
             )
         )
 
-    def _refused(self, error: GatewayError, *, verb: GatewayVerb) -> Response:
+    def _refused(self, error: GatewayError, *, verb: str) -> Response:
         """A request refused before any pool was looked at, counted without the pool, which is
         the caller's word."""
         metrics.GATEWAY_REFUSALS.labels(verb, error.reason).inc()

@@ -21,20 +21,23 @@ from opentelemetry import trace
 
 from agentpool import GROUP, metrics, tracing
 from agentpool.api import POOL_DEFAULTS
-from agentpool.api.gateway import SUBRESOURCES, GatewayRequest, GatewayVerb
+from agentpool.api.gateway import PATH_PREFIX, PROXY, GatewayRequest, GatewayVerb
 from agentpool.api.raw import RawReviewedUser
 from agentpool.broker import Checkout
 from agentpool.gateway import errors
-from agentpool.gateway.contracts import CallAnswer, Caller, ReviewFailed
+from agentpool.gateway.contracts import Answering, CallAnswer, Caller, ReviewFailed
+from agentpool.gateway.forwarding import Forwarded
 from agentpool.gateway.requests import EncodedItem
 from agentpool.handlers import serving
 from agentpool.handlers.checkins import call_held, in_background, return_agent, return_later
 from agentpool.handlers.runtime import PoolHandle, Runtime
-from agentpool.io.agents import InvokeResult
+from agentpool.io.agents import ForwardBroken, InvokeResult
 from agentpool.pool.checkin import CheckinOutcome, CheckoutFailed, CheckoutTimedOut, PoolNotFound
 from agentpool.wire import protocol
 
 OK = "OK"
+#: The protocol of pools whose agents take any HTTP request, forwarded as it comes.
+HTTP = "HTTP"
 
 
 class KubeReviewer:
@@ -60,7 +63,7 @@ class KubeReviewer:
         )
 
     async def authorize(
-        self, caller: Caller, *, verb: GatewayVerb, namespace: str, pool: str
+        self, caller: Caller, *, verb: str, subresource: str, namespace: str, pool: str
     ) -> bool:
         user: RawReviewedUser = {"user": caller.username, "groups": list(caller.groups)}
         if caller.uid:
@@ -69,10 +72,10 @@ class KubeReviewer:
             user["extra"] = {key: list(values) for key, values in caller.extra}
         attributes = {
             "namespace": namespace,
-            "verb": "create",
+            "verb": verb,
             "group": GROUP,
             "resource": "agentpools",
-            "subresource": SUBRESOURCES[verb],
+            "subresource": subresource,
             "name": pool,
         }
         try:
@@ -135,7 +138,12 @@ class GatewayCalls:
             },
         ) as span:
             try:
-                handle = await self._served(namespace, pool, request)
+                handle = await self._served(
+                    namespace,
+                    pool,
+                    wait=request.wait,
+                    checkout_timeout=request.checkout_timeout_seconds,
+                )
                 series = self._series_of(namespace, pool, verb)
                 try:
                     answer = await self._serve(
@@ -153,6 +161,83 @@ class GatewayCalls:
         series.seconds.observe(time.monotonic() - started)
         return answer
 
+    async def forward(
+        self, namespace: str, pool: str, request: Forwarded, answer: Answering
+    ) -> None:
+        started = time.monotonic()
+        with tracing.span(
+            tracing.GATEWAY_CALL_SPAN,
+            kind=trace.SpanKind.SERVER,
+            attributes={tracing.NAMESPACE: namespace, tracing.POOL: pool, tracing.VERB: PROXY},
+        ) as span:
+            try:
+                handle = await self._served(
+                    namespace,
+                    pool,
+                    wait=request.wait,
+                    checkout_timeout=request.checkout_timeout_seconds,
+                )
+                if handle.spec.protocol != HTTP:
+                    raise errors.invalid(
+                        f"pool {namespace}/{pool} speaks the agentpool protocol, whose agents take "
+                        f"items, not requests: send POST {PATH_PREFIX}/{namespace}/agentpools/"
+                        f"{pool}/call, or give the pool spec.protocol: {HTTP}"
+                    )
+                series = self._series_of(namespace, pool, PROXY)
+                try:
+                    agent = await self._forward(handle, request, answer, series)
+                except errors.GatewayError as error:
+                    series.outcome(namespace, pool, PROXY, error.reason).inc()
+                    raise
+            except errors.GatewayError as error:
+                span.set_attribute(tracing.OUTCOME, error.reason)
+                span.set_status(trace.StatusCode.ERROR, error.message)
+                raise
+            span.set_attributes({tracing.OUTCOME: tracing.SUCCEEDED, tracing.AGENT: agent})
+        series.outcome(namespace, pool, PROXY, OK).inc()
+        series.seconds.observe(time.monotonic() - started)
+
+    async def _forward(
+        self, handle: PoolHandle, request: Forwarded, answer: Answering, series: _Series
+    ) -> str:
+        """One agent holds the request from checkout until its answer has ended or the caller
+        has gone, which gives it back at once; an agent that broke off is retired."""
+        spec = handle.spec
+        wait = request.checkout_timeout_seconds or float(spec.checkout_timeout_seconds)
+        deadline = time.monotonic() + (wait if request.wait else 0.0)
+        timeout = request.call_timeout_seconds or float(spec.call_timeout_seconds)
+        checkout = await self._checkout(
+            handle,
+            priority=request.priority,
+            wait=request.wait,
+            holder=f"gateway:{request.method} {request.target}"[:253],
+            deadline=deadline,
+            series=series,
+        )
+        outcome = CheckinOutcome.LOST
+        try:
+            async with self._runtime.agents.forward(
+                checkout.endpoint,
+                request.method,
+                request.target,
+                request.headers,
+                request.body,
+                timeout=timeout,
+            ) as agent:
+                answer.start(agent.status, agent.headers, agent=checkout.agent)
+                async for piece in agent.body:
+                    await answer.write(piece)
+                answer.end()
+                outcome = CheckinOutcome.FAILURE if agent.status >= 500 else CheckinOutcome.SUCCESS
+        except ForwardBroken as error:
+            raise errors.from_agent(error.reason, error.message) from None
+        except (ConnectionError, asyncio.CancelledError):
+            outcome = CheckinOutcome.SUCCESS  # the caller went away: the agent is free at once
+            raise
+        finally:
+            handle.broker.checkin(checkout, outcome)
+        return checkout.agent
+
     def _series_of(self, namespace: str, pool: str, verb: str) -> _Series:
         key = (namespace, pool, verb)
         series = self._series.get(key)
@@ -165,13 +250,15 @@ class GatewayCalls:
             self._series[key] = series
         return series
 
-    async def _served(self, namespace: str, pool: str, request: GatewayRequest) -> PoolHandle:
+    async def _served(
+        self, namespace: str, pool: str, *, wait: bool, checkout_timeout: float | None
+    ) -> PoolHandle:
         """The pool's handle (:mod:`agentpool.handlers.serving`); a pool that exists but is not
         served yet (the operator starting) is waited for within the checkout timeout."""
-        timeout = request.checkout_timeout_seconds or float(POOL_DEFAULTS.checkout_timeout_seconds)
+        timeout = checkout_timeout or float(POOL_DEFAULTS.checkout_timeout_seconds)
         try:
             return await serving.served_pool(
-                self._runtime, namespace, pool, timeout=lambda _: timeout if request.wait else 0.0
+                self._runtime, namespace, pool, timeout=lambda _: timeout if wait else 0.0
             )
         except PoolNotFound as error:
             raise errors.pool_not_found(str(error)) from None
@@ -194,7 +281,14 @@ class GatewayCalls:
         deadline = time.monotonic() + (wait if request.wait else 0.0)
         call_timeout = request.call_timeout_seconds or float(spec.call_timeout_seconds)
         for _ in range(self._settings.refused_tries):
-            checkout = await self._checkout(handle, request, item, deadline, series)
+            checkout = await self._checkout(
+                handle,
+                priority=request.priority,
+                wait=request.wait,
+                holder=f"gateway:{item.id}",
+                deadline=deadline,
+                series=series,
+            )
             result = await self._call(handle, checkout, item, call_timeout, cast=cast)
             if result.ok:
                 if cast:
@@ -221,8 +315,10 @@ class GatewayCalls:
     async def _checkout(
         self,
         handle: PoolHandle,
-        request: GatewayRequest,
-        item: EncodedItem,
+        *,
+        priority: int,
+        wait: bool,
+        holder: str,
         deadline: float,
         series: _Series,
     ) -> Checkout:
@@ -231,12 +327,12 @@ class GatewayCalls:
         try:
             checkout = await handle.broker.checkout(
                 timeout=max(0.0, deadline - started),
-                priority=request.priority,
-                holder=f"gateway:{item.id}",
+                priority=priority,
+                holder=holder,
                 max_waiters=handle.spec.max_waiters,
             )
         except CheckoutFailed as error:
-            if not request.wait and isinstance(error, CheckoutTimedOut):
+            if not wait and isinstance(error, CheckoutTimedOut):
                 error = CheckoutTimedOut(f"{error} (the call would not wait)")
             failure = errors.from_checkout(error, retry_after=self._settings.retry_after_seconds)
             tracing.note_checkout(time.monotonic() - started, failed=failure.reason)

@@ -21,8 +21,10 @@ result, a message or a log line.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +61,27 @@ class InvokeResult:
     message: str = ""
     status_code: int | None = None
     lost: bool = False
+
+
+class ForwardBroken(Exception):
+    """A forwarded request's agent did not answer whole: unreachable, too slow, or gone mid-way.
+    ``reason`` is the protocol's (``AgentLost`` or ``CallTimeout``); the agent's state is
+    unknown."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Forwarding:
+    """An agent's answer to a forwarded request as it comes: its status, its headers as sent,
+    and its body in the pieces the agent sent (undecoded)."""
+
+    status: int
+    headers: Sequence[tuple[bytes, bytes]]
+    body: AsyncIterator[bytes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +205,32 @@ def _trace_lines(trace: dict[str, str]) -> bytes:
     return "".join(lines).encode("ascii")
 
 
+#: The headers aiohttp adds on its own, left out unless the caller sent them.
+_AUTO_HEADERS = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
+
+
+@functools.lru_cache(maxsize=256)
+def _forward_timeout(seconds: float) -> aiohttp.ClientTimeout:
+    return aiohttp.ClientTimeout(total=None, connect=seconds, sock_read=seconds)
+
+
+def _no_answer(error: BaseException) -> str:
+    return f"the agent's connection broke: {type(error).__name__}: {error}".rstrip(": ")
+
+
+async def _pieces(response: aiohttp.ClientResponse, timeout: float) -> AsyncIterator[bytes]:
+    """The answer's body as it arrives; :class:`ForwardBroken` when it stops short or stalls."""
+    try:
+        async for piece in response.content.iter_any():
+            yield piece
+    except TimeoutError:
+        raise ForwardBroken(
+            protocol.CALL_TIMEOUT, f"the agent sent nothing more for {timeout:g} s"
+        ) from None
+    except _NO_ANSWER as error:
+        raise ForwardBroken(protocol.AGENT_LOST, _no_answer(error)) from None
+
+
 def _headers(token: str, *, cast: bool = False) -> dict[str, str]:
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     if cast:
@@ -229,6 +278,51 @@ class AgentClient:
         if self._owns_session and self._session is not None:
             await self._session.close()
             self._session = None
+
+    @contextlib.asynccontextmanager
+    async def forward(
+        self,
+        endpoint: str,
+        method: str,
+        target: str,
+        headers: Sequence[tuple[str, str]],
+        body: AsyncIterable[bytes] | None,
+        *,
+        timeout: float,
+    ) -> AsyncIterator[Forwarding]:
+        """Send ``method`` ``target`` (path and query, as the caller sent them) to the agent at
+        ``endpoint`` with ``headers`` and ``body`` streamed as they come; the answer streams
+        while the context is open. ``timeout`` bounds the wait for the answer's head and each
+        wait for more of it; a failure of the agent's side raises :class:`ForwardBroken`.
+        Leaving early closes the agent's connection, which tells it the caller went away."""
+        url = URL(_urls(endpoint).base + target, encoded=True)
+        given = {name.lower() for name, _ in headers}
+        try:
+            response = await self._client().request(
+                method,
+                url,
+                headers=list(headers),
+                data=body,
+                skip_auto_headers=[h for h in _AUTO_HEADERS if h.lower() not in given],
+                allow_redirects=False,
+                auto_decompress=False,
+                timeout=_forward_timeout(timeout),
+            )
+        except TimeoutError:
+            raise ForwardBroken(
+                protocol.CALL_TIMEOUT, f"the agent did not answer within {timeout:g} s"
+            ) from None
+        except _NO_ANSWER as error:
+            raise ForwardBroken(protocol.AGENT_LOST, _no_answer(error)) from None
+        whole = False
+        try:
+            yield Forwarding(response.status, response.raw_headers, _pieces(response, timeout))
+            whole = True
+        finally:
+            if whole:
+                response.release()
+            else:
+                response.close()
 
     async def invoke(
         self,
