@@ -119,6 +119,8 @@ USED: dict[tuple[str, str], Callable[[Runtime], list[Any]]] = {
     ],
     # The pool handler reads it from the parsed spec.
     ("AgentPool", "spec.resetBetweenItems"): lambda r: [r.pool.reset_between_items],
+    # The handlers read it from the parsed spec, as the pool's loop last read it.
+    ("AgentPool", "spec.protocol"): lambda r: [r.pool.protocol],
     # The gateway reads it from the pool's parsed spec, as its loop last read it.
     ("AgentPool", "spec.maxWaiters"): lambda r: [r.pool.max_waiters],
     ("AgentPool", "spec.quarantineAfterFailures"): lambda r: [r.policy.quarantine_after_failures],

@@ -125,6 +125,73 @@ def test_template_hash_follows_what_shapes_the_pod() -> None:
     assert digest(spec) != digest({**spec, "image": "agent:2"})
 
 
+HTTP_POOL: dict[str, Any] = {**POOL, "spec": {**POOL["spec"], "protocol": "HTTP"}}
+
+
+def test_an_http_pools_agent_is_handed_no_token() -> None:
+    """An app that knows nothing of agentpool gets no secret: no AGENTPOOL_TOKEN (not even one
+    its template names), no reference to the pool's Secret, no token digest; it keeps the plain
+    facts any agent gets (its port, its slots, its pool's name)."""
+    pod = agent_pod(HTTP_POOL, spec=AgentPoolSpec.model_validate(HTTP_POOL["spec"]), token="s3cret")
+    [container] = pod["spec"]["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert "AGENTPOOL_TOKEN" not in env
+    assert "p-agent-token" not in str(pod)
+    assert "agentpool.dev/token-hash" not in pod["metadata"]["annotations"]
+    assert "volumes" not in pod["spec"]
+    assert {name: env[name]["value"] for name in ("AGENT_PORT", "AGENTPOOL_SLOTS")} == {
+        "AGENT_PORT": "9000",
+        "AGENTPOOL_SLOTS": "1",
+    }
+    assert env["AGENTPOOL_POOL"]["value"] == "p"
+    assert env["MODEL"]["value"] == "m"
+    native = agent_pod(POOL, spec=AgentPoolSpec.model_validate(POOL["spec"]), token="s3cret")
+    assert "agentpool.dev/token-hash" in native["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize(
+    ("given", "container_probe", "expected"),
+    [
+        # Nothing given: a TCP connection to the pool's port, not GET /healthz.
+        (None, None, {"tcpSocket": {"port": 9000}}),
+        ({"periodSeconds": 5}, None, {"tcpSocket": {"port": 9000}, "periodSeconds": 5}),
+        ({"httpGet": {"path": "/up"}}, None, {"httpGet": {"path": "/up", "port": 9000}}),
+        # The template's own probe stands when the spec gives none.
+        (
+            None,
+            {"httpGet": {"path": "/ping", "port": 9000}},
+            {"httpGet": {"path": "/ping", "port": 9000}},
+        ),
+    ],
+)
+def test_an_http_pools_agent_is_probed_by_tcp_unless_told(
+    given: dict[str, Any] | None,
+    container_probe: dict[str, Any] | None,
+    expected: dict[str, Any],
+) -> None:
+    """An HTTP pool's health is its readiness probe: the spec's or the template's, and with
+    neither a TCP connection to its port, since an arbitrary server may serve no /healthz."""
+    spec = dict(HTTP_POOL["spec"])
+    if given is not None:
+        spec["readinessProbe"] = given
+    if container_probe is not None:
+        [container] = spec["template"]["spec"]["containers"]
+        containers = [{**container, "readinessProbe": container_probe}]
+        spec["template"] = {"spec": {"containers": containers}}
+    probe = pod_of({**HTTP_POOL, "spec": spec})["spec"]["containers"][0]["readinessProbe"]
+    handlers = [k for k in ("httpGet", "tcpSocket", "exec") if k in probe]
+    assert handlers == [k for k in ("httpGet", "tcpSocket", "exec") if k in expected]
+    assert {key: probe[key] for key in expected} == expected
+
+
+def test_changing_the_protocol_replaces_the_agents() -> None:
+    """An HTTP pool's pods differ from an Agentpool pool's, so a change of protocol rolls the
+    agents; a pool that leaves protocol at its default keeps the digest it had before."""
+    spec = AgentPoolSpec.model_validate(POOL["spec"])
+    assert template_hash(spec) == template_hash(spec.model_copy(update={"protocol": "Agentpool"}))
+    assert template_hash(spec) != template_hash(AgentPoolSpec.model_validate(HTTP_POOL["spec"]))
+
+
 def test_token_secret_round_trips() -> None:
     """The token is stored base64 in the pool's Secret and read back unchanged."""
     secret = token_secret(POOL, "s3cret")

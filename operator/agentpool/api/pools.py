@@ -24,9 +24,12 @@ from agentpool.api.base import (
     cel,
     name_rule,
 )
-from agentpool.wire import protocol
+from agentpool.wire.protocol import DEFAULT_PORT
 
 Strategy = Literal["LIFO", "FIFO"]
+#: What the pool's agents serve: Agentpool, the agent protocol (``agentpool.wire.protocol``), or
+#: HTTP, any HTTP/1.1 server taken as it is.
+Protocol = Literal["Agentpool", "HTTP"]
 PoolState = Literal["Ready", "Overflow", "Full", "Starting", "ScaledToZero"]
 
 DEFAULT_HEALTH_PATH = "/healthz"
@@ -38,6 +41,11 @@ MAX_SLOTS = 256
 ZERO_ROLL_MESSAGE = (
     "maxSurge and maxUnavailable are both 0, so a rollout could neither add a new agent nor"
     " retire an old one: set maxSurge or maxUnavailable above 0"
+)
+
+RESET_ON_HTTP_MESSAGE = (
+    "resetBetweenItems calls the agent's POST /reset, which an HTTP pool's agent does not serve:"
+    " turn resetBetweenItems off, or set protocol to Agentpool"
 )
 
 POOL_NAME_RULE = name_rule(
@@ -84,7 +92,8 @@ class Probe(ApiModel):
     )
 
     http_get: HttpGetAction | None = None
-    """Probe with an HTTP GET. When no handler is given, GET /healthz on the pool's port."""
+    """Probe with an HTTP GET. When no handler is given, GET /healthz on the pool's port (on an
+    HTTP pool, a TCP connection to it)."""
     tcp_socket: TcpSocketAction | None = None
     """Probe by opening a TCP connection."""
     exec: ExecAction | None = None
@@ -300,6 +309,13 @@ class AgentPoolSpec(ApiModel):
                 field_path=".slots",
             ),
             CelRule(
+                rule="!has(self.protocol) || self.protocol != 'HTTP'"
+                " || !has(self.resetBetweenItems) || !self.resetBetweenItems",
+                message=RESET_ON_HTTP_MESSAGE,
+                field_path=".resetBetweenItems",
+                reason="FieldValueForbidden",
+            ),
+            CelRule(
                 rule="!has(self.maxSurge) || !has(self.maxUnavailable)"
                 " || !string(self.maxSurge).matches('^0+%?$')"
                 " || !string(self.maxUnavailable).matches('^0+%?$')",
@@ -314,8 +330,16 @@ class AgentPoolSpec(ApiModel):
     template: JsonObject | None = None
     """A full PodTemplateSpec for everything else: env, resources, volumes, nodeSelector,
     securityContext, command. The first container runs the agent."""
-    port: int = Field(default=protocol.DEFAULT_PORT, ge=1, le=65535)
-    """The port each agent serves the agent protocol on, passed to it as AGENT_PORT."""
+    protocol: Protocol = "Agentpool"
+    """What the agents serve. Agentpool (the default): the agent protocol (GET /healthz, POST
+    /invoke with its envelope, GET /status, POST /reset, /bind and /unbind, the pool's token on
+    each request). HTTP: any HTTP/1.1 server on port, taken as it is; the operator only probes
+    it for readiness and sends it nothing else, gives it no pool token (AGENTPOOL_TOKEN), and
+    counts an agent idle from the operator's own checkouts only. Fields that need the agent
+    protocol say so, and resetBetweenItems is refused on an HTTP pool."""
+    port: int = Field(default=DEFAULT_PORT, ge=1, le=65535)
+    """The port each agent serves on (the agent protocol, or plain HTTP on an HTTP pool),
+    passed to it as AGENT_PORT."""
     min_size: int = Field(default=1, ge=0)
     """Agents kept warm at all times. The scale subresource sets this field."""
     max_size: int | None = Field(default=None, ge=0)
@@ -325,12 +349,15 @@ class AgentPoolSpec(ApiModel):
     """Which idle agent a checkout gets: LIFO, the most recently returned (the rest stay idle and
     overflow shrinks), or FIFO, the longest idle (spreads the load)."""
     readiness_probe: Probe | None = None
-    """How an agent proves it is ready before it joins the pool; defaults to HTTP GET /healthz
-    on port."""
+    """How an agent proves it is ready before it joins the pool, when the template's container
+    gives no probe; defaults to HTTP GET /healthz on port, and on an HTTP pool (whose server
+    may have no /healthz) to a TCP connection to port."""
     idle_timeout_seconds: int = Field(default=60, ge=0)
     """An idle overflow agent is removed after this many seconds."""
     max_uses: int = Field(default=0, ge=0)
-    """Items an agent serves before it is retired and replaced; 0 means unlimited."""
+    """Items an agent serves before it is retired and replaced; 0 means unlimited. A restarted
+    operator reads each agent's count from its GET /status; an HTTP pool's agents, never
+    asked, count again from 0."""
     max_lifetime_seconds: int = Field(default=0, ge=0)
     """Age in seconds at which an agent is retired and replaced, never while it holds work;
     0 means unlimited."""
@@ -371,7 +398,7 @@ class AgentPoolSpec(ApiModel):
     a whole agent."""
     reset_between_items: bool = False
     """Call the agent's POST /reset after every item; an agent whose reset fails is retired.
-    Needs slots 1."""
+    Needs slots 1 and the agent protocol (refused on an HTTP pool)."""
     max_waiters: int = Field(default=1000, ge=0)
     """The most checkouts that may wait for an agent of this pool at once, across runs, leases
     and gateway calls; a gateway call that would wait past it is refused at once (429
@@ -416,17 +443,36 @@ class AgentPoolSpec(ApiModel):
             raise ValueError(ZERO_ROLL_MESSAGE)
         return self
 
+    @model_validator(mode="after")
+    def _refuse_reset_on_http(self) -> AgentPoolSpec:
+        if self.protocol == "HTTP" and self.reset_between_items:
+            raise ValueError(RESET_ON_HTTP_MESSAGE)
+        return self
+
+    @property
+    def speaks_protocol(self) -> bool:
+        """Whether the agents serve the agent protocol, so the operator may ask them GET
+        /status, POST /reset, /bind, /unbind and /invoke; False on an HTTP pool, whose agents
+        the operator only probes."""
+        return self.protocol == "Agentpool"
+
     @property
     def effective_max_size(self) -> int:
         """The ceiling in force: maxSize, or minSize when maxSize is not set."""
         return self.min_size if self.max_size is None else self.max_size
 
     def effective_readiness_probe(self) -> Probe:
-        """The readiness probe agent pods get: the spec's, with GET /healthz when it names no
-        handler, and the path and the pool's port filled in where its handler names none."""
+        """The readiness probe agent pods get: the spec's, with GET /healthz (a TCP connection
+        on an HTTP pool, whose server may serve no /healthz) when it names no handler, and the
+        path and the pool's port filled in where its handler names none."""
         probe = self.readiness_probe or Probe()
         if probe.http_get is None and probe.tcp_socket is None and probe.exec is None:
-            probe = probe.model_copy(update={"http_get": HttpGetAction()})
+            default = (
+                {"http_get": HttpGetAction()}
+                if self.speaks_protocol
+                else {"tcp_socket": TcpSocketAction()}
+            )
+            probe = probe.model_copy(update=default)
         if probe.http_get is not None:
             http_get = probe.http_get.model_copy(
                 update={"path": probe.http_get.path, "port": probe.http_get.port or self.port}

@@ -95,6 +95,9 @@ def template_hash(spec: AgentPoolSpec) -> str:
     if spec.slots != 1:
         # Only when set, so that pools from before slots keep their digest and their agents.
         shaping["slots"] = spec.slots
+    if not spec.speaks_protocol:
+        # An HTTP pool's pods differ (no token, another default probe); only when set, as slots.
+        shaping["protocol"] = spec.protocol
     canonical = json.dumps(shaping, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
@@ -176,6 +179,11 @@ def agent_pod(pool: Mapping[str, Any], *, spec: AgentPoolSpec, token: str = "") 
     unless the spec or template names them, the readiness probe on ``/healthz`` that admits the
     agent to the pool, the termination message policy FallbackToLogsOnError, and no service
     account token.
+
+    An HTTP pool's agent is an app that knows nothing of agentpool: it is handed no token (no
+    ``AGENTPOOL_TOKEN``, no token annotation), and its default probe is a TCP connection to the
+    port. ``AGENT_PORT``, ``AGENTPOOL_SLOTS`` and ``AGENTPOOL_POOL`` are plain facts it may read
+    or ignore, so it gets them as any agent does.
     """
     name = pool["metadata"]["name"]
     port = spec.port
@@ -196,13 +204,16 @@ def agent_pod(pool: Mapping[str, Any], *, spec: AgentPoolSpec, token: str = "") 
         {"name": protocol.PORT_ENV, "value": str(port)},
         {"name": protocol.SLOTS_ENV, "value": str(spec.slots)},
         {"name": "AGENTPOOL_POOL", "value": name},
-        {
-            "name": protocol.TOKEN_ENV,
-            "valueFrom": {
-                "secretKeyRef": {"name": token_secret_name(name), "key": TOKEN_KEY},
-            },
-        },
     ]
+    if spec.speaks_protocol:
+        env.append(
+            {
+                "name": protocol.TOKEN_ENV,
+                "valueFrom": {
+                    "secretKeyRef": {"name": token_secret_name(name), "key": TOKEN_KEY},
+                },
+            }
+        )
     agent["env"] = env
     ports = [p for p in agent.get("ports", []) if p.get("containerPort") != port]
     agent["ports"] = [{"name": "agent", "containerPort": port, "protocol": "TCP"}, *ports]
@@ -227,7 +238,7 @@ def agent_pod(pool: Mapping[str, Any], *, spec: AgentPoolSpec, token: str = "") 
         **(template_meta.get("annotations") or {}),
         TEMPLATE_HASH_ANNOTATION: template_hash(spec),
     }
-    if token:
+    if token and spec.speaks_protocol:
         annotations[TOKEN_HASH_ANNOTATION] = token_hash(token)
     return {
         "apiVersion": "v1",
