@@ -3,6 +3,8 @@ gateway's own headers read or refused naming the header."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -118,3 +120,14 @@ def test_a_bad_header_of_the_gateway_is_a_400_naming_it(header: str, value: str)
     assert refused.value.status == 400
     assert refused.value.message.startswith(f"{header}: ")
     assert repr(value) in refused.value.message
+
+
+def test_only_a_request_with_a_body_passes_one_on() -> None:
+    async def body() -> AsyncIterator[bytes]:
+        yield b"{}"
+
+    stream = body()
+    assert forwarded("GET", "/", [(b"Host", b"x")], stream).body is None
+    assert forwarded("POST", "/", [(b"Content-Length", b"0")], stream).body is None
+    assert forwarded("POST", "/", [(b"Content-Length", b"2")], stream).body is stream
+    assert forwarded("POST", "/", [(b"Transfer-Encoding", b"chunked")], stream).body is stream

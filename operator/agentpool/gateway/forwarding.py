@@ -135,11 +135,15 @@ def forwarded(
         for name, value in headers
         if name.lower().startswith(_OWN_PREFIX)
     }
+    framed = {name.lower(): value.strip() for name, value in headers}
+    # A request without a body must reach the agent without one: a chunked empty body on a GET
+    # is read by many servers as the start of the next request.
+    has_body = b"transfer-encoding" in framed or framed.get(b"content-length", b"0") != b"0"
     return Forwarded(
         method=method,
         target=target,
         headers=passed_on(headers),
-        body=body,
+        body=body if has_body else None,
         priority=_integer(own, PRIORITY_HEADER),
         wait=_flag(own, WAIT_HEADER),
         checkout_timeout_seconds=_seconds(own, CHECKOUT_TIMEOUT_HEADER),

@@ -229,7 +229,8 @@ class GatewayServer:
                 404,
                 GatewayReason.NOT_FOUND,
                 f"no such path {path!r}: the gateway serves POST "
-                f"{PATH_PREFIX}/NAMESPACE/agentpools/POOL/call (or /cast)",
+                f"{PATH_PREFIX}/NAMESPACE/agentpools/POOL/call (or /cast), and any request to "
+                f"{PATH_PREFIX}/NAMESPACE/agentpools/POOL/proxy/PATH for an HTTP pool",
             )
         )
 

@@ -1,0 +1,273 @@
+"""Pools of HTTP servers taken as they are, reached through the gateway's proxy path.
+
+The agents here know nothing of agentpool: a server on Python's standard library (streaming
+server-sent events, held by a file the test makes) and the FastAPI chat server of
+``examples/http``, called with the ``openai`` client. Through the gateway each event reaches the
+caller as the server sends it, a caller that hangs up frees its agent at once, an agent that dies
+mid-answer breaks the caller's stream and the next request goes to another agent, the caller's
+token never reaches an agent, and RBAC is asked with the method's verb on ``agentpools/proxy``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+import yaml
+from gateway_support import Gateway, caller_token
+from operator_support import Api
+from pool_support import pool_status
+
+from cluster import wait_for
+
+pytestmark = [pytest.mark.cluster]
+
+REPO = Path(__file__).resolve().parents[2]
+
+# A server that knows nothing of agentpool: GET /health; GET /events?gate=PATH streams one event,
+# waits for PATH to exist, then a second; GET /die sends one event and exits mid-answer; POST
+# /echo answers the headers it got. Each request's method and path are logged.
+SERVER = textwrap.dedent(
+    """
+    import json, os, pathlib, sys, time, urllib.parse
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def chunk(self, data):
+            self.wfile.write(b"%x\\r\\n%b\\r\\n" % (len(data), data))
+            self.wfile.flush()
+
+        def stream_head(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("X-Served-By", os.environ["AGENT_HOST"])
+            self.end_headers()
+
+        def do_GET(self):
+            print(self.command, self.path, flush=True)
+            url = urllib.parse.urlsplit(self.path)
+            if url.path == "/health":
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+            elif url.path == "/events":
+                gate = pathlib.Path(urllib.parse.parse_qs(url.query)["gate"][0])
+                self.stream_head()
+                self.chunk(b"data: one\\n\\n")
+                deadline = time.monotonic() + 60
+                while not gate.exists() and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                self.chunk(b"data: two\\n\\n")
+                self.wfile.write(b"0\\r\\n\\r\\n")
+            elif url.path == "/die":
+                self.stream_head()
+                self.chunk(b"data: one\\n\\n")
+                os._exit(3)
+            else:
+                self.send_error(404)
+
+        def do_POST(self):
+            print(self.command, self.path, flush=True)
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            answer = json.dumps({"headers": dict(self.headers), "body": body.decode()}).encode()
+            self.send_response(201)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args):
+            pass
+
+    address = (os.environ["AGENT_HOST"], int(os.environ["AGENT_PORT"]))
+    ThreadingHTTPServer(address, Handler).serve_forever()
+    """
+)
+
+
+def http_pool(api: Api, namespace: str, name: str, agents: int) -> None:
+    template = {
+        "spec": {
+            "containers": [
+                {
+                    "name": "agent",
+                    "command": ["python", "-c", SERVER],
+                    "env": [{"name": "AGENT_HOST", "value": "0.0.0.0"}],
+                }
+            ]
+        }
+    }
+    spec = {
+        "image": "agentpool:0.1.0",
+        "protocol": "HTTP",
+        "minSize": agents,
+        "readinessProbe": {"httpGet": {"path": "/health"}},
+        "template": template,
+    }
+    api.create("agentpools", namespace, name, spec)
+    wait_for(
+        lambda: pool_status(api, namespace, name).get("available") == agents,
+        90,
+        message=f"{agents} agents of {name} available",
+    )
+
+
+def proxy(gateway: Gateway, pool: str, path: str) -> str:
+    return f"/v1/namespaces/{gateway.namespace}/agentpools/{pool}/proxy{path}"
+
+
+def open_stream(
+    gateway: Gateway, pool: str, path: str, token: str, **headers: str
+) -> tuple[http.client.HTTPSConnection, http.client.HTTPResponse]:
+    connection = http.client.HTTPSConnection(
+        gateway.host, gateway.port, context=gateway.context(), timeout=60
+    )
+    connection.request(
+        "GET", proxy(gateway, pool, path), headers={"Authorization": f"Bearer {token}", **headers}
+    )
+    return connection, connection.getresponse()
+
+
+def next_event(response: http.client.HTTPResponse) -> bytes:
+    """One server-sent event's lines, read as they come."""
+    lines = []
+    while (line := response.readline()) not in (b"\n", b""):
+        lines.append(line)
+    return b"".join(lines)
+
+
+def test_each_event_reaches_the_caller_as_the_server_sends_it(
+    api: Api, namespace: str, tmp_path: Path
+) -> None:
+    http_pool(api, namespace, "events", agents=1)
+    gateway = Gateway.of(api, namespace)
+    token = caller_token(api, namespace, "streamer", bound=True)
+    gate = tmp_path / "gate"
+    connection, response = open_stream(gateway, "events", f"/events?gate={gate}", token)
+    try:
+        assert response.status == 200
+        assert response.getheader("Content-Type") == "text/event-stream"
+        assert response.getheader("Agentpool-Agent", "").startswith("events-")
+        # The server sends its second event only once the gate exists, which the test makes
+        # only after it has read the first: the first came through before the answer ended.
+        assert next_event(response) == b"data: one\n"
+        gate.touch()
+        assert next_event(response) == b"data: two\n"
+        assert response.read() == b""
+    finally:
+        connection.close()
+
+    echoed = gateway.send(
+        "events", {"x": 1}, token=token, path=proxy(gateway, "events", "/echo?q=1")
+    )
+    assert echoed.status == 201
+    assert echoed.headers["Agentpool-Agent"].startswith("events-")
+    passed = {name.lower() for name in echoed.body["headers"]}
+    assert "authorization" not in passed
+    assert echoed.body["body"] == '{"x": 1}'
+
+
+def test_a_caller_that_hangs_up_frees_its_agent_and_a_dead_agent_breaks_the_stream(
+    api: Api, namespace: str, tmp_path: Path
+) -> None:
+    http_pool(api, namespace, "single", agents=1)
+    gateway = Gateway.of(api, namespace)
+    token = caller_token(api, namespace, "hangup", bound=True)
+    connection, response = open_stream(
+        gateway, "single", f"/events?gate={tmp_path / 'never'}", token
+    )
+    assert next_event(response) == b"data: one\n"
+    busy = gateway.send(
+        "single", None, token=token, method="GET", path=proxy(gateway, "single", "/health")
+    )
+    assert busy.status == 429 or busy.status == 503  # the one agent is held
+    connection.close()
+
+    def served_at_once() -> bool:
+        reply = _get_no_wait(gateway, "single", "/health", token)
+        return reply == 200
+
+    wait_for(served_at_once, 30, message="the agent given back once its caller hung up")
+
+    connection, response = open_stream(gateway, "single", "/die", token)
+    try:
+        assert next_event(response) == b"data: one\n"
+        with pytest.raises((http.client.IncompleteRead, ConnectionError)):
+            response.read()
+    finally:
+        connection.close()
+    # The agent that broke off was retired, and a new one serves the next request.
+    reply = gateway.send(
+        "single", None, token=token, method="GET", path=proxy(gateway, "single", "/health")
+    )
+    assert reply.status == 200, reply.body
+
+
+def _get(gateway: Gateway, pool: str, path: str, token: str, **headers: str) -> int:
+    connection, response = open_stream(gateway, pool, path, token, **headers)
+    try:
+        response.read()
+        return response.status
+    finally:
+        connection.close()
+
+
+def _get_no_wait(gateway: Gateway, pool: str, path: str, token: str) -> int:
+    return _get(gateway, pool, path, token, **{"Agentpool-Wait": "false"})
+
+
+def test_rbac_asks_the_method_s_verb_and_a_native_pool_is_not_forwarded(
+    api: Api, namespace: str
+) -> None:
+    http_pool(api, namespace, "guarded", agents=1)
+    gateway = Gateway.of(api, namespace)
+    stranger = caller_token(api, namespace, "stranger", bound=False)
+    refused = gateway.send(
+        "guarded",
+        None,
+        token=stranger,
+        method="DELETE",
+        path=proxy(gateway, "guarded", "/thing"),
+    )
+    assert refused.status == 403
+    assert 'cannot delete resource "agentpools/proxy"' in refused.body["error"]["message"]
+
+
+def test_the_openai_client_streams_a_chat_through_the_gateway(api: Api, namespace: str) -> None:
+    manifest = yaml.safe_load((REPO / "examples" / "http" / "pool.yaml").read_text())
+    spec: dict[str, Any] = manifest["spec"]
+    spec["minSize"] = 1
+    api.create("agentpools", namespace, "chat", spec)
+    wait_for(
+        lambda: pool_status(api, namespace, "chat").get("available") == 1,
+        120,
+        message="the chat server available",
+    )
+    gateway = Gateway.of(api, namespace)
+    token = caller_token(api, namespace, "chatter", bound=True)
+    client = openai.OpenAI(
+        base_url=f"{gateway.url}{proxy(gateway, 'chat', '/v1')}",
+        api_key=token,
+        http_client=httpx.Client(verify=gateway.context()),
+        max_retries=0,
+    )
+    messages: Any = [{"role": "user", "content": "warm agents stream"}]
+    whole = client.chat.completions.create(model="echo", messages=messages)
+    assert whole.choices[0].message.content == "You said: warm agents stream"
+    pieces = [
+        chunk.choices[0].delta.content or ""
+        for chunk in client.chat.completions.create(model="echo", messages=messages, stream=True)
+        if chunk.choices
+    ]
+    assert "".join(pieces) == "You said: warm agents stream"
+    assert len([p for p in pieces if p]) == 5  # one event per word, as the server sent them
+    client.close()
