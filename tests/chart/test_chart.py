@@ -507,7 +507,7 @@ def test_the_gateway_is_served_to_callers_of_the_acting_replica(
     """The gateway's Service reaches the operator pods' gateway port; the flags publish its
     Service's DNS name and keep its certificate in the release namespace, naming the Service;
     a pod is Ready only while its replica acts; the operator may review its callers' tokens and
-    rights, and users get a caller role granting only call and cast."""
+    rights, and users get a caller role granting only call, cast and proxy."""
     manifests = rendered["two-replicas"]
     container = _container(manifests)
     args = container["args"]
@@ -538,7 +538,12 @@ def test_the_gateway_is_served_to_callers_of_the_acting_replica(
             "apiGroups": ["agentpool.dev"],
             "resources": ["agentpools/call", "agentpools/cast"],
             "verbs": ["create"],
-        }
+        },
+        {
+            "apiGroups": ["agentpool.dev"],
+            "resources": ["agentpools/proxy"],
+            "verbs": ["create", "delete", "get", "patch", "update"],
+        },
     ]
 
 

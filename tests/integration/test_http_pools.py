@@ -24,10 +24,12 @@ from operator_support import Api
 from pool_support import pool_status
 
 from cluster import wait_for
+from docblocks import block_for
 
 pytestmark = [pytest.mark.cluster]
 
 REPO = Path(__file__).resolve().parents[2]
+OPENAI_BLOCK = "tests/integration/test_http_pools.py::test_the_openai_client_streams_a_chat_through_the_gateway"
 
 # A server that knows nothing of agentpool: GET /health; GET /events?gate=PATH streams one event,
 # waits for PATH to exist, then a second; GET /die sends one event and exits mid-answer; POST
@@ -242,7 +244,11 @@ def test_rbac_asks_the_method_s_verb_and_a_native_pool_is_not_forwarded(
     assert 'cannot delete resource "agentpools/proxy"' in refused.body["error"]["message"]
 
 
-def test_the_openai_client_streams_a_chat_through_the_gateway(api: Api, namespace: str) -> None:
+def test_the_openai_client_streams_a_chat_through_the_gateway(
+    api: Api, namespace: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The pool of examples/http serves the openai client, whole and streamed, and the guide's
+    block runs as printed."""
     manifest = yaml.safe_load((REPO / "examples" / "http" / "pool.yaml").read_text())
     spec: dict[str, Any] = manifest["spec"]
     spec["minSize"] = 1
@@ -271,3 +277,16 @@ def test_the_openai_client_streams_a_chat_through_the_gateway(api: Api, namespac
     assert "".join(pieces) == "You said: warm agents stream"
     assert len([p for p in pieces if p]) == 5  # one event per word, as the server sent them
     client.close()
+
+    ca_file = tmp_path / "ca.crt"
+    ca_file.write_text(gateway.ca_pem)
+    block = block_for(OPENAI_BLOCK, REPO / "docs" / "guides" / "bring-your-own-agent.md")
+    capsys.readouterr()
+    names = {
+        "GATEWAY": gateway.url,
+        "NAMESPACE": namespace,
+        "TOKEN": token,
+        "CA_FILE": str(ca_file),
+    }
+    exec(compile(block.text, block.where(), "exec"), names)
+    assert capsys.readouterr().out == "You said: hello pool\n"
