@@ -8,18 +8,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from agent_processes import wait_for, wait_until
+from agent_processes import REPO, wait_for, wait_until
 
 from agentpool.agent import Agent, Context
+from agentpool.agent.loader import load_agent
 from agentpool.agent.server import AgentServer
 from agentpool.agent.settings import Settings
 from agentpool.io.agents import AgentClient
 from agentpool.wire import events
 from agentpool.wire.events import Event, EventParser, Failed, Whole
+from docblocks import block_for
 
 TOKEN = "pool-token-streams"
 STREAMED = {"Authorization": f"Bearer {TOKEN}", "Accept": "text/event-stream"}
@@ -283,3 +286,42 @@ async def test_a_streaming_handler_cast_runs_whole_in_the_background(
     release.set()
     await wait_for(finished.is_set, what="the cast's handler to finish")
     await idle(client, endpoint)
+
+
+def test_the_guides_streaming_example_streams(tmp_path: Path) -> None:
+    """The agent guide's streaming example, saved as printed and loaded as ``python -m
+    agentpool.agent`` loads it, sends its words as parts to a caller that streams and their
+    list to one that does not."""
+    block = block_for(
+        "tests/agent/test_agent_streams.py::test_the_guides_streaming_example_streams",
+        REPO / "docs" / "guides" / "write-an-agent.md",
+    )
+    module = tmp_path / "streaming_agent.py"
+    module.write_text(block.text)
+    agent = load_agent(f"{module}:agent")
+    body = envelope("q1", {"question": "why?"})
+
+    async def ask() -> tuple[list[Event], Any]:
+        settings = Settings(host="127.0.0.1", port=0, token=TOKEN)
+        server = AgentServer(agent, settings)
+        stop = asyncio.Event()
+        serving = asyncio.create_task(server.serve_until(stop))
+        try:
+            await wait_for(lambda: server.ready, what="the example to serve")
+            endpoint = f"http://127.0.0.1:{server.port}/invoke"
+            async with aiohttp.ClientSession() as session:
+                async with session.post(endpoint, json=body, headers=STREAMED) as answer:
+                    streamed = await EventReader(answer).rest()
+                headers = {"Authorization": f"Bearer {TOKEN}"}
+                async with session.post(endpoint, json=body, headers=headers) as answer:
+                    whole = await answer.json()
+        finally:
+            stop.set()
+            await serving
+        return streamed, whole
+
+    streamed, whole = asyncio.run(ask())
+    words = ["You", "asked:", "why?"]
+    assert events.whole_answer(streamed) == Whole(output=words, done={"id": "q1"})
+    assert [event.type for event in streamed] == ["part", "part", "part", "done"]
+    assert whole == {"output": words}
