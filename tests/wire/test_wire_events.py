@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentpool.wire import events, protocol
-from agentpool.wire.events import Event, EventParser, Failed, Whole
+from agentpool.wire.events import Event, EventParser, EventTooLarge, Failed, Whole
 
 JSON_VALUES = st.recursive(
     st.none()
@@ -194,3 +194,17 @@ def test_which_accept_headers_ask_for_a_stream(accept: str, wanted: bool) -> Non
     """Only a header naming text/event-stream, not refused with q=0, asks for a stream: a
     caller that takes anything gets the JSON answer every caller understands."""
     assert events.wants_stream(accept) is wanted
+
+
+@given(cuts=st.lists(st.integers(min_value=0)))
+def test_an_event_past_the_limit_is_refused_however_it_arrives(cuts: list[int]) -> None:
+    """Events within the limit are read, each on its own count; one past it, or a line that
+    never ends, raises EventTooLarge before it is held whole, wherever the bytes are cut."""
+    within = events.encode("part", "x" * 12) + events.encode("part", "y\n" * 12)
+    assert len(list(events.parse(split(within, cuts), limit=20))) == 2
+    for past in (events.encode("part", "x" * 21), events.encode("part", "y\n" * 21)):
+        with pytest.raises(EventTooLarge):
+            list(events.parse(split(within + past, cuts), limit=20))
+    endless = b"data: " + b"z" * 50
+    with pytest.raises(EventTooLarge, match="more than 20 characters"):
+        list(events.parse(split(endless, cuts), limit=20))

@@ -136,6 +136,12 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+class EventTooLarge(ValueError):
+    """An event being read holds more characters than the parser's limit: the stream is cut
+    there, before a part past any output's size (or a line that never ends) fills the caller's
+    memory."""
+
+
 class EventParser:
     """Server-sent events from the bytes of a stream, fed in chunks split anywhere: mid-line,
     mid-character, between a line's CR and LF.
@@ -145,16 +151,21 @@ class EventParser:
     field's value loses one leading space; ``data`` lines are joined with ``\\n``; a blank line
     dispatches the event, which dispatches nothing if it has no data; ``id``, ``retry`` and any
     other field are ignored. What follows the last blank line when the stream ends is never an
-    event. No input makes it raise.
+    event. No input makes it raise, but for :class:`EventTooLarge` once the event being read
+    holds more than ``limit`` characters: the values of its data lines, and the line not yet
+    ended, field name and all.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, limit: int | None = None) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._limit = limit
         self._started = False
         self._after_cr = False
         self._line: list[str] = []
         self._type = ""
         self._data: list[str] = []
+        # Characters of the event being read: its data lines and the line not yet ended.
+        self._held = 0
 
     def feed(self, chunk: bytes) -> list[Event]:
         """The events that ``chunk`` completes, in order."""
@@ -170,15 +181,22 @@ class EventParser:
         self._after_cr = text.endswith("\r")
         events: list[Event] = []
         for end in _LINE_END.finditer(text, start):
-            self._line.append(text[start : end.start()])
+            self._hold(text[start : end.start()])
             line = "".join(self._line)
             self._line.clear()
+            self._held -= len(line)
             start = end.end()
             event = self._take(line)
             if event is not None:
                 events.append(event)
-        self._line.append(text[start:])
+        self._hold(text[start:])
         return events
+
+    def _hold(self, piece: str) -> None:
+        self._line.append(piece)
+        self._held += len(piece)
+        if self._limit is not None and self._held > self._limit:
+            raise EventTooLarge(f"an event of the stream holds more than {self._limit} characters")
 
     def _take(self, line: str) -> Event | None:
         if not line:
@@ -191,19 +209,22 @@ class EventParser:
             self._type = value
         elif name == "data":
             self._data.append(value)
+            self._held += len(value)
         return None
 
     def _dispatch(self) -> Event | None:
         data, self._data = self._data, []
+        self._held = 0
         type, self._type = self._type, ""
         if not data:
             return None
         return Event(type=type or MESSAGE, data="\n".join(data))
 
 
-def parse(chunks: Iterable[bytes]) -> Iterator[Event]:
-    """The events of a stream read in ``chunks``, each as soon as its chunk completes it."""
-    parser = EventParser()
+def parse(chunks: Iterable[bytes], *, limit: int | None = None) -> Iterator[Event]:
+    """The events of a stream read in ``chunks``, each as soon as its chunk completes it; past
+    ``limit`` characters in one event, :class:`EventTooLarge`."""
+    parser = EventParser(limit=limit)
     for chunk in chunks:
         yield from parser.feed(chunk)
 
