@@ -325,3 +325,36 @@ def test_the_guides_streaming_example_streams(tmp_path: Path) -> None:
     assert events.whole_answer(streamed) == Whole(output=words, done={"id": "q1"})
     assert [event.type for event in streamed] == ["part", "part", "part", "done"]
     assert whole == {"output": words}
+
+
+async def test_a_draining_agent_finishes_the_stream_it_serves(
+    session: aiohttp.ClientSession,
+) -> None:
+    """SIGTERM mid-stream: new items are refused as Draining, the stream runs to its ``done``,
+    and only then does the agent exit, with 0."""
+    read_first = asyncio.Event()
+
+    async def handler(item: Any, input: Any, context: Context) -> AsyncIterator[str]:
+        yield "a"
+        await read_first.wait()
+        yield "b"
+
+    server = AgentServer(
+        Agent(handler, name="draining"), Settings(host="127.0.0.1", port=0, token=TOKEN)
+    )
+    stop = asyncio.Event()
+    serving = asyncio.create_task(server.serve_until(stop))
+    await wait_for(lambda: server.ready, what="the agent to serve")
+    endpoint = f"http://127.0.0.1:{server.port}/invoke"
+    async with session.post(endpoint, json=envelope("d1"), headers=STREAMED) as answer:
+        reader = EventReader(answer)
+        assert await reader.next() == Event("part", '"a"')
+        stop.set()
+        await wait_for(lambda: server.draining, what="the agent to drain")
+        async with session.post(endpoint, json=envelope("d2"), headers=STREAMED) as refused:
+            assert (refused.status, refused.content_type) == (503, "application/json")
+        assert not serving.done()
+        read_first.set()
+        assert await reader.rest() == [Event("part", '"b"'), Event("done", '{"id":"d1"}')]
+    async with asyncio.timeout(30):
+        assert await serving == 0
