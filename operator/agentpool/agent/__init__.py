@@ -12,6 +12,10 @@
 
     agent = Agent(handle, startup=load)
 
+A handler may instead be an async generator function, each ``yield`` a part of the output: a
+caller that asks for a streamed answer gets each part as it is made (``agentpool.agent.streams``),
+anyone else the list of the parts.
+
 ``python -m agentpool.agent my_module:agent`` (or ``path/to/file.py:agent``) serves it on
 ``AGENT_HOST``/``AGENT_PORT`` (default ``0.0.0.0:8080``) for callers holding ``AGENTPOOL_TOKEN``,
 which must be set. ``agentpool.agent.server`` serves it, ``agentpool.wire.protocol`` holds the

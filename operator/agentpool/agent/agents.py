@@ -6,7 +6,9 @@ the protocol and ``python -m agentpool.agent MODULE:OBJECT`` finds it and runs i
 The start-up is the expensive part (a model to load, tools to initialise) and runs once; what it
 returns is handed to every item as ``context.state`` and to ``reset``, ``bind`` and ``unbind``,
 which hear of an AgentLease taking the agent and giving it back. Each function may be synchronous
-(run in the agent's worker thread, so the server keeps answering) or ``async``.
+(run in the agent's worker thread, so the server keeps answering) or ``async``. The handler may
+also be an async generator function: each ``yield`` is a part of the output, sent to a caller
+that asks for a streamed answer as soon as it is made; anyone else gets the list of the parts.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from typing import Any
 from agentpool.agent.binding import Binding
 from agentpool.agent.context import Context
 
-#: ``handler(item, input, context) -> output``; the output must be JSON serialisable.
+#: ``handler(item, input, context) -> output``; the output must be JSON serialisable. An async
+#: generator function yields the output's parts instead, each JSON serialisable.
 Handler = Callable[[Any, Any, Context], Any]
 #: ``startup() -> state``: the expensive part, done once before the agent reports ready.
 Startup = Callable[[], Any]

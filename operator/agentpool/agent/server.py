@@ -5,7 +5,9 @@ themselves (``serve_until``). The server listens first and runs the start-up aft
 ``/healthz`` answers 503 until the agent is warm and the readiness probe admits it only then. It
 serves as many items at once as it has slots (``agentpool.agent.slots``: async handlers side by
 side on the loop, sync ones on a thread each); SIGTERM drains: no new work, the current items
-finish, then the process exits 0.
+finish, then the process exits 0. A handler that is an async generator function answers a caller
+that asks for it part by part, as server-sent events (``agentpool.agent.streams``), and anyone
+else with the list of its parts.
 
 Tokens are compared in constant time and never logged; ``/healthz`` is the one path that needs
 no token, because a kubelet's readiness probe cannot carry a secret without writing it into the
@@ -27,12 +29,12 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from agentpool.agent import answers, binding, routes, traces
+from agentpool.agent import answers, binding, routes, streams, traces
 from agentpool.agent.context import Context
 from agentpool.agent.settings import Settings
 from agentpool.agent.slots import Slots
-from agentpool.agent.worker import Worker, is_async
-from agentpool.wire import protocol, tokens
+from agentpool.agent.worker import Worker, is_async, is_async_generator
+from agentpool.wire import events, protocol, tokens
 from agentpool.wire.envelopes import Envelope, parse_envelope
 
 log = logging.getLogger("agentpool.agent")
@@ -82,6 +84,7 @@ class AgentServer:
         self._binding_one = asyncio.Lock()
         self._items: set[asyncio.Task[tuple[int, bytes]]] = set()
         self._handler_is_async = is_async(agent.handler)
+        self._handler_streams = is_async_generator(agent.handler)
         self._worker: Worker | None = None
 
     @property
@@ -203,7 +206,7 @@ class AgentServer:
             return web.Response(body=b'{"ready":true}', content_type=_JSON)
         return web.Response(status=503, body=b'{"ready":false}', content_type=_JSON)
 
-    async def _invoke(self, request: web.Request) -> web.Response:
+    async def _invoke(self, request: web.Request) -> web.StreamResponse:
         refusal = self._refusal(request, lease=True)
         if refusal is not None:
             return refusal
@@ -221,11 +224,22 @@ class AgentServer:
         ticket = self.slots.take(parsed.id)
         self.uses += 1
         carrier = traces.trace_headers(request.headers)
-        item = asyncio.create_task(self._run_item(parsed, self.uses, ticket, carrier))
+        stream = None
+        accept = request.headers.get(protocol.ACCEPT_HEADER, "")
+        # A plain handler's output is whole before any of it could be sent: it is answered as
+        # JSON, as an agent that cannot stream answers, whatever the caller asked.
+        if self._handler_streams and not parsed.cast and events.wants_stream(accept):
+            stream = streams.Stream()
+        item = asyncio.create_task(self._run_item(parsed, self.uses, ticket, carrier, stream))
         self._items.add(item)
         item.add_done_callback(self._items.discard)
         if parsed.cast:
             return web.Response(status=202, body=b'{"accepted":true}', content_type=_JSON)
+        if stream is not None:
+            # Not shielded: the parts of a caller that went away have nowhere to go, so the
+            # stream's end ends the item.
+            keep_alive = self.settings.keep_alive_seconds
+            return await stream.write(request, item, keep_alive=keep_alive)
         # Shielded: a caller that goes away must not end the item while the agent looks idle.
         status, body = await asyncio.shield(item)
         return web.Response(status=status, body=body, content_type=_JSON)
@@ -241,9 +255,15 @@ class AgentServer:
         return answers.error(409, protocol.BUSY, message)
 
     async def _run_item(
-        self, envelope: Envelope, uses: int, ticket: int, carrier: dict[str, str]
+        self,
+        envelope: Envelope,
+        uses: int,
+        ticket: int,
+        carrier: dict[str, str],
+        stream: streams.Stream | None,
     ) -> tuple[int, bytes]:
-        """Run one item in its span, which continues the caller's trace (``carrier``)."""
+        """Run one item in its span, which continues the caller's trace (``carrier``); a
+        streamed one hands its events to ``stream``, and its status and body are unused."""
         with traces.item_span(
             carrier,
             agent=self.agent.name,
@@ -251,10 +271,15 @@ class AgentServer:
             attempt=envelope.attempt,
             run=envelope.run,
         ) as span:
-            return await self._run_traced(envelope, uses, ticket, span)
+            return await self._run_traced(envelope, uses, ticket, span, stream)
 
     async def _run_traced(
-        self, envelope: Envelope, uses: int, ticket: int, span: Any
+        self,
+        envelope: Envelope,
+        uses: int,
+        ticket: int,
+        span: Any,
+        stream: streams.Stream | None,
     ) -> tuple[int, bytes]:
         started = time.perf_counter()
         context = Context(
@@ -268,12 +293,28 @@ class AgentServer:
         )
         message = ""
         try:
-            output = await self._call(self.agent.handler, envelope.item, envelope.input, context)
-            try:
-                status, body = 200, answers.dumps({"output": output})
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"the handler's output is not JSON: {exc}") from exc
+            arguments = (envelope.item, envelope.input, context)
+            if self._handler_streams:
+                # Calling an async generator function runs none of it: its parts are read on.
+                parts = self.agent.handler(*arguments)
+                output: Any = await streams.read_parts(parts, stream)
+            else:
+                output = await self._call(self.agent.handler, *arguments)
+            if stream is not None:
+                status, body = 200, b""
+                await stream.end(events.done({"id": envelope.id}))
+            else:
+                try:
+                    status, body = 200, answers.dumps({"output": output})
+                except (TypeError, ValueError) as exc:
+                    raise ValueError(f"the handler's output is not JSON: {exc}") from exc
         except asyncio.CancelledError:
+            if stream is not None:  # only a streamed item's caller going away cancels it
+                log.warning(
+                    "item %s attempt %d stopped: its caller went away mid-stream",
+                    json.dumps(envelope.id, default=str),
+                    envelope.attempt,
+                )
             raise
         except BaseException as exc:  # the author's failure is this item's, never the agent's
             message = answers.describe(exc)
@@ -288,6 +329,8 @@ class AgentServer:
                 envelope.attempt,
                 exc_info=exc,
             )
+            if stream is not None:  # the parts sent before it are no output
+                await stream.end(events.error(protocol.HANDLER_ERROR, message))
         finally:
             self.slots.give_back(ticket)
         log.info(

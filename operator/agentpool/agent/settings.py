@@ -31,6 +31,10 @@ class Settings:
     drain_seconds: float = protocol.DEFAULT_DRAIN_SECONDS
     slots: int = protocol.DEFAULT_SLOTS
     """Items served at once (``AGENTPOOL_SLOTS``, which the operator sets from the pool)."""
+    keep_alive_seconds: float = 10.0
+    """How long a streamed answer goes without a part before a comment line is written: short
+    enough that no proxy between drops a stream as idle while its handler thinks, and that a
+    caller who went away is noticed while no part comes."""
 
     @classmethod
     def from_env(

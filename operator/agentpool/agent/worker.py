@@ -62,6 +62,14 @@ def is_async(fn: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(type(fn).__call__)
 
 
+def is_async_generator(fn: Callable[..., Any]) -> bool:
+    """Whether calling ``fn`` gives an async generator, whose parts the agent reads one by one
+    (a streaming handler) rather than a result."""
+    if inspect.isasyncgenfunction(fn):
+        return True
+    return inspect.isasyncgenfunction(type(fn).__call__)
+
+
 def _settle(
     loop: asyncio.AbstractEventLoop,
     future: asyncio.Future[Any],

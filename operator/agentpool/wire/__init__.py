@@ -8,6 +8,7 @@ the client reads them. What they must agree on lives here, on a floor below all 
 reaches into another for it: :mod:`~agentpool.wire.protocol` (paths, headers, reasons,
 variables), :mod:`~agentpool.wire.envelopes` (the ``POST /invoke`` body),
 :mod:`~agentpool.wire.tokens` (the ``Authorization: Bearer`` header),
+:mod:`~agentpool.wire.events` (a streamed answer's server-sent events),
 :mod:`~agentpool.wire.connections` (kept-alive HTTP/1.1 requests) and
 :mod:`~agentpool.wire.results` (a run's records in its status and result ConfigMaps). This
 package imports nothing else of agentpool; ``pyproject.toml`` keeps it so.

@@ -25,6 +25,12 @@ UNBIND_PATH: Final = "/unbind"
 PREFER_HEADER: Final = "Prefer"
 RESPOND_ASYNC: Final = "respond-async"
 
+#: A request carrying ``Accept: text/event-stream`` asks for a streamed answer: the agent may
+#: answer with server-sent events, one per part of the output as its handler makes it
+#: (:mod:`agentpool.wire.events`), or ignore the header and answer JSON as to any call.
+ACCEPT_HEADER: Final = "Accept"
+EVENT_STREAM: Final = "text/event-stream"
+
 #: Environment variables the SDK reads; the operator sets them on every agent pod.
 TOKEN_ENV: Final = "AGENTPOOL_TOKEN"
 HOST_ENV: Final = "AGENT_HOST"
