@@ -46,6 +46,7 @@ class Calls:
         item: EncodedItem,
         *,
         verb: GatewayVerb,
+        answer: object = None,
     ) -> CallAnswer:
         self.contexts.append(trace.get_current_span().get_span_context())
         return CallAnswer(agent="agent-0", output="done")

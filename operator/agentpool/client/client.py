@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +194,28 @@ class Client:
         request = _gateway_request(item, input, id, priority, wait, checkout_timeout, call_timeout)
         timeout = self._gateway_timeout(checkout_timeout, call_timeout)
         return await self._gateway.send(pool, request, verb="call", timeout=timeout)
+
+    async def stream(
+        self,
+        pool: str,
+        item: Any,
+        *,
+        input: Any = None,
+        id: str | None = None,
+        priority: int = 0,
+        wait: bool = True,
+        checkout_timeout: float | None = None,
+        call_timeout: float | None = None,
+    ) -> AsyncIterator[Any]:
+        """One item on an agent of ``pool``, as :meth:`call`, its output's parts yielded as the
+        agent makes them (``async for part in client.stream(pool, item)``): an agent whose
+        handler streams sends each part as it is made; one that answers whole gives its output
+        as the one part. Raises as :meth:`call` does; a failure after some parts raises
+        :class:`CallFailed` at that point."""
+        request = _gateway_request(item, input, id, priority, wait, checkout_timeout, call_timeout)
+        timeout = self._gateway_timeout(checkout_timeout, call_timeout)
+        async for part in self._gateway.stream(pool, request, timeout=timeout):
+            yield part
 
     async def cast(
         self,

@@ -18,8 +18,10 @@ for the call join the program's trace.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import ssl
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote, urlsplit
@@ -42,6 +44,7 @@ from agentpool.client.errors import (
     NotFound,
     PoolExhausted,
 )
+from agentpool.wire import events, protocol
 from agentpool.wire.connections import Answer, WireError, WirePool
 
 #: No ConfigMap names the gateway in the client's namespace, and no URL was given.
@@ -54,6 +57,9 @@ NO_TOKEN: Final = "NoToken"
 _COMPACT = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 _EXHAUSTED = frozenset({GatewayReason.POOL_EXHAUSTED, GatewayReason.TOO_MANY_WAITERS})
 _MESSAGE_BODY_CHARS = 200
+#: The most characters one event of a streamed answer may hold: a part past it is cut off
+#: rather than held in memory whole.
+_EVENT_LIMIT = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -146,11 +152,8 @@ class GatewayCaller:
         answered (:class:`PoolExhausted`, :class:`NotFound`, :class:`CallFailed`, or
         :class:`AgentpoolError` with its reason)."""
         address = await self.address()
-        try:
-            body = _COMPACT.encode(request.to_wire() | {"item": request.item}).encode()
-        except (TypeError, ValueError) as error:
-            raise AgentpoolError(GatewayReason.INVALID, f"the item is not JSON: {error}") from None
-        path = f"{PATH_PREFIX}/{quote(self._cluster.namespace)}/agentpools/{quote(pool)}/{verb}"
+        body = self._body(request)
+        path = self._path(pool, verb)
         authorization = await self._authorization()
         try:
             answer = await self._post(address, path, authorization, body, timeout)
@@ -168,6 +171,68 @@ class GatewayCaller:
                 self._presented = renewed
                 answer = await self._post(address, path, renewed, body, timeout)
         return _outcome(answer, verb=verb, url=address.url)
+
+    async def stream(
+        self, pool: str, request: GatewayRequest, *, timeout: float
+    ) -> AsyncIterator[Any]:
+        """A call's output in its parts as the agent makes them, asked as server-sent events;
+        an agent that answers whole gives its output as the one part. ``timeout`` bounds the
+        wait for the answer and for each next part. Raises as :meth:`send` does, and
+        :class:`CallFailed` for a failure that comes mid-stream."""
+        address = await self.address()
+        body = self._body(request)
+        path = self._path(pool, "call")
+        authorization = await self._authorization()
+        head = self._head(address, path, authorization, accept=protocol.EVENT_STREAM)
+        host, port = _host_port(address)
+        assert self._wire is not None
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                async with asyncio.timeout(timeout):
+                    answer = await stack.enter_async_context(
+                        self._wire.stream(host, port, head, body)
+                    )
+                    is_stream = answer.content_type.split(b";")[0].strip().lower() == (
+                        protocol.EVENT_STREAM.encode()
+                    )
+                    if answer.status != 200 or not is_stream:
+                        whole = b"".join([piece async for piece in answer.pieces])
+            except TimeoutError:
+                raise AgentpoolError(
+                    GATEWAY_UNREACHABLE,
+                    f"the gateway at {address.url} gave no answer in {timeout:g}s",
+                ) from None
+            except (OSError, asyncio.IncompleteReadError, WireError, ValueError) as error:
+                raise _lost(address, error) from None
+            if answer.status != 200 or not is_stream:
+                yield _outcome(
+                    Answer(answer.status, whole, answer.retry_after), verb="call", url=address.url
+                )
+                return
+            async for said in _events(answer.pieces, timeout=timeout, address=address):
+                yield said
+
+    def _body(self, request: GatewayRequest) -> bytes:
+        try:
+            return _COMPACT.encode(request.to_wire() | {"item": request.item}).encode()
+        except (TypeError, ValueError) as error:
+            raise AgentpoolError(GatewayReason.INVALID, f"the item is not JSON: {error}") from None
+
+    def _path(self, pool: str, verb: GatewayVerb) -> str:
+        return f"{PATH_PREFIX}/{quote(self._cluster.namespace)}/agentpools/{quote(pool)}/{verb}"
+
+    @staticmethod
+    def _head(
+        address: GatewayAddress, path: str, authorization: str, *, accept: str | None = None
+    ) -> bytes:
+        parts = urlsplit(address.url)
+        lines = (
+            f"POST {parts.path.rstrip('/')}{path} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+            f"Authorization: {authorization}\r\nContent-Type: application/json\r\n"
+        )
+        if accept is not None:
+            lines += f"{protocol.ACCEPT_HEADER}: {accept}\r\n"
+        return (lines + _trace_head()).encode("latin-1")
 
     async def _authorization(self) -> str:
         if self._token is not None:
@@ -187,14 +252,8 @@ class GatewayCaller:
     async def _post(
         self, address: GatewayAddress, path: str, authorization: str, body: bytes, timeout: float
     ) -> Answer:
-        parts = urlsplit(address.url)
-        host = parts.hostname or "localhost"
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        head = (
-            f"POST {parts.path.rstrip('/')}{path} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
-            f"Authorization: {authorization}\r\nContent-Type: application/json\r\n"
-            f"{_trace_head()}"
-        ).encode("latin-1")
+        host, port = _host_port(address)
+        head = self._head(address, path, authorization)
         assert self._wire is not None
         try:
             async with asyncio.timeout(timeout):
@@ -208,10 +267,56 @@ class GatewayCaller:
                 GATEWAY_UNREACHABLE, f"could not reach the gateway at {address.url}: {error}"
             ) from None
         except (OSError, asyncio.IncompleteReadError, WireError, ValueError) as error:
-            cause = str(error) or type(error).__name__
-            raise AgentpoolError(
-                GATEWAY_UNREACHABLE, f"lost the gateway at {address.url}: {cause}"
+            raise _lost(address, error) from None
+
+
+def _host_port(address: GatewayAddress) -> tuple[str, int]:
+    parts = urlsplit(address.url)
+    return parts.hostname or "localhost", parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def _lost(address: GatewayAddress, error: BaseException) -> AgentpoolError:
+    cause = str(error) or type(error).__name__
+    return AgentpoolError(GATEWAY_UNREACHABLE, f"lost the gateway at {address.url}: {cause}")
+
+
+async def _events(
+    pieces: AsyncIterator[bytes], *, timeout: float, address: GatewayAddress
+) -> AsyncIterator[Any]:
+    """The parts of a streamed answer as they come; :class:`CallFailed` for its ``error``
+    event, a malformed one, or a stream that ends before its ``done``."""
+    parser = events.EventParser(limit=_EVENT_LIMIT)
+    parts = 0
+    while True:
+        try:
+            async with asyncio.timeout(timeout):
+                piece = await anext(pieces, None)
+        except TimeoutError:
+            raise CallFailed(
+                protocol.CALL_TIMEOUT, f"no part came from the gateway in {timeout:g}s"
             ) from None
+        except (OSError, asyncio.IncompleteReadError, WireError) as error:
+            piece = None
+            if not isinstance(error, asyncio.IncompleteReadError):
+                raise _lost(address, error) from None
+        if piece is None:
+            raise CallFailed(
+                protocol.AGENT_LOST,
+                f"the streamed answer ended after {parts} part(s) with no 'done' or 'error'",
+            )
+        try:
+            found = parser.feed(piece)
+        except events.EventTooLarge as error:
+            raise CallFailed(protocol.BAD_RESPONSE, str(error)) from None
+        for event in found:
+            said = events.read_event(event)
+            if isinstance(said, events.Part):
+                parts += 1
+                yield said.value
+            elif isinstance(said, events.Done):
+                return
+            elif isinstance(said, events.Failed):
+                raise CallFailed(said.reason, said.message)
 
 
 def _trace_head() -> str:

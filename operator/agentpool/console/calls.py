@@ -1,7 +1,8 @@
 """``agentpool call POOL`` and ``agentpool cast POOL``: one item to a pool from a shell.
 
 Both go through the operator's gateway with the Python client, as any program would: ``call``
-prints the agent's output as JSON, ``cast`` the agent that took the item; a failure is one line
+prints the agent's output as JSON (``--stream``: each part as a JSON line as the agent makes
+it), ``cast`` the agent that took the item; a failure is one line
 naming the reason and its message, exit 1 (2 when no client could be made). :func:`add_commands`
 adds the two to the command line; the client is imported only when one runs, so ``agentpool
 crds`` does not pay for it. :mod:`agentpool.console.leases` shares :func:`with_client`.
@@ -14,7 +15,7 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TextIO, TypedDict
 
 if TYPE_CHECKING:
@@ -58,6 +59,12 @@ def add_commands(
         add("--call-timeout", type=float, help="seconds the agent may take (default: the pool's)")
         add("--gateway-url", help="the gateway (default: the namespace's agentpool-gateway)")
         add("--gateway-ca", help="the PEM file the gateway's certificate is checked with")
+        if verb == "call":
+            add(
+                "--stream",
+                action="store_true",
+                help="print each part of the output as the agent makes it, one JSON line each",
+            )
         parser.set_defaults(func=run)
 
 
@@ -87,7 +94,11 @@ async def with_client(
 
 
 def run_call(args: argparse.Namespace) -> int:
-    """``agentpool call``."""
+    """``agentpool call``; with ``--stream``, the parts as they come."""
+    if args.stream:
+        return _run(
+            args, lambda client: print_parts(client.stream(args.pool, args.item, **_of(args)))
+        )
     return _run(args, lambda client: print_output(client.call(args.pool, args.item, **_of(args))))
 
 
@@ -133,6 +144,22 @@ def failed(error: AgentpoolError, err: TextIO, *, code: int = 1) -> int:
     """Say why in one line, ``agentpool: REASON: message``; the exit code."""
     err.write(f"agentpool: {error.reason}: {error.message}\n")
     return code
+
+
+async def print_parts(
+    parts: AsyncIterator[Any], *, out: TextIO = sys.stdout, err: TextIO = sys.stderr
+) -> int:
+    """Print each part as one JSON line as it comes; 1 with the reason on failure, which may
+    come after some parts."""
+    from agentpool.client import AgentpoolError
+
+    try:
+        async for part in parts:
+            out.write(json.dumps(part) + "\n")
+            out.flush()
+    except AgentpoolError as error:
+        return failed(error, err)
+    return 0
 
 
 async def print_output(

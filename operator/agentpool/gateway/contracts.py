@@ -49,10 +49,12 @@ class Reviewer(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class CallAnswer:
-    """What a call or a cast came to: the agent that took the item, and a call's output."""
+    """What a call or a cast came to: the agent that took the item, and a call's output; or, for
+    a call answered as a stream, that the stream has been sent (``streamed``)."""
 
     agent: str
     output: Any = None
+    streamed: bool = False
 
 
 class Calls(Protocol):
@@ -66,10 +68,14 @@ class Calls(Protocol):
         item: EncodedItem,
         *,
         verb: GatewayVerb,
+        answer: Answering | None = None,
     ) -> CallAnswer:
         """Hand ``item`` to an agent of the pool, waiting in line as ``request`` says; for a
         call, wait for the output. Raises :class:`~agentpool.gateway.errors.GatewayError` with
-        what to answer when no output (or, for a cast, no agent) can be had."""
+        what to answer when no output (or, for a cast, no agent) can be had. With ``answer``,
+        the caller takes server-sent events: an agent that streams its answer has it passed on
+        as it comes (``streamed``), a failure after the first event as an ``error`` event; one
+        that answers whole is answered as any call."""
         ...
 
     async def forward(

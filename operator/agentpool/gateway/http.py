@@ -150,9 +150,10 @@ class Stream:
 
 @dataclass(slots=True)
 class Request:
-    """A request as read: its method, path (query left out), the headers the gateway reads, and
-    its body. A streamed one also has its target as sent (path and query), every header in
-    order, its :class:`Body` in ``stream`` and its answer's :class:`Stream` in ``answer``."""
+    """A request as read: its method, path (query left out), the headers the gateway reads, its
+    body, and the :class:`Stream` its answer may be written to (``answer``) instead of returned.
+    A streamed one also has its target as sent (path and query), every header in order, and its
+    :class:`Body` in ``stream``."""
 
     method: str
     path: str
@@ -183,6 +184,8 @@ WANTED = frozenset(
         b"content-length",
         b"expect",
         b"content-type",
+        # Whether a call's caller takes its answer as server-sent events.
+        b"accept",
         # The caller's trace, which the call's span continues (W3C trace context).
         b"traceparent",
         b"tracestate",
@@ -398,6 +401,9 @@ class _Connection(asyncio.Protocol):
         if not self._ready or self._transport is None:
             return
         request, keep_alive = self._ready.pop(0)
+        if request.answer is None:
+            head_only = request.method == "HEAD"
+            request.answer = Stream(self, head_only=head_only, keep_alive=keep_alive)
         self._task = self._loop.create_task(self._serve(request, keep_alive))
 
     async def _serve(self, request: Request, keep_alive: bool) -> None:
@@ -414,12 +420,16 @@ class _Connection(asyncio.Protocol):
         transport = self._transport
         if transport is None or transport.is_closing():
             return
-        if answer is not None:
-            if answer.started and not (response is None and answer.ended):
+        if answer is not None and answer.started:
+            if not (response is None and answer.ended):
                 # Broken off mid-answer: only the connection's end can tell the caller.
                 transport.abort()
                 return
-            assert request.stream is not None
+        elif response is None:
+            self._server.log_failure(request)
+            body = error_body("InternalError", "the gateway gave this request no answer")
+            response = Response(500, body)
+        if request.stream is not None:
             # A body not read to its end leaves the connection where no next request starts.
             keep_alive = keep_alive and request.stream.ended
         if response is not None:

@@ -47,7 +47,7 @@ from agentpool.gateway.errors import GatewayError, from_agent, too_large
 from agentpool.gateway.http import HttpServer, Request, Response, Stream
 from agentpool.gateway.requests import envelope, parse_request
 from agentpool.settings import GatewaySettings
-from agentpool.wire import protocol
+from agentpool.wire import events, protocol
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ class GatewayServer:
         await self._http.stop()
 
     async def _respond(self, request: Request) -> Response | None:
-        if request.answer is not None:
+        if request.stream is not None and request.answer is not None:
             return await self._forward(request, request.answer)
         route = _route(request.path)
         if route is None:
@@ -170,12 +170,20 @@ class GatewayServer:
                 pool=pool,
             )
             call = parse_request(request.body)
+            streamed = None
+            accept = request.headers.get(b"accept", b"").decode("latin-1")
+            if verb == "call" and request.answer is not None and events.wants_stream(accept):
+                streamed = _Answer(request.answer)
             with tracing.continued(_trace_headers(request)):
-                answer = await self._calls.serve(namespace, pool, call, envelope(call), verb=verb)
+                answer = await self._calls.serve(
+                    namespace, pool, call, envelope(call), verb=verb, answer=streamed
+                )
         except GatewayError as error:
             if error.status in (400, 401, 403):
                 return self._refused(error, verb=verb)
             return _answer(error)
+        if answer.streamed:
+            return None
         return self._reply(answer, verb=verb)
 
     async def _forward(self, request: Request, stream: Stream) -> Response | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +34,8 @@ from agentpool.handlers.checkins import call_held, in_background, return_agent, 
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import ForwardBroken, InvokeResult
 from agentpool.pool.checkin import CheckinOutcome, CheckoutFailed, CheckoutTimedOut, PoolNotFound
-from agentpool.wire import protocol
+from agentpool.wire import events, protocol
+from agentpool.wire.events import Done, Failed
 
 OK = "OK"
 #: The protocol of pools whose agents take any HTTP request, forwarded as it comes.
@@ -125,6 +127,7 @@ class GatewayCalls:
         item: EncodedItem,
         *,
         verb: GatewayVerb,
+        answer: Answering | None = None,
     ) -> CallAnswer:
         started = time.monotonic()
         with tracing.span(
@@ -146,8 +149,8 @@ class GatewayCalls:
                 )
                 series = self._series_of(namespace, pool, verb)
                 try:
-                    answer = await self._serve(
-                        handle, request, item, cast=verb == "cast", series=series
+                    called = await self._serve(
+                        handle, request, item, cast=verb == "cast", series=series, answer=answer
                     )
                 except errors.GatewayError as error:
                     series.outcome(namespace, pool, verb, error.reason).inc()
@@ -156,10 +159,10 @@ class GatewayCalls:
                 span.set_attribute(tracing.OUTCOME, error.reason)
                 span.set_status(trace.StatusCode.ERROR, error.message)
                 raise
-            span.set_attributes({tracing.OUTCOME: tracing.SUCCEEDED, tracing.AGENT: answer.agent})
+            span.set_attributes({tracing.OUTCOME: tracing.SUCCEEDED, tracing.AGENT: called.agent})
         series.outcome(namespace, pool, verb, OK).inc()
         series.seconds.observe(time.monotonic() - started)
-        return answer
+        return called
 
     async def forward(
         self, namespace: str, pool: str, request: Forwarded, answer: Answering
@@ -275,6 +278,7 @@ class GatewayCalls:
         *,
         cast: bool,
         series: _Series,
+        answer: Answering | None = None,
     ) -> CallAnswer:
         spec = handle.spec
         wait = request.checkout_timeout_seconds or float(spec.checkout_timeout_seconds)
@@ -289,7 +293,16 @@ class GatewayCalls:
                 deadline=deadline,
                 series=series,
             )
-            result = await self._call(handle, checkout, item, call_timeout, cast=cast)
+            if answer is not None:
+                result = await self._stream(handle, checkout, item, call_timeout, answer)
+                if answer.started:
+                    # Sent as events, a failure too: the agent goes back as the answer left it.
+                    outcome = CheckinOutcome.SUCCESS if result.ok else CheckinOutcome.FAILURE
+                    outcome = CheckinOutcome.LOST if result.lost else outcome
+                    self._give_back(handle, checkout, outcome)
+                    return CallAnswer(agent=checkout.agent, streamed=True)
+            else:
+                result = await self._call(handle, checkout, item, call_timeout, cast=cast)
             if result.ok:
                 if cast:
                     return_later(
@@ -368,6 +381,46 @@ class GatewayCalls:
             return InvokeResult(ok=False, reason=protocol.AGENT_LOST, message=reason, lost=True)
         return result
 
+    async def _stream(
+        self,
+        handle: PoolHandle,
+        checkout: Checkout,
+        item: EncodedItem,
+        timeout: float,
+        answer: Answering,
+    ) -> InvokeResult:
+        """The agent's answer asked as events: passed on to the caller as it comes when the agent
+        streams, each event read on the way to know how the item ended; a stream that breaks
+        off is ended for the caller with an ``error`` event. An agent that answers whole is
+        left to the caller's usual answer. A caller gone mid-stream leaves the agent with its
+        item, taken back once the agent reports it done, as for a call."""
+        try:
+            async with self._runtime.agents.invoke_streamed(
+                checkout.endpoint, handle.token, item.body, timeout=timeout
+            ) as got:
+                if isinstance(got, InvokeResult):
+                    return got
+                answer.start(got.status, _EVENT_STREAM_HEAD, agent=checkout.agent)
+                ended = await _pass_on(got.body, answer)
+        except (asyncio.CancelledError, ConnectionError):
+            return_later(self._runtime, handle, checkout, item=item.id, call_timeout=timeout)
+            raise
+        except ForwardBroken as broken:
+            ended = Failed(broken.reason, broken.message)
+        if isinstance(ended, Done):
+            answer.end()
+            return InvokeResult(ok=True, status_code=200)
+        if ended is None:
+            ended = Failed(protocol.AGENT_LOST, f"agent {checkout.agent} ended its stream early")
+        lost = ended.reason in (protocol.AGENT_LOST, protocol.CALL_TIMEOUT)
+        try:
+            await answer.write(events.error(ended.reason, ended.message))
+        except ConnectionError:
+            pass  # the caller went too
+        else:
+            answer.end()
+        return InvokeResult(ok=False, reason=ended.reason, message=ended.message, lost=lost)
+
     def _give_back(self, handle: PoolHandle, checkout: Checkout, outcome: CheckinOutcome) -> None:
         """Give the agent back now; a reset the pool asks for runs after the caller has its
         answer, the agent held until it is done."""
@@ -375,3 +428,23 @@ class GatewayCalls:
             in_background(self._runtime, return_agent(self._runtime, handle, checkout, outcome))
             return
         handle.broker.checkin(checkout, outcome)
+
+
+#: The head of a streamed call's answer; the caller takes the agent's events as they come.
+_EVENT_STREAM_HEAD = (
+    (b"Content-Type", protocol.EVENT_STREAM.encode()),
+    (b"Cache-Control", b"no-cache"),
+)
+
+
+async def _pass_on(pieces: AsyncIterator[bytes], answer: Answering) -> Done | Failed | None:
+    """Send the agent's events on as they come, reading them for the one that ends the answer;
+    None when the stream ended without one. A caller gone raises ``ConnectionError``."""
+    parser = events.EventParser()
+    async for piece in pieces:
+        said = [events.read_event(event) for event in parser.feed(piece)]
+        ending = next((s for s in said if isinstance(s, Done | Failed)), None)
+        await answer.write(piece)
+        if ending is not None:
+            return ending
+    return None

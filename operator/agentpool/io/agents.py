@@ -214,6 +214,19 @@ def _forward_timeout(seconds: float) -> aiohttp.ClientTimeout:
     return aiohttp.ClientTimeout(total=None, connect=seconds, sock_read=seconds)
 
 
+def _is_event_stream(headers: Sequence[tuple[bytes, bytes]]) -> bool:
+    return any(
+        name.lower() == b"content-type"
+        and value.split(b";")[0].strip().lower() == protocol.EVENT_STREAM.encode()
+        for name, value in headers
+    )
+
+
+def _broken_result(broken: ForwardBroken) -> InvokeResult:
+    """No whole answer came: the agent's state is unknown, so it is retired."""
+    return InvokeResult(ok=False, reason=broken.reason, message=broken.message, lost=True)
+
+
 def _no_answer(error: BaseException) -> str:
     return f"the agent's connection broke: {type(error).__name__}: {error}".rstrip(": ")
 
@@ -286,7 +299,7 @@ class AgentClient:
         method: str,
         target: str,
         headers: Sequence[tuple[str, str]],
-        body: AsyncIterable[bytes] | None,
+        body: bytes | AsyncIterable[bytes] | None,
         *,
         timeout: float,
     ) -> AsyncIterator[Forwarding]:
@@ -323,6 +336,43 @@ class AgentClient:
                 response.release()
             else:
                 response.close()
+
+    @contextlib.asynccontextmanager
+    async def invoke_streamed(
+        self, endpoint: str, token: str, body: bytes, *, timeout: float
+    ) -> AsyncIterator[Forwarding | InvokeResult]:
+        """``POST /invoke`` asking for a streamed answer (``Accept: text/event-stream``): the
+        events as they come while the context is open when the agent streams, else what its
+        whole answer came to, read as :meth:`invoke` reads it (an agent may answer JSON to any
+        call). ``timeout`` bounds the wait for the answer's head and for each piece of it."""
+        headers = [
+            *_headers(token).items(),
+            (protocol.ACCEPT_HEADER, protocol.EVENT_STREAM),
+            *tracing.inject({}).items(),
+        ]
+        opened = contextlib.AsyncExitStack()
+        async with opened:
+            try:
+                answer = await opened.enter_async_context(
+                    self.forward(
+                        endpoint, "POST", protocol.INVOKE_PATH, headers, body, timeout=timeout
+                    )
+                )
+            except ForwardBroken as broken:
+                yield _broken_result(broken)
+                return
+            if answer.status == 200 and _is_event_stream(answer.headers):
+                yield answer
+                return
+            try:
+                raw = b"".join([piece async for piece in answer.body])
+            except ForwardBroken as broken:
+                result = _broken_result(broken)
+            else:
+                result = _invoke_result(
+                    endpoint, answer.status, raw, cast=False, path=protocol.INVOKE_PATH
+                )
+            yield result
 
     async def invoke(
         self,

@@ -18,9 +18,10 @@ by ``Content-Length``, be chunked, or run to the connection's end.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 IDLE_SECONDS = 15.0
@@ -114,6 +115,27 @@ class WirePool:
             else:
                 del self._idle[key]
 
+    @contextlib.asynccontextmanager
+    async def stream(
+        self, host: str, port: int, head: bytes, body: bytes
+    ) -> AsyncIterator[Streamed]:
+        """Send as :meth:`request` does, and read the answer as it comes while the context is
+        open. The connection is not kept: an answer left half-read could not carry another."""
+        connection = await self._connect(host, port)
+        try:
+            connection.writer.write(
+                b"".join((head, b"Content-Length: %d\r\n\r\n" % len(body), body))
+            )
+            answer = await _read_head(connection.reader)
+            yield Streamed(
+                answer.status,
+                answer.content_type,
+                answer.retry_after,
+                _stream_pieces(connection.reader, answer),
+            )
+        finally:
+            connection.close()
+
     async def request(self, host: str, port: int, head: bytes, body: bytes) -> Answer:
         """Send ``head`` (request line and headers, without Content-Length) and ``body``.
 
@@ -161,8 +183,43 @@ class WirePool:
                 connection.writer.transport.abort()
 
 
+@dataclass(frozen=True, slots=True)
+class Streamed:
+    """An answer read as it comes: its status, ``Content-Type`` and ``Retry-After`` (as sent,
+    when there are), and its body's pieces as they arrive (chunked framing taken off)."""
+
+    status: int
+    content_type: bytes
+    retry_after: bytes | None
+    pieces: AsyncIterator[bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class _Head:
+    status: int
+    keep: bool
+    length: int | None
+    chunked: bool
+    retry_after: bytes | None
+    content_type: bytes
+
+
 async def _read_answer(reader: asyncio.StreamReader) -> tuple[Answer, bool]:
     """One HTTP/1.1 answer, and whether the connection may carry another."""
+    head = await _read_head(reader)
+    keep = head.keep
+    if head.chunked:
+        body = await _read_chunks(reader)
+    elif head.length is not None:
+        body = await reader.readexactly(head.length)
+    elif head.status in (204, 304) or head.status < 200:
+        body = b""
+    else:
+        body, keep = await reader.read(), False
+    return Answer(head.status, body, head.retry_after), keep
+
+
+async def _read_head(reader: asyncio.StreamReader) -> _Head:
     try:
         # The whole head at once: a read per header line would cost every item a few more.
         head = await reader.readuntil(b"\r\n\r\n")
@@ -178,6 +235,7 @@ async def _read_answer(reader: asyncio.StreamReader) -> tuple[Answer, bool]:
     length: int | None = None
     chunked = False
     retry_after: bytes | None = None
+    content_type = b""
     # The head ends with two empty lines after the split: the blank line and what follows it.
     for header in lines[1:-2]:
         name, _, value = header.partition(b":")
@@ -190,15 +248,38 @@ async def _read_answer(reader: asyncio.StreamReader) -> tuple[Answer, bool]:
             keep = keep and b"close" not in value.lower()
         elif name == b"retry-after":
             retry_after = value.strip()
-    if chunked:
-        body = await _read_chunks(reader)
-    elif length is not None:
-        body = await reader.readexactly(length)
-    elif status in (204, 304) or status < 200:
-        body = b""
-    else:
-        body, keep = await reader.read(), False
-    return Answer(status, body, retry_after), keep
+        elif name == b"content-type":
+            content_type = value.strip()
+    return _Head(status, keep, length, chunked, retry_after, content_type)
+
+
+async def _stream_pieces(reader: asyncio.StreamReader, head: _Head) -> AsyncIterator[bytes]:
+    """The body of an answer as it arrives; ``asyncio.IncompleteReadError`` when it ends
+    short."""
+    if head.chunked:
+        while True:
+            size_line = await reader.readline()
+            if not size_line.endswith(b"\n"):
+                raise asyncio.IncompleteReadError(size_line, None)
+            try:
+                size = int(size_line.split(b";", 1)[0], 16)
+            except ValueError:
+                raise WireError(f"bad chunk size: {size_line[:40]!r}") from None
+            if size == 0:
+                return
+            yield await reader.readexactly(size)
+            await reader.readexactly(2)
+    elif head.length is not None:
+        left = head.length
+        while left > 0:
+            piece = await reader.read(min(left, 65536))
+            if not piece:
+                raise asyncio.IncompleteReadError(b"", left)
+            left -= len(piece)
+            yield piece
+    elif not (head.status in (204, 304) or head.status < 200):
+        while piece := await reader.read(65536):
+            yield piece
 
 
 async def _read_chunks(reader: asyncio.StreamReader) -> bytes:
