@@ -72,8 +72,8 @@ class Reason(StrEnum):
     RESUMED = "Resumed"
     POOL_NOT_FOUND = "PoolNotFound"
     HTTP_POOL = "HTTPPool"
-    """PoolRun Waiting, Deadlocked: the run's pool has protocol HTTP, whose agents do not serve
-    the agent protocol its items are handed over in."""
+    """PoolRun Waiting: the run's pool has protocol HTTP, whose agents do not serve the agent
+    protocol its items are handed over in; the run then ends Deadlocked, its message saying so."""
     NO_CAPACITY = "NoCapacity"
     CHECKOUT_TIMEOUT = "CheckoutTimeout"
     SOURCE_FAILED = "SourceFailed"
