@@ -9,12 +9,14 @@ from typing import Any, cast
 
 import pytest
 
+from agentpool.api import AgentPoolSpec
 from agentpool.broker import Broker
 from agentpool.handlers.dispatch import AgentCheckout, BrokerDispatcher
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import AgentClient
 from agentpool.io.kube import Kube
 from agentpool.pool import ObservedAgent, PoolPolicy
+from agentpool.pool.checkin import HttpPool
 from agentpool.runs.contracts import CheckoutTerms
 from loopback import read_request
 
@@ -160,3 +162,27 @@ async def test_a_runs_first_checkouts_wait_from_when_the_run_arrived() -> None:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     broker.checkin(held)
+
+
+async def test_a_run_is_handed_no_agent_of_an_http_pool() -> None:
+    """An HTTP pool's agents serve no POST /invoke: a run's checkout is refused, naming the
+    protocol and the fix, before any agent is taken, so the agent stays free for others."""
+    broker = Broker("p", PoolPolicy(min_size=1, max_size=1), clock=lambda: 100.0)
+    broker.update_agents(
+        [ObservedAgent(name="a", created_at=0.0, ready=True, ready_at=1.0, ip="127.0.0.1")]
+    )
+    # Neither client is asked anything: the pool is served, and no agent is called.
+    runtime = Runtime(kube=cast(Kube, None), agents=cast(AgentClient, None))
+    runtime.pools[("ns", "p")] = PoolHandle(
+        namespace="ns",
+        name="p",
+        broker=broker,
+        port=8080,
+        wake=asyncio.Event(),
+        spec=AgentPoolSpec(protocol="HTTP"),
+    )
+    runs = BrokerDispatcher(runtime, "ns")
+    with pytest.raises(HttpPool, match='AgentPool "p" has protocol HTTP') as refused:
+        await runs.checkout(CheckoutTerms("p", timeout=1, priority=0, holder="r"))
+    assert "a pool of protocol Agentpool" in str(refused.value)
+    assert (await broker.checkout(timeout=0, holder="other")).agent == "a"

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from agentpool.api import AgentPoolSpec
+from agentpool.api.pools import Protocol
 from agentpool.broker import Broker
 from agentpool.handlers.recovery import restore_held_agents
 from agentpool.handlers.runtime import LeaseAgents
@@ -74,7 +76,10 @@ def agent(name: str, ip: str, token_hash: str = "") -> ObservedAgent:
 
 
 def restart(
-    answers: dict[str, AgentStatus | None], *, old_token: set[str] = frozenset()
+    answers: dict[str, AgentStatus | None],
+    *,
+    old_token: set[str] = frozenset(),
+    protocol: Protocol = "Agentpool",
 ) -> tuple[Any, Any, Agents]:
     """A pool of one agent per answer (named after its address), as a restarted operator sees it;
     the agents at ``old_token`` hold a token the pool no longer has."""
@@ -93,7 +98,14 @@ def restart(
         restorers=set(),
         status_gate=None,
     )
-    handle = SimpleNamespace(broker=broker, namespace="ns", name="p", port=8080, token="t")
+    handle = SimpleNamespace(
+        broker=broker,
+        namespace="ns",
+        name="p",
+        port=8080,
+        token="t",
+        spec=AgentPoolSpec(protocol=protocol),
+    )
     return runtime, handle, agents
 
 
@@ -322,3 +334,19 @@ async def test_the_bound_comes_from_the_settings_when_the_runtime_has_none() -> 
     await restore_held_agents(runtime, handle)
     assert crowded.most <= 2
     assert len(await free_agents(handle.broker)) == 6
+
+
+async def test_an_http_pools_ready_agents_are_idle_after_a_restart_and_never_asked() -> None:
+    """An HTTP pool's agents serve no /status: a restarted operator asks none of them (not even
+    those that would say they are busy) and hands out every Ready one, since what they served
+    came through the operator that is gone; a Bound lease's agent still goes back to its lease."""
+    runtime, handle, agents = restart(
+        {"10.0.0.1": busy("item-7"), "10.0.0.2": None, "10.0.0.3": idle()}, protocol="HTTP"
+    )
+    agents.answers.clear()  # any /status would fail the restore with a KeyError
+    runtime.kube.leases = [bound_lease("chat", "pod-10.0.0.3")]
+    await restore_held_agents(runtime, handle)
+    assert await free_agents(handle.broker) == {"pod-10.0.0.1", "pod-10.0.0.2"}
+    assert ("ns", "chat") in runtime.leases.restored
+    assert agents.unbinds == []
+    assert not runtime.restorers

@@ -71,6 +71,9 @@ class Reason(StrEnum):
     SUSPENDED = "Suspended"
     RESUMED = "Resumed"
     POOL_NOT_FOUND = "PoolNotFound"
+    HTTP_POOL = "HTTPPool"
+    """PoolRun Waiting: the run's pool has protocol HTTP, whose agents do not serve the agent
+    protocol its items are handed over in; the run then ends Deadlocked, its message saying so."""
     NO_CAPACITY = "NoCapacity"
     CHECKOUT_TIMEOUT = "CheckoutTimeout"
     SOURCE_FAILED = "SourceFailed"

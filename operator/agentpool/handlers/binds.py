@@ -10,6 +10,10 @@ leaves the operator. :func:`renew_binding` posts /bind again with a renewal's la
 goes back with. What an agent's refusal means is :func:`agentpool.pool.binding.bind_failure`'s
 to say. The caller holds the lease's lock (``runtime.leases.lock``) through each step, so an
 unbind never overtakes a bind in flight.
+
+An HTTP pool's agents serve no ``/bind`` or ``/unbind``: a lease of one holds the agent and
+keeps its Secret as any lease does, but the agent is told nothing, checks no token, and goes
+back to the pool as it is when the lease ends.
 """
 
 from __future__ import annotations
@@ -150,6 +154,8 @@ async def renew_binding(
 async def _post_bind(
     runtime: Runtime, handle: PoolHandle, held: LeaseBinding
 ) -> binding.BindFailure | None:
+    if not handle.spec.speaks_protocol:
+        return None
     answer = await runtime.agents.bind(
         held.checkout.endpoint,
         handle.token,
@@ -193,7 +199,10 @@ async def close_binding(
 async def _post_unbind(
     runtime: Runtime, handle: PoolHandle, key: ObjectKey, checkout: Checkout
 ) -> bool:
-    """``POST /unbind`` the lease ``key`` from its agent; whether the agent took it."""
+    """``POST /unbind`` the lease ``key`` from its agent; whether the agent took it (an HTTP
+    pool's agent, never bound, has nothing to give back)."""
+    if not handle.spec.speaks_protocol:
+        return True
     return await runtime.agents.unbind(
         checkout.endpoint,
         handle.token,

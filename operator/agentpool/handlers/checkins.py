@@ -9,7 +9,9 @@ runs on the agent (a cast, or a call whose holder went away mid-call);
 for a reset between items, the agent is reset first, over :mod:`agentpool.io.agents`, and one
 whose reset fails is retired. Every answer an agent gives :func:`call_held` (and a lease's
 ``POST /bind``, through :func:`note_answer`) is counted in the pool's health, so agents that
-answer outside the protocol make the pool Degraded.
+answer outside the protocol make the pool Degraded. An HTTP pool's agents serve no protocol to
+answer outside of, nor ``/reset`` or ``/status``: their answers are not counted, and they go
+back as they are.
 """
 
 from __future__ import annotations
@@ -86,7 +88,10 @@ async def call_held(
 def note_answer(handle: PoolHandle, agent: str, *, reason: str, message: str) -> None:
     """Count ``agent``'s answer to a request of the protocol in the pool's health (``reason``
     ``BadResponse``: outside the protocol; any other, or none for success: in it), and wake the
-    pool's loop when that turns its Degraded condition, so the status says so at once."""
+    pool's loop when that turns its Degraded condition, so the status says so at once. An HTTP
+    pool's agents are taken as they are: no answer of theirs is outside a protocol."""
+    if not handle.spec.speaks_protocol:
+        return
     outside = reason == protocol.BAD_RESPONSE
     if not outside and handle.health.last_outside is None:
         # The hot path: an answer in the protocol to a pool that has no run of strays to end.
@@ -126,10 +131,12 @@ async def return_agent(
     runtime: Runtime, handle: PoolHandle, checkout: Checkout, outcome: CheckinOutcome
 ) -> None:
     """Give an agent back to its pool, resetting it first when the pool asks for that; an agent
-    whose reset fails is retired."""
+    whose reset fails is retired. An HTTP pool's agents serve no ``/reset`` (its spec refuses
+    resetBetweenItems)."""
     if (
         outcome in (CheckinOutcome.SUCCESS, CheckinOutcome.FAILURE)
         and handle.reset_between_items
+        and handle.spec.speaks_protocol
         and not checkout.is_lost
         and not await runtime.agents.reset(checkout.endpoint, handle.token)
     ):
@@ -141,7 +148,12 @@ async def return_when_idle(
     runtime: Runtime, handle: PoolHandle, checkout: Checkout, *, item: str, call_timeout: float
 ) -> None:
     """Give the agent back once it reports ``item`` done (``GET /status``); one still busy with
-    it past ``call_timeout``, or gone, is in an unknown state and retired."""
+    it past ``call_timeout``, or gone, is in an unknown state and retired. An HTTP pool's agent
+    cannot be asked: it goes back at once, its request having ended with the connection that
+    carried it."""
+    if not handle.spec.speaks_protocol:
+        await return_agent(runtime, handle, checkout, CheckinOutcome.SUCCESS)
+        return
     watch = IdleWatch(deadline=time.monotonic() + call_timeout)
     done = await wait_until_idle(
         runtime.agents,

@@ -3,7 +3,8 @@
 The engine (``agentpool.runs``) knows only protocols; this adapter gives it checkouts from the
 pool's broker, calls through :mod:`agentpool.io.agents` with the pool's token, and returns agents
 with the outcome the broker needs. A call races the broker's word that its agent died, so a
-crashed agent fails its item at once rather than after the call timeout.
+crashed agent fails its item at once rather than after the call timeout. A pool of protocol HTTP
+is refused before any checkout: its agents serve no ``POST /invoke``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from agentpool.handlers import serving
 from agentpool.handlers.checkins import call_held, return_agent, return_later
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import InvokeResult
-from agentpool.pool.checkin import CheckinOutcome, CheckoutTimedOut, pool_not_found
+from agentpool.pool.checkin import CheckinOutcome, CheckoutTimedOut, http_pool, pool_not_found
 from agentpool.runs.contracts import CheckoutTerms, HeldAgent, Waiting
 from agentpool.wire.envelopes import EnvelopeBody
 
@@ -96,6 +97,8 @@ class BrokerDispatcher:
             if not await self._pool_exists(pool):
                 raise pool_not_found(self._namespace, pool, waited=timeout)
             raise CheckoutTimedOut(f'AgentPool "{pool}" is not served yet after {timeout:g}s')
+        if not handle.spec.speaks_protocol:
+            raise http_pool(pool)
         since = None
         if self._backdated > 0:
             self._backdated -= 1

@@ -5,7 +5,8 @@ The operator keeps who holds which agent in memory only. When a pool's loop star
 leases (see :mod:`agentpool.handlers.leases`), and agents that report work in progress, or do not
 answer in time, stay busy until they report idle; an agent with several slots keeps one slot
 busy per item it reports, each until that item is done. That wait is
-:func:`agentpool.handlers.idling.wait_until_idle`.
+:func:`agentpool.handlers.idling.wait_until_idle`. An HTTP pool's agents are never asked: each
+Ready one is idle, since what it served before went through the operator that is gone.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ async def restore_held_agents(runtime: Runtime, handle: PoolHandle) -> None:
     Agents of Bound leases go back to their leases (their clients talk to them directly, so they
     may look idle between requests); agents that report work in progress on ``GET /status``, or
     give no answer in time, stay busy until they report idle. Either way, no agent is handed out
-    twice.
+    twice. An HTTP pool's agents serve no ``/status``: the requests they held came through the
+    operator (its gateway) that is gone, and died with it, so the Ready ones are idle as they are.
     """
     listed = await runtime.kube.list_custom("agentleases", handle.namespace)
     bound = bound_lease_agents(listed, handle.name)
@@ -42,6 +44,8 @@ async def restore_held_agents(runtime: Runtime, handle: PoolHandle) -> None:
         if checkout is not None:
             leased.add(held)
             runtime.leases.restored[(handle.namespace, lease)] = checkout
+    if not handle.spec.speaks_protocol:
+        return
     agents = [a for a in handle.broker.agents() if a.ready and a.ip and a.name not in leased]
     statuses = await asyncio.gather(
         *(restart_status(runtime, f"http://{a.ip}:{handle.port}", handle.token) for a in agents)

@@ -65,7 +65,8 @@ class Dispatcher(Protocol):
     """The pools as a run sees them: check an agent out, hand it an item, give it back."""
 
     async def checkout(self, terms: CheckoutTerms, *, waiting: Waiting | None = None) -> HeldAgent:
-        """An agent of ``terms.pool``; raises ``PoolNotFound`` or another ``CheckoutFailed``.
+        """An agent of ``terms.pool``; raises ``PoolNotFound``, ``HttpPool`` (its agents serve
+        no agent protocol) or another ``CheckoutFailed``.
 
         While the pool is not there, the checkout says so through ``waiting``, at once.
         """

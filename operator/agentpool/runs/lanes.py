@@ -16,7 +16,7 @@ from dataclasses import KW_ONLY, InitVar, dataclass, field
 
 from agentpool import tracing
 from agentpool.api.reasons import Reason
-from agentpool.pool.checkin import CheckoutFailed, PoolNotFound
+from agentpool.pool.checkin import CheckoutFailed, HttpPool, PoolNotFound
 from agentpool.runs.backlog import Work
 from agentpool.runs.calls import AgentCalls, Verdict, note_failure, note_verdict
 from agentpool.runs.contracts import Clock, Waiting
@@ -115,10 +115,11 @@ class Lanes:
         with self.calls.traced(work) as span:
             try:
                 checkout = await self.calls.checkout(work)
-            except PoolNotFound as error:
-                note_failure(span, Reason.POOL_NOT_FOUND, str(error))
+            except (PoolNotFound, HttpPool) as error:
+                reason = Reason.HTTP_POOL if isinstance(error, HttpPool) else Reason.POOL_NOT_FOUND
+                note_failure(span, reason, str(error))
                 cause = f"{error}: its items cannot start"
-                self.waiting.begin(f"pool/{work.pool}", Reason.POOL_NOT_FOUND, cause, timed=False)
+                self.waiting.begin(f"pool/{work.pool}", reason, cause, timed=False)
                 self._unstart(work)
                 self.feed.park(work, str(error))
                 return False
