@@ -147,6 +147,12 @@ class GatewayCalls:
                     wait=request.wait,
                     checkout_timeout=request.checkout_timeout_seconds,
                 )
+                if not handle.spec.speaks_protocol:
+                    raise errors.invalid(
+                        f"pool {namespace}/{pool} is of protocol {HTTP}: its agents take any HTTP "
+                        f"request, not items; send them to {PATH_PREFIX}/{namespace}/agentpools/"
+                        f"{pool}/proxy/PATH"
+                    )
                 series = self._series_of(namespace, pool, verb)
                 try:
                     called = await self._serve(
@@ -180,7 +186,7 @@ class GatewayCalls:
                     wait=request.wait,
                     checkout_timeout=request.checkout_timeout_seconds,
                 )
-                if handle.spec.protocol != HTTP:
+                if handle.spec.speaks_protocol:
                     raise errors.invalid(
                         f"pool {namespace}/{pool} speaks the agentpool protocol, whose agents take "
                         f"items, not requests: send POST {PATH_PREFIX}/{namespace}/agentpools/"
