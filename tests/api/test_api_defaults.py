@@ -17,6 +17,7 @@ import yaml
 
 from agentpool.api import AgentLeaseSpec, AgentPoolSpec, PoolRunSpec, parse_spec
 from agentpool.api.crds import render_crds
+from agentpool.api.pools import Sessions
 from agentpool.local.apiserver.schema.validation import crd_schema
 from agentpool.pool import PoolPolicy
 from agentpool.pool.manifests import agent_pod
@@ -123,6 +124,10 @@ USED: dict[tuple[str, str], Callable[[Runtime], list[Any]]] = {
     ("AgentPool", "spec.protocol"): lambda r: [r.pool.protocol],
     # The gateway reads it from the pool's parsed spec, as its loop last read it.
     ("AgentPool", "spec.maxWaiters"): lambda r: [r.pool.max_waiters],
+    # The gateway reads it from the parsed spec of a pool that names sessions.
+    ("AgentPool", "spec.sessions.idleTimeoutSeconds"): lambda r: [
+        Sessions.model_validate({"header": "Mcp-Session-Id"}).idle_timeout_seconds
+    ],
     ("AgentPool", "spec.quarantineAfterFailures"): lambda r: [r.policy.quarantine_after_failures],
     ("AgentPool", "spec.slots"): lambda r: [r.policy.slots, int(r.env("AGENTPOOL_SLOTS"))],
     ("AgentPool", "spec.maxUnready"): lambda r: [r.policy.max_unready],

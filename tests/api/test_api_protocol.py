@@ -30,6 +30,11 @@ SPECS: list[tuple[dict[str, Any], str | None]] = [
     ({"protocol": "Agentpool", "resetBetweenItems": True}, None),
     ({"resetBetweenItems": True}, None),
     ({"protocol": "HTTP", "resetBetweenItems": True}, "turn resetBetweenItems off"),
+    ({"protocol": "HTTP", "sessions": {"header": "Mcp-Session-Id"}}, None),
+    ({"protocol": "HTTP", "sessions": {"header": "X-S", "idleTimeoutSeconds": 30}}, None),
+    ({"sessions": {"header": "Mcp-Session-Id"}}, "set protocol to HTTP"),
+    ({"protocol": "HTTP", "sessions": {"header": "Bad Header"}}, "spec.sessions.header"),
+    ({"protocol": "HTTP", "sessions": {"header": "X", "idleTimeoutSeconds": 0}}, "spec.sessions"),
     ({"protocol": "Http"}, "spec.protocol"),
     ({"protocol": "gRPC"}, "spec.protocol"),
 ]
@@ -55,7 +60,11 @@ def test_model_agrees_with_the_api_server(spec: dict[str, Any], refusal: str | N
         return
     with pytest.raises(ValidationError) as raised:
         AgentPoolSpec.model_validate(spec)
-    assert "protocol" in str(raised.value) or refusal in str(raised.value)
+    assert (
+        "protocol" in str(raised.value)
+        or "sessions" in str(raised.value)
+        or (refusal in str(raised.value))
+    )
 
 
 def test_reset_refusal_names_the_field_and_both_fixes(schemas: dict[str, dict[str, Any]]) -> None:

@@ -43,6 +43,11 @@ ZERO_ROLL_MESSAGE = (
     " retire an old one: set maxSurge or maxUnavailable above 0"
 )
 
+SESSIONS_NEED_HTTP_MESSAGE = (
+    "sessions pin an HTTP pool's requests to one agent: set protocol to HTTP, or leave sessions"
+    " out (an Agentpool pool's sessions are AgentLeases)"
+)
+
 RESET_ON_HTTP_MESSAGE = (
     "resetBetweenItems calls the agent's POST /reset, which an HTTP pool's agent does not serve:"
     " turn resetBetweenItems off, or set protocol to Agentpool"
@@ -263,6 +268,21 @@ class WarmSchedule(ApiModel):
 HeadroomMode = Literal["Advise", "Auto"]
 
 
+class Sessions(ApiModel):
+    """Requests of one session go to one agent, for agents that keep a session's state (an MCP
+    server's, say) and name it in a header of their own."""
+
+    header: str = Field(min_length=1, max_length=128, pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+    """The header that carries a session's id, as the agent names it (Mcp-Session-Id for an MCP
+    server): an answer that carries a new id pins the agent that sent it to that id, one of its
+    slots held for the session; a request with the id goes to that agent past the pool's line.
+    A DELETE with the id, the idle timeout or the agent's loss ends the session, and a request
+    with an unknown or ended id is answered 404, as an MCP client expects before it starts
+    anew."""
+    idle_timeout_seconds: int = Field(default=600, ge=1, le=86400)
+    """Seconds a session may go without a request before it ends and its slot goes back."""
+
+
 class Headroom(ApiModel):
     """How minIdle follows the pool's own sizing advice: as a HorizontalPodAutoscaler follows
     its metric, with a tolerance, stabilization windows and a rate limit, so it does not flap."""
@@ -307,6 +327,12 @@ class AgentPoolSpec(ApiModel):
                 message="resetBetweenItems resets the whole agent, so it needs slots 1: set slots"
                 " to 1, or turn resetBetweenItems off",
                 field_path=".slots",
+            ),
+            CelRule(
+                rule="!has(self.sessions) || (has(self.protocol) && self.protocol == 'HTTP')",
+                message=SESSIONS_NEED_HTTP_MESSAGE,
+                field_path=".sessions",
+                reason="FieldValueForbidden",
             ),
             CelRule(
                 rule="!has(self.protocol) || self.protocol != 'HTTP'"
@@ -399,6 +425,9 @@ class AgentPoolSpec(ApiModel):
     reset_between_items: bool = False
     """Call the agent's POST /reset after every item; an agent whose reset fails is retired.
     Needs slots 1 and the agent protocol (refused on an HTTP pool)."""
+    sessions: Sessions | None = None
+    """Pin each session's requests to one agent (HTTP pools only): the header that names a
+    session and how long an idle one lasts. Left out, every request is a checkout of its own."""
     max_waiters: int = Field(default=1000, ge=0)
     """The most checkouts that may wait for an agent of this pool at once, across runs, leases
     and gateway calls; a gateway call that would wait past it is refused at once (429
@@ -441,6 +470,12 @@ class AgentPoolSpec(ApiModel):
     def _refuse_zero_roll(self) -> AgentPoolSpec:
         if _is_zero(self.max_surge) and _is_zero(self.max_unavailable):
             raise ValueError(ZERO_ROLL_MESSAGE)
+        return self
+
+    @model_validator(mode="after")
+    def _refuse_sessions_off_http(self) -> AgentPoolSpec:
+        if self.sessions is not None and self.protocol != "HTTP":
+            raise ValueError(SESSIONS_NEED_HTTP_MESSAGE)
         return self
 
     @model_validator(mode="after")

@@ -123,11 +123,15 @@ class GatewayReason(StrEnum):
     UNAUTHORIZED = "Unauthorized"
     """401: no bearer token, or one the cluster does not authenticate."""
     FORBIDDEN = "Forbidden"
-    """403: the caller may not create agentpools/call (or /cast) of that pool."""
+    """403: the caller may not create agentpools/call (or /cast), or the method's verb on
+    agentpools/proxy, of that pool."""
     NOT_FOUND = "NotFound"
     """404: no such pool (or no such path)."""
+    SESSION_NOT_FOUND = "SessionNotFound"
+    """404: a request names a session the pool does not hold (never begun, ended by a DELETE or
+    its idle timeout, or its agent lost): begin a new one."""
     METHOD_NOT_ALLOWED = "MethodNotAllowed"
-    """405: the path takes POST only."""
+    """405: the path takes POST only (a forwarded request: a method RBAC has a verb for)."""
     TOO_LARGE = "TooLarge"
     """413: the body is over the gateway's limit."""
     TOO_MANY_WAITERS = "TooManyWaiters"

@@ -63,6 +63,16 @@ def pool_not_found(message: str) -> GatewayError:
     return GatewayError(404, GatewayReason.NOT_FOUND, message)
 
 
+def session_not_found(namespace: str, pool: str, session: str) -> GatewayError:
+    """404 for a request that names a session the pool does not hold."""
+    return GatewayError(
+        404,
+        GatewayReason.SESSION_NOT_FOUND,
+        f"pool {namespace}/{pool} holds no session {session[:80]!r}: it never began, ended "
+        "(a DELETE, or its idle timeout), or lost its agent; begin a new one",
+    )
+
+
 def too_large(limit: int) -> GatewayError:
     return GatewayError(
         413,

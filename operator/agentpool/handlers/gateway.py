@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,7 @@ from agentpool.gateway import errors
 from agentpool.gateway.contracts import Answering, CallAnswer, Caller, ReviewFailed
 from agentpool.gateway.forwarding import Forwarded
 from agentpool.gateway.requests import EncodedItem
+from agentpool.gateway.sessions import SessionKey, SessionTable
 from agentpool.handlers import serving
 from agentpool.handlers.checkins import call_held, in_background, return_agent, return_later
 from agentpool.handlers.runtime import PoolHandle, Runtime
@@ -95,6 +96,30 @@ def _failure(review: str, error: Exception) -> str:
     return f"the {review} failed: {type(error).__name__}: {error}"
 
 
+#: How often sessions idle past their timeout are looked for.
+SESSION_SWEEP_SECONDS = 1.0
+
+
+@dataclass
+class _Held:
+    """What a session holds: its pool's handle and its agent's checkout, and how to stop
+    listening for the agent's loss."""
+
+    handle: PoolHandle
+    checkout: Checkout
+    forget: Callable[[], None] = lambda: None
+
+
+def _header(headers: Iterable[tuple[str, str]], name: str) -> str | None:
+    """The first value of header ``name`` (any case), when it has one."""
+    wanted = name.lower()
+    return next((value for key, value in headers if key.lower() == wanted and value), None)
+
+
+def _text(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
+    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers]
+
+
 @dataclass(frozen=True)
 class _Series:
     """One pool's and verb's metric series, looked up once rather than on every call."""
@@ -118,6 +143,8 @@ class GatewayCalls:
         self._runtime = runtime
         self._settings = runtime.settings.gateway
         self._series: dict[tuple[str, str, str], _Series] = {}
+        self._sessions: SessionTable[_Held] = SessionTable(time.monotonic)
+        self._sweeping: asyncio.Task[None] | None = None
 
     async def serve(
         self,
@@ -210,11 +237,17 @@ class GatewayCalls:
         self, handle: PoolHandle, request: Forwarded, answer: Answering, series: _Series
     ) -> str:
         """One agent holds the request from checkout until its answer has ended or the caller
-        has gone, which gives it back at once; an agent that broke off is retired."""
+        has gone, which gives it back at once; an agent that broke off is retired. In a pool
+        with sessions, a request that names one goes to its agent, and an answer that names a
+        new one keeps its agent for it."""
         spec = handle.spec
+        timeout = request.call_timeout_seconds or float(spec.call_timeout_seconds)
+        if spec.sessions is not None:
+            session = _header(request.headers, spec.sessions.header)
+            if session is not None:
+                return await self._in_session(handle, request, answer, session, timeout)
         wait = request.checkout_timeout_seconds or float(spec.checkout_timeout_seconds)
         deadline = time.monotonic() + (wait if request.wait else 0.0)
-        timeout = request.call_timeout_seconds or float(spec.call_timeout_seconds)
         checkout = await self._checkout(
             handle,
             priority=request.priority,
@@ -224,6 +257,7 @@ class GatewayCalls:
             series=series,
         )
         outcome = CheckinOutcome.LOST
+        begun: str | None = None
         try:
             async with self._runtime.agents.forward(
                 checkout.endpoint,
@@ -233,6 +267,8 @@ class GatewayCalls:
                 request.body,
                 timeout=timeout,
             ) as agent:
+                if spec.sessions is not None and agent.status < 400:
+                    begun = _header(_text(agent.headers), spec.sessions.header)
                 answer.start(agent.status, agent.headers, agent=checkout.agent)
                 async for piece in agent.body:
                     await answer.write(piece)
@@ -244,8 +280,81 @@ class GatewayCalls:
             outcome = CheckinOutcome.SUCCESS  # the caller went away: the agent is free at once
             raise
         finally:
-            handle.broker.checkin(checkout, outcome)
+            kept = begun is not None and outcome is CheckinOutcome.SUCCESS
+            if not (kept and begun is not None and self._begin(handle, begun, checkout)):
+                handle.broker.checkin(checkout, outcome)
         return checkout.agent
+
+    async def _in_session(
+        self,
+        handle: PoolHandle,
+        request: Forwarded,
+        answer: Answering,
+        session: str,
+        timeout: float,
+    ) -> str:
+        """A request of an open session, sent to the agent the session holds, past the line; a
+        DELETE ends the session once the agent has answered it, and an agent that broke off
+        ends it too."""
+        key = (handle.namespace, handle.name, session)
+        held = self._sessions.use(key)
+        if held is None:
+            raise errors.session_not_found(handle.namespace, handle.name, session)
+        ending: CheckinOutcome | None = None
+        try:
+            async with self._runtime.agents.forward(
+                held.checkout.endpoint,
+                request.method,
+                request.target,
+                request.headers,
+                request.body,
+                timeout=timeout,
+            ) as agent:
+                answer.start(agent.status, agent.headers, agent=held.checkout.agent)
+                if request.method == "DELETE":
+                    ending = CheckinOutcome.SUCCESS
+                async for piece in agent.body:
+                    await answer.write(piece)
+                answer.end()
+        except ForwardBroken as error:
+            ending = CheckinOutcome.LOST
+            raise errors.from_agent(error.reason, error.message) from None
+        finally:
+            self._sessions.used(key)
+            if ending is not None:
+                self._end_session(key, ending)
+        return held.checkout.agent
+
+    def _begin(self, handle: PoolHandle, session: str, checkout: Checkout) -> bool:
+        """Keep ``checkout`` for the session its answer began; False when the id is taken."""
+        assert handle.spec.sessions is not None
+        key = (handle.namespace, handle.name, session)
+        held = _Held(handle, checkout)
+        if not self._sessions.begin(
+            key, held, idle_timeout=float(handle.spec.sessions.idle_timeout_seconds)
+        ):
+            return False
+        held.forget = checkout.on_lost(lambda: self._end_session(key, CheckinOutcome.LOST))
+        if self._sweeping is None:
+            self._sweeping = asyncio.create_task(self._sweep_sessions(), name="gateway-sessions")
+        return True
+
+    def _end_session(self, key: SessionKey, outcome: CheckinOutcome) -> None:
+        held = self._sessions.end(key)
+        if held is not None:
+            held.forget()
+            held.handle.broker.checkin(held.checkout, outcome)
+
+    async def _sweep_sessions(self) -> None:
+        """End, about once a second, the sessions idle past their timeout, while any is open."""
+        try:
+            while len(self._sessions):
+                await asyncio.sleep(SESSION_SWEEP_SECONDS)
+                for _key, held in self._sessions.idle():
+                    held.forget()
+                    held.handle.broker.checkin(held.checkout, CheckinOutcome.SUCCESS)
+        finally:
+            self._sweeping = None
 
     def _series_of(self, namespace: str, pool: str, verb: str) -> _Series:
         key = (namespace, pool, verb)
