@@ -13,6 +13,7 @@ examples/agents/streaming.py:agent``.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -29,13 +30,21 @@ async def answer(item: Any, input: Any, context: Context) -> AsyncIterator[str]:
     yield words[0]
     if "fail" in item:
         raise RuntimeError(item["fail"])
-    if "after" in item:
-        gate = Path(item["after"])
-        async with asyncio.timeout(HOLD_SECONDS):
-            while not gate.exists():
-                await asyncio.sleep(0.02)
+    if "after" in item and not await asyncio.to_thread(_appears, Path(item["after"])):
+        raise TimeoutError(f"{item['after']} did not appear within {HOLD_SECONDS:g} s")
     for word in words[1:]:
         yield word
+
+
+def _appears(path: Path) -> bool:
+    """Whether ``path`` exists within :data:`HOLD_SECONDS`, looking every 20 ms: a file another
+    program makes."""
+    deadline = time.monotonic() + HOLD_SECONDS
+    while not path.exists():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 agent = Agent(answer, name="streaming")
