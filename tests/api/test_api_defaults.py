@@ -28,6 +28,7 @@ MINIMAL: dict[str, dict[str, Any]] = {
     "PoolRun": {"poolRef": {"name": "pool"}, "source": {"items": []}},
     "AgentLease": {"poolRef": {"name": "pool"}},
 }
+HTTP_RUN = {"request": {"path": "/v1/chat/completions"}}
 POOL_OBJECT = {
     "apiVersion": "agentpool.dev/v1alpha1",
     "kind": "AgentPool",
@@ -153,6 +154,10 @@ USED: dict[tuple[str, str], Callable[[Runtime], list[Any]]] = {
     ("PoolRun", "spec.failures"): lambda r: [r.run.spec.failures],
     ("PoolRun", "spec.maxAttempts"): lambda r: [r.run.spec.max_attempts],
     ("PoolRun", "spec.backoffSeconds"): lambda r: [r.run.spec.backoff_seconds],
+    # The run handler reads spec.request from the parsed spec.
+    ("PoolRun", "spec.request.method"): lambda r: [
+        parse_spec(PoolRunSpec, {**MINIMAL["PoolRun"], **HTTP_RUN}).request.method
+    ],
     # The run handler hands the parsed spec's suspend to the engine.
     ("PoolRun", "spec.suspend"): lambda r: [r.run_spec.suspend],
     # The lease handler reads these from the parsed spec.
