@@ -385,8 +385,9 @@ class PoolRunStatus(ApiModel):
     conditions: list[Condition] = Field(default_factory=list, json_schema_extra=CONDITION_LIST)
     """Complete, Failed, Suspended, and Waiting: True while items cannot start for something
     the run waits for, named by its reason (PoolNotFound: the pool does not exist yet;
-    SourcePending: the source has not answered or has no item ready) and its message, which
-    says for how long."""
+    SourcePending: the source has not answered or has no item ready; ProtocolMismatch: a pool
+    serves the other protocol than spec.request asks for) and its message, which says for how
+    long."""
 
 
 class RawItemFailure(TypedDict, total=False):
