@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from runfakes import Dispatching, FakeCheckout, FakeDispatcher, FakeSink, run_config
 
-from agentpool.api import RunRequest
+from agentpool.api import Routes, RunRequest
 from agentpool.api.reasons import Reason
 from agentpool.pool.checkin import CheckinOutcome
 from agentpool.runs.calls import judge
@@ -336,3 +336,43 @@ async def test_a_pool_of_the_other_protocol_deadlocks_the_run_saying_why(
     assert agents.requests == []
     failed = [c for c in sink.status["conditions"] if c["type"] == "Failed"]
     assert failed[0]["message"] == end.message
+
+
+@pytest.mark.looptime
+async def test_a_routed_run_parks_only_the_route_to_a_pool_of_the_other_protocol() -> None:
+    """With routes, each pool is held to the run's protocol on its own: the items routed to a
+    pool of the agent protocol wait, and the run's Waiting condition says ProtocolMismatch while
+    the HTTP pool's items run; once they are done the run ends Deadlocked naming that pool."""
+    clock = LoopClock()
+    config = run_config(
+        "run",
+        routes=Routes(field="to", pools={"http": "chat", "native": "workers"}),
+        request=RunRequest(path="/v1/chat/completions"),
+        cap=2,
+    )
+    dispatcher = FakeDispatcher(clock, {"chat": 1, "workers": 1})
+    dispatcher.protocols["chat"] = "HTTP"
+    agents = FakeHttpAgents(clock, chat_answer, duration=5.0)
+    sink = FakeSink()
+    items = [{"n": n, "to": "native" if n == 0 else "http"} for n in range(5)]
+    engine = RunEngine(
+        config,
+        source=inline_source(items),
+        dispatcher=Dispatching(dispatcher, agents),
+        sink=sink,
+        clock=clock,
+    )
+    end = await engine.run()
+    assert (end.phase, end.result) == ("Failed", "Deadlocked")
+    assert end.message.startswith('1 of 5 items could not start: AgentPool "workers" serves')
+    assert sink.status["succeeded"] == 4
+    assert {json.loads(request.body)["n"] for request, _, _ in agents.requests} == {1, 2, 3, 4}
+    waiting = [
+        condition
+        for patch in sink.patches
+        for condition in patch.get("conditions", [])
+        if condition["type"] == "Waiting" and condition["status"] == "True"
+    ]
+    assert waiting
+    assert waiting[0]["reason"] == "ProtocolMismatch"
+    assert 'AgentPool "workers"' in waiting[0]["message"]

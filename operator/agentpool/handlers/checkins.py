@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from opentelemetry import trace
 
 from agentpool import tracing
+from agentpool.api.reasons import Reason
 from agentpool.broker import Checkout
 from agentpool.handlers.idling import wait_until_idle
 from agentpool.handlers.runtime import PoolHandle, Runtime
@@ -124,10 +125,13 @@ async def send_held(
             ),
         )
         if span.is_recording():
-            if isinstance(answer, HttpAnswer):
-                span.set_attribute(tracing.OUTCOME, str(answer.status))
-            else:
+            if not isinstance(answer, HttpAnswer):
                 note_outcome(span, answer)
+            elif 200 <= answer.status < 300:
+                span.set_attribute(tracing.OUTCOME, tracing.SUCCEEDED)
+            else:
+                span.set_attribute(tracing.OUTCOME, Reason.HTTP_STATUS)
+                span.set_status(trace.StatusCode.ERROR, f"HTTP {answer.status}")
         return answer
 
 
