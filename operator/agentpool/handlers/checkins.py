@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Coroutine
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from opentelemetry import trace
@@ -62,7 +63,8 @@ async def _unless_lost(checkout: Checkout, call: Awaitable[T]) -> T | None:
         forget()
 
 
-def _call_span(handle: PoolHandle, checkout: Checkout) -> Any:
+def _call_span(handle: PoolHandle, checkout: Checkout) -> AbstractContextManager[trace.Span]:
+    """The span of one call to the agent ``checkout`` holds."""
     return tracing.span(
         tracing.AGENT_CALL_SPAN,
         kind=trace.SpanKind.CLIENT,

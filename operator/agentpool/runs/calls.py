@@ -73,8 +73,8 @@ def judge(result: AttemptResult) -> Verdict:
 
 
 def _judge_answer(result: AnswerResult) -> Verdict:
-    """The verdict on an HTTP pool's answer: a failure is the agent's only on a 5xx (or none at
-    all); the token refusal of the agent protocol does not arise, as no token is sent."""
+    """The verdict on an HTTP pool's answer: a failure is the agent's only on a 5xx; the token
+    refusal of the agent protocol does not arise, as no token is sent."""
     if result.lost:
         checkin = CheckinOutcome.LOST
     elif result.ok or not result.agent_failed:
