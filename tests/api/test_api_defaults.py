@@ -22,6 +22,7 @@ from agentpool.local.apiserver.schema.validation import crd_schema
 from agentpool.pool import PoolPolicy
 from agentpool.pool.manifests import agent_pod
 from agentpool.runs.config import RunConfig, config_from_spec
+from agentpool.runs.requests import build_request
 
 #: The least each kind's spec must say; everything else is left to the defaults.
 MINIMAL: dict[str, dict[str, Any]] = {
@@ -29,6 +30,7 @@ MINIMAL: dict[str, dict[str, Any]] = {
     "PoolRun": {"poolRef": {"name": "pool"}, "source": {"items": []}},
     "AgentLease": {"poolRef": {"name": "pool"}},
 }
+HTTP_RUN = {"request": {"path": "/v1/chat/completions"}}
 POOL_OBJECT = {
     "apiVersion": "agentpool.dev/v1alpha1",
     "kind": "AgentPool",
@@ -158,6 +160,12 @@ USED: dict[tuple[str, str], Callable[[Runtime], list[Any]]] = {
     ("PoolRun", "spec.failures"): lambda r: [r.run.spec.failures],
     ("PoolRun", "spec.maxAttempts"): lambda r: [r.run.spec.max_attempts],
     ("PoolRun", "spec.backoffSeconds"): lambda r: [r.run.spec.backoff_seconds],
+    # A run on HTTP pools sends each item with the method of its parsed spec.request.
+    ("PoolRun", "spec.request.method"): lambda r: [
+        build_request(
+            parse_spec(PoolRunSpec, {**MINIMAL["PoolRun"], **HTTP_RUN}).request, {}
+        ).method
+    ],
     # The run handler hands the parsed spec's suspend to the engine.
     ("PoolRun", "spec.suspend"): lambda r: [r.run_spec.suspend],
     # The lease handler reads these from the parsed spec.

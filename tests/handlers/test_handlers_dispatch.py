@@ -16,8 +16,7 @@ from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import AgentClient
 from agentpool.io.kube import Kube
 from agentpool.pool import ObservedAgent, PoolPolicy
-from agentpool.pool.checkin import HttpPool
-from agentpool.runs.contracts import CheckoutTerms
+from agentpool.runs.contracts import CheckoutTerms, ProtocolMismatch
 from loopback import read_request
 
 ENVELOPE = {"id": "a", "item": 1, "input": None, "attempt": 1, "run": "r"}
@@ -165,8 +164,9 @@ async def test_a_runs_first_checkouts_wait_from_when_the_run_arrived() -> None:
 
 
 async def test_a_run_is_handed_no_agent_of_an_http_pool() -> None:
-    """An HTTP pool's agents serve no POST /invoke: a run's checkout is refused, naming the
-    protocol and the fix, before any agent is taken, so the agent stays free for others."""
+    """An HTTP pool's agents serve no POST /invoke: the checkout of a run without spec.request
+    is refused, naming the protocol and the fix, before any agent is taken, so the agent stays
+    free for others."""
     broker = Broker("p", PoolPolicy(min_size=1, max_size=1), clock=lambda: 100.0)
     broker.update_agents(
         [ObservedAgent(name="a", created_at=0.0, ready=True, ready_at=1.0, ip="127.0.0.1")]
@@ -182,7 +182,7 @@ async def test_a_run_is_handed_no_agent_of_an_http_pool() -> None:
         spec=AgentPoolSpec(protocol="HTTP"),
     )
     runs = BrokerDispatcher(runtime, "ns")
-    with pytest.raises(HttpPool, match='AgentPool "p" has protocol HTTP') as refused:
+    with pytest.raises(ProtocolMismatch, match='AgentPool "p" serves plain HTTP') as refused:
         await runs.checkout(CheckoutTerms("p", timeout=1, priority=0, holder="r"))
-    assert "a pool of protocol Agentpool" in str(refused.value)
+    assert "set spec.request" in str(refused.value)
     assert (await broker.checkout(timeout=0, holder="other")).agent == "a"

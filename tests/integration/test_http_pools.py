@@ -29,6 +29,7 @@ from docblocks import block_for
 pytestmark = [pytest.mark.cluster]
 
 REPO = Path(__file__).resolve().parents[2]
+# The name whole on one line: tests/ship/test_docs.py looks for it as the docs' marker says it.
 OPENAI_BLOCK = "tests/integration/test_http_pools.py::test_the_openai_client_streams_a_chat_through_the_gateway"  # noqa: E501
 
 # A server that knows nothing of agentpool: GET /health; GET /events?gate=PATH streams one event,

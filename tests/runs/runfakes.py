@@ -30,10 +30,17 @@ from agentpool.api import (
 from agentpool.io.journal import FileJournal
 from agentpool.pool.checkin import CheckoutTimedOut, PoolNotFound
 from agentpool.runs.config import RunConfig, config_from_spec
-from agentpool.runs.contracts import CheckoutTerms, Clock, SystemClock
+from agentpool.runs.contracts import (
+    CheckoutTerms,
+    Clock,
+    ItemRequest,
+    ProtocolMismatch,
+    SystemClock,
+)
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.journaling import Recorder
 from agentpool.runs.reporting import Reporter
+from agentpool.runs.requests import mismatch
 from agentpool.runs.retries import Retries
 from agentpool.runs.shared import RunShared
 from agentpool.runs.status import RunLedger
@@ -78,6 +85,8 @@ class FakeDispatcher:
         self.held: set[str] = set()
         self.most_held = 0
         self.checkins: list[tuple[str, str]] = []
+        #: Each pool's spec.protocol where it is not the agent protocol's.
+        self.protocols: dict[str, str] = {}
 
     def add_pool(self, pool: str, size: int) -> None:
         self.pools[pool] = size
@@ -99,6 +108,9 @@ class FakeDispatcher:
                 raise PoolNotFound(f'pool "{pool}" not found')
             if waiting is not None:
                 waiting.end(f"pool/{pool}")
+        refusal = mismatch(pool, self.protocols.get(pool, "Agentpool"), speaks=terms.speaks)
+        if refusal is not None:
+            raise ProtocolMismatch(refusal)
         if self.idle[pool]:
             return self._hand(pool, self.idle[pool].pop())
         if timeout <= 0:
@@ -206,6 +218,11 @@ class Dispatching:
     ) -> Any:
         return await self.agents.invoke(checkout, envelope, timeout=timeout, cast=cast)
 
+    async def send(
+        self, checkout: Any, request: ItemRequest, *, timeout: float, attempt: int
+    ) -> Any:
+        return await self.agents.send(checkout, request, timeout=timeout, attempt=attempt)
+
 
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch, as the API server applies it to status."""
@@ -231,11 +248,14 @@ class FakeSink:
     configmap_writes: int = 0
     frozen: bool = False
     largest_status: int = 0
+    patches: list[RawRunStatus] = field(default_factory=list)
+    """Every status write, as it was patched."""
 
     async def write(self, patch: RawRunStatus) -> None:
         if self.frozen:
             return
         json.dumps(patch)
+        self.patches.append(patch)
         self.status = merge_patch(self.status, patch)
         self.writes += 1
         self.largest_status = max(self.largest_status, len(json.dumps(self.status)))

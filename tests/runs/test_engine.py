@@ -22,8 +22,6 @@ from runfakes import (
 )
 
 from agentpool.api import Routes
-from agentpool.pool.checkin import http_pool
-from agentpool.runs.contracts import CheckoutTerms
 from agentpool.runs.engine import RunEngine
 from agentpool.runs.sources import inline_source
 from agentpool.wire.envelopes import EnvelopeBody
@@ -173,24 +171,6 @@ async def test_missing_pool_deadlocks_naming_the_pool() -> None:
     assert invoker.calls == []
     assert sink.reasons()[-1] == "Deadlocked"
     assert sink.status.get("inFlight", {}) == {}
-
-
-async def test_an_http_pool_deadlocks_its_run_saying_why() -> None:
-    """A run whose pool has protocol HTTP hands no item over (its agents serve no POST
-    /invoke): it ends Deadlocked, its message naming the pool, its protocol and the fix."""
-    engine, _, dispatcher, invoker, sink = build([1, 2, 3])
-
-    async def refuse(terms: CheckoutTerms, *, waiting: Any = None) -> Any:
-        raise http_pool(terms.pool)
-
-    dispatcher.checkout = refuse  # type: ignore[method-assign]
-    outcome = await engine.run()
-    assert outcome.result == "Deadlocked"
-    assert 'AgentPool "workers" has protocol HTTP' in sink.status["message"]
-    assert "run the items on a pool of protocol Agentpool" in sink.status["message"]
-    assert "3 of 3 items could not start" in sink.status["message"]
-    assert sink.reasons()[-1] == "Deadlocked"
-    assert invoker.calls == []
 
 
 async def test_checkout_timeout_with_nothing_in_flight_deadlocks() -> None:

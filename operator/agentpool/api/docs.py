@@ -96,6 +96,9 @@ def _type_name(annotation: Any) -> str:
         return f"list of {_type_name(get_args(plain)[0])}"
     if origin is dict:
         return f"map of {_type_name(get_args(plain)[1])}"
+    if origin is Annotated:
+        # A bounded value inside a list or map: its bounds are in the schema, its kind here.
+        return _type_name(get_args(plain)[0])
     names = {
         str: "string",
         int: "integer",

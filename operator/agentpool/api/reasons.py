@@ -71,9 +71,6 @@ class Reason(StrEnum):
     SUSPENDED = "Suspended"
     RESUMED = "Resumed"
     POOL_NOT_FOUND = "PoolNotFound"
-    HTTP_POOL = "HTTPPool"
-    """PoolRun Waiting: the run's pool has protocol HTTP, whose agents do not serve the agent
-    protocol its items are handed over in; the run then ends Deadlocked, its message saying so."""
     NO_CAPACITY = "NoCapacity"
     CHECKOUT_TIMEOUT = "CheckoutTimeout"
     SOURCE_FAILED = "SourceFailed"
@@ -82,6 +79,9 @@ class Reason(StrEnum):
     SOURCE_UNREACHABLE = "SourceUnreachable"
     SOURCE_CHANGED = "SourceChanged"
     SOURCE_PENDING = "SourcePending"
+    PROTOCOL_MISMATCH = "ProtocolMismatch"
+    """PoolRun Waiting: a pool the run names serves another protocol than the run speaks to it
+    (spec.request set for a pool of the agent protocol, or unset for an HTTP pool)."""
 
     # Item failures
     HANDLER_ERROR = protocol.HANDLER_ERROR
@@ -92,6 +92,9 @@ class Reason(StrEnum):
     AGENT_BUSY = "AgentBusy"
     UNAUTHORIZED = protocol.UNAUTHORIZED
     INVALID_RESPONSE = "InvalidResponse"
+    HTTP_STATUS = "HTTPStatus"
+    """An HTTP pool's agent answered an item's request (spec.request) with a status outside
+    2xx."""
     NO_ROUTE = "NoRoute"
     DUPLICATE_ID = "DuplicateId"
     MISSING_ID = "MissingId"

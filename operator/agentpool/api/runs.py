@@ -7,11 +7,12 @@ source service), the pool or routes, the dispatch and failure policy, and the st
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Literal, TypedDict, cast
+from typing import Annotated, Any, Literal, TypedDict, cast
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from agentpool.api.base import (
     CONDITION_LIST,
@@ -27,6 +28,7 @@ from agentpool.api.base import (
 from agentpool.api.raw import RawCondition
 
 RunMode = Literal["Call", "Cast"]
+RequestMethod = Literal["POST", "PUT", "PATCH", "DELETE", "GET"]
 FailurePolicy = Literal["Fail", "Report"]
 RunPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Suspended"]
 RunResult = Literal["Drained", "Deadlocked"]
@@ -105,6 +107,85 @@ class Routes(ApiModel):
     value has no entry fails with reason NoRoute."""
 
 
+#: Headers a run may not set on its requests: those of one connection (RFC 9110 7.6.1, and the
+#: older Keep-Alive and Proxy-Connection), Content-Length (the body's, which the operator writes),
+#: and Authorization and Host, which are the operator's to give or to leave out. Compared without
+#: regard to case.
+REFUSED_HEADERS = (
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+    "authorization",
+    "host",
+)
+REFUSED_HEADERS_MESSAGE = (
+    "request.headers may not set a connection's own headers (Connection, Keep-Alive, TE, "
+    "Trailer, Transfer-Encoding, Upgrade, Proxy-*), Content-Length, Authorization or Host: "
+    "remove them"
+)
+#: Header names are tokens (RFC 9110 5.6.2).
+HEADER_NAME_PATTERN = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"
+MAX_HEADERS = 32
+
+
+def _refused_header_spellings() -> list[str]:
+    """The refused headers as they are written: lower case, Title-Case and upper case. CEL's
+    lowerAscii is not in every validator the CRD meets, and a regular expression over a map key
+    of unknown length costs the API server too much to admit the rule; the operator's own parse
+    refuses every other spelling (:meth:`RunRequest._refuse_headers`)."""
+    spellings: list[str] = []
+    for name in REFUSED_HEADERS:
+        title = "-".join(part.capitalize() for part in name.split("-"))
+        spellings += dict.fromkeys((name, title, name.upper()))
+    return spellings
+
+
+class RunRequest(ApiModel):
+    """How an item becomes a request to an agent of an HTTP pool (spec.protocol HTTP): the item
+    is the JSON body (Content-Type application/json), and the answer's body the item's output."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            CelRule(
+                rule="!has(self.headers) || self.headers.all(k, !(k in ["
+                + ", ".join(f"'{name}'" for name in _refused_header_spellings())
+                + "]))",
+                message=REFUSED_HEADERS_MESSAGE,
+                field_path=".headers",
+                reason="FieldValueForbidden",
+            ),
+        )
+    )
+
+    method: RequestMethod = "POST"
+    """The request's method."""
+    path: str = Field(min_length=1, max_length=2048, pattern=r"^/[^\s]*$")
+    """The path (and query) each item is sent to, for example /v1/chat/completions; it starts
+    with /."""
+    headers: dict[str, Annotated[str, Field(max_length=4096, pattern=r"^[^\r\n]*$")]] | None = (
+        Field(default=None, max_length=MAX_HEADERS)
+    )
+    """Headers sent with every item, by name (at most 32). Connection headers, Content-Length,
+    Authorization and Host are refused."""
+
+    @field_validator("headers")
+    @classmethod
+    def _refuse_headers(cls, headers: dict[str, str] | None) -> dict[str, str] | None:
+        for name in headers or {}:
+            if name.lower() in REFUSED_HEADERS:
+                raise ValueError(REFUSED_HEADERS_MESSAGE)
+            if re.match(HEADER_NAME_PATTERN, name) is None:
+                raise ValueError(f"request.headers: {name!r} is not a header name")
+        return headers
+
+
 #: Spec fields a run reads once, when it starts: changing one later is refused, as a Job refuses
 #: changes to its template. (The source, routes and input are read once too; they are not
 #: compared here, since a rule over values of any size would be too costly for the API server.)
@@ -119,6 +200,7 @@ FIXED_FIELDS = (
     "backoffSeconds",
     "checkoutTimeoutSeconds",
     "callTimeoutSeconds",
+    "request",
 )
 
 
@@ -131,6 +213,12 @@ def _fixed(field: str) -> CelRule:
         field_path=f".{field}",
         reason="FieldValueForbidden",
     )
+
+
+CAST_REQUEST_MESSAGE = (
+    "a run with request goes to HTTP pools, whose agents answer each request: they take no "
+    "Cast; set mode to Call"
+)
 
 
 class PoolRunSpec(ApiModel):
@@ -152,6 +240,12 @@ class PoolRunSpec(ApiModel):
                 rule="!(has(self.poolRef) && has(self.routes))",
                 message="poolRef and routes exclude each other: keep one of them",
                 field_path=".routes",
+                reason="FieldValueForbidden",
+            ),
+            CelRule(
+                rule="!has(self.request) || !has(self.mode) || self.mode != 'Cast'",
+                message=CAST_REQUEST_MESSAGE,
+                field_path=".mode",
                 reason="FieldValueForbidden",
             ),
         )
@@ -187,10 +281,20 @@ class PoolRunSpec(ApiModel):
     """How long a checkout waits for an agent; overrides the pool's."""
     call_timeout_seconds: int | None = Field(default=None, ge=1)
     """How long one call may take; overrides the pool's."""
+    request: RunRequest | None = None
+    """For a run on HTTP pools (spec.protocol HTTP): how each item becomes a request, whose
+    answer is the item's output. Leave it unset for pools of the agent protocol, whose agents
+    take items as they are."""
     suspend: bool = False
     """Finish what is in flight and dispatch nothing more until this is false again."""
     ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
     """Delete the run this many seconds after it ends; unset keeps it."""
+
+    @model_validator(mode="after")
+    def _refuse_cast_request(self) -> PoolRunSpec:
+        if self.request is not None and self.mode == "Cast":
+            raise ValueError(CAST_REQUEST_MESSAGE)
+        return self
 
 
 class ItemFailure(ApiModel):
@@ -281,8 +385,9 @@ class PoolRunStatus(ApiModel):
     conditions: list[Condition] = Field(default_factory=list, json_schema_extra=CONDITION_LIST)
     """Complete, Failed, Suspended, and Waiting: True while items cannot start for something
     the run waits for, named by its reason (PoolNotFound: the pool does not exist yet;
-    SourcePending: the source has not answered or has no item ready) and its message, which
-    says for how long."""
+    SourcePending: the source has not answered or has no item ready; ProtocolMismatch: a pool
+    serves the other protocol than spec.request asks for) and its message, which says for how
+    long."""
 
 
 class RawItemFailure(TypedDict, total=False):

@@ -18,21 +18,64 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import Awaitable, Coroutine
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar
 
 from opentelemetry import trace
 
 from agentpool import tracing
+from agentpool.api.reasons import Reason
 from agentpool.broker import Checkout
 from agentpool.handlers.idling import wait_until_idle
 from agentpool.handlers.runtime import PoolHandle, Runtime
-from agentpool.io.agents import InvokeResult
+from agentpool.io.agents import HttpAnswer, InvokeResult
 from agentpool.pool import health
 from agentpool.pool.checkin import CheckinOutcome
 from agentpool.pool.restoring import IdleWatch
+from agentpool.runs.contracts import ItemRequest
 from agentpool.wire import protocol
 from agentpool.wire.envelopes import EnvelopeBody
+
+T = TypeVar("T")
+
+
+async def _unless_lost(checkout: Checkout, call: Awaitable[T]) -> T | None:
+    """Await ``call``, or None when the broker says the agent died meanwhile. The broker's word
+    ends the call at once, not at its timeout: it cancels the calling task itself (a task of its
+    own per call would cost every item). A cancellation from anywhere else goes on to the
+    caller, who decides what becomes of the agent."""
+    task = asyncio.current_task()
+    assert task is not None
+    cut = False
+
+    def cut_short() -> None:
+        nonlocal cut
+        cut = True
+        task.cancel()
+
+    forget = checkout.on_lost(cut_short)
+    try:
+        return await call
+    except asyncio.CancelledError:
+        if not cut or task.uncancel() > 0:
+            raise
+        return None
+    finally:
+        forget()
+
+
+def _call_span(handle: PoolHandle, checkout: Checkout) -> AbstractContextManager[trace.Span]:
+    """The span of one call to the agent ``checkout`` holds."""
+    return tracing.span(
+        tracing.AGENT_CALL_SPAN,
+        kind=trace.SpanKind.CLIENT,
+        attributes={
+            tracing.NAMESPACE: handle.namespace,
+            tracing.POOL: handle.name,
+            tracing.AGENT: checkout.agent,
+        },
+    )
 
 
 async def call_held(
@@ -45,44 +88,55 @@ async def call_held(
     cast: bool,
 ) -> InvokeResult | None:
     """``POST /invoke`` to the agent ``checkout`` holds, with the pool's token; None when the
-    agent's pod died meanwhile. The broker's word that it died ends the call at once, not at its
-    timeout: it cancels the calling task itself (a task of its own per call would cost every
-    item). A cancellation from anywhere else goes on to the caller, who decides what becomes of
-    the agent."""
-    task = asyncio.current_task()
-    assert task is not None
-    cut = False
-
-    def cut_short() -> None:
-        nonlocal cut
-        cut = True
-        task.cancel()
-
-    forget = checkout.on_lost(cut_short)
-    with tracing.span(
-        tracing.AGENT_CALL_SPAN,
-        kind=trace.SpanKind.CLIENT,
-        attributes={
-            tracing.NAMESPACE: handle.namespace,
-            tracing.POOL: handle.name,
-            tracing.AGENT: checkout.agent,
-        },
-    ) as span:
-        try:
-            result = await runtime.agents.invoke(
+    agent's pod died meanwhile (:func:`_unless_lost`)."""
+    with _call_span(handle, checkout) as span:
+        result = await _unless_lost(
+            checkout,
+            runtime.agents.invoke(
                 checkout.endpoint, handle.token, envelope, timeout=timeout, cast=cast
-            )
-        except asyncio.CancelledError:
-            if not cut or task.uncancel() > 0:
-                raise
-            result = None
-        finally:
-            forget()
+            ),
+        )
         if result is not None and not result.lost:
             note_answer(handle, checkout.agent, reason=result.reason, message=result.message)
         if span.is_recording():
             note_outcome(span, result)
         return result
+
+
+async def send_held(
+    runtime: Runtime,
+    handle: PoolHandle,
+    checkout: Checkout,
+    request: ItemRequest,
+    *,
+    timeout: float,
+    limit: int,
+) -> HttpAnswer | InvokeResult | None:
+    """Send ``request`` to the HTTP pool's agent ``checkout`` holds; None when the agent's pod
+    died meanwhile (:func:`_unless_lost`). The answer is not counted in the pool's health: an
+    HTTP pool's agents are not held to the agent protocol."""
+    with _call_span(handle, checkout) as span:
+        answer = await _unless_lost(
+            checkout,
+            runtime.agents.send(
+                checkout.endpoint,
+                request.method,
+                request.path,
+                request.headers,
+                request.body,
+                timeout=timeout,
+                limit=limit,
+            ),
+        )
+        if span.is_recording():
+            if not isinstance(answer, HttpAnswer):
+                note_outcome(span, answer)
+            elif 200 <= answer.status < 300:
+                span.set_attribute(tracing.OUTCOME, tracing.SUCCEEDED)
+            else:
+                span.set_attribute(tracing.OUTCOME, Reason.HTTP_STATUS)
+                span.set_status(trace.StatusCode.ERROR, f"HTTP {answer.status}")
+        return answer
 
 
 def note_answer(handle: PoolHandle, agent: str, *, reason: str, message: str) -> None:

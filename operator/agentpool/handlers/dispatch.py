@@ -1,10 +1,12 @@
 """The PoolRun engine's dispatcher, backed by the operator's brokers and agent client.
 
 The engine (``agentpool.runs``) knows only protocols; this adapter gives it checkouts from the
-pool's broker, calls through :mod:`agentpool.io.agents` with the pool's token, and returns agents
-with the outcome the broker needs. A call races the broker's word that its agent died, so a
-crashed agent fails its item at once rather than after the call timeout. A pool of protocol HTTP
-is refused before any checkout: its agents serve no ``POST /invoke``.
+pool's broker, calls through :mod:`agentpool.io.agents` with the pool's token (or, to an HTTP
+pool's agents, the item as a request of its own, its answer read by
+:func:`agentpool.runs.requests.read_answer`), and returns agents with the outcome the broker
+needs. A checkout of a pool that serves another protocol than the run speaks is refused
+(:class:`~agentpool.runs.contracts.ProtocolMismatch`). A call races the broker's word that its
+agent died, so a crashed agent fails its item at once rather than after the call timeout.
 """
 
 from __future__ import annotations
@@ -21,11 +23,19 @@ from agentpool.api import POOL_DEFAULTS
 from agentpool.api.reasons import Reason
 from agentpool.broker import Checkout
 from agentpool.handlers import serving
-from agentpool.handlers.checkins import call_held, return_agent, return_later
+from agentpool.handlers.checkins import call_held, return_agent, return_later, send_held
 from agentpool.handlers.runtime import PoolHandle, Runtime
-from agentpool.io.agents import InvokeResult
-from agentpool.pool.checkin import CheckinOutcome, CheckoutTimedOut, http_pool, pool_not_found
-from agentpool.runs.contracts import CheckoutTerms, HeldAgent, Waiting
+from agentpool.io.agents import HttpAnswer, InvokeResult
+from agentpool.pool.checkin import CheckinOutcome, CheckoutTimedOut, pool_not_found
+from agentpool.runs import requests
+from agentpool.runs.contracts import (
+    AttemptResult,
+    CheckoutTerms,
+    HeldAgent,
+    ItemRequest,
+    ProtocolMismatch,
+    Waiting,
+)
 from agentpool.wire.envelopes import EnvelopeBody
 
 
@@ -97,8 +107,9 @@ class BrokerDispatcher:
             if not await self._pool_exists(pool):
                 raise pool_not_found(self._namespace, pool, waited=timeout)
             raise CheckoutTimedOut(f'AgentPool "{pool}" is not served yet after {timeout:g}s')
-        if not handle.spec.speaks_protocol:
-            raise http_pool(pool)
+        refusal = requests.mismatch(pool, handle.spec.protocol, speaks=terms.speaks)
+        if refusal is not None:
+            raise ProtocolMismatch(refusal)
         since = None
         if self._backdated > 0:
             self._backdated -= 1
@@ -148,16 +159,49 @@ class BrokerDispatcher:
             # with the item, so it goes back once it reports idle rather than being retired.
             checkout.abandoned = True
             raise
-        run = checkout.run
-        self._run_series("seconds", run).observe(time.monotonic() - started)
-        if int(envelope.get("attempt", 1)) > 1:
-            self._run_series("retries", run).inc()
+        self._count(checkout.run, started, int(envelope.get("attempt", 1)), result)
         if result is None:
-            self._run_series("failed", run).inc()
             return _lost(inner)
-        self._run_series("succeeded" if result.ok else "failed", run).inc()
         checkout.cast = cast and result.ok
         return result
+
+    async def send(
+        self, checkout: HeldAgent, request: ItemRequest, *, timeout: float, attempt: int
+    ) -> AttemptResult:
+        assert isinstance(checkout, AgentCheckout)
+        inner = checkout.inner
+        if inner.is_lost:
+            return _lost(inner)
+        started = time.monotonic()
+        # A run stopped mid-request leaves the agent lost (its state unknown): an HTTP pool's
+        # agent cannot be asked when it is done, as an agent of the protocol is.
+        answer = await send_held(
+            self._runtime,
+            checkout.handle,
+            inner,
+            request,
+            timeout=timeout,
+            limit=requests.ANSWER_MAX,
+        )
+        result: AttemptResult
+        if answer is None:
+            result = _lost(inner)
+        elif isinstance(answer, HttpAnswer):
+            result = requests.read_answer(
+                request, answer.status, answer.content_type, answer.body, whole=answer.whole
+            )
+        else:
+            result = answer
+        self._count(checkout.run, started, attempt, result)
+        return result
+
+    def _count(self, run: str, started: float, attempt: int, result: AttemptResult | None) -> None:
+        """An item's attempt in the run's metric series."""
+        self._run_series("seconds", run).observe(time.monotonic() - started)
+        if attempt > 1:
+            self._run_series("retries", run).inc()
+        ok = result is not None and result.ok
+        self._run_series("succeeded" if ok else "failed", run).inc()
 
     def _run_series(self, name: str, run: str) -> Any:
         series = self._series.get((name, run))

@@ -1,6 +1,7 @@
 """The operator's side of the agent protocol: the one module that talks to agents over HTTP.
 
-The PoolRun engine invokes items through ``AgentClient.invoke``; the broker asks ``status`` to
+The PoolRun engine invokes items through ``AgentClient.invoke``, and sends them to an HTTP pool's
+agents as requests of their own through ``AgentClient.send``; the broker asks ``status`` to
 rebuild who is busy after a restart and ``reset`` between items when a pool wants it; a lease
 hands its agent its own token with ``bind`` and takes it back with ``unbind``. Every answer
 comes back as a value (``InvokeResult``, ``AgentStatus``, ``BindAnswer``, ``bool``), never an
@@ -82,6 +83,17 @@ class Forwarding:
     status: int
     headers: Sequence[tuple[bytes, bytes]]
     body: AsyncIterator[bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class HttpAnswer:
+    """An HTTP pool's agent's answer to a request the operator sent it, read whole (or up to
+    the caller's limit: ``whole`` is False when the body ran past it)."""
+
+    status: int
+    content_type: str
+    body: bytes
+    whole: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +254,20 @@ async def _pieces(response: aiohttp.ClientResponse, timeout: float) -> AsyncIter
         ) from None
     except _NO_ANSWER as error:
         raise ForwardBroken(protocol.AGENT_LOST, _no_answer(error)) from None
+
+
+async def _read_up_to(response: aiohttp.ClientResponse, limit: int) -> tuple[bytes, bool]:
+    """The answer's body, and whether it is whole: past ``limit`` bytes it is cut there (and the
+    connection closed, the rest unread)."""
+    pieces: list[bytes] = []
+    size = 0
+    async for piece in response.content.iter_chunked(64 * 1024):
+        pieces.append(piece)
+        size += len(piece)
+        if size > limit:
+            response.close()
+            return b"".join(pieces)[:limit], False
+    return b"".join(pieces), True
 
 
 def _headers(token: str, *, cast: bool = False) -> dict[str, str]:
@@ -410,6 +436,37 @@ class AgentClient:
         return _invoke_result(
             endpoint, answer.status, answer.body, cast=cast, path=protocol.INVOKE_PATH
         )
+
+    async def send(
+        self,
+        endpoint: str,
+        method: str,
+        target: str,
+        headers: Sequence[tuple[str, str]],
+        body: bytes,
+        *,
+        timeout: float,
+        limit: int,
+    ) -> HttpAnswer | InvokeResult:
+        """Send ``method`` ``target`` (path and query) with ``headers`` and ``body`` to the agent
+        of an HTTP pool at ``endpoint``, with no token (an HTTP pool's agents have none), and
+        read the answer, at most ``limit`` bytes of its body. A lost :class:`InvokeResult` when
+        no whole answer came within ``timeout``. Redirects are the agent's answer, not followed."""
+        url = URL(_urls(endpoint).base + target)
+        # The trace goes on in the agent, when it reads the W3C headers.
+        sent = [*headers, *tracing.inject({}).items()]
+        try:
+            async with (
+                asyncio.timeout(timeout),
+                self._client().request(
+                    method, url, headers=sent, data=body, allow_redirects=False
+                ) as response,
+            ):
+                content, whole = await _read_up_to(response, limit)
+                content_type = response.headers.get("Content-Type", "")
+                return HttpAnswer(response.status, content_type, content, whole)
+        except (TimeoutError, *_NO_ANSWER) as exc:
+            return _unanswered(endpoint, exc, timeout=timeout)
 
     async def _post(
         self,

@@ -44,21 +44,6 @@ def pool_not_found(namespace: str, pool: str, *, waited: float | None = None) ->
     return PoolNotFound(message)
 
 
-class HttpPool(CheckoutFailed):
-    """The pool has protocol HTTP: its agents serve no ``POST /invoke``, the agent protocol a
-    run's item is handed over in, so no checkout of it can serve a run. Runs take it as they take
-    a missing pool: the pool's items wait, and the run ends Deadlocked saying why."""
-
-
-def http_pool(pool: str) -> HttpPool:
-    """The one way a run is told its pool's agents do not serve the agent protocol."""
-    return HttpPool(
-        f'AgentPool "{pool}" has protocol HTTP: a PoolRun hands its items over with the agent'
-        " protocol's POST /invoke, which its agents do not serve; run the items on a pool of"
-        " protocol Agentpool"
-    )
-
-
 class PoolClosed(PoolNotFound):
     """The pool was deleted (or its broker stopped) while the checkout waited or before it."""
 

@@ -2,7 +2,10 @@
 
 The engine's lanes make every attempt through the run's :class:`AgentCalls`. A retry goes to
 another agent than the one that failed it when one is free at once. The agent gets the envelope
-of the agent protocol (:func:`agentpool.wire.envelopes.envelope_body`); what it answers becomes
+of the agent protocol (:func:`agentpool.wire.envelopes.envelope_body`), or, for a run with
+``spec.request`` (on HTTP pools), the item as a request of its own
+(:func:`agentpool.runs.requests.build_request`): the one way an attempt differs, chosen once per
+run, the pool's protocol held to it at checkout. What it answers becomes
 a :class:`Verdict` (:func:`judge`, pure): an output (encoded once, for the size cap, the result
 ConfigMap and the journal alike), a failure with its reason, or a refusal of the operator's own
 token, which is for the operator to mend and costs the item no attempt. The agent goes back
@@ -32,6 +35,7 @@ from agentpool.runs.contracts import (
     HeldAgent,
     Waiting,
 )
+from agentpool.runs.requests import AnswerResult, build_request, speaks
 from agentpool.runs.results import CHUNK_BYTES, encode
 from agentpool.wire.envelopes import envelope_body
 
@@ -56,6 +60,8 @@ class Verdict:
 
 def judge(result: AttemptResult) -> Verdict:
     """The verdict on an agent's answer."""
+    if isinstance(result, AnswerResult):
+        return _judge_answer(result)
     if not result.ok and result.reason == Reason.UNAUTHORIZED:
         return Verdict(checkin=CheckinOutcome.LOST, refused=True)
     checkin = (
@@ -63,6 +69,22 @@ def judge(result: AttemptResult) -> Verdict:
         if result.lost
         else (CheckinOutcome.SUCCESS if result.ok else CheckinOutcome.FAILURE)
     )
+    return _verdict(result, checkin)
+
+
+def _judge_answer(result: AnswerResult) -> Verdict:
+    """The verdict on an HTTP pool's answer: a failure is the agent's only on a 5xx; the token
+    refusal of the agent protocol does not arise, as no token is sent."""
+    if result.lost:
+        checkin = CheckinOutcome.LOST
+    elif result.ok or not result.agent_failed:
+        checkin = CheckinOutcome.SUCCESS
+    else:
+        checkin = CheckinOutcome.FAILURE
+    return _verdict(result, checkin)
+
+
+def _verdict(result: AttemptResult, checkin: CheckinOutcome) -> Verdict:
     if not result.ok:
         return Verdict(
             checkin=checkin, reason=result.reason or Reason.CALL_FAILED, message=result.message
@@ -104,6 +126,11 @@ class AgentCalls:
         self._dispatcher = dispatcher
         self._waiting = waiting
         self._terms: dict[str, CheckoutTerms] = {}
+        self._speaks = speaks(config.spec)
+        request = config.spec.request
+        # Chosen once: the run speaks one way to all its pools, and a pool that serves the other
+        # is refused at checkout.
+        self._attempt = self._invoke if request is None else self._send
 
     def _new_terms(self, pool: str) -> CheckoutTerms:
         """The terms of every checkout from ``pool``, made for its first item."""
@@ -113,6 +140,7 @@ class AgentCalls:
             timeout=config.checkout_timeout(pool),
             priority=config.spec.priority,
             holder=config.name,
+            speaks=self._speaks,
         )
         return terms
 
@@ -164,7 +192,7 @@ class AgentCalls:
     async def call(self, work: Work, checkout: HeldAgent) -> Verdict:
         """Hand ``work`` to the agent checked out for it, and give the agent back."""
         try:
-            verdict = await self._invoke(work, checkout)
+            verdict = await self._attempt(work, checkout)
             await self._dispatcher.checkin(checkout, verdict.checkin)
         except asyncio.CancelledError:
             # Stopped mid-call: the agent's state is unknown, and it must not stay checked out.
@@ -182,6 +210,20 @@ class AgentCalls:
         try:
             result = await self._dispatcher.invoke(
                 checkout, body, timeout=config.call_timeout(work.pool), cast=spec.mode == "Cast"
+            )
+        except Exception as error:  # the agent client's own bug must cost one attempt, not the run
+            return Verdict(
+                checkin=CheckinOutcome.LOST, reason=Reason.CALL_FAILED, message=repr(error)
+            )
+        return judge(result)
+
+    async def _send(self, work: Work, checkout: HeldAgent) -> Verdict:
+        config = self._config
+        assert config.spec.request is not None
+        try:
+            request = build_request(config.spec.request, work.value)
+            result = await self._dispatcher.send(
+                checkout, request, timeout=config.call_timeout(work.pool), attempt=work.attempt
             )
         except Exception as error:  # the agent client's own bug must cost one attempt, not the run
             return Verdict(

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from agentpool.api import RawRunStatus
-from agentpool.pool.checkin import CheckinOutcome
+from agentpool.pool.checkin import CheckinOutcome, CheckoutFailed
 from agentpool.wire.envelopes import EnvelopeBody
 
 
@@ -55,18 +55,39 @@ class CheckoutTerms:
     """The run's priority: waiters of a higher one are served first."""
     holder: str
     """Who holds the agent while it is checked out: the run's name."""
+    speaks: str = "Agentpool"
+    """The protocol the run speaks to the pool's agents: HTTP for a run with spec.request. A
+    pool that serves the other refuses the checkout with :class:`ProtocolMismatch`."""
 
     def at_once(self) -> CheckoutTerms:
         """The same terms for an agent that is free at once, or none."""
         return replace(self, timeout=0.0)
 
 
+@dataclass(frozen=True, slots=True)
+class ItemRequest:
+    """One item as a request to an HTTP pool's agent, the same on every attempt
+    (:func:`agentpool.runs.requests.build_request`)."""
+
+    method: str
+    path: str
+    """The path and query, as spec.request gives them."""
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+
+class ProtocolMismatch(CheckoutFailed):
+    """The pool serves another protocol than the run speaks to it, so none of its agents can
+    take the run's items; the message says which field to change
+    (:func:`agentpool.runs.requests.mismatch`)."""
+
+
 class Dispatcher(Protocol):
     """The pools as a run sees them: check an agent out, hand it an item, give it back."""
 
     async def checkout(self, terms: CheckoutTerms, *, waiting: Waiting | None = None) -> HeldAgent:
-        """An agent of ``terms.pool``; raises ``PoolNotFound``, ``HttpPool`` (its agents serve
-        no agent protocol) or another ``CheckoutFailed``.
+        """An agent of ``terms.pool``; raises ``PoolNotFound``, ``ProtocolMismatch`` (the pool
+        serves another protocol than the run speaks) or another ``CheckoutFailed``.
 
         While the pool is not there, the checkout says so through ``waiting``, at once.
         """
@@ -80,6 +101,13 @@ class Dispatcher(Protocol):
         self, checkout: HeldAgent, envelope: EnvelopeBody, *, timeout: float, cast: bool
     ) -> AttemptResult:
         """Hand ``envelope`` to the checked-out agent (``POST /invoke``) and say what came of it."""
+        ...
+
+    async def send(
+        self, checkout: HeldAgent, request: ItemRequest, *, timeout: float, attempt: int
+    ) -> AttemptResult:
+        """Send ``request`` to the checked-out agent of an HTTP pool and say what its answer
+        came to (:func:`agentpool.runs.requests.read_answer`)."""
         ...
 
 

@@ -3,9 +3,9 @@
 The engine's loop fills free lanes from the run's feed (:meth:`Lanes.fill`); a lane makes its
 item's attempt through :class:`~agentpool.runs.calls.AgentCalls`, records the verdict (an
 output, or the item goes to :class:`~agentpool.runs.retries.Retries`), and goes straight on
-with the next item when one may start at once. An item whose pool does not exist is parked; one
-that finds no agent goes back to the front, and when no other lane holds an agent either, the
-run is deadlocked (:attr:`Lanes.deadlock`).
+with the next item when one may start at once. An item whose pool does not exist, or serves
+another protocol than the run speaks, is parked; one that finds no agent goes back to the front,
+and when no other lane holds an agent either, the run is deadlocked (:attr:`Lanes.deadlock`).
 """
 
 from __future__ import annotations
@@ -14,12 +14,14 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import KW_ONLY, InitVar, dataclass, field
 
+from opentelemetry import trace
+
 from agentpool import tracing
 from agentpool.api.reasons import Reason
-from agentpool.pool.checkin import CheckoutFailed, HttpPool, PoolNotFound
+from agentpool.pool.checkin import CheckoutFailed, PoolNotFound
 from agentpool.runs.backlog import Work
 from agentpool.runs.calls import AgentCalls, Verdict, note_failure, note_verdict
-from agentpool.runs.contracts import Clock, Waiting
+from agentpool.runs.contracts import Clock, ProtocolMismatch, Waiting
 from agentpool.runs.feed import Feed
 from agentpool.runs.intake import Intake
 from agentpool.runs.journaling import Recorder
@@ -115,12 +117,14 @@ class Lanes:
         with self.calls.traced(work) as span:
             try:
                 checkout = await self.calls.checkout(work)
-            except (PoolNotFound, HttpPool) as error:
-                reason = Reason.HTTP_POOL if isinstance(error, HttpPool) else Reason.POOL_NOT_FOUND
-                note_failure(span, reason, str(error))
-                cause = f"{error}: its items cannot start"
-                self.waiting.begin(f"pool/{work.pool}", reason, cause, timed=False)
-                self._unstart(work)
+            except PoolNotFound as error:
+                self._park(work, span, Reason.POOL_NOT_FOUND, f"{error}: its items cannot start")
+                self.feed.park(work, str(error))
+                return False
+            except ProtocolMismatch as error:
+                # No agent of the pool can take the run's items: they wait, as for a pool that
+                # is not there, and the run says why and what to change.
+                self._park(work, span, Reason.PROTOCOL_MISMATCH, str(error))
                 self.feed.park(work, str(error))
                 return False
             except CheckoutFailed as error:
@@ -141,6 +145,12 @@ class Lanes:
                 self.changed()
                 self.intake.poke()
             return True
+
+    def _park(self, work: Work, span: trace.Span, reason: str, cause: str) -> None:
+        """``work``'s pool cannot take it: the run's Waiting condition says why, untimed."""
+        note_failure(span, reason, cause)
+        self.waiting.begin(f"pool/{work.pool}", reason, cause, timed=False)
+        self._unstart(work)
 
     def _unstart(self, work: Work) -> None:
         self.records.unstart(work.key)
