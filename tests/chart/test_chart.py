@@ -541,7 +541,7 @@ def test_the_gateway_is_served_to_callers_of_the_acting_replica(
         },
         {
             "apiGroups": ["agentpool.dev"],
-            "resources": ["agentpools/proxy"],
+            "resources": ["agentpools/proxy", "agentleases/proxy"],
             "verbs": ["create", "delete", "get", "patch", "update"],
         },
     ]

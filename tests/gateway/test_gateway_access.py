@@ -29,7 +29,7 @@ class Cluster:
 
     tokens: dict[str, Caller] = field(default_factory=lambda: {"good": ADA})
     grants: set[tuple[str, str, str, str]] = field(
-        default_factory=lambda: {(ADA.username, "create call", "ns", "pool")}
+        default_factory=lambda: {(ADA.username, "create agentpools/call", "ns", "pool")}
     )
     token_reviews: int = 0
     access_reviews: int = 0
@@ -45,10 +45,18 @@ class Cluster:
         return self.tokens.get(token)
 
     async def authorize(
-        self, caller: Caller, *, verb: str, subresource: str, namespace: str, pool: str
+        self,
+        caller: Caller,
+        *,
+        verb: str,
+        resource: str,
+        subresource: str,
+        namespace: str,
+        pool: str,
     ) -> bool:
         self.access_reviews += 1
-        return (caller.username, f"{verb} {subresource}", namespace, pool) in self.grants
+        asked = f"{verb} {resource}/{subresource}"
+        return (caller.username, asked, namespace, pool) in self.grants
 
 
 def access(cluster: Cluster, clock: Clock, *, entries: int = 100) -> Access:

@@ -10,7 +10,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentpool.gateway.errors import GatewayError
-from agentpool.gateway.forwarding import forwarded, is_forward, passed_back, passed_on, route
+from agentpool.gateway.forwarding import (
+    Route,
+    forwarded,
+    is_forward,
+    passed_back,
+    passed_on,
+    route,
+)
 
 BASE = "/v1/namespaces/team/agentpools/chat/proxy"
 
@@ -27,15 +34,23 @@ BASE = "/v1/namespaces/team/agentpools/chat/proxy"
         ("/v1/namespaces/team/agentpools/chat/call", None),
         ("/v1/namespaces/team/agentpools/chat/proxyx/a", None),
         ("/v1/namespaces//agentpools/chat/proxy/a", None),
-        ("/v1/namespaces/team/agentleases/chat/proxy/a", None),
+        ("/v1/namespaces/team/agentruns/chat/proxy/a", None),
         ("/v2/namespaces/team/agentpools/chat/proxy/a", None),
     ],
 )
 def test_the_agent_gets_the_path_after_proxy_with_the_query_as_sent(
     target: str, expected: tuple[str, str, str] | None
 ) -> None:
-    assert route(target) == expected
+    found = route(target)
+    assert (found and (found.namespace, found.name, found.target)) == expected
+    assert found is None or found.kind == "agentpools"
     assert is_forward(target.encode()) == (expected is not None or "//agentpools" in target)
+
+
+def test_a_lease_s_agent_is_reached_by_the_lease_s_name() -> None:
+    target = "/v1/namespaces/team/agentleases/chat-1/proxy/v1/models?x=1"
+    assert route(target) == Route("team", "agentleases", "chat-1", "/v1/models?x=1")
+    assert is_forward(target.encode())
 
 
 @given(st.binary(max_size=200))
@@ -44,7 +59,7 @@ def test_any_target_is_routed_or_not_never_raises(target: bytes) -> None:
     found = route(text)
     if found is not None:
         assert is_forward(target)
-        assert found[2].startswith("/")
+        assert found.target.startswith("/")
 
 
 def test_the_connection_s_headers_and_the_caller_s_credentials_stay_behind() -> None:

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from gateway_support import Gateway, caller_token
 from operator_support import Api
-from pool_support import pool_status
+from pool_support import bound_agent, lease, pool_status
 
 from cluster import wait_for
 from docblocks import block_for
@@ -226,6 +226,29 @@ def _get(gateway: Gateway, pool: str, path: str, token: str, **headers: str) -> 
 
 def _get_no_wait(gateway: Gateway, pool: str, path: str, token: str) -> int:
     return _get(gateway, pool, path, token, **{"Agentpool-Wait": "false"})
+
+
+def test_a_lease_s_agent_is_reached_through_the_lease(api: Api, namespace: str) -> None:
+    """A request to .../agentleases/LEASE/proxy/PATH goes to the agent the lease holds, and the
+    pool's own requests go to its other agents; a lease that holds none is 404."""
+    http_pool(api, namespace, "leased", agents=2)
+    gateway = Gateway.of(api, namespace)
+    token = caller_token(api, namespace, "holder", bound=True)
+    lease(api, namespace, "session", "leased")
+    agent = bound_agent(api, namespace, "session")
+    through_lease = f"/v1/namespaces/{namespace}/agentleases/session/proxy/echo"
+    for _ in range(3):
+        reply = gateway.send("leased", {"n": 1}, token=token, path=through_lease)
+        assert reply.status == 201, reply.body
+        assert reply.headers["Agentpool-Agent"] == agent
+        pooled = gateway.send("leased", {}, token=token, path=proxy(gateway, "leased", "/echo"))
+        assert pooled.status == 201
+        assert pooled.headers["Agentpool-Agent"] != agent
+    missing = gateway.send(
+        "leased", {}, token=token, path=f"/v1/namespaces/{namespace}/agentleases/none/proxy/x"
+    )
+    assert missing.status == 404
+    assert "holds no agent" in missing.body["error"]["message"]
 
 
 def test_rbac_asks_the_method_s_verb_and_a_native_pool_is_not_forwarded(

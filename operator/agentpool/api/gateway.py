@@ -24,9 +24,14 @@ VERBS: Final[tuple[GatewayVerb, ...]] = ("call", "cast")
 #: ``agentpools/cast`` in the API group ``agentpool.dev``, as kube-rbac-proxy asks.
 SUBRESOURCES: Final[dict[GatewayVerb, str]] = {"call": "call", "cast": "cast"}
 
-#: The subresource of a forwarded request (``.../agentpools/{pool}/proxy/{path}``), whose RBAC
-#: verb is read from the request's method as the API server reads it for ``pods/proxy``.
+#: The subresource of a forwarded request (``.../agentpools/{pool}/proxy/{path}``, or
+#: ``.../agentleases/{lease}/proxy/{path}`` to a lease's agent), whose RBAC verb is read from
+#: the request's method as the API server reads it for ``pods/proxy``.
 PROXY: Final = "proxy"
+POOLS: Final = "agentpools"
+LEASES: Final = "agentleases"
+#: What a forwarded request may name: a pool (any of its agents) or a lease (its agent).
+FORWARDED_KINDS: Final = (POOLS, LEASES)
 PROXY_VERBS: Final[dict[str, str]] = {
     "GET": "get",
     "HEAD": "get",

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Final, TypedDict
 
 from agentpool import GROUP
-from agentpool.api.gateway import PROXY, PROXY_VERBS, SUBRESOURCES, VERBS
+from agentpool.api.gateway import FORWARDED_KINDS, PROXY, PROXY_VERBS, SUBRESOURCES, VERBS
 
 RBAC_API_VERSION: Final = "rbac.authorization.k8s.io/v1"
 
@@ -45,14 +45,15 @@ class RawClusterRole(TypedDict):
 
 
 def caller_rules() -> list[RawPolicyRule]:
-    """Who may call or cast a pool through the gateway, and send its agents any request:
-    ``create`` on ``agentpools/call`` and ``agentpools/cast``, every verb a method maps to on
-    ``agentpools/proxy``, and nothing else."""
+    """Who may call or cast a pool through the gateway, and send its agents (or a lease's)
+    any request: ``create`` on ``agentpools/call`` and ``agentpools/cast``, every verb a method
+    maps to on ``agentpools/proxy`` and ``agentleases/proxy``, and nothing else."""
     resources = [f"agentpools/{SUBRESOURCES[verb]}" for verb in VERBS]
     proxy_verbs = sorted(set(PROXY_VERBS.values()))
+    proxied = [f"{kind}/{PROXY}" for kind in FORWARDED_KINDS]
     return [
         {"apiGroups": [GROUP], "resources": resources, "verbs": ["create"]},
-        {"apiGroups": [GROUP], "resources": [f"agentpools/{PROXY}"], "verbs": proxy_verbs},
+        {"apiGroups": [GROUP], "resources": proxied, "verbs": proxy_verbs},
     ]
 
 

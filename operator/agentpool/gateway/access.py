@@ -84,7 +84,7 @@ class Access:
         self.callers: Remembered[bytes, Caller | None] = Remembered(
             ttl=ttl, entries=entries, clock=clock
         )
-        self.grants: Remembered[tuple[Caller, str, str, str, str], bool] = Remembered(
+        self.grants: Remembered[tuple[Caller, str, str, str, str, str], bool] = Remembered(
             ttl=ttl, entries=entries, clock=clock
         )
 
@@ -96,10 +96,11 @@ class Access:
         subresource: str,
         namespace: str,
         pool: str,
+        resource: str = "agentpools",
     ) -> Caller:
         """The caller a request's ``Authorization`` header names, once the cluster says they may
-        ``verb`` the pool's ``subresource``; raises the :class:`GatewayError` to answer
-        otherwise."""
+        ``verb`` the ``subresource`` of ``pool`` (of ``resource``: a lease's, for one forwarded
+        to a lease); raises the :class:`GatewayError` to answer otherwise."""
         token = bearer_token(authorization or "")
         if not token:
             raise unauthorized(
@@ -117,9 +118,14 @@ class Access:
                     "another cluster): get a fresh one, for example with `kubectl create token`"
                 )
             allowed = await self.grants.get(
-                (caller, verb, subresource, namespace, pool),
+                (caller, verb, resource, subresource, namespace, pool),
                 lambda: self._reviewer.authorize(
-                    caller, verb=verb, subresource=subresource, namespace=namespace, pool=pool
+                    caller,
+                    verb=verb,
+                    resource=resource,
+                    subresource=subresource,
+                    namespace=namespace,
+                    pool=pool,
                 ),
             )
         except ReviewFailed as error:
@@ -128,5 +134,5 @@ class Access:
                 retry_after=self._retry_after,
             ) from None
         if not allowed:
-            raise forbidden(caller.username, verb, subresource, namespace, pool)
+            raise forbidden(caller.username, verb, f"{resource}/{subresource}", namespace, pool)
         return caller

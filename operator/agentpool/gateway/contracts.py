@@ -40,10 +40,18 @@ class Reviewer(Protocol):
         ...
 
     async def authorize(
-        self, caller: Caller, *, verb: str, subresource: str, namespace: str, pool: str
+        self,
+        caller: Caller,
+        *,
+        verb: str,
+        resource: str,
+        subresource: str,
+        namespace: str,
+        pool: str,
     ) -> bool:
-        """Whether ``caller`` may ``verb`` (an RBAC verb) ``agentpools/<subresource>`` of
-        ``pool`` in ``namespace``. Raises :class:`ReviewFailed` when the cluster cannot tell."""
+        """Whether ``caller`` may ``verb`` (an RBAC verb) ``<resource>/<subresource>`` of
+        ``pool`` (a lease's name, for ``agentleases``) in ``namespace``. Raises
+        :class:`ReviewFailed` when the cluster cannot tell."""
         ...
 
 
@@ -86,6 +94,15 @@ class Calls(Protocol):
         caller goes away. Raises :class:`~agentpool.gateway.errors.GatewayError` with what to
         answer when no agent answered; once ``answer`` has started, any failure can only break
         it off."""
+        ...
+
+    async def forward_to_lease(
+        self, namespace: str, lease: str, request: Forwarded, answer: Answering
+    ) -> None:
+        """Pass ``request`` on to the agent ``lease`` holds, past any line, and stream its answer
+        into ``answer``; the agent stays the lease's. Raises
+        :class:`~agentpool.gateway.errors.GatewayError` when the lease holds no agent of an HTTP
+        pool, or no agent answered."""
         ...
 
 

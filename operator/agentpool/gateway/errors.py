@@ -46,15 +46,17 @@ def unauthorized(message: str) -> GatewayError:
     return GatewayError(401, GatewayReason.UNAUTHORIZED, message)
 
 
-def forbidden(user: str, verb: str, subresource: str, namespace: str, pool: str) -> GatewayError:
-    """The caller may not: worded as the API server words a refusal, with the way to a grant."""
+def forbidden(user: str, verb: str, resource: str, namespace: str, name: str) -> GatewayError:
+    """The caller may not ``verb`` ``resource`` (``agentpools/call``, ``agentleases/proxy``, ...)
+    of ``name``: worded as the API server words a refusal, with the way to a grant."""
+    kind = resource.split("/")[0]
     return GatewayError(
         403,
         GatewayReason.FORBIDDEN,
-        f'agentpools.agentpool.dev "{pool}" is forbidden: User "{user}" cannot {verb} resource '
-        f'"agentpools/{subresource}" in API group "agentpool.dev" in the namespace '
-        f'"{namespace}": bind a Role or ClusterRole granting {verb} on agentpools/{subresource} '
-        "(the chart's agentpool-caller) to the caller in that namespace",
+        f'{kind}.agentpool.dev "{name}" is forbidden: User "{user}" cannot {verb} resource '
+        f'"{resource}" in API group "agentpool.dev" in the namespace "{namespace}": bind a Role '
+        f"or ClusterRole granting {verb} on {resource} (the chart's agentpool-caller) to the "
+        "caller in that namespace",
     )
 
 

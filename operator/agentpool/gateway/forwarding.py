@@ -20,6 +20,7 @@ from typing import Final
 from agentpool.api.gateway import (
     CALL_TIMEOUT_HEADER,
     CHECKOUT_TIMEOUT_HEADER,
+    FORWARDED_KINDS,
     MAX_TIMEOUT_SECONDS,
     PRIORITY_HEADER,
     PROXY,
@@ -70,22 +71,36 @@ def is_forward(target: bytes) -> bool:
     return (
         len(parts) >= 7
         and parts[1:3] == [b"v1", b"namespaces"]
-        and parts[4] == b"agentpools"
+        and parts[4] in _KINDS
         and parts[6] == PROXY.encode()
     )
 
 
-def route(target: str) -> tuple[str, str, str] | None:
-    """(namespace, pool, the agent's target) of ``/v1/namespaces/NS/agentpools/POOL/proxy/...``;
-    None for any other target. ``.../proxy`` alone reaches the agent's ``/``."""
+_KINDS: Final = frozenset(kind.encode() for kind in FORWARDED_KINDS)
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where a forwarded request goes: a pool's agent or a lease's, and the agent's target."""
+
+    namespace: str
+    kind: str
+    """``agentpools`` or ``agentleases``."""
+    name: str
+    target: str
+
+
+def route(target: str) -> Route | None:
+    """Where ``/v1/namespaces/NS/agentpools/POOL/proxy/...`` (or ``.../agentleases/LEASE/proxy/
+    ...``) goes; None for any other target. ``.../proxy`` alone reaches the agent's ``/``."""
     path, mark, query = target.partition("?")
     parts = path.split("/", 7)
-    if len(parts) < 7 or parts[1:3] != ["v1", "namespaces"] or parts[4] != "agentpools":
+    if len(parts) < 7 or parts[1:3] != ["v1", "namespaces"] or parts[4] not in FORWARDED_KINDS:
         return None
     if parts[6] != PROXY or not parts[3] or not parts[5]:
         return None
     rest = "/" + (parts[7] if len(parts) > 7 else "")
-    return parts[3], parts[5], rest + mark + query
+    return Route(parts[3], parts[4], parts[5], rest + mark + query)
 
 
 def passed_on(headers: Iterable[tuple[bytes, bytes]]) -> tuple[tuple[str, str], ...]:

@@ -32,6 +32,7 @@ from typing import Final
 from agentpool import metrics, tracing
 from agentpool.api.gateway import (
     AGENT_HEADER,
+    LEASES,
     PATH_PREFIX,
     PROXY,
     PROXY_VERBS,
@@ -192,7 +193,6 @@ class GatewayServer:
         route = forwarding.route(request.target)
         if route is None:
             return self._not_found(request.path)
-        namespace, pool, target = route
         verb = PROXY_VERBS.get(request.method)
         if verb is None:
             message = f"{request.method} is not forwarded: send one of {_FORWARDED_METHODS}"
@@ -202,14 +202,24 @@ class GatewayServer:
         answer = _Answer(stream)
         try:
             await self._access.admit(
-                authorization, verb=verb, subresource=PROXY, namespace=namespace, pool=pool
+                authorization,
+                verb=verb,
+                resource=route.kind,
+                subresource=PROXY,
+                namespace=route.namespace,
+                pool=route.name,
             )
             assert request.all_headers is not None
             forwarded = forwarding.forwarded(
-                request.method, target, request.all_headers, request.stream
+                request.method, route.target, request.all_headers, request.stream
             )
             with tracing.continued(_trace_headers(request)):
-                await self._calls.forward(namespace, pool, forwarded, answer)
+                if route.kind == LEASES:
+                    await self._calls.forward_to_lease(
+                        route.namespace, route.name, forwarded, answer
+                    )
+                else:
+                    await self._calls.forward(route.namespace, route.name, forwarded, answer)
         except GatewayError as error:
             if answer.started:
                 # Broken off mid-answer, which only the connection's end can tell the caller.

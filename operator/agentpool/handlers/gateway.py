@@ -24,6 +24,7 @@ from agentpool import GROUP, metrics, tracing
 from agentpool.api import POOL_DEFAULTS
 from agentpool.api.gateway import PATH_PREFIX, PROXY, GatewayRequest, GatewayVerb
 from agentpool.api.raw import RawReviewedUser
+from agentpool.api.reasons import GatewayReason
 from agentpool.broker import Checkout
 from agentpool.gateway import errors
 from agentpool.gateway.contracts import Answering, CallAnswer, Caller, ReviewFailed
@@ -66,7 +67,14 @@ class KubeReviewer:
         )
 
     async def authorize(
-        self, caller: Caller, *, verb: str, subresource: str, namespace: str, pool: str
+        self,
+        caller: Caller,
+        *,
+        verb: str,
+        resource: str,
+        subresource: str,
+        namespace: str,
+        pool: str,
     ) -> bool:
         user: RawReviewedUser = {"user": caller.username, "groups": list(caller.groups)}
         if caller.uid:
@@ -77,7 +85,7 @@ class KubeReviewer:
             "namespace": namespace,
             "verb": verb,
             "group": GROUP,
-            "resource": "agentpools",
+            "resource": resource,
             "subresource": subresource,
             "name": pool,
         }
@@ -285,6 +293,59 @@ class GatewayCalls:
                 handle.broker.checkin(checkout, outcome)
         return checkout.agent
 
+    async def forward_to_lease(
+        self, namespace: str, lease: str, request: Forwarded, answer: Answering
+    ) -> None:
+        held = self._runtime.leases.held.get((namespace, lease))
+        handle = None if held is None else self._runtime.pools.get((namespace, held.pool))
+        if held is None or handle is None:
+            raise errors.GatewayError(
+                404,
+                GatewayReason.NOT_FOUND,
+                f'AgentLease "{lease}" in namespace "{namespace}" holds no agent here: it is not '
+                "Bound (Pending, Expired, Failed or gone), or another replica serves it",
+            )
+        if handle.spec.speaks_protocol:
+            raise errors.invalid(
+                f'AgentLease "{lease}" holds an agent of pool {held.pool}, which speaks the '
+                "agentpool protocol: call the agent at the lease's status.endpoint with the "
+                "lease's own token instead"
+            )
+        timeout = request.call_timeout_seconds or float(handle.spec.call_timeout_seconds)
+        with tracing.span(
+            tracing.GATEWAY_CALL_SPAN,
+            kind=trace.SpanKind.SERVER,
+            attributes={
+                tracing.NAMESPACE: namespace,
+                tracing.POOL: held.pool,
+                tracing.VERB: PROXY,
+                tracing.AGENT: held.agent,
+            },
+        ):
+            await self._pass_on(held, request, answer, timeout)
+
+    async def _pass_on(
+        self, held: Checkout, request: Forwarded, answer: Answering, timeout: float
+    ) -> int:
+        """Send ``request`` to the agent ``held`` names and stream its answer back; its status.
+        The holder keeps the agent whatever comes of it."""
+        try:
+            async with self._runtime.agents.forward(
+                held.endpoint,
+                request.method,
+                request.target,
+                request.headers,
+                request.body,
+                timeout=timeout,
+            ) as agent:
+                answer.start(agent.status, agent.headers, agent=held.agent)
+                async for piece in agent.body:
+                    await answer.write(piece)
+                answer.end()
+                return agent.status
+        except ForwardBroken as error:
+            raise errors.from_agent(error.reason, error.message) from None
+
     async def _in_session(
         self,
         handle: PoolHandle,
@@ -302,23 +363,13 @@ class GatewayCalls:
             raise errors.session_not_found(handle.namespace, handle.name, session)
         ending: CheckinOutcome | None = None
         try:
-            async with self._runtime.agents.forward(
-                held.checkout.endpoint,
-                request.method,
-                request.target,
-                request.headers,
-                request.body,
-                timeout=timeout,
-            ) as agent:
-                answer.start(agent.status, agent.headers, agent=held.checkout.agent)
-                if request.method == "DELETE":
-                    ending = CheckinOutcome.SUCCESS
-                async for piece in agent.body:
-                    await answer.write(piece)
-                answer.end()
-        except ForwardBroken as error:
+            await self._pass_on(held.checkout, request, answer, timeout)
+            if request.method == "DELETE":
+                ending = CheckinOutcome.SUCCESS
+        except errors.GatewayError:
+            # No whole answer from the session's agent: its state is unknown, so it goes.
             ending = CheckinOutcome.LOST
-            raise errors.from_agent(error.reason, error.message) from None
+            raise
         finally:
             self._sessions.used(key)
             if ending is not None:
