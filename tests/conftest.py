@@ -56,8 +56,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """On a real cluster, skip the tests marked ``local_only``, each with its own reason, and the
-    tests that touch no cluster at all (no ``local_cluster`` among their fixtures): they ran in
-    the local pass, and a second run on the same machine would prove nothing more."""
+    tests that touch no cluster at all (no ``kube_context`` among their fixtures, which every
+    cluster fixture starts from): they ran in the local pass, and a second run on the same
+    machine would prove nothing more."""
     if not config.getoption("--kube-context"):
         return
     apart = pytest.mark.skip(reason="touches no cluster: the local pass ran it")
@@ -66,7 +67,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if marker is not None:
             reason = marker.args[0] if marker.args else "needs the local cluster"
             item.add_marker(pytest.mark.skip(reason=f"local cluster only: {reason}"))
-        elif "local_cluster" not in getattr(item, "fixturenames", ()):
+        elif "kube_context" not in getattr(item, "fixturenames", ()):
             item.add_marker(apart)
 
 

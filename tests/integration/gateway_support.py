@@ -10,10 +10,12 @@ library's HTTPS client, or a raw TLS socket for a caller that goes away mid-requ
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import socket
 import ssl
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,6 +24,7 @@ import kubernetes
 from operator_support import Api
 
 from agentpool.api import roles
+from chart.rendering import find, render_chart
 from cluster import wait_for
 
 CALLER_ROLE = "agentpool-test-caller"
@@ -180,3 +183,23 @@ class Gateway:
         )
         tls.sendall(head.encode() + data)
         return tls
+
+
+@contextlib.contextmanager
+def chart_caller_role(api: Api) -> Iterator[None]:
+    """On a real cluster, the caller ClusterRole as the chart renders it, as ``helm install``
+    makes it, unless one is there; removed after, so the Helm test can install the chart."""
+    rbac = kubernetes.client.RbacAuthorizationV1Api(api.client)
+    rendered = find(render_chart(), "ClusterRole")
+    (role,) = [r for r in rendered if r["metadata"]["name"] == roles.CALLER_ROLE]
+    try:
+        rbac.create_cluster_role(role)
+    except kubernetes.client.exceptions.ApiException as error:
+        if error.status != 409:
+            raise
+        yield
+        return
+    try:
+        yield
+    finally:
+        rbac.delete_cluster_role(roles.CALLER_ROLE)

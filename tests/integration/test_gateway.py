@@ -8,18 +8,15 @@ the local cluster as on the real control plane.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import kubernetes
 import pytest
 import yaml
 from gateway_support import (
@@ -27,12 +24,11 @@ from gateway_support import (
     Reply,
     bind_caller,
     caller_token,
+    chart_caller_role,
     unbind_caller,
 )
 from operator_support import REPO, Api, pool_spec
 
-from agentpool.api import roles
-from chart.rendering import find, render_chart
 from cluster import Kubectl, wait_for
 from docblocks import block_for
 
@@ -302,28 +298,8 @@ def test_the_guides_curl_calls_a_pool_as_printed(
     if operator_cluster.handle.local:
         _run_guide_calls(api, namespace, kubectl_op, tmp_path)
         return
-    with _chart_caller_role(api):
+    with chart_caller_role(api):
         _run_guide_calls(api, namespace, kubectl_op, tmp_path)
-
-
-@contextlib.contextmanager
-def _chart_caller_role(api: Api) -> Iterator[None]:
-    """On a real cluster, the caller ClusterRole as the chart renders it, as ``helm install``
-    makes it, unless one is there; removed after, so the Helm test can install the chart."""
-    rbac = kubernetes.client.RbacAuthorizationV1Api(api.client)
-    rendered = find(render_chart(), "ClusterRole")
-    (role,) = [r for r in rendered if r["metadata"]["name"] == roles.CALLER_ROLE]
-    try:
-        rbac.create_cluster_role(role)
-    except kubernetes.client.exceptions.ApiException as error:
-        if error.status != 409:
-            raise
-        yield
-        return
-    try:
-        yield
-    finally:
-        rbac.delete_cluster_role(roles.CALLER_ROLE)
 
 
 def _run_guide_calls(api: Api, namespace: str, kubectl_op: Kubectl, tmp_path: Path) -> None:

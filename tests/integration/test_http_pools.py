@@ -10,8 +10,12 @@ token never reaches an agent, and RBAC is asked with the method's verb on ``agen
 
 from __future__ import annotations
 
+import contextlib
 import http.client
+import json
+import shutil
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +23,12 @@ import httpx
 import openai
 import pytest
 import yaml
-from gateway_support import Gateway, caller_token
+from gateway_support import Gateway, caller_token, chart_caller_role
 from operator_support import Api
 from pool_support import bound_agent, lease, pool_status
 
-from cluster import wait_for
-from docblocks import block_for
+from cluster import Kubectl, wait_for
+from docblocks import block_for, namespaced_kubeconfig, run_shell_block
 
 pytestmark = [pytest.mark.cluster]
 
@@ -314,3 +318,41 @@ def test_the_openai_client_streams_a_chat_through_the_gateway(
     }
     exec(compile(block.text, block.where(), "exec"), names)
     assert capsys.readouterr().out == "You said: hello pool\n"
+
+
+CURL_BLOCK = "tests/integration/test_http_pools.py::test_the_guides_curl_streams_a_chat_as_printed"
+
+
+def test_the_guides_curl_streams_a_chat_as_printed(
+    api: Api, namespace: str, kubectl_op: Kubectl, operator_cluster: Any, tmp_path: Path
+) -> None:
+    """The guide's shell block, run by bash as printed in a namespace of the test's own: the
+    chat pool of examples/http, a caller bound to the chart's agentpool-caller, and curl -N,
+    which prints the server's events, one chunk per word, and its end."""
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed here")
+    block = block_for(CURL_BLOCK, REPO / "docs" / "guides" / "bring-your-own-agent.md")
+    script = block.text.replace("NS=default", f"NS={namespace}", 1)
+    script = script.replace("examples/", f"{REPO}/examples/")
+    kubeconfig = namespaced_kubeconfig(
+        kubectl_op.kubeconfig, kubectl_op.context, namespace, tmp_path / "kubeconfig"
+    )
+    with contextlib.ExitStack() as stack:
+        if not operator_cluster.handle.local:
+            stack.enter_context(chart_caller_role(api))
+        done = run_shell_block(
+            replace(block, text=script),
+            kubeconfig=kubeconfig,
+            bindir=Path(kubectl_op.binary).parent,
+            cwd=tmp_path,
+            timeout=300,
+        )
+    assert done.returncode == 0, done.stderr
+    events = [line for line in done.stdout.splitlines() if line.startswith("data: ")]
+    words = [
+        chunk["choices"][0]["delta"].get("content", "")
+        for line in events[:-1]
+        if (chunk := json.loads(line.removeprefix("data: ")))["choices"]
+    ]
+    assert "".join(words) == "You said: hi pool"
+    assert events[-1] == "data: [DONE]"
