@@ -1,0 +1,363 @@
+"""Scenario 13: requests forwarded by the gateway to a pool of plain HTTP servers, beside the
+same requests sent straight to the same agents.
+
+A pool (``protocol: HTTP``) of 8 agents of 4 slots each, each :mod:`bench.http_agent`, a web
+server that knows nothing of agentpool, and a pool of 2 echo agents of the agent protocol for
+the native call beside it. Every request through the gateway goes to
+``/v1/namespaces/NS/agentpools/web/proxy/PATH`` with the kubeconfig's token, as ``client.call``
+shows it.
+
+The caller is aiohttp, for both sides: an HTTPS ``ClientSession`` that trusts the gateway's CA
+(from the namespace's ``agentpool-gateway`` ConfigMap) and keeps its connections alive, and the
+same session over plain HTTP straight to an agent's ``podIP:port``. One library on both sides
+puts the difference between them in the gateway (its TLS included) rather than in two clients;
+aiohttp reads an answer's body as it arrives, so the first event of a stream is timed when it
+comes, and it is what a Python program calling a web service through the gateway would use.
+
+1. **First byte of a streamed answer**: ``GET /stream`` (an event at once, then one every 0.2 s
+   to 1.2 s), direct and through the gateway in blocks taken in turn, 4 streams at a time
+   started a quarter of the answer apart (a stream is mostly waiting): the time to the first
+   event and to the answer's end, from the request sent.
+2. **Overhead per request**: a small ``POST /echo`` one at a time, direct, through the gateway,
+   and ``client.call`` on the native pool, in blocks taken in turn; each kind's CPU per request
+   of the whole machine, the operator and this process (``/proc``).
+3. **API requests per request**: the API server's request counts around the forwarded
+   requests, less the scenario's own, by verb: writes (reviews aside), reviews (TokenReview and
+   SubjectAccessReview, each kept for a while by the gateway), reads.
+4. **Throughput**: 32 at a time for a fixed time, direct and through the gateway, twice each in
+   turn (medians).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+import statistics
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from agentpool.api.gateway import AGENT_HEADER, CA_KEY, CONFIGMAP, URL_KEY
+from agentpool.client import Client
+from agentpool.local.kubeconfig import ApiAccess
+from bench.gateway import Counted
+from bench.harness import (
+    READS,
+    ROOT,
+    WRITES,
+    Kube,
+    Stage,
+    percentile,
+    pool_spec,
+    until,
+    wait_pool_ready,
+)
+from bench.http_agent import EVENTS, EVERY
+
+AGENT = ROOT / "bench" / "http_agent.py"
+NATIVE_AGENT = ROOT / "bench" / "echo_agent.py"
+AGENTS, SLOTS, NATIVE_AGENTS, CONCURRENCY = 8, 4, 2, 32
+#: Requests of each kind one at a time are taken in this many blocks, in turn.
+BLOCKS = 5
+#: Streams read at once, started this far apart: a stream is mostly waiting for its next event.
+STREAM_LANES = 4
+STREAM_SECONDS = EVERY * (EVENTS - 1)
+#: The API server's reviews, which the gateway asks for and keeps for a while.
+REVIEWS = frozenset({"tokenreviews", "subjectaccessreviews"})
+BODY = json.dumps({"input": "a small request", "n": 1}).encode()
+
+
+def _ms(values: list[float], q: float) -> float:
+    return round(percentile(values, q), 3)
+
+
+class Caller:
+    """One aiohttp session, kept-alive, to the agents over HTTP and to the gateway over HTTPS."""
+
+    def __init__(self, *, gateway: str, ca_pem: str, token: str, endpoints: list[str]) -> None:
+        context = ssl.create_default_context(cadata=ca_pem)
+        self.session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=4 * CONCURRENCY, ssl=context),
+            trust_env=False,
+        )
+        self.gateway = gateway
+        self.endpoints = endpoints
+        self.auth = {"Authorization": f"Bearer {token}"}
+
+    async def close(self) -> None:
+        await self.session.close()
+
+    def direct(self, n: int, path: str) -> tuple[str, dict[str, str]]:
+        return self.endpoints[n % len(self.endpoints)] + path, {}
+
+    def proxied(self, _n: int, path: str) -> tuple[str, dict[str, str]]:
+        return self.gateway + path, self.auth
+
+    async def echo(self, url: str, headers: dict[str, str]) -> None:
+        headers = {**headers, "Content-Type": "application/json"}
+        async with self.session.post(url, data=BODY, headers=headers) as response:
+            body = await response.read()
+            if response.status != 200:
+                raise RuntimeError(f"POST {url}: {response.status} {body[:300]!r}")
+
+    async def stream(self, url: str, headers: dict[str, str]) -> tuple[float, float]:
+        """(to the first event, to the answer's end), ms, from the request sent."""
+        started = time.perf_counter()
+        async with self.session.get(url, headers=headers) as response:
+            first = await response.content.readany()
+            first_at = time.perf_counter()
+            body = first
+            while piece := await response.content.readany():
+                body += piece
+            ended_at = time.perf_counter()
+            if response.status != 200 or not first.startswith(b"data: "):
+                raise RuntimeError(f"GET {url}: {response.status} {body[:300]!r}")
+            if body.count(b"data: ") != EVENTS:
+                raise RuntimeError(f"GET {url}: {body.count(b'data: ')} events of {EVENTS}")
+            if headers and not response.headers.get(AGENT_HEADER):
+                raise RuntimeError(f"GET {url}: no {AGENT_HEADER} header")
+        return (first_at - started) * 1000, (ended_at - started) * 1000
+
+
+async def _gateway(kube: Kube, namespace: str) -> tuple[str, str]:
+    """The gateway's URL and CA, as the namespace's ConfigMap publishes them."""
+    url = f"{kube.server}/api/v1/namespaces/{namespace}/configmaps/{CONFIGMAP}"
+
+    async def published() -> dict[str, str] | None:
+        kube.own["get"] += 1
+        async with kube.session.get(url) as response:
+            if response.status == 404:
+                return None
+            response.raise_for_status()
+            data: dict[str, str] = (await response.json()).get("data") or {}
+            return data if data.get(URL_KEY) else None
+
+    data = await until(published, timeout=60, what="the gateway's ConfigMap", interval=0.1)
+    return data[URL_KEY], data[CA_KEY]
+
+
+async def _timed(count: int, one: Callable[[int], Awaitable[Any]]) -> list[float]:
+    latencies = []
+    for n in range(count):
+        started = time.perf_counter()
+        await one(n)
+        latencies.append((time.perf_counter() - started) * 1000)
+    return latencies
+
+
+async def _streams(
+    count: int, one: Callable[[int], Awaitable[tuple[float, float]]]
+) -> list[tuple[float, float]]:
+    """``count`` streams over :data:`STREAM_LANES` lanes, each lane one stream after another."""
+    found: list[tuple[float, float]] = []
+
+    async def lane(index: int) -> None:
+        await asyncio.sleep(index * STREAM_SECONDS / STREAM_LANES)
+        for n in range(index, count, STREAM_LANES):
+            found.append(await one(n))
+
+    await asyncio.gather(*(lane(index) for index in range(min(count, STREAM_LANES))))
+    return found
+
+
+async def _throughput(seconds: float, one: Callable[[int], Awaitable[Any]]) -> int:
+    """Requests done by :data:`CONCURRENCY` workers, each sending in a loop, for ``seconds``."""
+    deadline = time.monotonic() + seconds
+    done = 0
+
+    async def worker(index: int) -> None:
+        nonlocal done
+        n = index
+        while time.monotonic() < deadline:
+            await one(n)
+            n += CONCURRENCY
+            done += 1
+
+    await asyncio.gather(*(worker(index) for index in range(CONCURRENCY)))
+    return done
+
+
+async def run(work: Path, *, requests: int, streams: int, seconds: float) -> dict[str, Any]:
+    """Scenario 13; the figures for results.json and the samples for the plots."""
+    async with Stage(work, "forwarding") as stage:
+        kube = stage.kube
+        namespace = await kube.new_namespace("bench")
+        web = pool_spec(AGENT, minSize=AGENTS, maxSize=AGENTS, slots=SLOTS, protocol="HTTP")
+        web["template"]["spec"]["containers"][0]["command"] = ["python", str(AGENT)]
+        web["readinessProbe"] = {"httpGet": {"path": "/health"}}
+        await kube.create("agentpools", namespace, "web", web)
+        native = pool_spec(NATIVE_AGENT, minSize=NATIVE_AGENTS, maxSize=NATIVE_AGENTS)
+        await kube.create("agentpools", namespace, "native", native)
+        endpoints = await wait_pool_ready(kube, namespace, "web", AGENTS, timeout=90)
+        await wait_pool_ready(kube, namespace, "native", NATIVE_AGENTS, timeout=90)
+        url, ca_pem = await _gateway(kube, namespace)
+        access = ApiAccess.from_kubeconfig(stage.kubeconfig_path)
+        token = access.headers()["Authorization"].removeprefix("Bearer ")
+        caller = Caller(
+            gateway=f"{url}/v1/namespaces/{namespace}/agentpools/web/proxy",
+            ca_pem=ca_pem,
+            token=token,
+            endpoints=endpoints,
+        )
+        try:
+            async with Client.from_kubeconfig(stage.kubeconfig_path, namespace=namespace) as client:
+                return await _measure(
+                    stage, caller, client, requests=requests, streams=streams, seconds=seconds
+                )
+        finally:
+            await caller.close()
+
+
+async def _measure(
+    stage: Stage,
+    caller: Caller,
+    client: Client,
+    *,
+    requests: int,
+    streams: int,
+    seconds: float,
+) -> dict[str, Any]:
+    routes = {"direct": caller.direct, "proxy": caller.proxied}
+
+    def echo(kind: str) -> Callable[[int], Awaitable[None]]:
+        return lambda n: caller.echo(*routes[kind](n, "/echo"))
+
+    def stream(kind: str) -> Callable[[int], Awaitable[tuple[float, float]]]:
+        return lambda n: caller.stream(*routes[kind](n, "/stream"))
+
+    async def call(n: int) -> Any:
+        return await client.call("native", {"n": n})
+
+    kinds: dict[str, Callable[[int], Awaitable[Any]]] = {
+        "direct": echo("direct"),
+        "proxy": echo("proxy"),
+        "call": call,
+    }
+    # Connections opened, the caller's token reviewed, code paths warm.
+    warm = min(50, requests)
+    for one in kinds.values():
+        await _timed(warm, one)
+    await _streams(STREAM_LANES, stream("direct"))
+    await _streams(STREAM_LANES, stream("proxy"))
+
+    spent = {kind: Counted(stage) for kind in (*kinds, "stream_direct", "stream_proxy")}
+    samples: dict[str, list[float]] = {kind: [] for kind in kinds}
+    timings: dict[str, list[tuple[float, float]]] = {"direct": [], "proxy": []}
+    block = max(1, requests // BLOCKS)
+    per_block = max(1, streams // BLOCKS)
+    for _ in range(BLOCKS):
+        for kind, one in kinds.items():
+            samples[kind] += await spent[kind].measure(block, _timed(block, one))
+        for kind in timings:
+            timings[kind] += await spent["stream_" + kind].measure(
+                per_block, _streams(per_block, stream(kind))
+            )
+
+    rates: dict[str, list[float]] = {"direct": [], "proxy": []}
+    busy = {kind: Counted(stage) for kind in rates}
+    for _ in range(2):
+        for kind in rates:
+            done = await busy[kind].measure(0, _throughput(seconds, kinds[kind]))
+            busy[kind].calls += done
+            rates[kind].append(done / seconds)
+    direct_rate, proxy_rate = statistics.median(rates["direct"]), statistics.median(rates["proxy"])
+
+    first = {kind: [t[0] for t in found] for kind, found in timings.items()}
+    last = {kind: [t[1] for t in found] for kind, found in timings.items()}
+    forwarded = [spent["proxy"], spent["stream_proxy"], busy["proxy"]]
+    api = _api(forwarded)
+    figures = {
+        "agents": AGENTS,
+        "slots": SLOTS,
+        "concurrency": CONCURRENCY,
+        "requests": block * BLOCKS,
+        "streams": per_block * BLOCKS,
+        "stream_lanes": STREAM_LANES,
+        "stream_events": EVENTS,
+        "stream_seconds": round(STREAM_SECONDS, 3),
+        "direct_first_byte_p50_ms": _ms(first["direct"], 50),
+        "direct_first_byte_p99_ms": _ms(first["direct"], 99),
+        "first_byte_p50_ms": _ms(first["proxy"], 50),
+        "first_byte_p99_ms": _ms(first["proxy"], 99),
+        "first_byte_overhead_p50_ms": round(_ms(first["proxy"], 50) - _ms(first["direct"], 50), 3),
+        "first_byte_overhead_p99_ms": round(_ms(first["proxy"], 99) - _ms(first["direct"], 99), 3),
+        "direct_last_byte_p50_ms": _ms(last["direct"], 50),
+        "direct_last_byte_p99_ms": _ms(last["direct"], 99),
+        "last_byte_p50_ms": _ms(last["proxy"], 50),
+        "last_byte_p99_ms": _ms(last["proxy"], 99),
+        "last_byte_overhead_p50_ms": round(_ms(last["proxy"], 50) - _ms(last["direct"], 50), 3),
+        "last_byte_overhead_p99_ms": round(_ms(last["proxy"], 99) - _ms(last["direct"], 99), 3),
+        "direct_p50_ms": _ms(samples["direct"], 50),
+        "direct_p99_ms": _ms(samples["direct"], 99),
+        "proxy_p50_ms": _ms(samples["proxy"], 50),
+        "proxy_p99_ms": _ms(samples["proxy"], 99),
+        "call_p50_ms": _ms(samples["call"], 50),
+        "call_p99_ms": _ms(samples["call"], 99),
+        "overhead_p50_ms": round(_ms(samples["proxy"], 50) - _ms(samples["direct"], 50), 3),
+        "overhead_p99_ms": round(_ms(samples["proxy"], 99) - _ms(samples["direct"], 99), 3),
+        "proxy_over_call_p50_ms": round(_ms(samples["proxy"], 50) - _ms(samples["call"], 50), 3),
+        "machine_cpu_ms_per_direct_request": _cpu(spent["direct"], "machine"),
+        "machine_cpu_ms_per_request": _cpu(spent["proxy"], "machine"),
+        "machine_cpu_ms_per_call": _cpu(spent["call"], "machine"),
+        "operator_cpu_ms_per_request": _cpu(spent["proxy"], "operator"),
+        "operator_cpu_ms_per_call": _cpu(spent["call"], "operator"),
+        "client_cpu_ms_per_direct_request": _cpu(spent["direct"], "client"),
+        "client_cpu_ms_per_request": _cpu(spent["proxy"], "client"),
+        "client_cpu_ms_per_call": _cpu(spent["call"], "client"),
+        **api,
+        "direct_requests_per_second": round(direct_rate, 1),
+        "requests_per_second": round(proxy_rate, 1),
+        "throughput_ratio": round(proxy_rate / direct_rate, 3),
+        "requests_per_second_turns": [round(r, 1) for r in rates["proxy"]],
+        "direct_requests_per_second_turns": [round(r, 1) for r in rates["direct"]],
+        "machine_cpu_ms_per_direct_request_at_32": _cpu(busy["direct"], "machine"),
+        "machine_cpu_ms_per_request_at_32": _cpu(busy["proxy"], "machine"),
+        "operator_cpu_ms_per_request_at_32": _cpu(busy["proxy"], "operator"),
+        "throughput_seconds": seconds,
+    }
+    return {
+        "forwarding": figures,
+        "_samples": {
+            "forwarding_direct_ms": samples["direct"],
+            "forwarding_proxy_ms": samples["proxy"],
+            "forwarding_call_ms": samples["call"],
+            "forwarding_direct_first_byte_ms": first["direct"],
+            "forwarding_first_byte_ms": first["proxy"],
+        },
+    }
+
+
+def _cpu(counted: Counted, whose: str) -> float:
+    seconds = {
+        "machine": counted.machine_cpu_seconds,
+        "operator": counted.cpu_seconds,
+        "client": counted.client_cpu_seconds,
+    }[whose]
+    return counted.cpu_ms_per_call(seconds)
+
+
+def _api(phases: list[Counted]) -> dict[str, Any]:
+    """The API server's requests per forwarded request, by kind, over ``phases``."""
+    requests = sum(phase.calls for phase in phases)
+    served = sum((phase.served for phase in phases), start=Counter[tuple[str, str]]())
+    writes = {
+        f"{verb} {resource}": count
+        for (verb, resource), count in served.items()
+        if verb in WRITES and resource not in REVIEWS
+    }
+    reviews = sum(count for (_verb, resource), count in served.items() if resource in REVIEWS)
+    reads = sum(count for (verb, _resource), count in served.items() if verb in READS)
+    per = max(1, requests)
+    return {
+        "forwarded_requests": requests,
+        "api_writes_per_request": round(sum(writes.values()) / per, 4),
+        "api_writes_by_request": writes,
+        "api_reviews_per_request": round(reviews / per, 4),
+        "api_reads_per_request": round(reads / per, 4),
+        "api_served": {f"{verb} {resource}": count for (verb, resource), count in served.items()},
+    }
