@@ -16,14 +16,17 @@ comes, and it is what a Python program calling a web service through the gateway
 
 1. **First byte of a streamed answer**: ``GET /stream`` (an event at once, then one every 0.2 s
    to 1.2 s), direct and through the gateway in blocks taken in turn, 4 streams at a time
-   started a quarter of the answer apart (a stream is mostly waiting): the time to the first
-   event and to the answer's end, from the request sent.
+   (a stream is mostly waiting), their events kept apart: the time to the first event and to
+   the answer's end, from the request sent.
 2. **Overhead per request**: a small ``POST /echo`` one at a time, direct, through the gateway,
    and ``client.call`` on the native pool, in blocks taken in turn; each kind's CPU per request
-   of the whole machine, the operator and this process (``/proc``).
+   (``/proc``) of the whole machine (``/proc/stat``: on a shared machine, other tenants' work
+   too), and of the processes on the request's path: this one (the client), the operator and
+   the agents of the pool called.
 3. **API requests per request**: the API server's request counts around the forwarded
    requests, less the scenario's own, by verb: writes (reviews aside), reviews (TokenReview and
-   SubjectAccessReview, each kept for a while by the gateway), reads.
+   SubjectAccessReview, each kept for a while by the gateway), reads; and the same over a time
+   with no request at all, the operator's own rhythm.
 4. **Throughput**: 32 at a time for a fixed time, direct and through the gateway, twice each in
    turn (medians).
 """
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import ssl
 import statistics
 import time
@@ -64,7 +68,9 @@ NATIVE_AGENT = ROOT / "bench" / "echo_agent.py"
 AGENTS, SLOTS, NATIVE_AGENTS, CONCURRENCY = 8, 4, 2, 32
 #: Requests of each kind one at a time are taken in this many blocks, in turn.
 BLOCKS = 5
-#: Streams read at once, started this far apart: a stream is mostly waiting for its next event.
+#: Streams read at once, a stream being mostly a wait for its next event. Each lane starts a
+#: quarter of the events' period after the one before, so a stream's first event never falls on
+#: another lane's next one, which would time the gateway relaying that event too.
 STREAM_LANES = 4
 STREAM_SECONDS = EVERY * (EVENTS - 1)
 #: The API server's reviews, which the gateway asks for and keeps for a while.
@@ -74,6 +80,61 @@ BODY = json.dumps({"input": "a small request", "n": 1}).encode()
 
 def _ms(values: list[float], q: float) -> float:
     return round(percentile(values, q), 3)
+
+
+def _pids(marker: str) -> list[int]:
+    """The processes whose command line holds ``marker``: a pool's agents, by their program."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            command = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in command:
+            found.append(int(proc.name))
+    return found
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU time these processes have used so far (those gone count nothing)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+class Spent:
+    """:class:`~bench.gateway.Counted` over the phases of one kind of request, and the CPU of
+    the agents that served them."""
+
+    def __init__(self, stage: Stage, agents: list[int]) -> None:
+        self.counted = Counted(stage)
+        self.agents = agents
+        self.agent_cpu_seconds = 0.0
+
+    async def measure(self, requests: int, work: Awaitable[Any]) -> Any:
+        before = _cpu_seconds(self.agents)
+        result = await self.counted.measure(requests, work)
+        self.agent_cpu_seconds += _cpu_seconds(self.agents) - before
+        return result
+
+    def cpu_ms(self, whose: str) -> float:
+        """CPU per request, ms: the ``machine``'s, the ``operator``'s, the ``client``'s, or the
+        ``path``'s (client, operator and agents)."""
+        counted = self.counted
+        seconds = {
+            "machine": counted.machine_cpu_seconds,
+            "operator": counted.cpu_seconds,
+            "client": counted.client_cpu_seconds,
+            "path": counted.client_cpu_seconds + counted.cpu_seconds + self.agent_cpu_seconds,
+        }[whose]
+        return counted.cpu_ms_per_call(seconds)
 
 
 class Caller:
@@ -157,7 +218,7 @@ async def _streams(
     found: list[tuple[float, float]] = []
 
     async def lane(index: int) -> None:
-        await asyncio.sleep(index * STREAM_SECONDS / STREAM_LANES)
+        await asyncio.sleep((index + 0.5) * EVERY / STREAM_LANES)
         for n in range(index, count, STREAM_LANES):
             found.append(await one(n))
 
@@ -238,6 +299,7 @@ async def _measure(
         "proxy": echo("proxy"),
         "call": call,
     }
+    web, native = _pids(str(AGENT)), _pids(str(NATIVE_AGENT))
     # Connections opened, the caller's token reviewed, code paths warm.
     warm = min(50, requests)
     for one in kinds.values():
@@ -245,7 +307,17 @@ async def _measure(
     await _streams(STREAM_LANES, stream("direct"))
     await _streams(STREAM_LANES, stream("proxy"))
 
-    spent = {kind: Counted(stage) for kind in (*kinds, "stream_direct", "stream_proxy")}
+    # The operator's own requests and CPU with no request at all, for as long as one turn at 32.
+    idle = Spent(stage, web)
+    await idle.measure(0, asyncio.sleep(seconds))
+
+    spent = {
+        "direct": Spent(stage, web),
+        "proxy": Spent(stage, web),
+        "call": Spent(stage, native),
+        "stream_direct": Spent(stage, web),
+        "stream_proxy": Spent(stage, web),
+    }
     samples: dict[str, list[float]] = {kind: [] for kind in kinds}
     timings: dict[str, list[tuple[float, float]]] = {"direct": [], "proxy": []}
     block = max(1, requests // BLOCKS)
@@ -259,18 +331,17 @@ async def _measure(
             )
 
     rates: dict[str, list[float]] = {"direct": [], "proxy": []}
-    busy = {kind: Counted(stage) for kind in rates}
+    busy = {kind: Spent(stage, web) for kind in rates}
     for _ in range(2):
         for kind in rates:
             done = await busy[kind].measure(0, _throughput(seconds, kinds[kind]))
-            busy[kind].calls += done
+            busy[kind].counted.calls += done
             rates[kind].append(done / seconds)
     direct_rate, proxy_rate = statistics.median(rates["direct"]), statistics.median(rates["proxy"])
 
     first = {kind: [t[0] for t in found] for kind, found in timings.items()}
     last = {kind: [t[1] for t in found] for kind, found in timings.items()}
     forwarded = [spent["proxy"], spent["stream_proxy"], busy["proxy"]]
-    api = _api(forwarded)
     figures = {
         "agents": AGENTS,
         "slots": SLOTS,
@@ -301,23 +372,23 @@ async def _measure(
         "overhead_p50_ms": round(_ms(samples["proxy"], 50) - _ms(samples["direct"], 50), 3),
         "overhead_p99_ms": round(_ms(samples["proxy"], 99) - _ms(samples["direct"], 99), 3),
         "proxy_over_call_p50_ms": round(_ms(samples["proxy"], 50) - _ms(samples["call"], 50), 3),
-        "machine_cpu_ms_per_direct_request": _cpu(spent["direct"], "machine"),
-        "machine_cpu_ms_per_request": _cpu(spent["proxy"], "machine"),
-        "machine_cpu_ms_per_call": _cpu(spent["call"], "machine"),
-        "operator_cpu_ms_per_request": _cpu(spent["proxy"], "operator"),
-        "operator_cpu_ms_per_call": _cpu(spent["call"], "operator"),
-        "client_cpu_ms_per_direct_request": _cpu(spent["direct"], "client"),
-        "client_cpu_ms_per_request": _cpu(spent["proxy"], "client"),
-        "client_cpu_ms_per_call": _cpu(spent["call"], "client"),
-        **api,
+        "proxy_over_call_p99_ms": round(_ms(samples["proxy"], 99) - _ms(samples["call"], 99), 3),
+        **{
+            f"{whose}_cpu_ms_per_{what}": spent[kind].cpu_ms(whose)
+            for whose in ("machine", "path", "operator", "client")
+            for kind, what in (("direct", "direct_request"), ("proxy", "request"), ("call", "call"))
+        },
+        **_api(forwarded, idle),
         "direct_requests_per_second": round(direct_rate, 1),
         "requests_per_second": round(proxy_rate, 1),
         "throughput_ratio": round(proxy_rate / direct_rate, 3),
         "requests_per_second_turns": [round(r, 1) for r in rates["proxy"]],
         "direct_requests_per_second_turns": [round(r, 1) for r in rates["direct"]],
-        "machine_cpu_ms_per_direct_request_at_32": _cpu(busy["direct"], "machine"),
-        "machine_cpu_ms_per_request_at_32": _cpu(busy["proxy"], "machine"),
-        "operator_cpu_ms_per_request_at_32": _cpu(busy["proxy"], "operator"),
+        **{
+            f"{whose}_cpu_ms_per_{what}_at_32": busy[kind].cpu_ms(whose)
+            for whose in ("machine", "path", "operator")
+            for kind, what in (("direct", "direct_request"), ("proxy", "request"))
+        },
         "throughput_seconds": seconds,
     }
     return {
@@ -332,32 +403,39 @@ async def _measure(
     }
 
 
-def _cpu(counted: Counted, whose: str) -> float:
-    seconds = {
-        "machine": counted.machine_cpu_seconds,
-        "operator": counted.cpu_seconds,
-        "client": counted.client_cpu_seconds,
-    }[whose]
-    return counted.cpu_ms_per_call(seconds)
-
-
-def _api(phases: list[Counted]) -> dict[str, Any]:
-    """The API server's requests per forwarded request, by kind, over ``phases``."""
-    requests = sum(phase.calls for phase in phases)
-    served = sum((phase.served for phase in phases), start=Counter[tuple[str, str]]())
+def _kinds(served: Counter[tuple[str, str]]) -> tuple[dict[str, int], int, int]:
+    """(writes by request, reviews, reads) of what the API server served."""
     writes = {
         f"{verb} {resource}": count
-        for (verb, resource), count in served.items()
+        for (verb, resource), count in sorted(served.items())
         if verb in WRITES and resource not in REVIEWS
     }
     reviews = sum(count for (_verb, resource), count in served.items() if resource in REVIEWS)
     reads = sum(count for (verb, _resource), count in served.items() if verb in READS)
+    return writes, reviews, reads
+
+
+def _api(phases: list[Spent], idle: Spent) -> dict[str, Any]:
+    """The API server's requests per forwarded request over ``phases``, by kind, and per second
+    there and with no request at all (``idle``)."""
+    requests = sum(phase.counted.calls for phase in phases)
+    seconds = sum(phase.counted.seconds for phase in phases)
+    served = sum((phase.counted.served for phase in phases), start=Counter[tuple[str, str]]())
+    writes, reviews, reads = _kinds(served)
+    idle_writes, idle_reviews, idle_reads = _kinds(idle.counted.served)
     per = max(1, requests)
+    quiet = max(idle.counted.seconds, 1e-9)
     return {
         "forwarded_requests": requests,
+        "forwarding_seconds": round(seconds, 1),
         "api_writes_per_request": round(sum(writes.values()) / per, 4),
         "api_writes_by_request": writes,
         "api_reviews_per_request": round(reviews / per, 4),
         "api_reads_per_request": round(reads / per, 4),
-        "api_served": {f"{verb} {resource}": count for (verb, resource), count in served.items()},
+        "api_writes_per_second": round(sum(writes.values()) / max(seconds, 1e-9), 3),
+        "api_reads_per_second": round(reads / max(seconds, 1e-9), 3),
+        "idle_seconds": round(idle.counted.seconds, 1),
+        "idle_api_writes_per_second": round(sum(idle_writes.values()) / quiet, 3),
+        "idle_api_reads_per_second": round((idle_reads + idle_reviews) / quiet, 3),
+        "idle_api_writes_by_request": idle_writes,
     }
