@@ -510,8 +510,8 @@ def explain(results: dict[str, Any]) -> str:
         )
     if (f := results.get("forwarding")) and f.get("first_byte_p50_ms") is not None:
         notes.append(
-            f"forwarding: {f['agents']} plain HTTP agents of {f['slots']} slots (protocol HTTP), "
-            f"one aiohttp session, kept-alive, HTTPS to the gateway's proxy path and HTTP "
+            f"forwarding: {f['agents']} plain HTTP agents of {f['slots']} slots (protocol HTTP, "
+            f"FIFO), one aiohttp session, kept-alive, HTTPS to the gateway's proxy path and HTTP "
             f"straight to the agents; {f['streams']} streamed answers of each ({f['stream_events']}"
             f" events over {f['stream_seconds']} s, {f['stream_lanes']} at a time): first byte "
             f"p50/p99 through the gateway {f['first_byte_p50_ms']}/{f['first_byte_p99_ms']} ms, "
