@@ -5,10 +5,12 @@ overhead and API economy (1, 3), warm against cold (2), scale (4), reactivity (5
 (6), the Python client beside a direct call (7), one operator against up to 1,000 pools of
 simulated agents (8, :mod:`bench.simulated`), a 100,000-item run read back whole (9,
 :mod:`bench.huge`), fifty runs of mixed priorities on one pool (10, :mod:`bench.priorities`),
-agents with several slots against one-slot pods (11, :mod:`bench.slots`) and calls and casts
-through the gateway beside direct calls (12, :mod:`bench.gateway`), and pools whose agents never
-turn Ready or whose pods are refused, with and without maxUnready (:mod:`bench.runaway`), a
-rollout of a busy pool (:mod:`bench.rollout`) and a warm schedule's window opening to its agents
+agents with several slots against one-slot pods (11, :mod:`bench.slots`), calls and casts
+through the gateway beside direct calls (12, :mod:`bench.gateway`), requests forwarded to a pool
+of plain HTTP servers beside the same requests sent straight to them (13,
+:mod:`bench.forwarding`), and pools whose agents never turn Ready or whose pods are refused,
+with and without maxUnready (:mod:`bench.runaway`), a rollout of a busy pool
+(:mod:`bench.rollout`) and a warm schedule's window opening to its agents
 Ready (:mod:`bench.schedules`). It prints
 a summary table beside the targets, writes ``results.json`` (every figure the issue names, null
 where a scenario did not run, and the machine) and PNG plots under ``plots/`` in ``--out`` (default
@@ -35,6 +37,7 @@ from typing import Any
 
 from bench import (
     clients,
+    forwarding,
     gateway,
     huge,
     leasing,
@@ -120,6 +123,22 @@ REQUIRED = {
         "api_requests_per_cast",
         "operator_cpu_ms_per_call",
     ],
+    "forwarding": [
+        "first_byte_p50_ms",
+        "first_byte_p99_ms",
+        "first_byte_overhead_p50_ms",
+        "first_byte_overhead_p99_ms",
+        "last_byte_overhead_p50_ms",
+        "direct_p50_ms",
+        "proxy_p50_ms",
+        "call_p50_ms",
+        "overhead_p50_ms",
+        "overhead_p99_ms",
+        "path_cpu_ms_per_request",
+        "api_writes_per_request",
+        "requests_per_second",
+        "throughput_ratio",
+    ],
 }
 
 FULL = {
@@ -140,6 +159,9 @@ FULL = {
     "slots_turns": 3,
     "gateway_calls": 2000,
     "gateway_seconds": 10,
+    "forward_requests": 2000,
+    "forward_streams": 200,
+    "forward_seconds": 10,
     "runaway_pools": 20,
     "runaway_agents": 20,
     "runaway_seconds": 30,
@@ -166,6 +188,9 @@ QUICK = {
     "slots_turns": 1,
     "gateway_calls": 200,
     "gateway_seconds": 2,
+    "forward_requests": 40,
+    "forward_streams": 12,
+    "forward_seconds": 1,
     "runaway_pools": 5,
     "runaway_agents": 10,
     "runaway_seconds": 10,
@@ -193,6 +218,12 @@ SCENARIOS: dict[str, Scenario] = {
     "slots": lambda work, n: slots.run(work, items=n["slots"], turns=n["slots_turns"]),
     "gateway": lambda work, n: gateway.run(
         work, calls=n["gateway_calls"], seconds=n["gateway_seconds"]
+    ),
+    "forwarding": lambda work, n: forwarding.run(
+        work,
+        requests=n["forward_requests"],
+        streams=n["forward_streams"],
+        seconds=n["forward_seconds"],
     ),
     "runaway": lambda work, n: runaway.run(
         work, pools=n["runaway_pools"], per_pool=n["runaway_agents"], seconds=n["runaway_seconds"]
@@ -290,6 +321,17 @@ TARGETS: list[tuple[str, str, str, Callable[[Any, dict[str, Any]], bool]]] = [
     ("gateway", "api_requests_per_call", "<= 0.01", lambda v, s: v <= 0.01),
     ("gateway", "api_requests_per_cast", "<= 0.01", lambda v, s: v <= 0.01),
     ("gateway", "operator_cpu_ms_per_call", "", lambda v, s: True),
+    ("forwarding", "first_byte_p50_ms", "", lambda v, s: True),
+    ("forwarding", "first_byte_overhead_p50_ms", "<= 2", lambda v, s: v <= 2),
+    ("forwarding", "first_byte_overhead_p99_ms", "<= 10", lambda v, s: v <= 10),
+    ("forwarding", "last_byte_overhead_p50_ms", "", lambda v, s: True),
+    ("forwarding", "proxy_p50_ms", "", lambda v, s: True),
+    ("forwarding", "overhead_p50_ms", "<= 1", lambda v, s: v <= 1),
+    ("forwarding", "overhead_p99_ms", "", lambda v, s: True),
+    ("forwarding", "path_cpu_ms_per_request", "", lambda v, s: True),
+    ("forwarding", "api_writes_per_request", "0", lambda v, s: v == 0),
+    ("forwarding", "requests_per_second", "", lambda v, s: True),
+    ("forwarding", "throughput_ratio", "", lambda v, s: True),
     ("runaway", "pods_unbounded", "", lambda v, s: True),
     ("runaway", "pods_bounded", "", lambda v, s: True),
     ("runaway", "pods_ratio", "", lambda v, s: True),
@@ -465,6 +507,34 @@ def explain(results: dict[str, Any]) -> str:
             f"per call, gateway / direct: the client's {g['client_cpu_ms_per_call_at_32']}/"
             f"{g['client_cpu_ms_per_direct_call_at_32']} ms, the whole machine's "
             f"{g['machine_cpu_ms_per_call_at_32']}/{g['machine_cpu_ms_per_direct_call_at_32']} ms"
+        )
+    if (f := results.get("forwarding")) and f.get("first_byte_p50_ms") is not None:
+        notes.append(
+            f"forwarding: {f['agents']} plain HTTP agents of {f['slots']} slots (protocol HTTP, "
+            f"FIFO), one aiohttp session, kept-alive, HTTPS to the gateway's proxy path and HTTP "
+            f"straight to the agents; {f['streams']} streamed answers of each ({f['stream_events']}"
+            f" events over {f['stream_seconds']} s, {f['stream_lanes']} at a time): first byte "
+            f"p50/p99 through the gateway {f['first_byte_p50_ms']}/{f['first_byte_p99_ms']} ms, "
+            f"direct {f['direct_first_byte_p50_ms']}/{f['direct_first_byte_p99_ms']} ms; last "
+            f"byte {f['last_byte_p50_ms']}/{f['last_byte_p99_ms']} ms, direct "
+            f"{f['direct_last_byte_p50_ms']}/{f['direct_last_byte_p99_ms']} ms; {f['requests']} "
+            f"POST /echo of each one at a time: direct {f['direct_p50_ms']}/{f['direct_p99_ms']} "
+            f"ms, through the gateway {f['proxy_p50_ms']}/{f['proxy_p99_ms']} ms, client.call on "
+            f"a native pool {f['call_p50_ms']}/{f['call_p99_ms']} ms; CPU per request direct/"
+            f"forwarded/call of the client, operator and agents "
+            f"{f['path_cpu_ms_per_direct_request']}/{f['path_cpu_ms_per_request']}/"
+            f"{f['path_cpu_ms_per_call']} ms (the operator "
+            f"{f['operator_cpu_ms_per_request']} ms of a forwarded one), of the whole machine "
+            f"{f['machine_cpu_ms_per_direct_request']}/{f['machine_cpu_ms_per_request']}/"
+            f"{f['machine_cpu_ms_per_call']} ms; API per forwarded request: "
+            f"{f['api_writes_per_request']} writes ({f['api_writes_per_second']} a second, "
+            f"{f['idle_api_writes_per_second']} with no request), {f['api_reviews_per_request']} "
+            f"reviews, {f['api_reads_per_request']} reads ({f['forwarded_requests']} requests in "
+            f"{f['forwarding_seconds']} s); {f['concurrency']} at a time for "
+            f"{f['throughput_seconds']} s, twice each in turn (medians): direct "
+            f"{f['direct_requests_per_second']} requests/s, forwarded {f['requests_per_second']} "
+            f"requests/s, CPU per request of the client, operator and agents "
+            f"{f['path_cpu_ms_per_direct_request_at_32']}/{f['path_cpu_ms_per_request_at_32']} ms"
         )
     if (w := results.get("schedule")) and w.get("window_to_ready_ms") is not None:
         notes.append(

@@ -62,6 +62,9 @@ class Counted:
         self.machine_cpu_seconds = 0.0
         self.calls = 0
         self.seconds = 0.0
+        #: What the API server served over the phases, by (verb, resource), the scenario's own
+        #: requests included (they are counted by verb only, in ``requests``).
+        self.served: Counter[tuple[str, str]] = Counter()
 
     async def measure(self, calls: int, work: Awaitable[Any]) -> Any:
         kube: Kube = self._stage.kube
@@ -75,6 +78,7 @@ class Counted:
         self.client_cpu_seconds += _own_cpu_seconds() - client
         self.machine_cpu_seconds += _machine_cpu_seconds() - machine
         after, own_after = await kube.counts(), Counter(kube.own)
+        self.served.update(after - before)
         served = sum(after.values()) - sum(before.values())
         self.requests += served - (sum(own_after.values()) - sum(own.values()))
         self.calls += calls

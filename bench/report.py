@@ -88,6 +88,56 @@ ROWS = [
     ("gateway", "api_requests_per_call", "API requests per gateway call", "<= 0.01"),
     ("gateway", "api_requests_per_cast", "API requests per gateway cast", "<= 0.01"),
     ("gateway", "operator_cpu_ms_per_call", "operator CPU per gateway call, ms", ""),
+    (
+        "forwarding",
+        "direct_first_byte_p50_ms",
+        "GET /stream straight to an HTTP agent, first byte p50, ms (13)",
+        "",
+    ),
+    ("forwarding", "first_byte_p50_ms", "the same through the gateway's proxy path, p50, ms", ""),
+    (
+        "forwarding",
+        "first_byte_overhead_p50_ms",
+        "first byte through the gateway beyond direct, p50, ms",
+        "<= 2",
+    ),
+    (
+        "forwarding",
+        "first_byte_overhead_p99_ms",
+        "first byte through the gateway beyond direct, p99, ms",
+        "<= 10",
+    ),
+    (
+        "forwarding",
+        "last_byte_overhead_p50_ms",
+        "last byte of a 1.2 s stream beyond direct, p50, ms",
+        "",
+    ),
+    (
+        "forwarding",
+        "direct_p50_ms",
+        "POST /echo straight to an HTTP agent, one at a time, p50, ms",
+        "",
+    ),
+    ("forwarding", "proxy_p50_ms", "the same through the gateway's proxy path, p50, ms", ""),
+    ("forwarding", "call_p50_ms", "client.call on a native pool beside it, p50, ms", ""),
+    ("forwarding", "overhead_p50_ms", "forwarded request beyond direct, p50, ms", "<= 1"),
+    ("forwarding", "overhead_p99_ms", "forwarded request beyond direct, p99, ms", ""),
+    (
+        "forwarding",
+        "path_cpu_ms_per_request",
+        "CPU of client, operator and agent per forwarded request, ms",
+        "",
+    ),
+    (
+        "forwarding",
+        "path_cpu_ms_per_direct_request",
+        "the same per direct request (the operator idle), ms",
+        "",
+    ),
+    ("forwarding", "api_writes_per_request", "API writes per forwarded request", "0"),
+    ("forwarding", "requests_per_second", "forwarded requests/s, 32 at a time", ""),
+    ("forwarding", "throughput_ratio", "forwarded requests/s / direct, 32 at a time", ""),
 ]
 
 
