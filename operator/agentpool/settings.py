@@ -140,6 +140,12 @@ class GatewaySettings:
     body_limit_bytes: int = 3 * 1024 * 1024
     """The largest request body taken (413 past it): the API server's own limit on a request,
     so an item that fits a PoolRun fits a call."""
+    event_limit_bytes: int = 16 * 1024 * 1024
+    """The largest event of an agent's streamed answer the gateway holds while it reads it on the
+    way: a part past it (or a line that never ends) breaks the stream off rather than fill the
+    operator's memory, which every pool shares."""
+    session_sweep_seconds: float = 1.0
+    """How often sessions idle past their pool's ``sessions.idleTimeoutSeconds`` are ended."""
     retry_after_seconds: float = 1.0
     """The ``Retry-After`` of a 429 or 503: a pool that is full now frees an agent within about
     an item's time, and a caller that waits a second does not add to the line."""

@@ -88,6 +88,7 @@ def test_the_connection_s_headers_and_the_caller_s_credentials_stay_behind() -> 
         (b"Keep-Alive", b"timeout=5"),
         (b"Set-Cookie", b"a=1"),
         (b"Set-Cookie", b"b=2"),
+        (b"Agentpool-Agent", b"someone-else"),
         (b"Content-Length", b"12"),
     ]
     assert passed_back(answered) == [

@@ -176,3 +176,135 @@ async def test_any_body_in_any_pieces_comes_back_whole(parts: list[bytes]) -> No
         writer.close()
     finally:
         await server.stop()
+
+
+class Stalls:
+    """Reads a streamed body, or writes an endless answer, noting how each ended."""
+
+    def __init__(self) -> None:
+        self.ended: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    async def __call__(self, request: Request) -> Response | None:
+        assert request.answer is not None
+        assert request.stream is not None
+        try:
+            if request.path == "/upload":
+                async for _ in request.stream:
+                    pass
+            elif request.path == "/refuse":
+                return Response(403, error_body("Forbidden", "not you"))
+            else:
+                request.answer.start(200, [("Content-Type", "application/octet-stream")])
+                for _ in range(4096):  # at most 256 MiB: bounded, past any socket buffer
+                    await request.answer.write(b"x" * 65536)
+        except ConnectionError as error:
+            self.ended.set_result(str(error))
+            raise
+        self.ended.set_result("whole")
+        request.answer.end()
+        return None
+
+
+@pytest.fixture
+async def stalled() -> AsyncIterator[tuple[Stalls, int]]:
+    handler = Stalls()
+    server = HttpServer(
+        handler,
+        body_limit=16,
+        too_large=lambda: Response(413, b"{}"),
+        tls=None,
+        streams=lambda _: True,
+        request_seconds=0.5,
+        linger_seconds=5,
+    )
+    port = await server.start("127.0.0.1", 0)
+    yield handler, port
+    await server.stop()
+
+
+async def test_a_caller_that_stops_sending_its_body_is_cut_off(
+    stalled: tuple[Stalls, int],
+) -> None:
+    handler, port = stalled
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        b"POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n"
+    )
+    async with asyncio.timeout(10):
+        assert "sent nothing of its body" in await handler.ended
+        assert await reader.read() == b""  # the connection was cut
+    writer.close()
+
+
+async def test_a_caller_that_stops_reading_is_cut_off(stalled: tuple[Stalls, int]) -> None:
+    handler, port = stalled
+    _, writer = await asyncio.open_connection("127.0.0.1", port, limit=1024)
+    writer.write(b"GET /endless HTTP/1.1\r\nHost: x\r\n\r\n")
+    async with asyncio.timeout(30):
+        assert "read nothing of the answer" in await handler.ended
+    writer.close()
+
+
+async def test_a_refused_request_s_caller_reads_the_answer_not_a_reset(
+    stalled: tuple[Stalls, int],
+) -> None:
+    """The handler answers before reading the body; the caller, sending all of it first, still
+    reads the answer."""
+    _, port = stalled
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    body = b"y" * (4 * 1024 * 1024)
+    writer.write(b"POST /refuse HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body))
+    writer.write(body)
+    async with asyncio.timeout(10):
+        await writer.drain()
+        head = await reader.readuntil(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 403")
+    assert b"Connection: close" in head
+    writer.close()
+
+
+async def test_http_1_0_and_bodiless_answers_keep_their_framing(
+    served: tuple[Streamer, str],
+) -> None:
+    _, url = served
+    port = int(url.rsplit(":", 1)[1])
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"POST /s/echo HTTP/1.0\r\nContent-Length: 5\r\n\r\nhello")
+    async with asyncio.timeout(10):
+        answer = await reader.read()  # an HTTP/1.0 answer ends with the connection
+    assert b"Transfer-Encoding" not in answer
+    assert answer.endswith(b"\r\n\r\nhello")
+    writer.close()
+    async with (
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1)) as session,
+    ):
+        async with session.head(f"{url}/s/sized") as response:
+            assert response.status == 200
+        async with session.post(f"{url}/s/sized", data=b"after") as response:
+            assert await response.read() == b"after"
+
+
+async def test_a_pipelined_expect_continue_does_not_land_inside_an_answer(
+    served: tuple[Streamer, str],
+) -> None:
+    handler, url = served
+    port = int(url.rsplit(":", 1)[1])
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        b"GET /s/hold HTTP/1.1\r\nHost: x\r\n\r\n"
+        b"POST /s/echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"
+    )
+    async with asyncio.timeout(10):
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200")
+        first = await reader.readuntil(b"first\n\n\r\n")
+        handler.go_on.set()
+        rest = await reader.readuntil(b"0\r\n\r\n")
+    assert b"HTTP/1.1 100" not in first + rest
+    assert rest.endswith(b"data: second\n\n\r\n0\r\n\r\n")
+    writer.write(b"ok")
+    async with asyncio.timeout(10):
+        # The echo answers before it reads the body: no 100 Continue goes inside its answer.
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200")
+        assert await reader.readuntil(b"0\r\n\r\n") == b"2\r\nok\r\n0\r\n\r\n"
+    writer.close()

@@ -295,7 +295,7 @@ async def _events(
             raise CallFailed(
                 protocol.CALL_TIMEOUT, f"no part came from the gateway in {timeout:g}s"
             ) from None
-        except (OSError, asyncio.IncompleteReadError, WireError) as error:
+        except (OSError, asyncio.IncompleteReadError, WireError, ValueError) as error:
             piece = None
             if not isinstance(error, asyncio.IncompleteReadError):
                 raise _lost(address, error) from None

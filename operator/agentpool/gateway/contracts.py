@@ -112,6 +112,11 @@ class Answering(Protocol):
     @property
     def started(self) -> bool: ...
 
+    @property
+    def gone(self) -> bool:
+        """The caller's connection has gone, or was cut for stalling."""
+        ...
+
     def start(self, status: int, headers: Iterable[tuple[bytes, bytes]], *, agent: str) -> None:
         """Send the agent's status and headers (the gateway keeps the end-to-end ones)."""
         ...

@@ -118,13 +118,16 @@ def passed_on(headers: Iterable[tuple[bytes, bytes]]) -> tuple[tuple[str, str], 
 
 
 def passed_back(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
-    """The agent's headers the caller gets: all but the connection's."""
+    """The agent's headers the caller gets: all but the connection's, and the gateway's own
+    (``Agentpool-Agent`` is the gateway's word, never an agent's)."""
     headers = list(headers)
     named = _connection_named(headers)
     return [
         (name.decode("latin-1"), value.decode("latin-1"))
         for name, value in headers
-        if (key := name.lower()) not in HOP_BY_HOP and key not in named
+        if (key := name.lower()) not in HOP_BY_HOP
+        and key not in named
+        and not key.startswith(_OWN_PREFIX)
     ]
 
 

@@ -51,15 +51,22 @@ _BODILESS = frozenset({204, 304})
 
 class Body:
     """A streamed request's body as it arrives: ``async for chunk in body``. Raises
-    ``ConnectionError`` when the caller goes away before sending all of it."""
+    ``ConnectionError`` when the caller goes away before sending all of it, or sends none of
+    what is left for the server's request time (the connection is then cut). A caller that asked
+    ``Expect: 100-continue`` is told to go on when the body is first read, once the request has
+    been let in and has its agent."""
 
-    def __init__(self, connection: _Connection) -> None:
+    def __init__(self, connection: _Connection, *, expects_continue: bool = False) -> None:
         self._connection = connection
         self._chunks: collections.deque[bytes] = collections.deque()
         self._size = 0
         self._ended = False
         self._broken = False
+        self._dropping = False
+        self._expects_continue = expects_continue
         self._waiter: asyncio.Future[None] | None = None
+        #: The answer to the request: once it has started, a 100 Continue would land inside it.
+        self.answer: Stream | None = None
 
     @property
     def ended(self) -> bool:
@@ -70,6 +77,10 @@ class Body:
         return self
 
     async def __anext__(self) -> bytes:
+        if self._expects_continue:
+            self._expects_continue = False
+            if self.answer is None or not self.answer.started:
+                self._connection.send(b"HTTP/1.1 100 Continue\r\n\r\n")
         while not self._chunks:
             if self._broken:
                 raise ConnectionError("the caller went away before sending all of the body")
@@ -77,7 +88,12 @@ class Body:
                 raise StopAsyncIteration
             self._waiter = asyncio.get_running_loop().create_future()
             try:
-                await self._waiter
+                await asyncio.wait_for(self._waiter, self._connection.stall_seconds)
+            except TimeoutError:
+                self._connection.cut()
+                raise ConnectionError(
+                    f"the caller sent nothing of its body for {self._connection.stall_seconds:g} s"
+                ) from None
             finally:
                 self._waiter = None
         chunk = self._chunks.popleft()
@@ -87,6 +103,8 @@ class Body:
         return chunk
 
     def feed(self, chunk: bytes) -> None:
+        if self._dropping:
+            return
         self._chunks.append(chunk)
         self._size += len(chunk)
         if self._size >= BODY_BUFFER:
@@ -101,6 +119,12 @@ class Body:
         self._broken = not self._ended
         self._wake()
 
+    def drop_rest(self) -> None:
+        """Nobody will read the rest: what is held, and what comes, is dropped."""
+        self._dropping = True
+        self._chunks.clear()
+        self._size = 0
+
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
@@ -111,20 +135,32 @@ class Stream:
     :meth:`write` each part, then :meth:`end`. Sized when the headers carry a
     ``Content-Length``, chunked otherwise."""
 
-    def __init__(self, connection: _Connection, *, head_only: bool, keep_alive: bool) -> None:
+    def __init__(
+        self, connection: _Connection, *, head_only: bool, keep_alive: bool, http10: bool = False
+    ) -> None:
         self._connection = connection
         self._head_only = head_only
-        self.keep_alive = keep_alive
+        # An HTTP/1.0 caller reads no chunks: its answer's end is the connection's.
+        self._http10 = http10
+        self.keep_alive = keep_alive and not http10
         self.started = False
         self.ended = False
         self._chunked = False
+        self._bodiless = False
+
+    @property
+    def gone(self) -> bool:
+        """The caller's connection has gone (or been cut)."""
+        return self._connection.closing
 
     def start(self, status: int, headers: list[tuple[str, str]]) -> None:
         """Write the answer's head; ``headers`` are end-to-end ones, framing aside."""
         self.started = True
         sized = any(name.lower() == "content-length" for name, _ in headers)
-        bodiless = self._head_only or status in _BODILESS or status < 200
-        self._chunked = not sized and not bodiless
+        self._bodiless = self._head_only or status in _BODILESS or status < 200
+        self._chunked = not sized and not self._bodiless and not self._http10
+        if not sized and not self._bodiless:
+            self.keep_alive = self.keep_alive and self._chunked
         lines = [f"HTTP/1.1 {status} {_phrase(status)}", *(f"{n}: {v}" for n, v in headers)]
         if self._chunked:
             lines.append("Transfer-Encoding: chunked")
@@ -133,8 +169,9 @@ class Stream:
         self._connection.send(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
 
     async def write(self, data: bytes) -> None:
-        """Send ``data``, waiting while the caller reads slower than it comes."""
-        if not data:
+        """Send ``data``, waiting while the caller reads slower than it comes (at most the
+        server's request time, past which the connection is cut)."""
+        if not data or self._bodiless:
             return
         if self._chunked:
             self._connection.send(b"%x\r\n%b\r\n" % (len(data), data))
@@ -160,6 +197,7 @@ class Request:
     headers: dict[bytes, bytes] = field(default_factory=dict)
     body: bytes = b""
     target: str = ""
+    http10: bool = False
     all_headers: list[tuple[bytes, bytes]] | None = None
     stream: Body | None = None
     answer: Stream | None = None
@@ -312,13 +350,16 @@ class _Connection(asyncio.Protocol):
                 request.all_headers = []
         request.method = self._parser.get_method().decode("latin-1")
         request.path = httptools.parse_url(self._url).path.decode("latin-1", "replace")
+        request.http10 = self._parser.get_http_version() == "1.0"
         if request.all_headers is not None:
             self._begin_stream(request)
             return
         length = request.headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self._server.body_limit:
             self._refuse_body()
-        elif request.headers.get(b"expect", b"").lower() == b"100-continue":
+        elif request.headers.get(b"expect", b"").lower() == b"100-continue" and self._task is None:
+            # Behind an answer in progress it would land inside it: the caller sends its body
+            # after its own wait instead (RFC 9110 10.1.1).
             self._write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def on_body(self, body: bytes) -> None:
@@ -341,6 +382,8 @@ class _Connection(asyncio.Protocol):
             assert self._streamed.stream is not None
             self._streamed.stream.end()
             self._streamed = None
+            if self._refused and self._transport is not None:
+                self._transport.close()  # the rest of a body nobody reads, read to its end
             return
         if self._refused:
             if self._transport is not None:
@@ -359,18 +402,22 @@ class _Connection(asyncio.Protocol):
             self._transport.pause_reading()
 
     def _begin_stream(self, request: Request) -> None:
-        """A streamed request is served from its head on, its body read as it arrives."""
+        """A streamed request is served from its head on, its body read as it arrives; one
+        behind an answer in progress waits, reading paused, as a plain request does."""
         request.target = self._url.decode("latin-1")
-        request.stream = Body(self)
+        expects = request.headers.get(b"expect", b"").lower() == b"100-continue"
+        request.stream = Body(self, expects_continue=expects)
         self._streamed = request
-        if request.headers.get(b"expect", b"").lower() == b"100-continue":
-            self._write(b"HTTP/1.1 100 Continue\r\n\r\n")
         keep_alive = self._parser.should_keep_alive()
-        request.answer = Stream(self, head_only=request.method == "HEAD", keep_alive=keep_alive)
+        request.answer = request.stream.answer = Stream(
+            self, head_only=request.method == "HEAD", keep_alive=keep_alive, http10=request.http10
+        )
         self._ready.append((request, keep_alive))
         if self._task is None:
             self._disarm()
             self._next()
+        elif self._transport is not None:
+            self._transport.pause_reading()
 
     def pause_for_body(self) -> None:
         if self._transport is not None and not self._body_paused:
@@ -387,13 +434,34 @@ class _Connection(asyncio.Protocol):
 
     async def drained(self) -> None:
         """Return once the caller has read enough of what was sent; raise ``ConnectionError``
-        once it has gone."""
+        once it has gone, or has read nothing for the server's request time (then the
+        connection is cut)."""
         if self._transport is None or self._transport.is_closing():
             raise ConnectionError("the caller went away")
         if self._writable is not None and not self._writable.is_set():
-            await self._writable.wait()
+            try:
+                await asyncio.wait_for(self._writable.wait(), self.stall_seconds)
+            except TimeoutError:
+                self.cut()
+                raise ConnectionError(
+                    f"the caller read nothing of the answer for {self.stall_seconds:g} s"
+                ) from None
             if self._transport.is_closing():
                 raise ConnectionError("the caller went away")
+
+    @property
+    def stall_seconds(self) -> float:
+        """How long a streamed request's caller may send or read nothing."""
+        return self._server.request_seconds
+
+    @property
+    def closing(self) -> bool:
+        return self._transport is None or self._transport.is_closing()
+
+    def cut(self) -> None:
+        """End the connection at once: its caller stalled."""
+        if self._transport is not None:
+            self._transport.abort()
 
     # -- serving --------------------------------------------------------------------------------
 
@@ -402,8 +470,12 @@ class _Connection(asyncio.Protocol):
             return
         request, keep_alive = self._ready.pop(0)
         if request.answer is None:
-            head_only = request.method == "HEAD"
-            request.answer = Stream(self, head_only=head_only, keep_alive=keep_alive)
+            request.answer = Stream(
+                self,
+                head_only=request.method == "HEAD",
+                keep_alive=keep_alive,
+                http10=request.http10,
+            )
         self._task = self._loop.create_task(self._serve(request, keep_alive))
 
     async def _serve(self, request: Request, keep_alive: bool) -> None:
@@ -425,13 +497,23 @@ class _Connection(asyncio.Protocol):
                 # Broken off mid-answer: only the connection's end can tell the caller.
                 transport.abort()
                 return
+            keep_alive = keep_alive and answer.keep_alive
         elif response is None:
             self._server.log_failure(request)
             body = error_body("InternalError", "the gateway gave this request no answer")
             response = Response(500, body)
-        if request.stream is not None:
-            # A body not read to its end leaves the connection where no next request starts.
-            keep_alive = keep_alive and request.stream.ended
+        if request.stream is not None and not request.stream.ended:
+            # A body not read to its end leaves the connection where no next request starts:
+            # the answer goes, then the rest of the body is read and dropped a while before
+            # closing, so the caller reads the answer rather than a reset.
+            if response is not None:
+                transport.write(_encode(response, close=True))
+            request.stream.drop_rest()
+            self._refused = True
+            self._arm(self._server.linger_seconds)
+            self._body_paused = False
+            transport.resume_reading()
+            return
         if response is not None:
             transport.write(_encode(response, close=not keep_alive))
         if not keep_alive:
@@ -448,10 +530,14 @@ class _Connection(asyncio.Protocol):
             self._fail(431, f"the request head is over {HEAD_LIMIT} bytes")
 
     def _fail(self, status: int, message: str) -> None:
-        """Answer a request that cannot be read, then close: what follows cannot be trusted."""
+        """Answer a request that cannot be read, then close: what follows cannot be trusted. Behind
+        an answer in progress, the connection is cut instead: an answer cannot go inside one."""
         if self._refused or self._transport is None:
             return
         self._refused = True
+        if self._task is not None:
+            self._transport.abort()
+            return
         self._write(_encode(Response(status, error_body("Invalid", message)), close=True))
         self._transport.close()
 
@@ -461,6 +547,9 @@ class _Connection(asyncio.Protocol):
         if self._refused or self._transport is None:
             return
         self._refused = True
+        if self._task is not None:
+            self._transport.abort()
+            return
         self._write(_encode(self._server.too_large(), close=True))
         self._arm(self._server.linger_seconds)
 

@@ -83,6 +83,10 @@ class _Answer:
     def started(self) -> bool:
         return self._stream.started
 
+    @property
+    def gone(self) -> bool:
+        return self._stream.gone
+
     def start(self, status: int, headers: Iterable[tuple[bytes, bytes]], *, agent: str) -> None:
         self._stream.start(status, [*forwarding.passed_back(headers), (AGENT_HEADER, agent)])
 

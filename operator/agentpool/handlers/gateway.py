@@ -104,10 +104,6 @@ def _failure(review: str, error: Exception) -> str:
     return f"the {review} failed: {type(error).__name__}: {error}"
 
 
-#: How often sessions idle past their timeout are looked for.
-SESSION_SWEEP_SECONDS = 1.0
-
-
 @dataclass
 class _Held:
     """What a session holds: its pool's handle and its agent's checkout, and how to stop
@@ -116,6 +112,17 @@ class _Held:
     handle: PoolHandle
     checkout: Checkout
     forget: Callable[[], None] = lambda: None
+
+
+def _refuse_interim(status: int, agent: str) -> None:
+    """An agent's 1xx answer (a protocol switch, say) is not forwarded: the gateway passes on
+    requests and answers, not connections."""
+    if status < 200:
+        raise errors.from_agent(
+            protocol.BAD_RESPONSE,
+            f"agent {agent} answered HTTP {status}: upgrades and other interim answers are not "
+            "forwarded",
+        )
 
 
 def _header(headers: Iterable[tuple[str, str]], name: str) -> str | None:
@@ -275,6 +282,7 @@ class GatewayCalls:
                 request.body,
                 timeout=timeout,
             ) as agent:
+                _refuse_interim(agent.status, checkout.agent)
                 if spec.sessions is not None and agent.status < 400:
                     begun = _header(_text(agent.headers), spec.sessions.header)
                 answer.start(agent.status, agent.headers, agent=checkout.agent)
@@ -283,6 +291,10 @@ class GatewayCalls:
                 answer.end()
                 outcome = CheckinOutcome.FAILURE if agent.status >= 500 else CheckinOutcome.SUCCESS
         except ForwardBroken as error:
+            if answer.gone:
+                # The caller went first (or stalled and was cut): the agent is not at fault.
+                outcome = CheckinOutcome.SUCCESS
+                raise ConnectionError("the caller went away") from None
             raise errors.from_agent(error.reason, error.message) from None
         except (ConnectionError, asyncio.CancelledError):
             outcome = CheckinOutcome.SUCCESS  # the caller went away: the agent is free at once
@@ -338,6 +350,7 @@ class GatewayCalls:
                 request.body,
                 timeout=timeout,
             ) as agent:
+                _refuse_interim(agent.status, held.agent)
                 answer.start(agent.status, agent.headers, agent=held.agent)
                 async for piece in agent.body:
                     await answer.write(piece)
@@ -400,7 +413,7 @@ class GatewayCalls:
         """End, about once a second, the sessions idle past their timeout, while any is open."""
         try:
             while len(self._sessions):
-                await asyncio.sleep(SESSION_SWEEP_SECONDS)
+                await asyncio.sleep(self._settings.session_sweep_seconds)
                 for _key, held in self._sessions.idle():
                     held.forget()
                     held.handle.broker.checkin(held.checkout, CheckinOutcome.SUCCESS)
@@ -560,6 +573,7 @@ class GatewayCalls:
         off is ended for the caller with an ``error`` event. An agent that answers whole is
         left to the caller's usual answer. A caller gone mid-stream leaves the agent with its
         item, taken back once the agent reports it done, as for a call."""
+        relayed = _Relayed()
         try:
             async with self._runtime.agents.invoke_streamed(
                 checkout.endpoint, handle.token, item.body, timeout=timeout
@@ -567,25 +581,32 @@ class GatewayCalls:
                 if isinstance(got, InvokeResult):
                     return got
                 answer.start(got.status, _EVENT_STREAM_HEAD, agent=checkout.agent)
-                ended = await _pass_on(got.body, answer)
+                await _relay(got.body, answer, relayed, limit=self._settings.event_limit_bytes)
         except (asyncio.CancelledError, ConnectionError):
             return_later(self._runtime, handle, checkout, item=item.id, call_timeout=timeout)
             raise
         except ForwardBroken as broken:
-            ended = Failed(broken.reason, broken.message)
+            relayed.ending = Failed(broken.reason, broken.message)
+        except Exception:
+            self._give_back(handle, checkout, CheckinOutcome.LOST)
+            raise
+        ended = relayed.ending
         if isinstance(ended, Done):
             answer.end()
             return InvokeResult(ok=True, status_code=200)
         if ended is None:
             ended = Failed(protocol.AGENT_LOST, f"agent {checkout.agent} ended its stream early")
         lost = ended.reason in (protocol.AGENT_LOST, protocol.CALL_TIMEOUT)
-        try:
-            await answer.write(events.error(ended.reason, ended.message))
-        except ConnectionError:
-            pass  # the caller went too
-        else:
-            answer.end()
-        return InvokeResult(ok=False, reason=ended.reason, message=ended.message, lost=lost)
+        failed = InvokeResult(ok=False, reason=ended.reason, message=ended.message, lost=lost)
+        if relayed.cut:
+            return failed  # left unended: the caller's connection is cut, its stream broken
+        if not relayed.told:
+            try:
+                await answer.write(events.error(ended.reason, ended.message))
+            except ConnectionError:
+                return failed  # the caller went too
+        answer.end()
+        return failed
 
     def _give_back(self, handle: PoolHandle, checkout: Checkout, outcome: CheckinOutcome) -> None:
         """Give the agent back now; a reset the pool asks for runs after the caller has its
@@ -603,14 +624,39 @@ _EVENT_STREAM_HEAD = (
 )
 
 
-async def _pass_on(pieces: AsyncIterator[bytes], answer: Answering) -> Done | Failed | None:
-    """Send the agent's events on as they come, reading them for the one that ends the answer;
-    None when the stream ended without one. A caller gone raises ``ConnectionError``."""
-    parser = events.EventParser()
+@dataclass
+class _Relayed:
+    """How a streamed answer passed on ended: the event that ended it (None: the stream ended
+    without one), whether the caller has that event already (the agent's own ``error``), and
+    whether the stream had to be cut (an event past the limit)."""
+
+    ending: Done | Failed | None = None
+    told: bool = False
+    cut: bool = False
+
+
+async def _relay(
+    pieces: AsyncIterator[bytes], answer: Answering, relayed: _Relayed, *, limit: int
+) -> None:
+    """Send the agent's events on as they come, reading only the ``done`` and ``error`` ones,
+    for the one that ends the answer. A caller gone raises ``ConnectionError``."""
+    parser = events.EventParser(limit=limit)
     async for piece in pieces:
-        said = [events.read_event(event) for event in parser.feed(piece)]
-        ending = next((s for s in said if isinstance(s, Done | Failed)), None)
+        try:
+            found = parser.feed(piece)
+        except events.EventTooLarge as error:
+            relayed.ending, relayed.cut = Failed(protocol.BAD_RESPONSE, str(error)), True
+            return
+        ending = next(
+            (
+                said
+                for event in found
+                if event.type in (events.DONE, events.ERROR)
+                and isinstance(said := events.read_event(event), Done | Failed)
+            ),
+            None,
+        )
         await answer.write(piece)
         if ending is not None:
-            return ending
-    return None
+            relayed.ending, relayed.told = ending, isinstance(ending, Failed)
+            return
