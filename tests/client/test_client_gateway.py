@@ -103,3 +103,13 @@ async def test_a_client_follows_the_gateway_its_configmap_names_now(
         assert "certificate verify failed" in untrusted.value.message
         publish(published)
         assert await client.call(pool, {"n": 2}) == {"n": 2}
+    # A streamed call finds it again the same way.
+    publish({**published, "ca.crt": tls.fresh(("localhost",)).ca_pem.decode()})
+    async with Client.from_kubeconfig(
+        handle.kubeconfig, handle.context, namespace=outside.namespace
+    ) as client:
+        with pytest.raises(AgentpoolError) as untrusted:
+            await anext(client.stream(pool, {"n": 3}))
+        assert "certificate verify failed" in untrusted.value.message
+        publish(published)
+        assert [part async for part in client.stream(pool, {"n": 4})] == [{"n": 4}]

@@ -183,34 +183,53 @@ class GatewayCaller:
         body = self._body(request)
         path = self._path(pool, "call")
         authorization = await self._authorization()
-        head = self._head(address, path, authorization, accept=protocol.EVENT_STREAM)
-        host, port = _host_port(address)
-        assert self._wire is not None
-        async with contextlib.AsyncExitStack() as stack:
-            try:
-                async with asyncio.timeout(timeout):
-                    answer = await stack.enter_async_context(
-                        self._wire.stream(host, port, head, body)
+        renewed = moved = False
+        while True:
+            head = self._head(address, path, authorization, accept=protocol.EVENT_STREAM)
+            host, port = _host_port(address)
+            assert self._wire is not None
+            async with contextlib.AsyncExitStack() as stack:
+                try:
+                    async with asyncio.timeout(timeout):
+                        answer = await stack.enter_async_context(
+                            self._wire.stream(host, port, head, body)
+                        )
+                        is_stream = answer.content_type.split(b";")[0].strip().lower() == (
+                            protocol.EVENT_STREAM.encode()
+                        )
+                        if answer.status != 200 or not is_stream:
+                            whole = b"".join([piece async for piece in answer.pieces])
+                except TimeoutError:
+                    raise AgentpoolError(
+                        GATEWAY_UNREACHABLE,
+                        f"the gateway at {address.url} gave no answer in {timeout:g}s",
+                    ) from None
+                except (ssl.SSLCertVerificationError, ConnectionRefusedError) as error:
+                    # Its certificate was renewed under a new CA, or it moved: ask once more.
+                    found = None if moved else await self._published_again(address)
+                    if found is None:
+                        raise _lost(address, error) from None
+                    address, moved = found, True
+                    continue
+                except (OSError, asyncio.IncompleteReadError, WireError, ValueError) as error:
+                    raise _lost(address, error) from None
+                if answer.status == 401 and self._token is None and not renewed:
+                    # A token file rotated, or an exec plugin's expired: ask once for a fresh one.
+                    fresh = await self._cluster.bearer(refused=authorization)
+                    if fresh is not None and fresh != authorization:
+                        self._presented = authorization = fresh
+                        renewed = True
+                        continue
+                if answer.status != 200 or not is_stream:
+                    yield _outcome(
+                        Answer(answer.status, whole, answer.retry_after),
+                        verb="call",
+                        url=address.url,
                     )
-                    is_stream = answer.content_type.split(b";")[0].strip().lower() == (
-                        protocol.EVENT_STREAM.encode()
-                    )
-                    if answer.status != 200 or not is_stream:
-                        whole = b"".join([piece async for piece in answer.pieces])
-            except TimeoutError:
-                raise AgentpoolError(
-                    GATEWAY_UNREACHABLE,
-                    f"the gateway at {address.url} gave no answer in {timeout:g}s",
-                ) from None
-            except (OSError, asyncio.IncompleteReadError, WireError, ValueError) as error:
-                raise _lost(address, error) from None
-            if answer.status != 200 or not is_stream:
-                yield _outcome(
-                    Answer(answer.status, whole, answer.retry_after), verb="call", url=address.url
-                )
+                    return
+                async for said in _events(answer.pieces, timeout=timeout, address=address):
+                    yield said
                 return
-            async for said in _events(answer.pieces, timeout=timeout, address=address):
-                yield said
 
     def _body(self, request: GatewayRequest) -> bytes:
         try:

@@ -135,6 +135,10 @@ class WirePool:
             )
         finally:
             connection.close()
+            # Closed before the caller goes on, so no socket outlives its stream.
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(1.0):
+                    await connection.writer.wait_closed()
 
     async def request(self, host: str, port: int, head: bytes, body: bytes) -> Answer:
         """Send ``head`` (request line and headers, without Content-Length) and ``body``.
