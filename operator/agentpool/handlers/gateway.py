@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -274,28 +274,10 @@ class GatewayCalls:
         outcome = CheckinOutcome.LOST
         begun: str | None = None
         try:
-            async with self._runtime.agents.forward(
-                checkout.endpoint,
-                request.method,
-                request.target,
-                request.headers,
-                request.body,
-                timeout=timeout,
-            ) as agent:
-                _refuse_interim(agent.status, checkout.agent)
-                if spec.sessions is not None and agent.status < 400:
-                    begun = _header(_text(agent.headers), spec.sessions.header)
-                answer.start(agent.status, agent.headers, agent=checkout.agent)
-                async for piece in agent.body:
-                    await answer.write(piece)
-                answer.end()
-                outcome = CheckinOutcome.FAILURE if agent.status >= 500 else CheckinOutcome.SUCCESS
-        except ForwardBroken as error:
-            if answer.gone:
-                # The caller went first (or stalled and was cut): the agent is not at fault.
-                outcome = CheckinOutcome.SUCCESS
-                raise ConnectionError("the caller went away") from None
-            raise errors.from_agent(error.reason, error.message) from None
+            status, headers = await self._pass_on(checkout, request, answer, timeout)
+            outcome = CheckinOutcome.FAILURE if status >= 500 else CheckinOutcome.SUCCESS
+            if spec.sessions is not None and status < 400:
+                begun = _header(_text(headers), spec.sessions.header)
         except (ConnectionError, asyncio.CancelledError):
             outcome = CheckinOutcome.SUCCESS  # the caller went away: the agent is free at once
             raise
@@ -338,9 +320,10 @@ class GatewayCalls:
 
     async def _pass_on(
         self, held: Checkout, request: Forwarded, answer: Answering, timeout: float
-    ) -> int:
-        """Send ``request`` to the agent ``held`` names and stream its answer back; its status.
-        The holder keeps the agent whatever comes of it."""
+    ) -> tuple[int, Sequence[tuple[bytes, bytes]]]:
+        """Send ``request`` to the agent ``held`` names and stream its whole answer back; its
+        status and headers. An agent that broke off is a ``GatewayError``; a caller gone (or cut
+        for stalling) is a ``ConnectionError``, whatever the agent's side then did."""
         try:
             async with self._runtime.agents.forward(
                 held.endpoint,
@@ -355,8 +338,10 @@ class GatewayCalls:
                 async for piece in agent.body:
                     await answer.write(piece)
                 answer.end()
-                return agent.status
+                return agent.status, agent.headers
         except ForwardBroken as error:
+            if answer.gone:
+                raise ConnectionError("the caller went away") from None
             raise errors.from_agent(error.reason, error.message) from None
 
     async def _in_session(

@@ -261,18 +261,8 @@ async def _stream_pieces(reader: asyncio.StreamReader, head: _Head) -> AsyncIter
     """The body of an answer as it arrives; ``asyncio.IncompleteReadError`` when it ends
     short."""
     if head.chunked:
-        while True:
-            size_line = await reader.readline()
-            if not size_line.endswith(b"\n"):
-                raise asyncio.IncompleteReadError(size_line, None)
-            try:
-                size = int(size_line.split(b";", 1)[0], 16)
-            except ValueError:
-                raise WireError(f"bad chunk size: {size_line[:40]!r}") from None
-            if size == 0:
-                return
-            yield await reader.readexactly(size)
-            await reader.readexactly(2)
+        async for piece in _chunks(reader):
+            yield piece
     elif head.length is not None:
         left = head.length
         while left > 0:
@@ -287,7 +277,11 @@ async def _stream_pieces(reader: asyncio.StreamReader, head: _Head) -> AsyncIter
 
 
 async def _read_chunks(reader: asyncio.StreamReader) -> bytes:
-    pieces = []
+    return b"".join([piece async for piece in _chunks(reader)])
+
+
+async def _chunks(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
+    """A chunked body's chunks as they arrive, its trailers read and dropped at its end."""
     while True:
         size_line = await reader.readline()
         if not size_line.endswith(b"\n"):
@@ -298,10 +292,9 @@ async def _read_chunks(reader: asyncio.StreamReader) -> bytes:
             raise WireError(f"bad chunk size: {size_line[:40]!r}") from None
         if size == 0:
             break
-        pieces.append(await reader.readexactly(size))
+        yield await reader.readexactly(size)
         await reader.readexactly(2)
     # Trailers, if any, end with an empty line.
     while (trailer := await reader.readline()) not in (b"\r\n", b"\n"):
         if not trailer:
             raise asyncio.IncompleteReadError(b"", None)
-    return b"".join(pieces)
