@@ -138,12 +138,13 @@ class Gateway:
         raw: bytes | None = None,
         timeout: float = 120,
         path: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> Reply:
         """One request; ``raw`` is sent as the body as it is, else ``body`` as JSON."""
         connection = http.client.HTTPSConnection(
             self.host, self.port, context=self.context(), timeout=timeout
         )
-        headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json", **(headers or {})}
         if token is not None:
             headers["Authorization"] = f"Bearer {token}"
         data = raw if raw is not None else json.dumps(body).encode()

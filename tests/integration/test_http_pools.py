@@ -51,11 +51,13 @@ SERVER = textwrap.dedent(
             self.wfile.write(b"%x\\r\\n%b\\r\\n" % (len(data), data))
             self.wfile.flush()
 
-        def stream_head(self):
+        def stream_head(self, session=None):
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Transfer-Encoding", "chunked")
             self.send_header("X-Served-By", os.environ["AGENT_HOST"])
+            if session:
+                self.send_header("X-Session", session)
             self.end_headers()
 
         def do_GET(self):
@@ -67,8 +69,9 @@ SERVER = textwrap.dedent(
                 self.end_headers()
                 self.wfile.write(b"ok")
             elif url.path == "/events":
-                gate = pathlib.Path(urllib.parse.parse_qs(url.query)["gate"][0])
-                self.stream_head()
+                query = urllib.parse.parse_qs(url.query)
+                gate = pathlib.Path(query["gate"][0])
+                self.stream_head(query.get("session", [None])[0])
                 self.chunk(b"data: one\\n\\n")
                 deadline = time.monotonic() + 60
                 while not gate.exists() and time.monotonic() < deadline:
@@ -81,6 +84,11 @@ SERVER = textwrap.dedent(
                 os._exit(3)
             else:
                 self.send_error(404)
+
+        def do_DELETE(self):
+            print(self.command, self.path, flush=True)
+            self.send_response(204)
+            self.end_headers()
 
         def do_POST(self):
             print(self.command, self.path, flush=True)
@@ -101,7 +109,7 @@ SERVER = textwrap.dedent(
 )
 
 
-def http_pool(api: Api, namespace: str, name: str, agents: int) -> None:
+def http_pool(api: Api, namespace: str, name: str, agents: int, **more: Any) -> None:
     template = {
         "spec": {
             "containers": [
@@ -119,6 +127,7 @@ def http_pool(api: Api, namespace: str, name: str, agents: int) -> None:
         "minSize": agents,
         "readinessProbe": {"httpGet": {"path": "/health"}},
         "template": template,
+        **more,
     }
     api.create("agentpools", namespace, name, spec)
     wait_for(
@@ -253,6 +262,57 @@ def test_a_lease_s_agent_is_reached_through_the_lease(api: Api, namespace: str) 
     )
     assert missing.status == 404
     assert "holds no agent" in missing.body["error"]["message"]
+
+
+def test_a_session_is_held_from_the_head_of_the_answer_that_begins_it(
+    api: Api, namespace: str, tmp_path: Path
+) -> None:
+    """The session's next request may come before the answer that began it has ended (an MCP
+    client sends it once it has read the first event): it reaches the same agent, and a DELETE
+    ends the session."""
+    http_pool(api, namespace, "sessions", agents=2, sessions={"header": "X-Session"})
+    gateway = Gateway.of(api, namespace)
+    token = caller_token(api, namespace, "sessioner", bound=True)
+    gate = tmp_path / "gate"
+    connection, response = open_stream(
+        gateway, "sessions", f"/events?gate={gate}&session=s-1", token
+    )
+    try:
+        agent = response.getheader("Agentpool-Agent")
+        assert response.getheader("X-Session") == "s-1"
+        assert next_event(response) == b"data: one\n"
+        for _ in range(3):
+            again = gateway.send(
+                "sessions",
+                {"n": 1},
+                token=token,
+                path=proxy(gateway, "sessions", "/echo"),
+                headers={"X-Session": "s-1"},
+            )
+            assert again.status == 201, again.body
+            assert again.headers["Agentpool-Agent"] == agent
+        gate.touch()
+        assert next_event(response) == b"data: two\n"
+    finally:
+        connection.close()
+    ended = gateway.send(
+        "sessions",
+        None,
+        token=token,
+        method="DELETE",
+        path=proxy(gateway, "sessions", "/"),
+        headers={"X-Session": "s-1"},
+    )
+    assert ended.status == 204
+    gone = gateway.send(
+        "sessions",
+        {},
+        token=token,
+        path=proxy(gateway, "sessions", "/echo"),
+        headers={"X-Session": "s-1"},
+    )
+    assert gone.status == 404
+    assert gone.body["error"]["reason"] == "SessionNotFound"
 
 
 def test_rbac_asks_the_method_s_verb_and_a_native_pool_is_not_forwarded(

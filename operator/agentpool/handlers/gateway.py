@@ -272,19 +272,30 @@ class GatewayCalls:
             series=series,
         )
         outcome = CheckinOutcome.LOST
-        begun: str | None = None
+        pinned: SessionKey | None = None
+
+        def begin(status: int, headers: Sequence[tuple[bytes, bytes]]) -> None:
+            # From the answer's head on: the caller may send the session's next request as soon
+            # as it reads the first of the answer, before its end.
+            nonlocal pinned
+            begun = _header(_text(headers), spec.sessions.header) if spec.sessions else None
+            if begun is not None and status < 400 and self._begin(handle, begun, checkout):
+                pinned = (handle.namespace, handle.name, begun)
+                self._sessions.use(pinned)
+
         try:
-            status, headers = await self._pass_on(checkout, request, answer, timeout)
+            status, _ = await self._pass_on(checkout, request, answer, timeout, on_head=begin)
             outcome = CheckinOutcome.FAILURE if status >= 500 else CheckinOutcome.SUCCESS
-            if spec.sessions is not None and status < 400:
-                begun = _header(_text(headers), spec.sessions.header)
         except (ConnectionError, asyncio.CancelledError):
             outcome = CheckinOutcome.SUCCESS  # the caller went away: the agent is free at once
             raise
         finally:
-            kept = begun is not None and outcome is CheckinOutcome.SUCCESS
-            if not (kept and begun is not None and self._begin(handle, begun, checkout)):
+            if pinned is None:
                 handle.broker.checkin(checkout, outcome)
+            else:
+                self._sessions.used(pinned)
+                if outcome is CheckinOutcome.LOST:
+                    self._end_session(pinned, outcome)  # its agent broke off: so does it
         return checkout.agent
 
     async def forward_to_lease(
@@ -319,7 +330,13 @@ class GatewayCalls:
             await self._pass_on(held, request, answer, timeout)
 
     async def _pass_on(
-        self, held: Checkout, request: Forwarded, answer: Answering, timeout: float
+        self,
+        held: Checkout,
+        request: Forwarded,
+        answer: Answering,
+        timeout: float,
+        *,
+        on_head: Callable[[int, Sequence[tuple[bytes, bytes]]], None] | None = None,
     ) -> tuple[int, Sequence[tuple[bytes, bytes]]]:
         """Send ``request`` to the agent ``held`` names and stream its whole answer back; its
         status and headers. An agent that broke off is a ``GatewayError``; a caller gone (or cut
@@ -334,6 +351,8 @@ class GatewayCalls:
                 timeout=timeout,
             ) as agent:
                 _refuse_interim(agent.status, held.agent)
+                if on_head is not None:
+                    on_head(agent.status, agent.headers)
                 answer.start(agent.status, agent.headers, agent=held.agent)
                 async for piece in agent.body:
                     await answer.write(piece)
