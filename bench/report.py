@@ -138,6 +138,24 @@ ROWS = [
     ("forwarding", "api_writes_per_request", "API writes per forwarded request", "0"),
     ("forwarding", "requests_per_second", "forwarded requests/s, 32 at a time", ""),
     ("forwarding", "throughput_ratio", "forwarded requests/s / direct, 32 at a time", ""),
+    (
+        "mcp_sessions",
+        "open_all_seconds",
+        "100 MCP sessions at once through the gateway, pool of 10x10: all open, s (14)",
+        "",
+    ),
+    ("mcp_sessions", "direct_open_all_seconds", "the same straight to the agents, s", ""),
+    ("mcp_sessions", "initialize_p50_ms", "MCP initialize through the gateway, p50, ms", ""),
+    ("mcp_sessions", "initialize_p99_ms", "MCP initialize through the gateway, p99, ms", ""),
+    ("mcp_sessions", "direct_initialize_p50_ms", "the same straight to the agents, p50, ms", ""),
+    ("mcp_sessions", "call_p50_ms", "tool call, 100 sessions at once, gateway, p50, ms", ""),
+    ("mcp_sessions", "call_p99_ms", "tool call, 100 sessions at once, gateway, p99, ms", ""),
+    ("mcp_sessions", "direct_call_p50_ms", "the same straight to the agents, p50, ms", ""),
+    ("mcp_sessions", "direct_call_p99_ms", "the same straight to the agents, p99, ms", ""),
+    ("mcp_sessions", "alone_call_p50_ms", "tool call, one session alone, gateway, p50, ms", ""),
+    ("mcp_sessions", "direct_alone_call_p50_ms", "the same straight to an agent, p50, ms", ""),
+    ("mcp_sessions", "most_sessions_on_an_agent", "most sessions held by one agent", "<= 10"),
+    ("mcp_sessions", "failed_sessions", "sessions failed or not pinned", "0"),
 ]
 
 
