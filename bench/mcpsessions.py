@@ -44,6 +44,7 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from agentpool.local.kubeconfig import ApiAccess
+from bench import machine
 from bench.forwarding import _gateway
 from bench.harness import ROOT, Kube, Stage, percentile, until, wait_pool_ready
 
@@ -263,6 +264,8 @@ async def run(
     work: Path, *, sessions: int, agents: int, notes: int, turns: int, alone: int
 ) -> dict[str, Any]:
     """Scenario 14; the figures for results.json and the samples for the plots."""
+    # A run of some scenarios keeps the others' figures: this one says when and where it ran.
+    host = machine.describe()
     async with Stage(work, "mcp_sessions") as stage:
         kube = stage.kube
         namespace = await kube.new_namespace("bench")
@@ -308,7 +311,13 @@ async def run(
         for _ in range(BLOCKS):
             for name, route in routes.items():
                 await _alone(route, max(1, alone // BLOCKS), single[name], lone_failures[name])
-        return _figures(done, single, lone_failures, sessions=sessions, agents=agents, notes=notes)
+        found = _figures(done, single, lone_failures, sessions=sessions, agents=agents, notes=notes)
+        found["mcp_sessions"] |= {
+            "date": host["date"],
+            "cpus": host["cpus"],
+            "load_average": host["load_average"],
+        }
+        return found
 
 
 def _figures(
