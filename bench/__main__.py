@@ -8,7 +8,9 @@ simulated agents (8, :mod:`bench.simulated`), a 100,000-item run read back whole
 agents with several slots against one-slot pods (11, :mod:`bench.slots`), calls and casts
 through the gateway beside direct calls (12, :mod:`bench.gateway`), requests forwarded to a pool
 of plain HTTP servers beside the same requests sent straight to them (13,
-:mod:`bench.forwarding`), and pools whose agents never turn Ready or whose pods are refused,
+:mod:`bench.forwarding`), a hundred MCP sessions at once through the gateway over a pool of ten
+MCP servers beside the same sessions straight to them (14, :mod:`bench.mcpsessions`), and pools
+whose agents never turn Ready or whose pods are refused,
 with and without maxUnready (:mod:`bench.runaway`), a rollout of a busy pool
 (:mod:`bench.rollout`) and a warm schedule's window opening to its agents
 Ready (:mod:`bench.schedules`). It prints
@@ -42,6 +44,7 @@ from bench import (
     huge,
     leasing,
     machine,
+    mcpsessions,
     overhead,
     plots,
     priorities,
@@ -139,6 +142,23 @@ REQUIRED = {
         "requests_per_second",
         "throughput_ratio",
     ],
+    "mcp_sessions": [
+        "open_all_seconds",
+        "initialize_p50_ms",
+        "initialize_p99_ms",
+        "call_p50_ms",
+        "call_p99_ms",
+        "direct_open_all_seconds",
+        "direct_initialize_p50_ms",
+        "direct_call_p50_ms",
+        "direct_call_p99_ms",
+        "call_p50_ratio",
+        "alone_call_p50_ms",
+        "direct_alone_call_p50_ms",
+        "failed_sessions",
+        "most_sessions_on_an_agent",
+        "all_free_again",
+    ],
 }
 
 FULL = {
@@ -162,6 +182,11 @@ FULL = {
     "forward_requests": 2000,
     "forward_streams": 200,
     "forward_seconds": 10,
+    "mcp_sessions": 100,
+    "mcp_agents": 10,
+    "mcp_notes": 5,
+    "mcp_turns": 2,
+    "mcp_alone_calls": 500,
     "runaway_pools": 20,
     "runaway_agents": 20,
     "runaway_seconds": 30,
@@ -191,6 +216,11 @@ QUICK = {
     "forward_requests": 40,
     "forward_streams": 12,
     "forward_seconds": 1,
+    "mcp_sessions": 6,
+    "mcp_agents": 2,
+    "mcp_notes": 3,
+    "mcp_turns": 1,
+    "mcp_alone_calls": 20,
     "runaway_pools": 5,
     "runaway_agents": 10,
     "runaway_seconds": 10,
@@ -224,6 +254,14 @@ SCENARIOS: dict[str, Scenario] = {
         requests=n["forward_requests"],
         streams=n["forward_streams"],
         seconds=n["forward_seconds"],
+    ),
+    "mcp_sessions": lambda work, n: mcpsessions.run(
+        work,
+        sessions=n["mcp_sessions"],
+        agents=n["mcp_agents"],
+        notes=n["mcp_notes"],
+        turns=n["mcp_turns"],
+        alone=n["mcp_alone_calls"],
     ),
     "runaway": lambda work, n: runaway.run(
         work, pools=n["runaway_pools"], per_pool=n["runaway_agents"], seconds=n["runaway_seconds"]
@@ -332,6 +370,17 @@ TARGETS: list[tuple[str, str, str, Callable[[Any, dict[str, Any]], bool]]] = [
     ("forwarding", "api_writes_per_request", "0", lambda v, s: v == 0),
     ("forwarding", "requests_per_second", "", lambda v, s: True),
     ("forwarding", "throughput_ratio", "", lambda v, s: True),
+    ("mcp_sessions", "open_all_seconds", "", lambda v, s: True),
+    ("mcp_sessions", "initialize_p50_ms", "", lambda v, s: True),
+    ("mcp_sessions", "initialize_p99_ms", "", lambda v, s: True),
+    ("mcp_sessions", "call_p50_ms", "", lambda v, s: True),
+    ("mcp_sessions", "call_p99_ms", "", lambda v, s: True),
+    ("mcp_sessions", "call_p50_ratio", "", lambda v, s: True),
+    ("mcp_sessions", "alone_call_p50_ms", "", lambda v, s: True),
+    ("mcp_sessions", "alone_call_p50_ratio", "", lambda v, s: True),
+    ("mcp_sessions", "failed_sessions", "0", lambda v, s: v == 0),
+    ("mcp_sessions", "most_sessions_on_an_agent", "<= 10", lambda v, s: v <= s["slots"]),
+    ("mcp_sessions", "all_free_again", "true", lambda v, s: v is True),
     ("runaway", "pods_unbounded", "", lambda v, s: True),
     ("runaway", "pods_bounded", "", lambda v, s: True),
     ("runaway", "pods_ratio", "", lambda v, s: True),
@@ -535,6 +584,28 @@ def explain(results: dict[str, Any]) -> str:
             f"{f['direct_requests_per_second']} requests/s, forwarded {f['requests_per_second']} "
             f"requests/s, CPU per request of the client, operator and agents "
             f"{f['path_cpu_ms_per_direct_request_at_32']}/{f['path_cpu_ms_per_request_at_32']} ms"
+        )
+    if (mc := results.get("mcp_sessions")) and mc.get("call_p50_ms") is not None:
+        notes.append(
+            f"mcp sessions: a pool of {mc['agents']} MCP servers (examples/http/mcp_server.py) of "
+            f"{mc['slots']} slots, sessions on Mcp-Session-Id; {mc['sessions']} sessions at once, "
+            f"{mc['turns']} turns each way in turn, each with the mcp SDK's client of its own: "
+            f"initialize, then once all are open {mc['notes_per_session']} remember, recall and "
+            f"whoami, then a DELETE. Through the gateway: all open in {mc['open_all_seconds']} s "
+            f"(initialize p50/p99 {mc['initialize_p50_ms']}/{mc['initialize_p99_ms']} ms), tool "
+            f"calls p50/p99 {mc['call_p50_ms']}/{mc['call_p99_ms']} ms; straight to the agents "
+            f"round-robin: all open in {mc['direct_open_all_seconds']} s (initialize "
+            f"{mc['direct_initialize_p50_ms']}/{mc['direct_initialize_p99_ms']} ms), tool calls "
+            f"{mc['direct_call_p50_ms']}/{mc['direct_call_p99_ms']} ms (ratio p50 "
+            f"{mc['call_p50_ratio']}, p99 {mc['call_p99_ratio']}); sessions per agent "
+            f"{mc['sessions_per_agent_turns']}, busySlots while all open "
+            f"{mc['busy_slots_while_open']}; failed {mc['failed_sessions']} through the gateway, "
+            f"{mc['direct_failed_sessions']} direct; every agent free again after the close in "
+            f"{mc['free_again_seconds_turns']} s; one session alone, {mc['alone_calls']} calls "
+            f"one at a time: p50/p99 {mc['alone_call_p50_ms']}/{mc['alone_call_p99_ms']} ms "
+            f"through the gateway, {mc['direct_alone_call_p50_ms']}/"
+            f"{mc['direct_alone_call_p99_ms']} ms direct ({mc['alone_failed_sessions']} and "
+            f"{mc['direct_alone_failed_sessions']} of {mc['alone_sessions']} sessions failed)"
         )
     if (w := results.get("schedule")) and w.get("window_to_ready_ms") is not None:
         notes.append(

@@ -138,6 +138,24 @@ ROWS = [
     ("forwarding", "api_writes_per_request", "API writes per forwarded request", "0"),
     ("forwarding", "requests_per_second", "forwarded requests/s, 32 at a time", ""),
     ("forwarding", "throughput_ratio", "forwarded requests/s / direct, 32 at a time", ""),
+    (
+        "mcp_sessions",
+        "open_all_seconds",
+        "100 MCP sessions at once through the gateway, pool of 10x10: all open, s (14)",
+        "",
+    ),
+    ("mcp_sessions", "direct_open_all_seconds", "the same straight to the agents, s", ""),
+    ("mcp_sessions", "initialize_p50_ms", "MCP initialize through the gateway, p50, ms", ""),
+    ("mcp_sessions", "initialize_p99_ms", "MCP initialize through the gateway, p99, ms", ""),
+    ("mcp_sessions", "direct_initialize_p50_ms", "the same straight to the agents, p50, ms", ""),
+    ("mcp_sessions", "call_p50_ms", "tool call, 100 sessions at once, gateway, p50, ms", ""),
+    ("mcp_sessions", "call_p99_ms", "tool call, 100 sessions at once, gateway, p99, ms", ""),
+    ("mcp_sessions", "direct_call_p50_ms", "the same straight to the agents, p50, ms", ""),
+    ("mcp_sessions", "direct_call_p99_ms", "the same straight to the agents, p99, ms", ""),
+    ("mcp_sessions", "alone_call_p50_ms", "tool call, one session alone, gateway, p50, ms", ""),
+    ("mcp_sessions", "direct_alone_call_p50_ms", "the same straight to an agent, p50, ms", ""),
+    ("mcp_sessions", "most_sessions_on_an_agent", "most sessions held by one agent", "<= 10"),
+    ("mcp_sessions", "failed_sessions", "sessions failed or not pinned", "0"),
 ]
 
 
@@ -152,6 +170,7 @@ def render(results: dict[str, Any]) -> str:
         shown = "not run" if value is None else f"{value:g}"
         lines.append(f"| {label} | {shown} | {target} |")
     lines += simulated_section(results.get("simulated") or {})
+    lines += mcp_section(results.get("mcp_sessions") or {})
     lines += [
         "",
         f"Made by `{results.get('command', 'python -m bench')}` on {host.get('date')}: "
@@ -160,6 +179,51 @@ def render(results: dict[str, Any]) -> str:
         f"{host.get('load_average')} when it started.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def mcp_section(found: dict[str, Any]) -> list[str]:
+    """Scenario 14 in a few sentences, dated: what its table rows leave out."""
+    if found.get("call_p50_ms") is None:
+        return []
+    spread = sorted({n for turn in found["sessions_per_agent_turns"] for n in turn})
+    return [
+        "",
+        "## A hundred MCP sessions at once",
+        "",
+        f"`python -m bench --only mcp_sessions` on {found.get('date')}, a shared and noisy "
+        f"machine of {found.get('cpus')} cores (load average {found.get('load_average')} as "
+        f"it started): {found['sessions']} sessions of the `mcp` SDK's client at once, "
+        f"{found['turns']} turns each way in turn, on a pool of {found['agents']} agents of "
+        f"`examples/http/mcp_server.py` with {found['slots']} slots and sessions on "
+        "`Mcp-Session-Id`. Each session: initialize, then once all are open "
+        f"{found['notes_per_session']} `remember`, `recall` and `whoami`, then a DELETE.",
+        "",
+        "| figure | through the gateway | straight to the agents | ratio |",
+        "|---|---|---|---|",
+        f"| all sessions open, s (median of turns) | {found['open_all_seconds']} | "
+        f"{found['direct_open_all_seconds']} | {found.get('open_all_ratio')} |",
+        f"| initialize p50 / p99, ms | {found['initialize_p50_ms']} / "
+        f"{found['initialize_p99_ms']} | {found['direct_initialize_p50_ms']} / "
+        f"{found['direct_initialize_p99_ms']} | {found['initialize_p50_ratio']} / "
+        f"{found['initialize_p99_ratio']} |",
+        f"| tool call, all sessions calling at once, p50 / p99, ms | {found['call_p50_ms']} / "
+        f"{found['call_p99_ms']} | {found['direct_call_p50_ms']} / "
+        f"{found['direct_call_p99_ms']} | {found['call_p50_ratio']} / "
+        f"{found['call_p99_ratio']} |",
+        f"| tool call, one session alone ({found['alone_calls']} calls), p50 / p99, ms | "
+        f"{found['alone_call_p50_ms']} / {found['alone_call_p99_ms']} | "
+        f"{found['direct_alone_call_p50_ms']} / {found['direct_alone_call_p99_ms']} | "
+        f"{found['alone_call_p50_ratio']} / {found['alone_call_p99_ratio']} |",
+        f"| sessions failed (an error, or notes not all the session's own) | "
+        f"{found['failed_sessions'] + found['alone_failed_sessions']} | "
+        f"{found['direct_failed_sessions'] + found['direct_alone_failed_sessions']} | |",
+        "",
+        f"Sessions per agent: {', '.join(map(str, spread))} in every turn; the pool's status "
+        f"showed {found['busy_slots_while_open']} busy slots while all were open, and every "
+        f"agent free again (`available` {found['agents']}, `busySlots` 0) "
+        f"{', '.join(f'{s} s' for s in found['free_again_seconds_turns'])} after the last "
+        "client closed.",
+    ]
 
 
 SIZE_HEADER = [
