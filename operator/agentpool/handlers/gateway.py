@@ -479,11 +479,7 @@ class GatewayCalls:
             if answer is not None:
                 result = await self._stream(handle, checkout, item, call_timeout, answer)
                 if answer.started:
-                    # Sent as events, a failure too: the agent goes back as the answer left it.
-                    outcome = CheckinOutcome.SUCCESS if result.ok else CheckinOutcome.FAILURE
-                    outcome = CheckinOutcome.LOST if result.lost else outcome
-                    self._give_back(handle, checkout, outcome)
-                    return CallAnswer(agent=checkout.agent, streamed=True)
+                    return self._streamed(handle, checkout, result)
             else:
                 result = await self._call(handle, checkout, item, call_timeout, cast=cast)
             if result.ok:
@@ -611,6 +607,12 @@ class GatewayCalls:
                 return failed  # the caller went too
         answer.end()
         return failed
+
+    def _streamed(self, handle: PoolHandle, checkout: Checkout, result: InvokeResult) -> CallAnswer:
+        """A call answered as events, a failure too: the agent goes back as the answer left it."""
+        outcome = CheckinOutcome.SUCCESS if result.ok else CheckinOutcome.FAILURE
+        self._give_back(handle, checkout, CheckinOutcome.LOST if result.lost else outcome)
+        return CallAnswer(agent=checkout.agent, streamed=True)
 
     def _give_back(self, handle: PoolHandle, checkout: Checkout, outcome: CheckinOutcome) -> None:
         """Give the agent back now; a reset the pool asks for runs after the caller has its

@@ -36,14 +36,7 @@ async def restore_held_agents(runtime: Runtime, handle: PoolHandle) -> None:
     twice. An HTTP pool's agents serve no ``/status``: the requests they held came through the
     operator (its gateway) that is gone, and died with it, so the Ready ones are idle as they are.
     """
-    listed = await runtime.kube.list_custom("agentleases", handle.namespace)
-    bound = bound_lease_agents(listed, handle.name)
-    leased = keep_parked(runtime, handle, set(bound))
-    for lease, held in bound:
-        checkout = None if held in leased else handle.broker.restore_busy(held, None)
-        if checkout is not None:
-            leased.add(held)
-            runtime.leases.restored[(handle.namespace, lease)] = checkout
+    leased = await _leases_back(runtime, handle)
     if not handle.spec.speaks_protocol:
         return
     agents = [a for a in handle.broker.agents() if a.ready and a.ip and a.name not in leased]
@@ -78,6 +71,19 @@ async def restore_held_agents(runtime: Runtime, handle: PoolHandle) -> None:
                 item=item,
                 whole=whole,
             )
+
+
+async def _leases_back(runtime: Runtime, handle: PoolHandle) -> set[str]:
+    """Give the agents of Bound leases back to their leases; the agents so held."""
+    listed = await runtime.kube.list_custom("agentleases", handle.namespace)
+    bound = bound_lease_agents(listed, handle.name)
+    leased = keep_parked(runtime, handle, set(bound))
+    for lease, held in bound:
+        checkout = None if held in leased else handle.broker.restore_busy(held, None)
+        if checkout is not None:
+            leased.add(held)
+            runtime.leases.restored[(handle.namespace, lease)] = checkout
+    return leased
 
 
 def keep_parked(runtime: Runtime, handle: PoolHandle, bound: set[tuple[str, str]]) -> set[str]:
