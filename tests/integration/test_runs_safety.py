@@ -81,10 +81,22 @@ def test_a_pool_deleted_under_its_run_lets_items_in_flight_finish(
         message="an item on the pool's agent",
     )
     api.delete("agentpools", namespace, "p")
+    # The operator has closed the pool's line once the waiting item is parked on it; only then
+    # may the agent come free, or a slow operator would hand it the waiting item first.
     wait_for(
-        lambda: api.get("agentpools", namespace, "p")["metadata"].get("deletionTimestamp"),
-        30,
-        message="the pool is being deleted",
+        lambda: (
+            next(
+                (
+                    c
+                    for c in run_status(api, namespace, "orphan").get("conditions", [])
+                    if c["type"] == "Waiting" and c["status"] == "True"
+                ),
+                {},
+            ).get("reason")
+            == "PoolNotFound"
+        ),
+        60,
+        message="the waiting item parked on the deleted pool",
     )
     gate.touch()
     status = finished_run(api, namespace, "orphan")
