@@ -17,6 +17,7 @@ import socket
 import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -26,6 +27,7 @@ from operator_support import Api
 from agentpool.api import roles
 from chart.rendering import find, render_chart
 from cluster import wait_for
+from docblocks import REPO, block_for
 
 CALLER_ROLE = "agentpool-test-caller"
 
@@ -204,3 +206,21 @@ def chart_caller_role(api: Api) -> Iterator[None]:
         yield
     finally:
         rbac.delete_cluster_role(roles.CALLER_ROLE)
+
+
+def run_guide_block(
+    test_id: str, gateway: Gateway, namespace: str, token: str, directory: Path
+) -> None:
+    """Run the python block of the "Bring your own agent" guide that ``test_id`` reads, as
+    printed, with the names it leaves to the reader: the gateway's URL, the namespace, a
+    caller's token and the file of the gateway's CA."""
+    ca_file = directory / "ca.crt"
+    ca_file.write_text(gateway.ca_pem)
+    block = block_for(test_id, REPO / "docs" / "guides" / "bring-your-own-agent.md")
+    names: dict[str, Any] = {
+        "GATEWAY": gateway.url,
+        "NAMESPACE": namespace,
+        "TOKEN": token,
+        "CA_FILE": str(ca_file),
+    }
+    exec(compile(block.text, block.where(), "exec"), names)

@@ -20,12 +20,11 @@ import yaml
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.helpers import get_artifact_text, new_text_message
 from a2a.types.a2a_pb2 import AgentCard, Role, SendMessageRequest, StreamResponse, TaskState
-from gateway_support import Gateway, caller_token
+from gateway_support import Gateway, caller_token, run_guide_block
 from operator_support import Api
 from pool_support import pool_status
 
 from cluster import wait_for
-from docblocks import block_for
 
 pytestmark = [pytest.mark.cluster]
 
@@ -159,15 +158,6 @@ def test_the_a2a_client_streams_a_task_through_the_gateway(
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
     assert [get_artifact_text(artifact, " ") for artifact in task.artifacts] == ["whole answer"]
 
-    ca_file = tmp_path / "ca.crt"
-    ca_file.write_text(gateway.ca_pem)
-    block = block_for(A2A_BLOCK, REPO / "docs" / "guides" / "bring-your-own-agent.md")
     capsys.readouterr()
-    names = {
-        "GATEWAY": gateway.url,
-        "NAMESPACE": namespace,
-        "TOKEN": token,
-        "CA_FILE": str(ca_file),
-    }
-    exec(compile(block.text, block.where(), "exec"), names)
+    run_guide_block(A2A_BLOCK, gateway, namespace, token, tmp_path)
     assert capsys.readouterr().out == "hello\npool\n"

@@ -23,7 +23,7 @@ import httpx
 import openai
 import pytest
 import yaml
-from gateway_support import Gateway, caller_token, chart_caller_role
+from gateway_support import Gateway, caller_token, chart_caller_role, run_guide_block
 from operator_support import Api
 from pool_support import bound_agent, lease, pool_status
 
@@ -366,17 +366,8 @@ def test_the_openai_client_streams_a_chat_through_the_gateway(
     assert len([p for p in pieces if p]) == 5  # one event per word, as the server sent them
     client.close()
 
-    ca_file = tmp_path / "ca.crt"
-    ca_file.write_text(gateway.ca_pem)
-    block = block_for(OPENAI_BLOCK, REPO / "docs" / "guides" / "bring-your-own-agent.md")
     capsys.readouterr()
-    names = {
-        "GATEWAY": gateway.url,
-        "NAMESPACE": namespace,
-        "TOKEN": token,
-        "CA_FILE": str(ca_file),
-    }
-    exec(compile(block.text, block.where(), "exec"), names)
+    run_guide_block(OPENAI_BLOCK, gateway, namespace, token, tmp_path)
     assert capsys.readouterr().out == "You said: hello pool\n"
 
 
