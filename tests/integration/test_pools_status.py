@@ -238,8 +238,10 @@ def test_an_agent_on_the_wrong_port_says_why_it_is_not_ready(api: Api, namespace
     assert "connection refused" in event["message"], event
 
     def degraded() -> dict[str, Any] | None:
-        found = condition(pool_status(api, namespace, "wrong"), "Degraded")
-        return found if found["status"] == "True" else None
+        # The pod may fail its probe before the operator has first written the pool's status.
+        conditions = pool_status(api, namespace, "wrong").get("conditions", [])
+        found = next((c for c in conditions if c["type"] == "Degraded"), None)
+        return found if found is not None and found["status"] == "True" else None
 
     said = wait_for(degraded, 120, message="the pool Degraded")
     # When the operator said so, by the condition's own stamp, not when this poll saw it.
