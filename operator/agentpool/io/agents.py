@@ -12,11 +12,12 @@ timed out or the connection broke) and the agent must be retired, not reused.
 This module sits on the hot path of every item, so ``invoke`` on a plain ``http://`` endpoint
 writes a prebuilt request on a kept-alive connection of :mod:`agentpool.wire.connections` (a third
 of the CPU of an aiohttp request, and the operator is CPU-bound on small items); everything else
-goes through one ``ClientSession`` with a large keep-alive connection pool. URLs, request heads and
-timeouts are built once per endpoint and value, and each body is serialised once. ``bind`` and
-``unbind`` go over the same kept connections as ``invoke``. The pool's token goes into the
-``Authorization`` header only, and a lease's token into the ``/bind`` body only: neither into a
-result, a message or a log line.
+goes through one ``ClientSession`` with a large keep-alive connection pool. A request forwarded
+to a plain ``http://`` agent (``forward``) takes the same kept connections, its answer streamed.
+URLs, request heads and timeouts are built once per endpoint and value, and each body is
+serialised once. ``bind`` and ``unbind`` go over the same kept connections as ``invoke``. The
+pool's token goes into the ``Authorization`` header only, and a lease's token into the ``/bind``
+body only: neither into a result, a message or a log line.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from yarl import URL
 
 from agentpool import tracing
 from agentpool.wire import protocol
-from agentpool.wire.connections import Answer, WireError, WirePool
+from agentpool.wire.connections import Answer, Exchanged, WireError, WirePool
 from agentpool.wire.envelopes import EnvelopeBody
 
 #: Connections kept to agents across all pools; a pool of hundreds must not queue on the client.
@@ -256,6 +257,43 @@ async def _pieces(response: aiohttp.ClientResponse, timeout: float) -> AsyncIter
         raise ForwardBroken(protocol.AGENT_LOST, _no_answer(error)) from None
 
 
+async def _wire_pieces(answer: Exchanged, timeout: float) -> AsyncIterator[bytes]:
+    """The answer's body as it arrives; :class:`ForwardBroken` when it stops short or stalls."""
+    try:
+        async for piece in answer.pieces:
+            yield piece
+    except TimeoutError:
+        raise ForwardBroken(
+            protocol.CALL_TIMEOUT, f"the agent sent nothing more for {timeout:g} s"
+        ) from None
+    except _NO_ANSWER as error:
+        raise ForwardBroken(protocol.AGENT_LOST, _no_answer(error)) from None
+
+
+#: Methods whose request carries a body by its meaning: sent with ``Content-Length: 0`` when
+#: the caller sent none, as clients do.
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+def _forward_head(
+    wire: tuple[str, int],
+    method: str,
+    target: str,
+    headers: Sequence[tuple[str, str]],
+    *,
+    has_body: bool,
+) -> tuple[bytes, bool]:
+    """A forwarded request's line and headers (without the blank line that ends them), and
+    whether its own ``Content-Length`` sizes its body; one without is sent chunked."""
+    host, port = wire
+    sized = any(name.lower() == "content-length" for name, _ in headers)
+    lines = [f"{method} {target} HTTP/1.1", f"Host: {host}:{port}"]
+    lines += [f"{name}: {value}" for name, value in headers]
+    if not has_body and not sized and method in _BODY_METHODS:
+        lines.append("Content-Length: 0")
+    return ("\r\n".join(lines) + "\r\n").encode("latin-1"), sized
+
+
 async def _read_up_to(response: aiohttp.ClientResponse, limit: int) -> tuple[bytes, bool]:
     """The answer's body, and whether it is whole: past ``limit`` bytes it is cut there (and the
     connection closed, the rest unread)."""
@@ -334,7 +372,14 @@ class AgentClient:
         while the context is open. ``timeout`` bounds the wait for the answer's head and each
         wait for more of it; a failure of the agent's side raises :class:`ForwardBroken`.
         Leaving early closes the agent's connection, which tells it the caller went away."""
-        url = URL(_urls(endpoint).base + target, encoded=True)
+        urls = _urls(endpoint)
+        if urls.wire is not None:
+            async with self._forward_wire(
+                urls.wire, method, target, headers, body, timeout=timeout
+            ) as answer:
+                yield answer
+            return
+        url = URL(urls.base + target, encoded=True)
         given = {name.lower() for name, _ in headers}
         try:
             response = await self._client().request(
@@ -362,6 +407,39 @@ class AgentClient:
                 response.release()
             else:
                 response.close()
+
+    @contextlib.asynccontextmanager
+    async def _forward_wire(
+        self,
+        wire: tuple[str, int],
+        method: str,
+        target: str,
+        headers: Sequence[tuple[str, str]],
+        body: bytes | AsyncIterable[bytes] | None,
+        *,
+        timeout: float,
+    ) -> AsyncIterator[Forwarding]:
+        """:meth:`forward` to a plain ``http://`` agent, over the kept connections of
+        :mod:`agentpool.wire.connections`: the request's head leaves with its body's first piece,
+        and no header is added but ``Host`` (and the framing the body needs)."""
+        head, sized = _forward_head(wire, method, target, headers, has_body=body is not None)
+        answered = False
+        try:
+            async with self._wire.exchange(
+                *wire, head, body, sized=sized, timeout=timeout, bodiless=method == "HEAD"
+            ) as answer:
+                answered = True
+                yield Forwarding(answer.status, answer.headers, _wire_pieces(answer, timeout))
+        except TimeoutError:
+            if answered:
+                raise  # the caller's own, from the body of its context
+            raise ForwardBroken(
+                protocol.CALL_TIMEOUT, f"the agent did not answer within {timeout:g} s"
+            ) from None
+        except _NO_ANSWER as error:
+            if answered:
+                raise
+            raise ForwardBroken(protocol.AGENT_LOST, _no_answer(error)) from None
 
     @contextlib.asynccontextmanager
     async def invoke_streamed(

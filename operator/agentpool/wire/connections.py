@@ -8,6 +8,11 @@ here; the agent client keeps aiohttp for everything else and for the rarer calls
 client calls its leased agents the same way, and sends gateway calls over TLS
 (``WirePool(tls=...)``): the module sits below both, with nothing of the operator in it.
 
+A forwarded request to an HTTP pool's agent takes the same kept connections
+(:meth:`WirePool.exchange`): the caller's head and body streamed as they come, the answer's
+status, headers and body read back as they arrive. aiohttp's request cost the gateway about a
+third of its CPU per forwarded request, and it added headers of its own.
+
 Connections are kept alive per (host, port), one request at a time each, and dropped after
 :data:`IDLE_SECONDS` idle (as aiohttp's connector does), so a kept connection is never older than
 the agent's own keep-alive. Idle connections are swept about once per that period, so those to
@@ -21,7 +26,7 @@ import asyncio
 import contextlib
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Callable
 from dataclasses import dataclass
 
 IDLE_SECONDS = 15.0
@@ -38,6 +43,8 @@ class _Connection:
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
     idle_since: float
+    reused: bool = False
+    """It has carried a request before: the agent may have closed it as it was taken."""
 
     def usable(self, now: float, idle_seconds: float) -> bool:
         return (
@@ -85,12 +92,13 @@ class WirePool:
         """Idle connections kept open for a next request."""
         return sum(len(connections) for connections in self._idle.values())
 
-    async def _connect(self, host: str, port: int) -> _Connection:
+    async def _connect(self, host: str, port: int, *, fresh: bool = False) -> _Connection:
         now = self._clock()
         idle = self._idle.get((host, port))
-        while idle:
+        while idle and not fresh:
             connection = idle.pop()
             if connection.usable(now, self._idle_seconds):
+                connection.reused = True
                 return connection
             connection.close()
         reader, writer = await asyncio.open_connection(
@@ -140,6 +148,72 @@ class WirePool:
                 async with asyncio.timeout(1.0):
                     await connection.writer.wait_closed()
 
+    @contextlib.asynccontextmanager
+    async def exchange(
+        self,
+        host: str,
+        port: int,
+        head: bytes,
+        body: bytes | AsyncIterable[bytes] | None,
+        *,
+        sized: bool,
+        timeout: float,
+        bodiless: bool = False,
+    ) -> AsyncIterator[Exchanged]:
+        """Send ``head`` (request line and headers, framing included but for chunking) and
+        ``body``, whole or as it comes, and read the answer while the context is open: its
+        status, its headers as sent, and its body's pieces as they arrive. A body not ``sized``
+        by the head's own Content-Length goes chunked. The head leaves with the body's first
+        piece, in one write. ``timeout`` bounds the connection, the wait for the answer's head
+        and each wait for more of it (``TimeoutError``). The connection is kept for the next
+        request only when the body was sent whole and the answer read to its end. The answer to
+        a ``HEAD`` is ``bodiless``, whatever its Content-Length says. A kept connection the
+        agent closed as the request went, unanswered, is left for a new one, once, when all of
+        the body can be sent again (at most :data:`REPLAY_LIMIT` of it)."""
+        replayable = None if body is None or isinstance(body, bytes) else _Replayable(body)
+        sent_body = body if replayable is None else replayable
+        connection = await self._connect_within(host, port, timeout)
+        sending: asyncio.Task[None] | None = None
+        kept = False
+        try:
+            try:
+                sending, answer = await _begin(connection, head, sent_body, sized, timeout)
+            except _CLOSED_UNANSWERED as error:
+                # A kept connection the agent closed as it was taken, before a byte of answer:
+                # the request goes again, once, on a new one, when all of it can.
+                if not connection.reused or not _unanswered(error):
+                    raise
+                if replayable is not None and not replayable.whole:
+                    raise
+                connection.close()
+                connection = await self._connect_within(host, port, timeout, fresh=True)
+                again = body if replayable is None else replayable.again()
+                sending, answer = await _begin(connection, head, again, sized, timeout)
+            pieces = _Pieces(connection.reader, answer, timeout, bodiless=bodiless)
+            yield Exchanged(answer.status, answer.headers, pieces)
+            sent = sending is None or (sending.done() and _retrieved(sending) is None)
+            kept = sent and pieces.ended and answer.keep
+        finally:
+            if sending is not None:
+                sending.cancel()  # an answer that ended before its body did wants no more of it
+            if kept:
+                self._keep(host, port, connection)
+            else:
+                connection.close()
+
+    def _keep(self, host: str, port: int, connection: _Connection) -> None:
+        now = self._clock()
+        connection.idle_since = now
+        self._idle.setdefault((host, port), []).append(connection)
+        if now - self._last_sweep >= self._idle_seconds:
+            self._sweep(now)
+
+    async def _connect_within(
+        self, host: str, port: int, timeout: float, *, fresh: bool = False
+    ) -> _Connection:
+        async with asyncio.timeout(timeout):
+            return await self._connect(host, port, fresh=fresh)
+
     async def request(self, host: str, port: int, head: bytes, body: bytes) -> Answer:
         """Send ``head`` (request line and headers, without Content-Length) and ``body``.
 
@@ -155,14 +229,10 @@ class WirePool:
         except BaseException:
             connection.close()
             raise
-        now = self._clock()
         if keep:
-            connection.idle_since = now
-            self._idle.setdefault((host, port), []).append(connection)
+            self._keep(host, port, connection)
         else:
             connection.close()
-        if now - self._last_sweep >= self._idle_seconds:
-            self._sweep(now)
         return answer
 
     def close(self) -> None:
@@ -199,6 +269,16 @@ class Streamed:
 
 
 @dataclass(frozen=True, slots=True)
+class Exchanged:
+    """An answer to :meth:`WirePool.exchange` as it comes: its status, its headers as sent, and
+    its body's pieces as they arrive (chunked framing taken off)."""
+
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    pieces: AsyncIterator[bytes]
+
+
+@dataclass(frozen=True, slots=True)
 class _Head:
     status: int
     keep: bool
@@ -206,6 +286,7 @@ class _Head:
     chunked: bool
     retry_after: bytes | None
     content_type: bytes
+    headers: list[tuple[bytes, bytes]]
 
 
 async def _read_answer(reader: asyncio.StreamReader) -> tuple[Answer, bool]:
@@ -240,10 +321,13 @@ async def _read_head(reader: asyncio.StreamReader) -> _Head:
     chunked = False
     retry_after: bytes | None = None
     content_type = b""
+    headers: list[tuple[bytes, bytes]] = []
     # The head ends with two empty lines after the split: the blank line and what follows it.
     for header in lines[1:-2]:
-        name, _, value = header.partition(b":")
-        name = name.strip().lower()
+        given, _, value = header.partition(b":")
+        value = value.strip()
+        headers.append((given.strip(), value))
+        name = given.strip().lower()
         if name == b"content-length":
             length = int(value)
         elif name == b"transfer-encoding":
@@ -254,7 +338,157 @@ async def _read_head(reader: asyncio.StreamReader) -> _Head:
             retry_after = value.strip()
         elif name == b"content-type":
             content_type = value.strip()
-    return _Head(status, keep, length, chunked, retry_after, content_type)
+    return _Head(status, keep, length, chunked, retry_after, content_type, headers)
+
+
+#: How a kept connection the agent closed meanwhile fails a request sent on it.
+_CLOSED_UNANSWERED = (ConnectionResetError, BrokenPipeError, asyncio.IncompleteReadError)
+#: The most of a request's body kept to send it again on a new connection.
+REPLAY_LIMIT = 64 * 1024
+
+
+def _unanswered(error: BaseException) -> bool:
+    """Not a byte of the answer came before the connection ended."""
+    return not isinstance(error, asyncio.IncompleteReadError) or not error.partial
+
+
+class _Replayable:
+    """A request's body, passed through as it comes and kept while it is small, so that a
+    request that met a closed connection can go again: ``whole`` once it has ended within
+    :data:`REPLAY_LIMIT`."""
+
+    def __init__(self, body: AsyncIterable[bytes]) -> None:
+        self._body = aiter(body)
+        self._kept: list[bytes] | None = []
+        self._size = 0
+        self.whole = False
+
+    def __aiter__(self) -> _Replayable:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            piece = await anext(self._body)
+        except StopAsyncIteration:
+            self.whole = self._kept is not None
+            raise
+        self._size += len(piece)
+        if self._kept is not None and self._size <= REPLAY_LIMIT:
+            self._kept.append(piece)
+        else:
+            self._kept = None
+        return piece
+
+    async def again(self) -> AsyncIterator[bytes]:
+        for piece in self._kept or ():
+            yield piece
+
+
+async def _begin(
+    connection: _Connection,
+    head: bytes,
+    body: bytes | AsyncIterable[bytes] | None,
+    sized: bool,
+    timeout: float,
+) -> tuple[asyncio.Task[None] | None, _Head]:
+    """Send the request (a body that comes piece by piece in a task of its own) and read the
+    answer's head within ``timeout``; the sending task, if any, and the head."""
+    sending: asyncio.Task[None] | None = None
+    if body is None:
+        connection.writer.write(head + b"\r\n")
+    elif isinstance(body, bytes):
+        if not sized:
+            head += b"Transfer-Encoding: chunked\r\n"
+            body = (b"%x\r\n%b\r\n" % (len(body), body) if body else b"") + b"0\r\n\r\n"
+        connection.writer.write(head + b"\r\n" + body)
+    else:
+        sending = asyncio.create_task(_send(connection.writer, head, body, sized))
+        sending.add_done_callback(_retrieved)
+    try:
+        async with asyncio.timeout(timeout):
+            return sending, await _head_unless_unsent(connection.reader, sending)
+    except BaseException:
+        if sending is not None:
+            sending.cancel()
+        raise
+
+
+#: How long an answer may still come once the agent has stopped reading the request's body.
+_LATE_ANSWER = 0.05
+
+
+def _retrieved(task: asyncio.Task[None]) -> BaseException | None:
+    """The task's failure, read (so never reported as unread); None when it did not fail."""
+    return None if task.cancelled() else task.exception()
+
+
+async def _head_unless_unsent(
+    reader: asyncio.StreamReader, sending: asyncio.Task[None] | None
+) -> _Head:
+    """The answer's head; the failure to send the body when no answer comes after it."""
+    if sending is None:
+        return await _read_final_head(reader)
+    reading = asyncio.ensure_future(_read_final_head(reader))
+    try:
+        await asyncio.wait([reading, sending], return_when=asyncio.FIRST_COMPLETED)
+        if not reading.done() and (failed := _retrieved(sending)) is not None:
+            # The agent may have answered before it stopped reading: that answer wins.
+            await asyncio.wait([reading], timeout=_LATE_ANSWER)
+            if not reading.done():
+                raise failed
+        return await reading
+    finally:
+        reading.cancel()
+
+
+async def _read_final_head(reader: asyncio.StreamReader) -> _Head:
+    """The answer's head, past any interim ``1xx`` but ``101`` (a protocol switch, which is the
+    caller's to refuse)."""
+    while True:
+        head = await _read_head(reader)
+        if not 100 <= head.status < 200 or head.status == 101:
+            return head
+
+
+async def _send(
+    writer: asyncio.StreamWriter, head: bytes, body: AsyncIterable[bytes], sized: bool
+) -> None:
+    """The request: its head with the body's first piece in one write, then the rest as it
+    comes, chunked unless ``sized``, each piece sent before the next is read."""
+    if not sized:
+        head += b"Transfer-Encoding: chunked\r\n"
+    pending = head + b"\r\n"
+    async for piece in body:
+        if not piece:
+            continue
+        writer.write(pending + (piece if sized else b"%x\r\n%b\r\n" % (len(piece), piece)))
+        pending = b""
+        await writer.drain()
+    writer.write(pending if sized else pending + b"0\r\n\r\n")
+    await writer.drain()
+
+
+class _Pieces:
+    """An answer's body as it arrives, each wait for more bounded by ``timeout``; ``ended`` once
+    read to its end, when its connection may carry another request."""
+
+    def __init__(
+        self, reader: asyncio.StreamReader, head: _Head, timeout: float, *, bodiless: bool
+    ) -> None:
+        self._pieces = _nothing() if bodiless else _stream_pieces(reader, head)
+        self._timeout = timeout
+        self.ended = False
+
+    def __aiter__(self) -> _Pieces:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            async with asyncio.timeout(self._timeout):
+                return await anext(self._pieces)
+        except StopAsyncIteration:
+            self.ended = True
+            raise
 
 
 async def _stream_pieces(reader: asyncio.StreamReader, head: _Head) -> AsyncIterator[bytes]:
@@ -274,6 +508,11 @@ async def _stream_pieces(reader: asyncio.StreamReader, head: _Head) -> AsyncIter
     elif not (head.status in (204, 304) or head.status < 200):
         while piece := await reader.read(65536):
             yield piece
+
+
+async def _nothing() -> AsyncIterator[bytes]:
+    return
+    yield
 
 
 async def _read_chunks(reader: asyncio.StreamReader) -> bytes:
