@@ -57,7 +57,8 @@ class Forwarded:
     target: str
     """The path and query the agent gets, as the caller sent them: ``/v1/chat?x=1``."""
     headers: tuple[tuple[str, str], ...]
-    body: AsyncIterable[bytes] | None
+    body: bytes | AsyncIterable[bytes] | None
+    """Whole when all of it came with the request's head, else streamed as it comes."""
     priority: int = 0
     wait: bool = True
     checkout_timeout_seconds: float | None = None
@@ -145,7 +146,7 @@ def forwarded(
     method: str,
     target: str,
     headers: list[tuple[bytes, bytes]],
-    body: AsyncIterable[bytes] | None,
+    body: bytes | AsyncIterable[bytes] | None,
 ) -> Forwarded:
     """The request to pass on, with the gateway's own headers read; a 400 naming a bad one."""
     own = {

@@ -102,6 +102,17 @@ class Body:
             self._connection.read_for_body()
         return chunk
 
+    def whole(self) -> bytes | None:
+        """All of the body, taken at once, when the caller has sent it all and it waits here
+        (a small request's body comes with its head); None while more is to come, or while the
+        caller waits to be told to go on."""
+        if not self._ended or self._expects_continue or self._broken or self._dropping:
+            return None
+        data = b"".join(self._chunks)
+        self._chunks.clear()
+        self._size = 0
+        return data
+
     def feed(self, chunk: bytes) -> None:
         if self._dropping:
             return
@@ -147,6 +158,8 @@ class Stream:
         self.ended = False
         self._chunked = False
         self._bodiless = False
+        #: The head, until it leaves with the body's first piece or on the loop's next turn.
+        self._head = b""
 
     @property
     def gone(self) -> bool:
@@ -154,7 +167,9 @@ class Stream:
         return self._connection.closing
 
     def start(self, status: int, headers: list[tuple[str, str]]) -> None:
-        """Write the answer's head; ``headers`` are end-to-end ones, framing aside."""
+        """Write the answer's head; ``headers`` are end-to-end ones, framing aside. The head
+        leaves with the first of the body written at once (one TLS record and one send for a
+        small answer), or on the loop's next turn when none is."""
         self.started = True
         sized = any(name.lower() == "content-length" for name, _ in headers)
         self._bodiless = self._head_only or status in _BODILESS or status < 200
@@ -166,22 +181,30 @@ class Stream:
             lines.append("Transfer-Encoding: chunked")
         if not self.keep_alive:
             lines.append("Connection: close")
-        self._connection.send(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        self._head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        if self._head:
+            self._connection.send(self._head)
+            self._head = b""
+
+    def _send(self, data: bytes) -> None:
+        if self._head:
+            data, self._head = self._head + data, b""
+        if data:
+            self._connection.send(data)
 
     async def write(self, data: bytes) -> None:
         """Send ``data``, waiting while the caller reads slower than it comes (at most the
         server's request time, past which the connection is cut)."""
         if not data or self._bodiless:
             return
-        if self._chunked:
-            self._connection.send(b"%x\r\n%b\r\n" % (len(data), data))
-        else:
-            self._connection.send(data)
+        self._send(b"%x\r\n%b\r\n" % (len(data), data) if self._chunked else data)
         await self._connection.drained()
 
     def end(self) -> None:
-        if self._chunked:
-            self._connection.send(b"0\r\n\r\n")
+        self._send(b"0\r\n\r\n" if self._chunked else b"")
         self.ended = True
 
 

@@ -214,8 +214,13 @@ class GatewayServer:
                 pool=route.name,
             )
             assert request.all_headers is not None
+            assert request.stream is not None
+            whole = request.stream.whole()
             forwarded = forwarding.forwarded(
-                request.method, route.target, request.all_headers, request.stream
+                request.method,
+                route.target,
+                request.all_headers,
+                request.stream if whole is None else whole,
             )
             with tracing.continued(_trace_headers(request)):
                 if route.kind == LEASES:
