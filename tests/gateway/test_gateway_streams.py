@@ -37,7 +37,10 @@ class Streamer:
             return Response(409, error_body("Busy", "not now"))
         answer.start(200, [("Content-Type", "text/event-stream")])
         try:
-            if path == "/hold":
+            if path == "/late":
+                await self.go_on.wait()
+                await answer.write(b"data: late\n\n")
+            elif path == "/hold":
                 await answer.write(b"data: first\n\n")
                 await self.go_on.wait()
                 await answer.write(b"data: second\n\n")
@@ -81,6 +84,22 @@ async def test_each_part_reaches_the_caller_as_it_is_written(
         # The handler writes its second part only once the first has been read.
         handler.go_on.set()
         assert await response.content.read() == b"data: second\n\n"
+
+
+async def test_the_head_reaches_the_caller_before_a_first_part_that_comes_late(
+    served: tuple[Streamer, str],
+) -> None:
+    """A head waits to leave with the first part only while that part is at hand: an event
+    stream whose first event is slow still shows the caller its status at once."""
+    handler, url = served
+    async with aiohttp.ClientSession() as session:
+        async with asyncio.timeout(10):
+            response = await session.get(f"{url}/s/late")
+        assert response.status == 200
+        assert not handler.go_on.is_set()
+        handler.go_on.set()
+        assert await response.content.read() == b"data: late\n\n"
+        response.release()
 
 
 async def test_a_body_streams_to_the_handler_while_the_caller_still_sends(
