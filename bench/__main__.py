@@ -139,6 +139,7 @@ REQUIRED = {
         "overhead_p99_ms",
         "path_cpu_ms_per_request",
         "api_writes_per_request",
+        "status_writes_per_second",
         "requests_per_second",
         "throughput_ratio",
     ],
@@ -368,6 +369,7 @@ TARGETS: list[tuple[str, str, str, Callable[[Any, dict[str, Any]], bool]]] = [
     ("forwarding", "overhead_p99_ms", "", lambda v, s: True),
     ("forwarding", "path_cpu_ms_per_request", "", lambda v, s: True),
     ("forwarding", "api_writes_per_request", "0", lambda v, s: v == 0),
+    ("forwarding", "status_writes_per_second", "<= 1", lambda v, s: v <= 1),
     ("forwarding", "requests_per_second", "", lambda v, s: True),
     ("forwarding", "throughput_ratio", "", lambda v, s: True),
     ("mcp_sessions", "open_all_seconds", "", lambda v, s: True),
@@ -576,7 +578,8 @@ def explain(results: dict[str, Any]) -> str:
             f"{f['operator_cpu_ms_per_request']} ms of a forwarded one), of the whole machine "
             f"{f['machine_cpu_ms_per_direct_request']}/{f['machine_cpu_ms_per_request']}/"
             f"{f['machine_cpu_ms_per_call']} ms; API per forwarded request: "
-            f"{f['api_writes_per_request']} writes ({f['api_writes_per_second']} a second, "
+            f"{f['api_writes_per_request']} writes and {f['status_writes_per_second']} status "
+            f"refreshes of the pool a second ({f['api_writes_per_second']} writes a second in all, "
             f"{f['idle_api_writes_per_second']} with no request), {f['api_reviews_per_request']} "
             f"reviews, {f['api_reads_per_request']} reads ({f['forwarded_requests']} requests in "
             f"{f['forwarding_seconds']} s); {f['concurrency']} at a time for "

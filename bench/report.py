@@ -136,6 +136,12 @@ ROWS = [
         "",
     ),
     ("forwarding", "api_writes_per_request", "API writes per forwarded request", "0"),
+    (
+        "forwarding",
+        "status_writes_per_second",
+        "the pool's status refreshed while forwarding, a second",
+        "<= 1",
+    ),
     ("forwarding", "requests_per_second", "forwarded requests/s, 32 at a time", ""),
     ("forwarding", "throughput_ratio", "forwarded requests/s / direct, 32 at a time", ""),
     (
