@@ -40,6 +40,10 @@ from agentpool.wire.envelopes import EnvelopeBody
 
 #: Connections kept to agents across all pools; a pool of hundreds must not queue on the client.
 DEFAULT_CONNECTIONS = 1024
+#: How long a connection to an HTTP pool's agent is kept idle: under the keep-alive of the
+#: servers agents are built on (gunicorn 2 s, uvicorn, Node and Apache 5 s), so the gateway
+#: drops one before the agent would, rather than send a request as the agent closes it.
+FORWARD_IDLE_SECONDS = 1.5
 _MESSAGE_BODY_CHARS = 200
 #: What a request that got no answer raises (besides TimeoutError): the agent's state is unknown.
 _NO_ANSWER = (aiohttp.ClientError, OSError, asyncio.IncompleteReadError, WireError, ValueError)
@@ -270,6 +274,18 @@ async def _wire_pieces(answer: Exchanged, timeout: float) -> AsyncIterator[bytes
         raise ForwardBroken(protocol.AGENT_LOST, _no_answer(error)) from None
 
 
+#: The methods whose request may be sent twice to the same effect (RFC 9110 9.2.2).
+_IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
+
+
+def _idempotent(method: str, headers: Sequence[tuple[str, str]]) -> bool:
+    """The request may go again when its method says so, or its caller gave it an
+    ``Idempotency-Key``."""
+    return method in _IDEMPOTENT_METHODS or any(
+        name.lower() == "idempotency-key" for name, _ in headers
+    )
+
+
 #: Methods whose request carries a body by its meaning: sent with ``Content-Length: 0`` when
 #: the caller sent none, as clients do.
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
@@ -332,6 +348,7 @@ class AgentClient:
         self._owns_session = session is None
         self._connections = connections
         self._wire = WirePool()
+        self._forwards = WirePool(idle_seconds=FORWARD_IDLE_SECONDS)
 
     async def __aenter__(self) -> AgentClient:
         return self
@@ -352,6 +369,7 @@ class AgentClient:
     async def close(self) -> None:
         """Close the session if this client created it; calls after this open a new one."""
         self._wire.close()
+        self._forwards.close()
         if self._owns_session and self._session is not None:
             await self._session.close()
             self._session = None
@@ -425,8 +443,14 @@ class AgentClient:
         head, sized = _forward_head(wire, method, target, headers, has_body=body is not None)
         answered = False
         try:
-            async with self._wire.exchange(
-                *wire, head, body, sized=sized, timeout=timeout, bodiless=method == "HEAD"
+            async with self._forwards.exchange(
+                *wire,
+                head,
+                body,
+                sized=sized,
+                timeout=timeout,
+                bodiless=method == "HEAD",
+                idempotent=_idempotent(method, headers),
             ) as answer:
                 answered = True
                 yield Forwarding(answer.status, answer.headers, _wire_pieces(answer, timeout))

@@ -159,6 +159,7 @@ class WirePool:
         sized: bool,
         timeout: float,
         bodiless: bool = False,
+        idempotent: bool = False,
     ) -> AsyncIterator[Exchanged]:
         """Send ``head`` (request line and headers, framing included but for chunking) and
         ``body``, whole or as it comes, and read the answer while the context is open: its
@@ -167,10 +168,13 @@ class WirePool:
         piece, in one write. ``timeout`` bounds the connection, the wait for the answer's head
         and each wait for more of it (``TimeoutError``). The connection is kept for the next
         request only when the body was sent whole and the answer read to its end. The answer to
-        a ``HEAD`` is ``bodiless``, whatever its Content-Length says. A kept connection the
-        agent closed as the request went, unanswered, is left for a new one, once, when all of
-        the body can be sent again (at most :data:`REPLAY_LIMIT` of it)."""
-        replayable = None if body is None or isinstance(body, bytes) else _Replayable(body)
+        a ``HEAD`` is ``bodiless``, whatever its Content-Length says. An ``idempotent`` request
+        that met a kept connection the agent closed, unanswered, goes once more on a new one
+        when all of its body can be sent again (at most :data:`REPLAY_LIMIT` of it), as
+        RFC 9112 (9.3.1) allows; any other cannot tell whether the agent acted on it."""
+        replayable: _Replayable | None = None
+        if idempotent and body is not None and not isinstance(body, bytes):
+            replayable = _Replayable(body)
         sent_body = body if replayable is None else replayable
         connection = await self._connect_within(host, port, timeout)
         sending: asyncio.Task[None] | None = None
@@ -180,8 +184,8 @@ class WirePool:
                 sending, answer = await _begin(connection, head, sent_body, sized, timeout)
             except _CLOSED_UNANSWERED as error:
                 # A kept connection the agent closed as it was taken, before a byte of answer:
-                # the request goes again, once, on a new one, when all of it can.
-                if not connection.reused or not _unanswered(error):
+                # a request that may go twice goes again, once, on a new one, when all of it can.
+                if not idempotent or not connection.reused or not _unanswered(error):
                     raise
                 if replayable is not None and not replayable.whole:
                     raise
