@@ -35,10 +35,26 @@ def test_a_session_holds_its_agent_until_it_ends() -> None:
     assert not sessions.begin(KEY, "agent-b", idle_timeout=10)  # the id stays with its agent
     assert sessions.use(KEY) == "agent-a"
     sessions.used(KEY)
-    assert sessions.end(KEY) == "agent-a"
+    assert sessions.end(KEY) == ("agent-a", True)
     assert sessions.use(KEY) is None
     assert sessions.end(KEY) is None
     assert len(sessions) == 0
+
+
+def test_a_session_ended_with_requests_in_flight_gives_back_its_agent_after_the_last() -> None:
+    """A DELETE while two other requests of the session still run: no new request finds the
+    session, and its agent is free only once both are over, never taking more than its slots."""
+    sessions, _ = table()
+    sessions.begin(KEY, "agent-a", idle_timeout=10)
+    sessions.use(KEY)
+    sessions.use(KEY)
+    assert sessions.end(KEY) == ("agent-a", False)
+    assert sessions.use(KEY) is None  # ended for every new request
+    assert not sessions.begin(KEY, "agent-b", idle_timeout=10)  # nor taken over while ending
+    assert sessions.used(KEY) is None
+    assert sessions.used(KEY) == "agent-a"
+    assert sessions.used(KEY) is None
+    assert sessions.begin(KEY, "agent-b", idle_timeout=10)
 
 
 def test_only_a_session_idle_past_its_timeout_ends() -> None:
@@ -80,14 +96,19 @@ def test_no_sequence_of_requests_loses_or_doubles_what_a_session_holds(
         elif step == "use":
             sessions.use(key)
         elif step == "used":
-            sessions.used(key)
+            if (freed := sessions.used(key)) is not None:
+                back.append(freed)
         elif step == "end":
-            if (ended := sessions.end(key)) is not None:
-                back.append(ended)
+            if (ended := sessions.end(key)) is not None and ended[1]:
+                back.append(ended[0])
         else:
             clock.advance(3)
             back += [agent for _, agent in sessions.idle()]
     for i in range(4):
-        if (agent := sessions.end(("ns", "p", str(i)))) is not None:
-            back.append(agent)
+        key = ("ns", "p", str(i))
+        if (ended := sessions.end(key)) is not None and ended[1]:
+            back.append(ended[0])
+        for _ in steps:  # every request still in flight ends
+            if (freed := sessions.used(key)) is not None:
+                back.append(freed)
     assert sorted(back) == sorted(held)

@@ -112,6 +112,8 @@ class _Held:
     handle: PoolHandle
     checkout: Checkout
     forget: Callable[[], None] = lambda: None
+    #: How its agent goes back when the session ends.
+    outcome: CheckinOutcome = CheckinOutcome.SUCCESS
 
 
 def _refuse_interim(status: int, agent: str) -> None:
@@ -293,7 +295,7 @@ class GatewayCalls:
             if pinned is None:
                 handle.broker.checkin(checkout, outcome)
             else:
-                self._sessions.used(pinned)
+                self._used(pinned)
                 if outcome is CheckinOutcome.LOST:
                     self._end_session(pinned, outcome)  # its agent broke off: so does it
         return checkout.agent
@@ -388,7 +390,7 @@ class GatewayCalls:
             ending = CheckinOutcome.LOST
             raise
         finally:
-            self._sessions.used(key)
+            self._used(key)
             if ending is not None:
                 self._end_session(key, ending)
         return held.checkout.agent
@@ -408,10 +410,23 @@ class GatewayCalls:
         return True
 
     def _end_session(self, key: SessionKey, outcome: CheckinOutcome) -> None:
-        held = self._sessions.end(key)
-        if held is not None:
-            held.forget()
+        """End the session: its agent goes back now, or when its last request in flight is
+        over."""
+        ended = self._sessions.end(key)
+        if ended is None:
+            return
+        held, free = ended
+        held.forget()
+        held.outcome = outcome
+        if free:
             held.handle.broker.checkin(held.checkout, outcome)
+
+    def _used(self, key: SessionKey) -> None:
+        """A request of the session is over; the last of an ended session gives back its
+        agent."""
+        held = self._sessions.used(key)
+        if held is not None:
+            held.handle.broker.checkin(held.checkout, held.outcome)
 
     async def _sweep_sessions(self) -> None:
         """End, about once a second, the sessions idle past their timeout, while any is open."""
