@@ -38,7 +38,9 @@ OPENAI_BLOCK = "tests/integration/test_http_pools.py::test_the_openai_client_str
 
 # A server that knows nothing of agentpool: GET /health; GET /events?gate=PATH streams one event,
 # waits for PATH to exist, then a second; GET /die sends one event and exits mid-answer; POST
-# /echo answers the headers it got. Each request's method and path are logged.
+# /echo answers the headers it got; /hangup, on a connection that has served a request before,
+# closes it unanswered, as a keep-alive ending just then does, and answers "fresh" on a new one.
+# Each request's method and path are logged.
 SERVER = textwrap.dedent(
     """
     import json, os, pathlib, sys, time, urllib.parse
@@ -60,8 +62,25 @@ SERVER = textwrap.dedent(
                 self.send_header("X-Session", session)
             self.end_headers()
 
+        def hung_up(self):
+            # /hangup: close a kept connection unanswered; True when it answered or closed.
+            served = getattr(self, "served", 0)
+            self.served = served + 1
+            if urllib.parse.urlsplit(self.path).path != "/hangup":
+                return False
+            if served:
+                self.close_connection = True
+                return True
+            self.send_response(200)
+            self.send_header("Content-Length", "5")
+            self.end_headers()
+            self.wfile.write(b"fresh")
+            return True
+
         def do_GET(self):
             print(self.command, self.path, flush=True)
+            if self.hung_up():
+                return
             url = urllib.parse.urlsplit(self.path)
             if url.path == "/health":
                 self.send_response(200)
@@ -93,6 +112,8 @@ SERVER = textwrap.dedent(
         def do_POST(self):
             print(self.command, self.path, flush=True)
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            if self.hung_up():
+                return
             answer = json.dumps({"headers": dict(self.headers), "body": body.decode()}).encode()
             self.send_response(201)
             self.send_header("Content-Type", "application/json")
@@ -330,6 +351,36 @@ def test_rbac_asks_the_method_s_verb_and_a_native_pool_is_not_forwarded(
     )
     assert refused.status == 403
     assert 'cannot delete resource "agentpools/proxy"' in refused.body["error"]["message"]
+
+
+def test_a_kept_connection_closed_unanswered_retires_no_agent_and_a_get_goes_again(
+    api: Api, namespace: str
+) -> None:
+    """An agent whose kept connection closes as a request goes (its keep-alive ending just
+    then) is not taken for lost: a POST, which may not go twice, is a 502 saying so and the
+    agent keeps serving; a GET goes again on a new connection and is answered."""
+    http_pool(api, namespace, "keepalive", agents=1)
+    gateway = Gateway.of(api, namespace)
+    token = caller_token(api, namespace, "caller", bound=True)
+
+    def send(method: str, path: str) -> Any:
+        return gateway.send(
+            "keepalive", {}, token=token, method=method, path=proxy(gateway, "keepalive", path)
+        )
+
+    # The first request leaves the gateway's connection to the agent kept; the next meets it
+    # closing.
+    assert send("POST", "/echo").status == 201
+    refused = send("POST", "/hangup")
+    assert refused.status == 502, refused.body
+    assert "did not send it twice" in refused.body["error"]["message"]
+    assert send("POST", "/echo").status == 201
+    again = send("GET", "/hangup")
+    assert again.status == 200, again.body
+    status = pool_status(api, namespace, "keepalive")
+    assert status.get("available") == 1, status
+    pods = [p.metadata.name for p in api.core.list_namespaced_pod(namespace).items]
+    assert len(pods) == 1, pods  # the agent was not retired and replaced
 
 
 def test_the_openai_client_streams_a_chat_through_the_gateway(

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-from agentpool.wire.connections import WirePool
+from agentpool.wire.connections import ClosedUnanswered, WirePool
 
 TIMEOUT = 10.0
 
@@ -265,11 +265,11 @@ async def test_a_request_that_meets_a_kept_connection_closing_goes_again_once_wh
     assert await put(b"second") == b"ok"
     assert closing.bodies == [b"first", b"second"]
     # A POST on a kept connection closed unanswered fails: the agent may have acted on it.
-    with pytest.raises((asyncio.IncompleteReadError, ConnectionResetError)):
+    with pytest.raises(ClosedUnanswered):
         await put(b"post", idempotent=False, method="POST")
     assert await put(b"third") == b"ok"  # on a new connection, kept after
     # A body too large to keep cannot go again either.
-    with pytest.raises((asyncio.IncompleteReadError, ConnectionResetError)):
+    with pytest.raises(ClosedUnanswered):
         await put(b"x" * 70_000)
     assert closing.bodies == [b"first", b"second", b"third"]
     wire.close()
@@ -294,3 +294,34 @@ async def test_a_body_whole_at_hand_goes_with_its_head_sized_or_chunked(recorder
     assert wire.kept == 1
     assert len(recorder.peers) == 1
     wire.close()
+
+
+async def test_a_304_with_a_length_has_no_body_and_an_answer_ended_by_close_keeps_nothing() -> None:
+    """RFC 9112 6.3: a 304 says the length of what it stands for and carries none of it; an
+    answer without a length or chunks ends with its connection, which then cannot be kept."""
+    served: list[bytes] = []
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError):
+            while True:
+                request = await reader.readuntil(b"\r\n\r\n")
+                served.append(request.split(b" ")[1])
+                if request.startswith(b"GET /cached"):
+                    writer.write(b"HTTP/1.1 304 Not Modified\r\nContent-Length: 1234\r\n\r\n")
+                else:
+                    writer.write(b"HTTP/1.1 200 OK\r\n\r\nuntil the end")
+                    break
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    wire = WirePool()
+    assert (await exchange(wire, port, head("GET", "/cached"), None))[::2] == (304, b"")
+    assert wire.kept == 1
+    assert (await exchange(wire, port, head("GET", "/open"), None))[::2] == (200, b"until the end")
+    assert served == [b"/cached", b"/open"]
+    assert wire.kept == 0
+    wire.close()
+    server.close()
+    await server.wait_closed()

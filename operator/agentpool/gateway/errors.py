@@ -101,6 +101,12 @@ def from_checkout(error: CheckoutFailed, *, retry_after: float) -> GatewayError:
     return GatewayError(404, GatewayReason.NOT_FOUND, message)
 
 
+class AgentKept(GatewayError):
+    """A forwarded request's error after which its agent is kept, not retired: the agent's
+    kept connection closed unanswered as the request went, which a well agent's keep-alive
+    does."""
+
+
 def from_agent(reason: str, message: str) -> GatewayError:
     """The answer to a call the agent failed, or that got no answer: the agent's own reason,
     504 when the call timed out and 502 otherwise, as a proxy answers for its upstream."""

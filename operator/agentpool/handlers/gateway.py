@@ -263,16 +263,7 @@ class GatewayCalls:
             session = _header(request.headers, spec.sessions.header)
             if session is not None:
                 return await self._in_session(handle, request, answer, session, timeout)
-        wait = request.checkout_timeout_seconds or float(spec.checkout_timeout_seconds)
-        deadline = time.monotonic() + (wait if request.wait else 0.0)
-        checkout = await self._checkout(
-            handle,
-            priority=request.priority,
-            wait=request.wait,
-            holder=f"gateway:{request.method} {request.target}"[:253],
-            deadline=deadline,
-            series=series,
-        )
+        checkout = await self._take(handle, request, series)
         outcome = CheckinOutcome.LOST
         pinned: SessionKey | None = None
 
@@ -288,6 +279,9 @@ class GatewayCalls:
         try:
             status, _ = await self._pass_on(checkout, request, answer, timeout, on_head=begin)
             outcome = CheckinOutcome.FAILURE if status >= 500 else CheckinOutcome.SUCCESS
+        except errors.AgentKept:
+            outcome = CheckinOutcome.FAILURE
+            raise
         except (ConnectionError, asyncio.CancelledError):
             outcome = CheckinOutcome.SUCCESS  # the caller went away: the agent is free at once
             raise
@@ -299,6 +293,18 @@ class GatewayCalls:
                 if outcome is CheckinOutcome.LOST:
                     self._end_session(pinned, outcome)  # its agent broke off: so does it
         return checkout.agent
+
+    async def _take(self, handle: PoolHandle, request: Forwarded, series: _Series) -> Checkout:
+        """An agent for a forwarded request, through the pool's line as its headers ask."""
+        wait = request.checkout_timeout_seconds or float(handle.spec.checkout_timeout_seconds)
+        return await self._checkout(
+            handle,
+            priority=request.priority,
+            wait=request.wait,
+            holder=f"gateway:{request.method} {request.target}"[:253],
+            deadline=time.monotonic() + (wait if request.wait else 0.0),
+            series=series,
+        )
 
     async def forward_to_lease(
         self, namespace: str, lease: str, request: Forwarded, answer: Answering
@@ -363,7 +369,10 @@ class GatewayCalls:
         except ForwardBroken as error:
             if answer.gone:
                 raise ConnectionError("the caller went away") from None
-            raise errors.from_agent(error.reason, error.message) from None
+            failed = errors.from_agent(error.reason, error.message)
+            if not error.lost:
+                raise errors.AgentKept(failed.status, failed.reason, failed.message) from None
+            raise failed from None
 
     async def _in_session(
         self,
@@ -385,9 +394,10 @@ class GatewayCalls:
             await self._pass_on(held.checkout, request, answer, timeout)
             if request.method == "DELETE":
                 ending = CheckinOutcome.SUCCESS
-        except errors.GatewayError:
+        except errors.GatewayError as error:
             # No whole answer from the session's agent: its state is unknown, so it goes.
-            ending = CheckinOutcome.LOST
+            if not isinstance(error, errors.AgentKept):
+                ending = CheckinOutcome.LOST
             raise
         finally:
             self._used(key)

@@ -35,7 +35,7 @@ from yarl import URL
 
 from agentpool import tracing
 from agentpool.wire import protocol
-from agentpool.wire.connections import Answer, Exchanged, WireError, WirePool
+from agentpool.wire.connections import Answer, ClosedUnanswered, Exchanged, WireError, WirePool
 from agentpool.wire.envelopes import EnvelopeBody
 
 #: Connections kept to agents across all pools; a pool of hundreds must not queue on the client.
@@ -72,12 +72,14 @@ class InvokeResult:
 class ForwardBroken(Exception):
     """A forwarded request's agent did not answer whole: unreachable, too slow, or gone mid-way.
     ``reason`` is the protocol's (``AgentLost`` or ``CallTimeout``); the agent's state is
-    unknown."""
+    unknown, but when ``lost`` is False: its kept connection closed unanswered as the request
+    went, which a well agent's keep-alive does."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, *, lost: bool = True) -> None:
         super().__init__(message)
         self.reason = reason
         self.message = message
+        self.lost = lost
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,13 +278,15 @@ async def _wire_pieces(answer: Exchanged, timeout: float) -> AsyncIterator[bytes
 
 #: The methods whose request may be sent twice to the same effect (RFC 9110 9.2.2).
 _IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
+#: Headers by which a caller says its request may go twice.
+_IDEMPOTENCY_HEADERS = frozenset({"idempotency-key", "x-idempotency-key"})
 
 
 def _idempotent(method: str, headers: Sequence[tuple[str, str]]) -> bool:
     """The request may go again when its method says so, or its caller gave it an
     ``Idempotency-Key``."""
     return method in _IDEMPOTENT_METHODS or any(
-        name.lower() == "idempotency-key" for name, _ in headers
+        name.lower() in _IDEMPOTENCY_HEADERS for name, _ in headers
     )
 
 
@@ -303,7 +307,8 @@ def _forward_head(
     whether its own ``Content-Length`` sizes its body; one without is sent chunked."""
     host, port = wire
     sized = any(name.lower() == "content-length" for name, _ in headers)
-    lines = [f"{method} {target} HTTP/1.1", f"Host: {host}:{port}"]
+    authority = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    lines = [f"{method} {target} HTTP/1.1", f"Host: {authority}"]
     lines += [f"{name}: {value}" for name, value in headers]
     if not has_body and not sized and method in _BODY_METHODS:
         lines.append("Content-Length: 0")
@@ -459,6 +464,14 @@ class AgentClient:
                 raise  # the caller's own, from the body of its context
             raise ForwardBroken(
                 protocol.CALL_TIMEOUT, f"the agent did not answer within {timeout:g} s"
+            ) from None
+        except ClosedUnanswered:
+            raise ForwardBroken(
+                protocol.AGENT_LOST,
+                f"the agent closed its kept connection as the {method} went, unanswered; it "
+                "may or may not have acted on it, so the gateway did not send it twice: send it "
+                "again if it may go twice (an Idempotency-Key header lets the gateway do so)",
+                lost=False,
             ) from None
         except _NO_ANSWER as error:
             if answered:

@@ -38,6 +38,13 @@ class WireError(Exception):
     """The answer broke HTTP/1.1 framing: the agent's state is unknown."""
 
 
+class ClosedUnanswered(ConnectionError):
+    """A kept connection closed before a byte of the answer, most likely as its server's
+    keep-alive ended, and the request could not go again (it may not go twice, or its body
+    was not kept): the server is most likely as it was, but whether it acted on the request is
+    unknown."""
+
+
 @dataclass(slots=True)
 class _Connection:
     reader: asyncio.StreamReader
@@ -185,18 +192,22 @@ class WirePool:
             except _CLOSED_UNANSWERED as error:
                 # A kept connection the agent closed as it was taken, before a byte of answer:
                 # a request that may go twice goes again, once, on a new one, when all of it can.
-                if not idempotent or not connection.reused or not _unanswered(error):
+                if not connection.reused or not _unanswered(error):
                     raise
-                if replayable is not None and not replayable.whole:
-                    raise
+                if not idempotent or (replayable is not None and not replayable.whole):
+                    raise ClosedUnanswered(
+                        "the agent closed a kept connection as the request went, unanswered"
+                    ) from error
                 connection.close()
                 connection = await self._connect_within(host, port, timeout, fresh=True)
                 again = body if replayable is None else replayable.again()
                 sending, answer = await _begin(connection, head, again, sized, timeout)
             pieces = _Pieces(connection.reader, answer, timeout, bodiless=bodiless)
             yield Exchanged(answer.status, answer.headers, pieces)
-            sent = sending is None or (sending.done() and _retrieved(sending) is None)
-            kept = sent and pieces.ended and answer.keep
+            sent = sending is None or (
+                sending.done() and not sending.cancelled() and sending.exception() is None
+            )
+            kept = sent and pieces.ended and answer.keep and (bodiless or answer.delimited)
         finally:
             if sending is not None:
                 sending.cancel()  # an answer that ended before its body did wants no more of it
@@ -292,17 +303,27 @@ class _Head:
     content_type: bytes
     headers: list[tuple[bytes, bytes]]
 
+    @property
+    def bodiless(self) -> bool:
+        """An answer that has no body, whatever its Content-Length says (RFC 9112 6.3)."""
+        return self.status in (204, 304) or self.status < 200
+
+    @property
+    def delimited(self) -> bool:
+        """Its end is known without the connection's: the connection may carry another."""
+        return self.bodiless or self.chunked or self.length is not None
+
 
 async def _read_answer(reader: asyncio.StreamReader) -> tuple[Answer, bool]:
     """One HTTP/1.1 answer, and whether the connection may carry another."""
     head = await _read_head(reader)
     keep = head.keep
-    if head.chunked:
+    if head.bodiless:
+        body = b""
+    elif head.chunked:
         body = await _read_chunks(reader)
     elif head.length is not None:
         body = await reader.readexactly(head.length)
-    elif head.status in (204, 304) or head.status < 200:
-        body = b""
     else:
         body, keep = await reader.read(), False
     return Answer(head.status, body, head.retry_after), keep
@@ -498,6 +519,8 @@ class _Pieces:
 async def _stream_pieces(reader: asyncio.StreamReader, head: _Head) -> AsyncIterator[bytes]:
     """The body of an answer as it arrives; ``asyncio.IncompleteReadError`` when it ends
     short."""
+    if head.bodiless:
+        return
     if head.chunked:
         async for piece in _chunks(reader):
             yield piece
@@ -509,7 +532,7 @@ async def _stream_pieces(reader: asyncio.StreamReader, head: _Head) -> AsyncIter
                 raise asyncio.IncompleteReadError(b"", left)
             left -= len(piece)
             yield piece
-    elif not (head.status in (204, 304) or head.status < 200):
+    else:
         while piece := await reader.read(65536):
             yield piece
 
