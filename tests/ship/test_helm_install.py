@@ -36,12 +36,37 @@ from chart.rendering import CHART_DIR
 from cluster import ClusterHandle, Kubectl, wait_for
 from ship.scenario import free_port
 
-pytestmark = [pytest.mark.kubectl, pytest.mark.cluster, pytest.mark.slow]
+# The install, the operator's start and the run each have a deadline of their own, which together
+# pass the suite's 300 s: the test's own time is theirs, so a run that did not complete says why.
+pytestmark = [
+    pytest.mark.kubectl,
+    pytest.mark.cluster,
+    pytest.mark.slow,
+    pytest.mark.timeout(600),
+]
 
 REPO = Path(__file__).resolve().parents[2]
 RELEASE = "agentpool"
 RELEASE_NAMESPACE = "agentpool-system"
 BUILT_IMAGE = os.environ.get("AGENTPOOL_TEST_IMAGE", "")
+
+
+def _what_was_there(kubectl: Kubectl, namespace: str, log_path: Path) -> str:
+    """The quickstart's run, pool, pods and Events and the operator's last log lines, to say
+    why a run did not complete."""
+    parts = []
+    for args in (
+        ("get", "poolrun", "quickstart", "-n", namespace, "-o", "yaml"),
+        ("get", "agentpool", "-n", namespace, "-o", "yaml"),
+        ("get", "pods", "-A", "-o", "wide"),
+        ("get", "events", "-n", namespace, "--sort-by=.lastTimestamp"),
+        ("get", "events", "-n", RELEASE_NAMESPACE, "--sort-by=.lastTimestamp"),
+    ):
+        found = kubectl(*args, check=False)
+        parts.append(f"$ kubectl {' '.join(args)}\n{found.stdout}{found.stderr}")
+    log = log_path.read_text(errors="replace") if log_path.exists() else "(no log)"
+    parts.append(f"the operator's log, last lines:\n{log[-6000:]}")
+    return "the quickstart run did not complete:\n" + "\n".join(parts)
 
 
 def _image_values() -> dict[str, Any]:
@@ -206,15 +231,18 @@ def test_chart_operator_runs_the_quickstart_under_its_own_rbac(
         )
 
         kubectl("apply", "-n", namespace, "-f", "-", input=_quickstart())
-        kubectl(
-            "wait",
-            "-n",
-            namespace,
-            "--for=condition=Complete",
-            "poolrun/quickstart",
-            "--timeout=240s",
-            timeout=260,
-        )
+        try:
+            kubectl(
+                "wait",
+                "-n",
+                namespace,
+                "--for=condition=Complete",
+                "poolrun/quickstart",
+                "--timeout=240s",
+                timeout=260,
+            )
+        except (subprocess.SubprocessError, AssertionError) as error:
+            raise AssertionError(_what_was_there(kubectl, namespace, log_path)) from error
         assert _run_row(kubectl, namespace) == [
             "quickstart",
             "quickstart",
