@@ -35,7 +35,7 @@ from yarl import URL
 
 from agentpool import tracing
 from agentpool.wire import protocol
-from agentpool.wire.connections import Answer, ClosedUnanswered, Exchanged, WireError, WirePool
+from agentpool.wire.connections import Answer, ClosedUnanswered, WireError, WirePool
 from agentpool.wire.envelopes import EnvelopeBody
 
 #: Connections kept to agents across all pools; a pool of hundreds must not queue on the client.
@@ -250,23 +250,11 @@ def _no_answer(error: BaseException) -> str:
     return f"the agent's connection broke: {type(error).__name__}: {error}".rstrip(": ")
 
 
-async def _pieces(response: aiohttp.ClientResponse, timeout: float) -> AsyncIterator[bytes]:
-    """The answer's body as it arrives; :class:`ForwardBroken` when it stops short or stalls."""
+async def _pieces(body: AsyncIterable[bytes], timeout: float) -> AsyncIterator[bytes]:
+    """The answer's body as it arrives, from either client; :class:`ForwardBroken` when it
+    stops short or stalls."""
     try:
-        async for piece in response.content.iter_any():
-            yield piece
-    except TimeoutError:
-        raise ForwardBroken(
-            protocol.CALL_TIMEOUT, f"the agent sent nothing more for {timeout:g} s"
-        ) from None
-    except _NO_ANSWER as error:
-        raise ForwardBroken(protocol.AGENT_LOST, _no_answer(error)) from None
-
-
-async def _wire_pieces(answer: Exchanged, timeout: float) -> AsyncIterator[bytes]:
-    """The answer's body as it arrives; :class:`ForwardBroken` when it stops short or stalls."""
-    try:
-        async for piece in answer.pieces:
+        async for piece in body:
             yield piece
     except TimeoutError:
         raise ForwardBroken(
@@ -423,7 +411,8 @@ class AgentClient:
             raise ForwardBroken(protocol.AGENT_LOST, _no_answer(error)) from None
         whole = False
         try:
-            yield Forwarding(response.status, response.raw_headers, _pieces(response, timeout))
+            body = _pieces(response.content.iter_any(), timeout)
+            yield Forwarding(response.status, response.raw_headers, body)
             whole = True
         finally:
             if whole:
@@ -458,7 +447,7 @@ class AgentClient:
                 idempotent=_idempotent(method, headers),
             ) as answer:
                 answered = True
-                yield Forwarding(answer.status, answer.headers, _wire_pieces(answer, timeout))
+                yield Forwarding(answer.status, answer.headers, _pieces(answer.pieces, timeout))
         except TimeoutError:
             if answered:
                 raise  # the caller's own, from the body of its context
