@@ -405,3 +405,19 @@ async def test_a_waiter_cancelled_leaves_the_line_at_once() -> None:
     await wait_until(broker, queued(broker, 1))
     broker.checkin(held)
     assert (await after).holder == "after"
+
+
+async def test_a_quiet_pools_first_checkout_wakes_its_loop_once() -> None:
+    """A pool whose loop went quiet is told of its first checkout (its demand is sampled on
+    passes), and of none after it: a stream of calls costs no pass each."""
+    woken: list[str] = []
+    broker = make_broker(["a", "b"])
+    broker.on_change = lambda: woken.append("pass")
+    first = await broker.checkout(timeout=1, holder="x")
+    assert woken == []  # not quiet: the loop's passes come anyway
+    broker.checkin(first)
+    broker.wake_on_checkout = True
+    broker.checkin(await broker.checkout(timeout=1, holder="y"))
+    broker.checkin(await broker.checkout(timeout=1, holder="z"))
+    assert woken == ["pass"]
+    assert broker.wake_on_checkout is False

@@ -32,16 +32,13 @@ def event_saying(api: Api, namespace: str, reason: str) -> str:
 
 
 def test_a_deleted_token_secret_is_recreated_and_new_agents_start(api: Api, namespace: str) -> None:
-    """Delete the token Secret of a running pool: the operator re-creates it and says so in an
-    Event, an agent that dies afterwards is replaced by one that turns Ready (not stuck in
-    CreateContainerConfigError), and a run through the pool succeeds."""
+    """Delete the token Secret of a running pool, then lose its agent: the replacement turns
+    Ready (not stuck in CreateContainerConfigError), as the operator re-creates the Secret
+    before it creates the agent and says so in an Event, and a run through the pool succeeds.
+    A steady pool looks for its Secret once a minute only; what needs it is a new agent."""
     api.create("agentpools", namespace, "p", pool_spec("echo", minSize=1))
     ready_pool(api, namespace, "p", 1)
     api.core.delete_namespaced_secret("p-agent-token", namespace)
-    wait_for(
-        lambda: secret_exists(api, namespace, "p-agent-token"), 20, message="Secret re-created"
-    )
-    assert "p-agent-token" in event_saying(api, namespace, "TokenSecretRecreated")
     (old,) = api.live_pods(namespace, "p")
     kill_agent(old)
     wait_for(
@@ -52,6 +49,8 @@ def test_a_deleted_token_secret_is_recreated_and_new_agents_start(api: Api, name
         30,
         message="a replacement agent Ready",
     )
+    assert secret_exists(api, namespace, "p-agent-token")
+    assert "p-agent-token" in event_saying(api, namespace, "TokenSecretRecreated")
     items: list[Any] = [{"id": f"i{n}"} for n in range(4)]
     start_run(api, namespace, "after", items, poolRef={"name": "p"}, itemId="id")
     status = finished_run(api, namespace, "after")

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from agentpool.pool import DemandSample, ObservedAgent, PoolPolicy, PoolStatusView, SizingAdvice
-from agentpool.pool.passes import pass_delay, scaled_down
+from agentpool.pool.passes import pass_delay, scaled_down, steady
 from agentpool.pool.report import (
     AGENT_STATES,
     agent_states,
@@ -41,6 +41,28 @@ def test_demand_is_sampled_every_ten_seconds_over_the_window(
     """A sample is taken once `every` seconds passed; samples past the window are dropped."""
     sampled = sample_demand(history, busy=2, waiting=1, now=NOW, every=10.0, window=3600.0)
     assert [sample.at for sample in sampled] == kept
+
+
+def test_a_quiet_gap_is_filled_with_the_samples_its_passes_would_have_taken() -> None:
+    """A steady pool passes a minute apart; no slot was busy meanwhile, so the sizing advice
+    sees the idle minute as six samples at no demand, as a pass every ten seconds would have."""
+    history = [DemandSample(at=NOW - 60, busy=3, waiting=0)]
+    sampled = sample_demand(
+        history, busy=0, waiting=0, now=NOW, every=10.0, window=3600.0, quiet=True
+    )
+    assert [sample.at for sample in sampled] == [NOW - 60 + 10 * k for k in range(7)]
+    assert [sample.demand for sample in sampled] == [3, 0, 0, 0, 0, 0, 0]
+    loud = sample_demand(history, busy=0, waiting=0, now=NOW, every=10.0, window=3600.0)
+    assert [sample.at for sample in loud] == [NOW - 60, NOW]
+
+
+def test_a_quiet_gap_longer_than_the_window_fills_the_window_only() -> None:
+    """After days with no pass, the filled samples stay within the window."""
+    history = [DemandSample(at=NOW - 86_400, busy=1, waiting=0)]
+    sampled = sample_demand(
+        history, busy=0, waiting=0, now=NOW, every=10.0, window=100.0, quiet=True
+    )
+    assert [sample.at for sample in sampled] == [NOW - 90 + 10 * k for k in range(9)] + [NOW]
 
 
 def test_status_body_is_the_view_in_wire_form() -> None:
@@ -132,3 +154,83 @@ def test_scale_downs_are_told_from_replacements() -> None:
     """Only idle timeouts and scale-downs shrink the pool."""
     done = [("a", "IdleTimeout"), ("b", "ScaledDown"), ("c", "Failed"), ("d", "MaxUses")]
     assert scaled_down(done) == 2
+
+
+SETTLED = [
+    {"type": "Ready", "status": "True", "reason": "AgentsReady"},
+    {"type": "Degraded", "status": "False", "reason": "AsExpected"},
+    {"type": "Progressing", "status": "True", "reason": "RolloutComplete"},
+]
+STEADY_POLICY = PoolPolicy(min_size=2, max_size=2)
+
+
+def idle_agent(name: str, **fields: Any) -> ObservedAgent:
+    return ObservedAgent(name=name, ready=True, ready_at=1.0, **fields)
+
+
+@pytest.mark.parametrize(
+    ("policy", "agents", "conditions", "waiting", "pending", "expected"),
+    [
+        (STEADY_POLICY, [idle_agent("a"), idle_agent("b")], SETTLED, 0, False, True),
+        (STEADY_POLICY, [idle_agent("a"), idle_agent("b", busy=True)], SETTLED, 0, False, False),
+        (STEADY_POLICY, [idle_agent("a"), ObservedAgent(name="b")], SETTLED, 0, False, False),
+        (
+            STEADY_POLICY,
+            [idle_agent("a"), idle_agent("b", deleting=True)],
+            SETTLED,
+            0,
+            False,
+            False,
+        ),
+        (STEADY_POLICY, [idle_agent("a"), idle_agent("b")], SETTLED, 1, False, False),
+        (STEADY_POLICY, [idle_agent("a"), idle_agent("b")], SETTLED, 0, True, False),
+        (PoolPolicy(min_size=1, max_size=3), [idle_agent("a")], SETTLED, 0, False, False),
+        (
+            STEADY_POLICY,
+            [idle_agent("a"), idle_agent("b")],
+            [*SETTLED[:1], {"type": "Degraded", "status": "True", "reason": "ReadinessFailing"}],
+            0,
+            False,
+            False,
+        ),
+        (
+            STEADY_POLICY,
+            [idle_agent("a"), idle_agent("b")],
+            [{"type": "Progressing", "status": "True", "reason": "RollingOut"}],
+            0,
+            False,
+            False,
+        ),
+    ],
+    ids=[
+        "all-ready-and-free",
+        "one-busy",
+        "one-starting",
+        "one-retiring",
+        "a-waiter",
+        "pods-to-create-or-delete",
+        "overflow",
+        "degraded",
+        "rolling-out",
+    ],
+)
+def test_only_a_pool_no_rule_of_time_can_change_is_steady(
+    policy: PoolPolicy,
+    agents: list[ObservedAgent],
+    conditions: list[dict[str, str]],
+    waiting: int,
+    pending: bool,
+    expected: bool,
+) -> None:
+    """Steady: every agent Ready, sound and free, nothing pending or troubled, no timed rule."""
+    found = steady(policy, agents, conditions=conditions, waiting=waiting, pending=pending)
+    assert found is expected
+
+
+def test_a_steady_pool_is_looked_at_once_a_minute() -> None:
+    """The quiet delay applies to a steady pool only, and never undercuts the idle one."""
+    policy = PoolPolicy(min_size=2, max_size=2)
+    assert pass_delay(policy, waiting=0, idle=5.0, timed=1.0, quiet=60.0, steady=True) == 60.0
+    assert pass_delay(policy, waiting=0, idle=5.0, timed=1.0, quiet=60.0, steady=False) == 5.0
+    assert pass_delay(policy, waiting=0, idle=5.0, timed=1.0, quiet=1.0, steady=True) == 5.0
+    assert pass_delay(policy, waiting=2, idle=5.0, timed=1.0, quiet=60.0, steady=True) == 1.0

@@ -46,6 +46,8 @@ class Broker:
         self.changed = asyncio.Event()
         self._clock = clock
         self.on_change = on_change
+        # The pool's loop went quiet, its agents all free: the next checkout tells it (once).
+        self.wake_on_checkout = False
         self._agents: dict[str, AgentRecord] = {}
         # Every agent with a free slot, not retired, that has been Ready, in idle order, so a
         # checkout looks at one end; those that cannot be handed out now are skipped.
@@ -346,6 +348,10 @@ class Broker:
         agent.whole = agent.whole or whole
         if count_use:
             agent.uses += 1
+        if self.wake_on_checkout:
+            # A quiet pool's demand is sampled on its passes, which come again from now on.
+            self.wake_on_checkout = False
+            self._notify()
         if agent.full(self.policy.slots):
             self._free.remove(agent)
         else:

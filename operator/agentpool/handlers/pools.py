@@ -44,7 +44,7 @@ from agentpool.pool.manifests import (
     template_hash,
     token_hash,
 )
-from agentpool.pool.passes import pass_delay, scaled_down
+from agentpool.pool.passes import pass_delay, scaled_down, steady
 from agentpool.pool.pods import is_ready, observe_pod, ready_since
 from agentpool.pool.recycling import summarise_retirements
 from agentpool.pool.resizing import size_events
@@ -309,17 +309,38 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
         waiting=len(waiters),
     ):
         events.post(body, type="Normal", reason=str(event.reason), message=event.message)
-    await write_status(runtime, handle, pool, policy, now, open_schedules=warm.open)
-    delay = pass_delay(
-        policy,
-        waiting=len(waiters),
-        idle=handle.settings.idle_pass_seconds,
-        timed=handle.settings.timed_pass_seconds,
-    )
+    status = await write_status(runtime, handle, pool, policy, now, open_schedules=warm.open)
+    changed = bool(done or created) or spec.headroom.mode == "Auto"
+    delay = next_pass(handle, policy, status, changed=changed)
     if warm.next_edge is None:
         return delay
     # Look again as a window opens or closes, not a pass later.
     return max(0.0, min(delay, warm.next_edge - wall))
+
+
+def next_pass(
+    handle: PoolHandle, policy: PoolPolicy, status: dict[str, Any], *, changed: bool
+) -> float:
+    """Seconds until the pool's next pass at the latest, from what this one left (``changed``:
+    it created or retired agents, or headroom may still move). A steady pool goes quiet, and
+    its first checkout wakes it."""
+    waiting = len(handle.broker.waiters())
+    handle.quiet = steady(
+        policy,
+        handle.broker.agents(),
+        conditions=status.get("conditions") or (),
+        waiting=waiting,
+        pending=changed or bool(handle.undeleted or handle.kept),
+    )
+    handle.broker.wake_on_checkout = handle.quiet
+    return pass_delay(
+        policy,
+        waiting=waiting,
+        idle=handle.settings.idle_pass_seconds,
+        timed=handle.settings.timed_pass_seconds,
+        quiet=handle.settings.quiet_pass_seconds,
+        steady=handle.quiet,
+    )
 
 
 def keep_headroom(

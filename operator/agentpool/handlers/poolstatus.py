@@ -78,9 +78,10 @@ async def write_status(
     now: float,
     *,
     open_schedules: Sequence[str] = (),
-) -> None:
+) -> dict[str, Any]:
     """Report the pass: the status the pool core computes, with the Degraded causes the pool
-    remembers, written when it changed and at most once a second; and the pool's gauges."""
+    remembers, written when it changed and at most once a second; and the pool's gauges.
+    Returns the status as computed, written or not."""
     await learn_probe_errors(runtime, handle, policy, now)
     status = current_status(handle, pool, policy, now, open_schedules=open_schedules)
     delay = write_delay(
@@ -90,17 +91,18 @@ async def write_status(
         interval=handle.settings.status_interval_seconds,
     )
     if delay is None:
-        return
+        return status
     if delay > 0:
         # Coalesce: the next pass (woken by then at the latest) writes the newest status.
         handle.wake_at(delay)
-        return
+        return status
     try:
         await runtime.kube.patch_status("agentpools", handle.namespace, handle.name, status)
     except ObjectNotFound:
-        return
+        return status
     handle.last_status = status
     handle.last_status_at = now
+    return status
 
 
 def current_status(
@@ -236,6 +238,7 @@ def sample(handle: PoolHandle, policy: PoolPolicy, now: float) -> None:
         now=now,
         every=handle.settings.sample_seconds,
         window=handle.settings.sample_window_seconds,
+        quiet=handle.quiet,
     )
 
 

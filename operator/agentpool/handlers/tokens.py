@@ -2,8 +2,9 @@
 
 The token is the operator's own credential towards its agents. The pool loop calls
 :func:`open_token` when it starts (reading the Secret, or minting a token when there is none) and
-:func:`keep_token_secret` on every pass, which puts back a Secret a user deleted, with the token
-the agents already hold, so that new agents can start.
+:func:`keep_token_secret` on its passes (at most every few seconds), which puts back a Secret a user
+deleted, with the token the agents already hold, so that new agents can start: a pass comes
+before every agent the pool creates, and at least once a minute.
 """
 
 from __future__ import annotations

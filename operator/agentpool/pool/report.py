@@ -31,13 +31,22 @@ def sample_demand(
     now: float,
     every: float,
     window: float,
+    quiet: bool = False,
 ) -> list[DemandSample]:
     """The demand history with a sample taken at ``now`` when ``every`` seconds passed since the
     last, and samples older than ``window`` dropped; unchanged otherwise. ``busy`` and
-    ``waiting`` count slots, ``slots`` to an agent."""
+    ``waiting`` count slots, ``slots`` to an agent. ``quiet`` says the pool was steady since
+    the last pass, its passes far apart: no slot was busy and none waited meanwhile (its first
+    checkout would have woken it), so the samples its passes would have taken are filled in at
+    no demand, every ``every`` seconds."""
     if history and now - history[-1].at < every:
         return list(history)
-    sampled = [*history, DemandSample(at=now, busy=busy, waiting=waiting, slots=slots)]
+    filled: list[DemandSample] = []
+    if quiet and history:
+        at = max(history[-1].at, now - window)
+        while (at := at + every) <= now - every:
+            filled.append(DemandSample(at=at, busy=0, waiting=0, slots=slots))
+    sampled = [*history, *filled, DemandSample(at=now, busy=busy, waiting=waiting, slots=slots)]
     return [sample for sample in sampled if now - sample.at <= window]
 
 
