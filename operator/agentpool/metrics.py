@@ -10,6 +10,7 @@ served; it is one per process, which is one operator in a cluster.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -151,6 +152,7 @@ FORGET_AFTER_SECONDS = 300.0
 
 def forget_pool_gauges(namespace: str, pool: str) -> None:
     """Drop a deleted pool's gauges: its agents and waiters are no more."""
+    _DEGRADED_REASONS.pop((namespace, pool), None)
     for metric in (AGENTS, WAITERS, SLOTS, GATEWAY_WAITING, POOL_DEGRADED):
         metric.remove_by_labels({"namespace": namespace, "pool": pool})
 
@@ -175,10 +177,19 @@ def forget_run(namespace: str, run: str) -> None:
         metric.remove_by_labels({"namespace": namespace, "run": run})
 
 
+#: The reason each pool's Degraded series carries now, so a pass that changes nothing drops no
+#: series: finding a pool's series among every pool's costs a scan of them all.
+_DEGRADED_REASONS: dict[tuple[str, str], str] = {}
+
+
 def set_pool_degraded(namespace: str, pool: str, *, degraded: bool, reason: str) -> None:
     """Set the pool's Degraded gauge to its condition now, dropping the series of the reason it
     had before, so that a pool has one series and a cleared reason stops alerting at once."""
-    POOL_DEGRADED.remove_by_labels({"namespace": namespace, "pool": pool})
+    before = _DEGRADED_REASONS.get((namespace, pool))
+    if before is not None and before != reason:
+        with contextlib.suppress(KeyError):
+            POOL_DEGRADED.remove(namespace, pool, before)
+    _DEGRADED_REASONS[namespace, pool] = reason
     POOL_DEGRADED.labels(namespace, pool, reason).set(1 if degraded else 0)
 
 
