@@ -12,6 +12,7 @@ import pytest
 from agentpool.api import AgentPoolSpec
 from agentpool.api.pools import Protocol
 from agentpool.broker import Broker
+from agentpool.handlers.listings import Listings
 from agentpool.handlers.recovery import restore_held_agents
 from agentpool.handlers.runtime import LeaseAgents
 from agentpool.io.agents import AgentStatus
@@ -90,8 +91,10 @@ def restart(
     )
     agents = Agents(dict(answers))
     recovery = RecoverySettings(poll_seconds=0.01, silence_seconds=30.0)
+    kube = Kube()
     runtime = SimpleNamespace(
-        kube=Kube(),
+        kube=kube,
+        listings=Listings(kube),  # type: ignore[arg-type]
         agents=agents,
         leases=LeaseAgents(),
         settings=dataclasses.replace(OperatorSettings(), recovery=recovery),

@@ -185,7 +185,7 @@ async def start_pool(runtime: Runtime, body: kopf.Body, key: PoolKey) -> PoolHan
 async def adopt_pods(runtime: Runtime, handle: PoolHandle) -> None:
     """Take the pool's pods from its own listing and from the pod events seen so far."""
     key = (handle.namespace, handle.name)
-    listed = await runtime.kube.list_pods(handle.namespace, f"{POOL_LABEL}={handle.name}")
+    listed = await runtime.listings.pods.get(handle.namespace, handle.name)
     seen = {**runtime.pools.orphan_pods.pop(key, {}), **handle.pods}
     handle.pods.clear()
     joined = join_listing(

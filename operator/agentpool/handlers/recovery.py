@@ -75,7 +75,7 @@ async def restore_held_agents(runtime: Runtime, handle: PoolHandle) -> None:
 
 async def _leases_back(runtime: Runtime, handle: PoolHandle) -> set[str]:
     """Give the agents of Bound leases back to their leases; the agents so held."""
-    listed = await runtime.kube.list_custom("agentleases", handle.namespace)
+    listed = await runtime.listings.leases.get(handle.namespace, handle.name)
     bound = bound_lease_agents(listed, handle.name)
     leased = keep_parked(runtime, handle, set(bound))
     for lease, held in bound:

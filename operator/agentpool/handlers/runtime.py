@@ -23,6 +23,7 @@ from agentpool.api import AgentPoolSpec
 from agentpool.api.raw import RawBody
 from agentpool.broker import Broker, Brokers, Checkout
 from agentpool.broker.registry import PoolKey
+from agentpool.handlers.listings import Listings
 from agentpool.io.agents import AgentClient
 from agentpool.io.events import EventSeries
 from agentpool.io.journal import Journals
@@ -338,8 +339,11 @@ class Runtime:
     clock: Clock = field(default_factory=SystemClock)
     # The Events about pools that their leases make (bound, expired), one write a window.
     lease_events: EventSeries = field(init=False)
+    # The LISTs of pods and leases that starting pools share (after a restart, all at once).
+    listings: Listings = field(init=False)
 
     def __post_init__(self) -> None:
+        self.listings = Listings(self.kube)
         self.lease_events = EventSeries(
             self.kube, window_seconds=self.settings.leases.event_window_seconds
         )
