@@ -56,13 +56,24 @@ def test_a_quiet_gap_is_filled_with_the_samples_its_passes_would_have_taken() ->
     assert [sample.at for sample in loud] == [NOW - 60, NOW]
 
 
+def test_the_checkout_that_wakes_a_quiet_pool_is_not_its_sample() -> None:
+    """A quiet pool woken by a checkout is sampled at that very moment, busy: were that taken
+    as a sample, a pool busy for half a second every 15 s would look busy all the time. Its
+    demand counts from the next samples on; the gap before it was idle."""
+    history = [DemandSample(at=NOW - 15, busy=0, waiting=0)]
+    sampled = sample_demand(
+        history, busy=1, waiting=0, now=NOW, every=10.0, window=3600.0, quiet=True
+    )
+    assert [(sample.at, sample.demand) for sample in sampled] == [(NOW - 15, 0), (NOW - 5, 0)]
+
+
 def test_a_quiet_gap_longer_than_the_window_fills_the_window_only() -> None:
     """After days with no pass, the filled samples stay within the window."""
     history = [DemandSample(at=NOW - 86_400, busy=1, waiting=0)]
     sampled = sample_demand(
         history, busy=0, waiting=0, now=NOW, every=10.0, window=100.0, quiet=True
     )
-    assert [sample.at for sample in sampled] == [NOW - 90 + 10 * k for k in range(9)] + [NOW]
+    assert [sample.at for sample in sampled] == [NOW - 90 + 10 * k for k in range(10)]
 
 
 def test_status_body_is_the_view_in_wire_form() -> None:

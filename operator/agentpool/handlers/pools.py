@@ -207,12 +207,14 @@ async def run_passes(
             try:
                 delay = await reconcile(runtime, handle, body)
             except SpecError as error:
+                unjudged(handle)
                 log.warning("pool %s/%s: %s", handle.namespace, handle.name, error)
                 await report_invalid_spec(runtime, raw_body(body), error)
                 # The next valid pass writes its status in full, whatever was written before.
                 handle.last_status = None
                 delay = handle.settings.idle_pass_seconds
             except ValueError as error:
+                unjudged(handle)
                 log.warning("pool %s/%s: %s", handle.namespace, handle.name, error)
                 delay = handle.settings.idle_pass_seconds
             woken = asyncio.ensure_future(handle.wake.wait())
@@ -220,6 +222,12 @@ async def run_passes(
             woken.cancel()
     finally:
         stopping.cancel()
+
+
+def unjudged(handle: PoolHandle) -> None:
+    """A pass failed before it judged the pool: it is not taken for quiet meanwhile (its agents
+    serve on, and their demand is sampled as a busy pool's)."""
+    handle.quiet = handle.broker.wake_on_checkout = False
 
 
 def end_pool(runtime: Runtime, handle: PoolHandle, stopped: kopf.DaemonStopped) -> None:
@@ -281,7 +289,7 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
     pool = raw_body(body)
     spec = parse_spec(AgentPoolSpec, pool.get("spec"))
     await tokens.keep_token_secret(runtime, handle, body)
-    await _keep_gateway_published(runtime, handle)
+    published = await _keep_gateway_published(runtime, handle)
     wall = runtime.clock.now()
     now = time.time()
     warm = keep_headroom(handle, body, spec, warmth(spec, wall), wall=wall, now=now)
@@ -310,7 +318,9 @@ async def reconcile(runtime: Runtime, handle: PoolHandle, body: kopf.Body) -> fl
     ):
         events.post(body, type="Normal", reason=str(event.reason), message=event.message)
     status = await write_status(runtime, handle, pool, policy, now, open_schedules=warm.open)
-    changed = bool(done or created) or spec.headroom.mode == "Auto"
+    # Pods made or retired, headroom moving, or a step to try again: the pool is not steady.
+    retry = not published or handle.checked_template != policy.template_hash
+    changed = bool(done or created) or spec.headroom.mode == "Auto" or retry
     delay = next_pass(handle, policy, status, changed=changed)
     if warm.next_edge is None:
         return delay
@@ -382,12 +392,15 @@ def keep_headroom(
     return dataclasses.replace(warm, min_idle=decision.min_idle)
 
 
-async def _keep_gateway_published(runtime: Runtime, handle: PoolHandle) -> None:
-    """Tell the pool's namespace where the gateway is; a failure is tried on a later pass."""
+async def _keep_gateway_published(runtime: Runtime, handle: PoolHandle) -> bool:
+    """Tell the pool's namespace where the gateway is; a failure is tried on a later pass.
+    Whether it is told."""
     try:
         await gatewaysetup.keep_published(runtime, handle.namespace)
     except Exception as error:
         log.warning("namespace %s: publishing the gateway failed: %s", handle.namespace, error)
+        return False
+    return True
 
 
 def retire(

@@ -35,18 +35,23 @@ def sample_demand(
 ) -> list[DemandSample]:
     """The demand history with a sample taken at ``now`` when ``every`` seconds passed since the
     last, and samples older than ``window`` dropped; unchanged otherwise. ``busy`` and
-    ``waiting`` count slots, ``slots`` to an agent. ``quiet`` says the pool was steady since
-    the last pass, its passes far apart: no slot was busy and none waited meanwhile (its first
-    checkout would have woken it), so the samples its passes would have taken are filled in at
-    no demand, every ``every`` seconds."""
+    ``waiting`` count slots, ``slots`` to an agent.
+
+    ``quiet`` says the pool was steady since the last pass, its passes far apart: no slot was
+    busy and none waited until this pass (a quiet pool's first checkout wakes it), so the
+    samples its passes would have taken every ``every`` seconds are filled in at no demand, up
+    to ``now``, and the demand of this very moment is left to the next samples: sampled at
+    each wake-up, a pool busy 3 % of the time would look busy all the time."""
     if history and now - history[-1].at < every:
         return list(history)
-    filled: list[DemandSample] = []
     if quiet and history:
+        filled = []
         at = max(history[-1].at, now - window)
-        while (at := at + every) <= now - every:
+        while (at := at + every) <= now:
             filled.append(DemandSample(at=at, busy=0, waiting=0, slots=slots))
-    sampled = [*history, *filled, DemandSample(at=now, busy=busy, waiting=waiting, slots=slots)]
+        sampled = [*history, *filled]
+    else:
+        sampled = [*history, DemandSample(at=now, busy=busy, waiting=waiting, slots=slots)]
     return [sample for sample in sampled if now - sample.at <= window]
 
 
