@@ -24,7 +24,8 @@ def selected(selector: str) -> set[str]:
 
 
 class Kube:
-    """Holds pods; each LIST waits for the test to let it through, and is recorded."""
+    """Holds pods; each LIST waits for the test to let it through, and is recorded; the next
+    one fails with ``failing``, if set."""
 
     def __init__(self) -> None:
         self.pods: list[dict[str, Any]] = []
@@ -38,8 +39,9 @@ class Kube:
         self.asked.set()
         listed = [p for p in self.pods if p["metadata"]["labels"][POOL_LABEL] in selected(labels)]
         await self.gate.wait()
-        if self.failing is not None:
-            raise self.failing
+        failing, self.failing = self.failing, None
+        if failing is not None:
+            raise failing
         return listed
 
     async def list_custom(self, plural: str, namespace: str) -> list[dict[str, Any]]:
@@ -89,15 +91,40 @@ async def test_no_pool_is_answered_by_a_list_that_began_before_it_asked() -> Non
 
 
 async def test_a_failed_list_fails_its_askers_only() -> None:
-    """The LIST fails: every pool that waited for it gets the error, as from its own call; the
-    next asks list again."""
+    """The LIST fails: every pool that waited for it gets the error, as from its own call; a
+    pool that asked while it was out is answered by the next LIST, which succeeds."""
     kube = Kube()
     kube.failing = ConnectionError("the API server went away")
+    kube.pods.append(pod("q-a", "q"))
     listings = Listings(kube)  # type: ignore[arg-type]
+    first = asyncio.ensure_future(listings.pods.get("ns", "p"))
+    await until_listed(kube)
+    later = asyncio.ensure_future(listings.pods.get("ns", "q"))
+    await asyncio.sleep(0)
     kube.gate.set()
     with pytest.raises(ConnectionError):
-        await listings.pods.get("ns", "p")
-    kube.failing = None
+        await first
+    assert [p["metadata"]["name"] for p in await later] == ["q-a"]
+    kube.pods.append(pod("p-a", "p"))
+    assert [p["metadata"]["name"] for p in await listings.pods.get("ns", "p")] == ["p-a"]
+
+
+async def test_stopped_listings_leave_nobody_waiting_and_list_again_later() -> None:
+    """The operator stops while a LIST is out and another pool waits for the next: both
+    askers are cancelled, none waits for ever, and a later request lists anew."""
+    kube = Kube()
+    listings = Listings(kube)  # type: ignore[arg-type]
+    first = asyncio.ensure_future(listings.pods.get("ns", "p"))
+    await until_listed(kube)
+    later = asyncio.ensure_future(listings.pods.get("ns", "q"))
+    await asyncio.sleep(0)
+    for task in asyncio.all_tasks():
+        if "_drain" in repr(task.get_coro()):
+            task.cancel()
+    for asker in (first, later):
+        with pytest.raises(asyncio.CancelledError):
+            await asker
+    kube.gate.set()
     kube.pods.append(pod("p-a", "p"))
     assert [p["metadata"]["name"] for p in await listings.pods.get("ns", "p")] == ["p-a"]
 

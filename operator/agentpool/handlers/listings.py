@@ -14,6 +14,7 @@ seen meanwhile are joined with it by the caller (:mod:`agentpool.pool.listing`).
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Generic, TypeVar
 
@@ -44,43 +45,55 @@ class Gathered(Generic[T]):
         """What ``key`` of ``namespace`` asks for, from a call begun after this request."""
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._asked.setdefault(namespace, {}).setdefault(key, []).append(future)
-        if namespace not in self._fetching:
-            self._fetching[namespace] = asyncio.create_task(self._drain(namespace))
+        running = self._fetching.get(namespace)
+        if running is None or running.done():
+            task = asyncio.create_task(self._drain(namespace))
+            self._fetching[namespace] = task
+            task.add_done_callback(functools.partial(self._ended, namespace))
         return await future
 
     async def _drain(self, namespace: str) -> None:
-        try:
-            while asked := self._asked.get(namespace):
-                keys = sorted(asked)[: self._batch]
-                taken = {key: asked.pop(key) for key in keys}
-                if not asked:
-                    del self._asked[namespace]
-                await self._answer(namespace, taken)
-        finally:
-            del self._fetching[namespace]
-            # Stopped (the operator exits): nobody is left waiting for a call that never comes.
-            for futures in self._asked.pop(namespace, {}).values():
+        while asked := self._asked.get(namespace):
+            # In the order asked: the first pools to ask are the first served.
+            taken = {key: asked.pop(key) for key in list(asked)[: self._batch]}
+            if not asked:
+                del self._asked[namespace]
+            try:
+                found = await self._fetch(namespace, list(taken))
+            except asyncio.CancelledError:
+                _settle(taken, None)
+                raise
+            except Exception as error:  # each asker gets it, as from a call of its own
+                _settle(taken, error)
+                continue
+            for key, futures in taken.items():
                 for future in futures:
-                    future.cancel()
+                    if future.done():
+                        continue
+                    if key in found:
+                        future.set_result(found[key])
+                    else:
+                        future.set_exception(LookupError(f"{namespace}/{key}: not in the listing"))
 
-    async def _answer(self, namespace: str, taken: dict[str, list[asyncio.Future[T]]]) -> None:
-        try:
-            found = await self._fetch(namespace, list(taken))
-        except asyncio.CancelledError:
-            for futures in taken.values():
-                for future in futures:
-                    future.cancel()
-            raise
-        except Exception as error:  # each asker gets it, as from a call of its own
-            for futures in taken.values():
-                for future in futures:
-                    if not future.done():
-                        future.set_exception(error)
-            return
-        for key, futures in taken.items():
-            for future in futures:
-                if not future.done():
-                    future.set_result(found[key])
+    def _ended(self, namespace: str, task: asyncio.Task[None]) -> None:
+        """The namespace's calls are done, or were stopped (the operator exits, even before the
+        first began): unless a request since started the next, nobody is left waiting for a
+        call that never comes."""
+        if self._fetching.get(namespace) is task:
+            del self._fetching[namespace]
+            _settle(self._asked.pop(namespace, {}), None)
+
+
+def _settle(taken: Mapping[str, list[asyncio.Future[T]]], error: Exception | None) -> None:
+    """Fail the futures not done yet with ``error``; cancel them without one."""
+    for futures in taken.values():
+        for future in futures:
+            if future.done():
+                continue
+            if error is None:
+                future.cancel()
+            else:
+                future.set_exception(error)
 
 
 def pool_selector(pools: list[str]) -> str:
