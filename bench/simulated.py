@@ -11,7 +11,9 @@ the next size is tried. A size is measured in these steps:
   on it, so the step says which of them the time went to;
 - RSS: the operator's resident memory once settled (``VmRSS``); per pool and per agent come from
   a least-squares fit ``rss = base + a * pools + b * agents`` over the sizes reached; and the
-  operator's CPU while nothing happens (its pools' timed passes), in cores;
+  operator's CPU while nothing happens, in cores, read over ``IDLE_SECONDS`` from
+  ``GRACE_SECONDS`` after the last pool turned Ready (its pools' passes, a steady pool's once a
+  minute);
 - warm checkout p99: runs on up to ``SAMPLES`` pools spread over the namespace, at ``cap`` half
   the pool, so an idle agent always waits; from the operator's ``agentpool_checkout_seconds``
   histogram (``kind="warm"``), as the upper bound of the bucket the percentile falls in;
@@ -28,10 +30,13 @@ the simulated kubelet; each step records it as ``api_server``.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import json
 import math
 import os
 import signal
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -64,8 +69,13 @@ CREATORS = 32
 NAMESPACE = "sim"
 IMAGE = "agentpool:0.1.0"
 API_SERVER = "local"
-#: Seconds over which the settled operator's idle CPU is read.
-IDLE_SECONDS = 6.0
+#: Seconds from the last pool reporting all its agents Ready until the idle CPU is read: two
+#: of a pool's idle passes, so every pool has looked at itself since its last agent turned Ready
+#: (a steady pool then goes quiet, looked at once a minute).
+GRACE_SECONDS = 10.0
+#: Seconds over which the settled operator's idle CPU is read: a whole quiet pass, so each steady
+#: pool's once-a-minute look falls within it.
+IDLE_SECONDS = 60.0
 
 
 def spread(names: list[str], count: int) -> list[str]:
@@ -238,9 +248,10 @@ class Size:
         settle = time.monotonic() - began
         operator_cpu = self.operator.cpu_seconds() - cpu[0]
         cluster_cpu = process_cpu_seconds(self.cluster.process.pid) - cpu[1]
-        idle_from = self.operator.cpu_seconds()
+        await asyncio.sleep(GRACE_SECONDS)
+        idle_from, idle_began = self.operator.cpu_seconds(), time.monotonic()
         rss = sorted([await self.rss_kib(), await self.rss_kib(), await self.rss_kib()])[1]
-        idle = (self.operator.cpu_seconds() - idle_from) / IDLE_SECONDS
+        idle = (self.operator.cpu_seconds() - idle_from) / (time.monotonic() - idle_began)
         sampled = spread(self.names, SAMPLES)
         checkout = await self.warm_checkouts(sampled)
         plans = [await self.spec_change(name) for name in sampled]
@@ -415,3 +426,29 @@ def summarise(
         "unreached": unreached,
         "steps": steps,
     }
+
+
+async def one_size(work: Path, pools: int, per_pool: int, budget: float) -> dict[str, Any]:
+    """One size's step, as :func:`run` measures each."""
+    size = Size(work, pools, per_pool, budget)
+    try:
+        return await size.measure()
+    finally:
+        await size.close()
+
+
+def main() -> None:
+    """``python -m bench.simulated --size 1000x10``: one size alone, its step printed as JSON
+    (``results.json`` is left as the last full run wrote it)."""
+    parser = argparse.ArgumentParser(prog="python -m bench.simulated", description=main.__doc__)
+    parser.add_argument("--size", default="1000x10", help="POOLSxAGENTS (default 1000x10)")
+    parser.add_argument("--budget", type=float, default=900.0, help="seconds for the size")
+    args = parser.parse_args()
+    pools, per_pool = (int(part) for part in args.size.split("x", 1))
+    with tempfile.TemporaryDirectory(prefix="agentpool-simulated-") as work:
+        step = asyncio.run(one_size(Path(work), pools, per_pool, args.budget))
+    print(json.dumps(step, indent=2))
+
+
+if __name__ == "__main__":
+    main()
