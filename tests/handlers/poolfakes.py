@@ -40,3 +40,32 @@ async def event(
     """The pod watch delivers ``kind`` of ``body``."""
     raw: kopf.RawEvent = {"type": kind, "object": cast(kopf.RawBody, body)}
     await pods.pod_event(runtime, event=raw, namespace="ns", labels=body["metadata"]["labels"])
+
+
+class PodsKube:
+    """Creates pods as asked (a dry run is answered, not kept), deletes none, and keeps the
+    status written, merged."""
+
+    def __init__(self) -> None:
+        self.created: list[dict[str, Any]] = []
+        self.status: dict[str, Any] = {}
+        self.grew = asyncio.Event()
+
+    async def create_pod(
+        self, namespace: str, body: dict[str, Any], dry_run: bool = False
+    ) -> dict[str, Any]:
+        name = f"p-{len(self.created)}"
+        stamped = {"name": name, "uid": name, "creationTimestamp": "2026-12-07T09:00:00Z"}
+        pod = {**body, "metadata": {**body["metadata"], **stamped}}
+        if not dry_run:
+            self.created.append(pod)
+            self.grew.set()
+        return pod
+
+    async def delete_pod(self, namespace: str, name: str) -> None:
+        return None
+
+    async def patch_status(
+        self, plural: str, namespace: str, name: str, status: dict[str, Any]
+    ) -> None:
+        self.status = {**self.status, **status}

@@ -13,7 +13,7 @@ import kopf
 import pytest
 from kopf._cogs.aiokits import aioenums
 from leasefakes import kopf_context
-from poolfakes import pool_handle, runtime_of
+from poolfakes import PodsKube, pool_handle, runtime_of
 
 from agentpool.handlers import pools
 from agentpool.handlers.runtime import PoolHandle, Runtime
@@ -25,39 +25,6 @@ POOL = {
     "metadata": {"name": "p", "namespace": "ns", "uid": "pool-uid", "generation": 1},
     "spec": {"image": "agent:1", "minSize": 2},
 }
-
-
-class Kube:
-    """Creates pods as asked and keeps the last status written."""
-
-    def __init__(self) -> None:
-        self.created: list[dict[str, Any]] = []
-        self.status: dict[str, Any] = {}
-
-    async def create_pod(
-        self, namespace: str, body: dict[str, Any], dry_run: bool = False
-    ) -> dict[str, Any]:
-        name = f"p-{len(self.created)}"
-        pod = {
-            **body,
-            "metadata": {
-                **body["metadata"],
-                "name": name,
-                "uid": name,
-                "creationTimestamp": "2026-12-07T09:00:00Z",
-            },
-        }
-        if not dry_run:
-            self.created.append(pod)
-        return pod
-
-    async def delete_pod(self, namespace: str, name: str) -> None:
-        return None
-
-    async def patch_status(
-        self, plural: str, namespace: str, name: str, status: dict[str, Any]
-    ) -> None:
-        self.status = {**self.status, **status}
 
 
 def turned_ready(pod: dict[str, Any], ip: str) -> dict[str, Any]:
@@ -82,7 +49,7 @@ async def test_a_steady_pool_is_looked_at_once_a_minute_and_woken_by_its_first_c
 ) -> None:
     """Two agents Ready and free: the loop passes once a minute (not every 5 s); a checkout
     wakes it at once, and while the agent is busy it passes every 5 s again."""
-    kube = Kube()
+    kube = PodsKube()
     runtime = runtime_of(kube)
     handle = served(runtime)
     loop = asyncio.get_running_loop()

@@ -15,7 +15,7 @@ import kopf
 import pytest
 from kopf._cogs.aiokits import aioenums
 from leasefakes import kopf_context
-from poolfakes import pool_handle, runtime_of
+from poolfakes import PodsKube, pool_handle, runtime_of
 
 from agentpool.api import SpecError
 from agentpool.handlers import pools
@@ -37,30 +37,6 @@ def pool_body(*schedules: dict[str, Any]) -> dict[str, Any]:
         "metadata": {"name": "p", "namespace": "ns", "uid": "pool-uid", "generation": 1},
         "spec": {"image": "agent:1", "minSize": 1, "schedules": list(schedules)},
     }
-
-
-class Kube:
-    """Creates pods as asked and keeps the last status written."""
-
-    def __init__(self) -> None:
-        self.created: list[dict[str, Any]] = []
-        self.status: dict[str, Any] = {}
-        self.grew = asyncio.Event()
-
-    async def create_pod(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        name = f"p-{len(self.created)}"
-        pod = {**body, "metadata": {**body["metadata"], "name": name, "uid": name}}
-        self.created.append(pod)
-        self.grew.set()
-        return pod
-
-    async def delete_pod(self, namespace: str, name: str) -> None:
-        return None
-
-    async def patch_status(
-        self, plural: str, namespace: str, name: str, status: dict[str, Any]
-    ) -> None:
-        self.status = {**self.status, **status}
 
 
 class FixedClock:
@@ -92,7 +68,7 @@ def served(runtime: Runtime, *, idle_pass_seconds: float = 5.0) -> PoolHandle:
 async def test_an_open_window_raises_the_pool_and_status_shows_it() -> None:
     """At 09:10 the morning window is open: the pool wants 3 agents, status says so and names
     the window, and the loop looks again by 09:30, when the window closes."""
-    kube = Kube()
+    kube = PodsKube()
     runtime = runtime_of(kube)
     runtime.clock = FixedClock(NINE + 600)
     handle = served(runtime, idle_pass_seconds=3600)
@@ -106,7 +82,7 @@ async def test_an_open_window_raises_the_pool_and_status_shows_it() -> None:
 
 async def test_a_closed_window_leaves_the_spec_sizes() -> None:
     """At 09:30 the window has closed: minSize is the spec's, and no window is named."""
-    kube = Kube()
+    kube = PodsKube()
     runtime = runtime_of(kube)
     runtime.clock = FixedClock(NINE + 1800)
     handle = served(runtime)
@@ -122,7 +98,7 @@ async def test_the_loop_wakes_when_a_window_opens() -> None:
     window opens ten minutes from now: the loop waits for the window's edge."""
     opens = datetime.fromtimestamp((EPOCH // 60 + 10) * 60, tz=UTC)  # on a whole minute
     window = {**WINDOW, "start": f"{opens.minute} {opens.hour} * * *"}
-    kube = Kube()
+    kube = PodsKube()
     runtime = runtime_of(kube)
     runtime.clock = LoopClock()
     handle = served(runtime, idle_pass_seconds=3600)
@@ -147,7 +123,7 @@ async def test_the_loop_wakes_when_a_window_opens() -> None:
 async def test_a_schedule_that_cannot_be_read_marks_the_pool_invalid() -> None:
     """A cron expression the CRD schema let through (its shape is right) is reported on the
     pool: Ready False, reason InvalidSpec, the message naming the field."""
-    kube = Kube()
+    kube = PodsKube()
     runtime = runtime_of(kube)
     bad = {**WINDOW, "start": "0 25 * * *"}
     with pytest.raises(SpecError) as caught:
@@ -163,7 +139,7 @@ async def test_a_schedule_that_cannot_be_read_marks_the_pool_invalid() -> None:
 async def test_headroom_auto_follows_the_advice_at_its_rate_with_an_event() -> None:
     """Demand peaked at 4 agents over a median of 1: headroom Auto raises minIdle towards 3,
     2 a minute, and says so in an Event with the figures; a minute later it reaches 3."""
-    kube = Kube()
+    kube = PodsKube()
     runtime = runtime_of(kube)
     clock = FixedClock(NINE)
     runtime.clock = clock
@@ -193,7 +169,7 @@ async def test_headroom_auto_follows_the_advice_at_its_rate_with_an_event() -> N
 
 async def test_headroom_advise_leaves_min_idle_alone() -> None:
     """The default, Advise: the same demand changes nothing and posts no HeadroomChanged."""
-    kube = Kube()
+    kube = PodsKube()
     runtime = runtime_of(kube)
     runtime.clock = FixedClock(NINE)
     handle = served(runtime)
@@ -213,7 +189,7 @@ async def test_headroom_auto_keeps_its_min_idle_over_an_operator_restart() -> No
     the minIdle in force from the pool's status, so the warm agents stay, rather than falling to
     spec.minIdle at once; the first advice after the restart (nothing seen yet: 0) waits out the
     scale-down stabilization window before it lowers anything."""
-    kube = Kube()
+    kube = PodsKube()
     runtime = runtime_of(kube)
     clock = FixedClock(NINE)
     runtime.clock = clock
