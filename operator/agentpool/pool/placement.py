@@ -1,0 +1,172 @@
+"""Which replica works on which pool, when replicas share the pools: the assigner's decisions.
+
+Each pool is worked on by one live replica at a time, named in its ``agentpool.dev/replica``
+label. The replica for a pool is chosen by rendezvous hashing over the live replicas: each pool
+goes to the replica whose hash with the pool's key is highest, so a replica that joins takes about
+one pool in ``n`` from the others and a replica that leaves gives its pools out evenly, with no
+other pool moving (Thaler and Ravishankar's highest random weight).
+
+A pool moves in one of two ways:
+
+- **from a replica no longer live** (its membership Lease lapsed or was deleted): its label is
+  rewritten to the new owner at once; nobody else works on it meanwhile;
+- **from a live replica** (another joined): in two phases, so no two replicas ever work on it at
+  once. The assigner marks the pool ``agentpool.dev/handover`` with the new owner; the old owner
+  stops its loop, parks its leases and runs, and rewrites the label itself; until then neither
+  works on it. An old owner that dies mid-way lapses, and the first rule takes the pool.
+
+Runs and leases follow their pool: each carries the label of its pool's owner, none while the
+pool is handed over. :func:`place` decides every write, from what the assigner read; the
+handlers in :mod:`agentpool.handlers.replicas` read and write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agentpool.api.raw import RawBody
+from agentpool.pool.pods import epoch
+
+#: Who works on the object: a replica's identity (its Lease's holder).
+REPLICA_LABEL = "agentpool.dev/replica"
+#: On a pool handed over between live replicas: the replica it goes to.
+HANDOVER_ANNOTATION = "agentpool.dev/handover"
+
+PoolKey = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Placed:
+    """Where a pool stands: its owner's label and the handover it is in, if any."""
+
+    owner: str | None = None
+    handover: str | None = None
+
+
+@dataclass(frozen=True)
+class Follower:
+    """A run or lease: the pool it follows and the replica label it carries."""
+
+    kind: str
+    namespace: str
+    name: str
+    pool: str
+    owner: str | None = None
+
+
+@dataclass(frozen=True)
+class Assign:
+    """Rewrite the pool's owner (its old owner is gone), clearing any handover."""
+
+    key: PoolKey
+    owner: str
+
+
+@dataclass(frozen=True)
+class HandOver:
+    """Ask the pool's live owner to give it to ``to``."""
+
+    key: PoolKey
+    to: str
+
+
+@dataclass(frozen=True)
+class Follow:
+    """Relabel a run or lease to ``owner`` ('' while its pool is handed over)."""
+
+    follower: Follower
+    owner: str
+
+
+Write = Assign | HandOver | Follow
+
+
+@dataclass(frozen=True)
+class Held:
+    """A ``coordination.k8s.io`` Lease as a replica reads it: who holds it, until when."""
+
+    holder: str
+    renewed: float
+    seconds: float
+
+    @classmethod
+    def of(cls, lease: RawBody) -> Held:
+        spec: dict[str, Any] = dict(lease.get("spec") or {})
+        renewed = epoch(spec.get("renewTime")) or epoch(spec.get("acquireTime")) or 0.0
+        return cls(
+            holder=str(spec.get("holderIdentity") or ""),
+            renewed=renewed,
+            seconds=float(spec.get("leaseDurationSeconds") or 0),
+        )
+
+    def live(self, now: float) -> bool:
+        """Held and renewed within its duration (as kube-controller-manager's leader election
+        and the node heartbeats judge a Lease)."""
+        return bool(self.holder) and now < self.renewed + self.seconds
+
+
+def live_members(leases: Iterable[Held], now: float) -> set[str]:
+    """The replicas whose membership Lease is live."""
+    return {held.holder for held in leases if held.live(now)}
+
+
+Step = Literal["create", "renew", "take", "wait"]
+
+
+def lead(held: Held | None, me: str, now: float) -> Step:
+    """What replica ``me`` does about the assigner's Lease: make it when there is none, renew it
+    when it holds it, take it when it lapsed (or was given up), else wait for it to."""
+    if held is None:
+        return "create"
+    if held.holder == me:
+        return "renew"
+    return "wait" if held.live(now) else "take"
+
+
+def choose(key: PoolKey, members: Iterable[str]) -> str | None:
+    """The live replica a pool belongs to: the highest rendezvous weight; None with none live."""
+    namespace, name = key
+    weighed = (
+        (hashlib.blake2b(f"{member}\0{namespace}\0{name}".encode(), digest_size=8).digest(), member)
+        for member in members
+    )
+    best = max(weighed, default=None)
+    return None if best is None else best[1]
+
+
+def place(
+    pools: Mapping[PoolKey, Placed],
+    members: Collection[str],
+    followers: Iterable[Follower] = (),
+) -> list[Write]:
+    """Every write that brings the pools, runs and leases to the live ``members``: pools first,
+    then the runs and leases. Nothing with no member live (nobody could take the work)."""
+    if not members:
+        return []
+    writes: list[Write] = []
+    settled: dict[PoolKey, str] = {}
+    for key, placed in sorted(pools.items()):
+        wanted = choose(key, members)
+        assert wanted is not None
+        if placed.owner not in members:
+            writes.append(Assign(key, wanted))
+            settled[key] = wanted
+        elif placed.handover is not None:
+            # Waiting on the live owner; a handover to a replica gone since is pointed anew.
+            if placed.handover != wanted:
+                writes.append(HandOver(key, wanted))
+        elif placed.owner != wanted:
+            writes.append(HandOver(key, wanted))
+        else:
+            settled[key] = placed.owner
+    for follower in followers:
+        key = (follower.namespace, follower.pool)
+        # A run or lease of a pool that does not exist is its would-be owner's to report.
+        owner = settled.get(key, "") if key in pools else choose(key, members)
+        assert owner is not None
+        if follower.owner != owner:
+            writes.append(Follow(follower, owner))
+    return writes
