@@ -58,7 +58,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import logging
 
     from agentpool import tracing
-    from agentpool.handlers.operator import Peering, run_operator
+    from agentpool.handlers.operator import Peering, run_operator, sharing_of
 
     if args.priority is not None and args.peering is None:
         print(
@@ -88,6 +88,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         stop_metrics = serve_metrics(args.metrics_port, args.metrics_host)
     namespaces = [] if args.all_namespaces else args.namespace
     peering = None if args.standalone else args.peering
+    sharing = None if args.share is None else sharing_of(args.share, args.share_namespace)
     try:
         asyncio.run(
             run_operator(
@@ -98,6 +99,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 state_dir=Path(args.state_dir) if args.state_dir else None,
                 gateway=_gateway_options(args),
                 lease_events=args.lease_events,
+                sharing=sharing,
             )
         )
     finally:
@@ -382,6 +384,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         default=None,
         help="coordinate with other replicas through the named kopf peering object",
+    )
+    peering.add_argument(
+        "--share",
+        metavar="NAME",
+        default=None,
+        help="share the pools with the other replicas of the group NAME: each works on the pools "
+        "assigned to it through coordination.k8s.io Leases in --share-namespace",
+    )
+    run.add_argument(
+        "--share-namespace",
+        metavar="NS",
+        default=None,
+        help="where the replicas' Leases are (default: $POD_NAMESPACE, else default)",
     )
     run.add_argument(
         "--priority",

@@ -171,6 +171,23 @@ class GatewaySettings:
 
 
 @dataclass(frozen=True)
+class ReplicaSettings:
+    """How replicas that share the pools keep their membership and their pools assigned."""
+
+    lease_seconds: int = 5
+    """Each replica's membership Lease lasts this long from its last renewal: a replica that
+    crashed gives its pools to the others about this long after its last renewal. Shorter moves
+    pools sooner after a crash, and takes them from a replica stalled (a long pause, a slow API
+    server) that much sooner."""
+    renew_seconds: float = 1.0
+    """How often a replica renews its Lease: several times in ``lease_seconds``, so one slow or
+    failed renewal does not lapse it."""
+    assign_seconds: float = 1.0
+    """How often the assigner reads who is live, and places what waits: a replica that joined,
+    left or lapsed is seen within about this long."""
+
+
+@dataclass(frozen=True)
 class OperatorSettings:
     """Every tunable of the operator, grouped by the part that goes by it."""
 
@@ -179,3 +196,4 @@ class OperatorSettings:
     leases: LeaseSettings = field(default_factory=LeaseSettings)
     runs: RunSettings = field(default_factory=RunSettings)
     gateway: GatewaySettings = field(default_factory=GatewaySettings)
+    replicas: ReplicaSettings = field(default_factory=ReplicaSettings)

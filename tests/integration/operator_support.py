@@ -54,10 +54,19 @@ class OperatorProcess:
     """``agentpool run`` against a cluster, in its own process; ``connection`` is its arguments
     that say where (``--server URL``, or ``--kubeconfig PATH --context NAME``)."""
 
-    def __init__(self, connection: Sequence[str], log_path: Path, *, metrics_port: int = 0) -> None:
+    def __init__(
+        self,
+        connection: Sequence[str],
+        log_path: Path,
+        *,
+        metrics_port: int = 0,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.connection = list(connection)
         self.log_path = log_path
         self.metrics_port = metrics_port
+        # Set in its environment besides the test's own (a replica's POD_ID, say).
+        self.env = env or {}
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -67,7 +76,10 @@ class OperatorProcess:
         if self.metrics_port:
             argv += ["--metrics-port", str(self.metrics_port)]
         log = self.log_path.open("ab")
-        self.process = subprocess.Popen(argv, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        env = {**os.environ, **self.env}
+        self.process = subprocess.Popen(
+            argv, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env
+        )
         log.close()
 
     def kill(self) -> None:

@@ -64,6 +64,12 @@ async def lease_event(
     """A lease appeared, changed or went: a new one gets its task, a changed one (its holder
     renewed it) wakes it, a deleted one's task stops and its agent goes back."""
     key, lease = (namespace or "", name), raw_body(body)
+    if type == "DELETED" and not runtime.works_on(lease["metadata"]):
+        # Not deleted: relabelled to the replica its pool went to, which takes it up, Bound.
+        running = runtime.leases.tasks.get(key)
+        if running is not None:
+            running.stop.set(deleted=False)
+        return
     if type == "DELETED":
         await releases.lease_release(runtime, lease, key)
         return

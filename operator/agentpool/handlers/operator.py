@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import random
+import re
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass
@@ -21,9 +22,10 @@ from typing import Any, cast
 
 import kopf
 
-from agentpool.handlers import leases, leasewatch, pods, pools, runs, standby
+from agentpool import GROUP
+from agentpool.handlers import leases, leasewatch, pods, pools, replicas, runs, standby
 from agentpool.handlers.gatewaysetup import GatewayOptions, keep_certificate, open_gateway
-from agentpool.handlers.runtime import Runtime
+from agentpool.handlers.runtime import Runtime, Sharing
 from agentpool.io.agents import AgentClient
 from agentpool.io.connection import Connection, credentials
 from agentpool.io.journal import Journals
@@ -51,8 +53,12 @@ class NoDiffBase(kopf.DiffBaseStorage):
         return None
 
 
-def build_settings(*, embedded: bool) -> kopf.OperatorSettings:
+def build_settings(*, embedded: bool, sharing: Sharing | None = None) -> kopf.OperatorSettings:
     settings = kopf.OperatorSettings()
+    if sharing is not None:
+        # A replica sharing the pools watches its own only: what carries its label.
+        for plural in replicas.SHARED_PLURALS:
+            settings.watching.label_selectors[GROUP, plural] = replicas.selector(sharing)
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
     # No handler detects changes (each follows the watched state), so kopf keeps no last-handled
     # state on objects: otherwise a kind with a deletion handler (pools, leases) gets it written
@@ -122,6 +128,7 @@ async def run_operator(
     state_dir: Path | None = None,
     gateway: GatewayOptions | None = None,
     lease_events: bool = True,
+    sharing: Sharing | None = None,
 ) -> None:
     """Run the operator until ``stop_flag`` is set (or, without one, until cancelled).
 
@@ -129,25 +136,20 @@ async def run_operator(
     on kopf peering so that only one of several replicas acts at a time: the one of the highest
     priority. ``state_dir`` holds the runs' journals, so that a crash re-runs only the items in
     flight. ``gateway`` opens the HTTPS gateway for calls and casts (none without it).
-    ``lease_events`` False posts no Event on leases.
+    ``lease_events`` False posts no Event on leases. ``sharing`` makes it one of several
+    replicas that share the pools (:mod:`agentpool.handlers.replicas`); not with ``peering``.
     """
     # What is opened is closed, last first, each whether or not the one before it failed.
     async with contextlib.AsyncExitStack() as opened:
-        kube = Kube.connect(connection)
-        opened.push_async_callback(kube.aclose)
-        await kube.open_session()
-        agents = AgentClient()
-        opened.push_async_callback(agents.close)
-        journals = Journals(state_dir) if state_dir is not None else None
-        tunables = OperatorSettings(leases=LeaseSettings(events=lease_events))
-        runtime = Runtime(kube=kube, agents=agents, journals=journals, settings=tunables)
-        opened.push_async_callback(runtime.lease_events.close)
-        lease_paths = leasewatch.own_paths(runtime, peering=bool(peering), namespaces=namespaces)
+        runtime = await open_runtime(opened, connection, state_dir, lease_events, sharing)
+        lease_paths = leasewatch.own_paths(
+            runtime, peering=bool(peering or sharing), namespaces=namespaces
+        )
         registry = build_registry(runtime, connection, kopf_leases=not lease_paths)
         async with beside_kopf(runtime, gateway, peering, namespaces, lease_paths):
             await kopf.operator(
                 registry=registry,
-                settings=build_settings(embedded=embedded),
+                settings=build_settings(embedded=embedded, sharing=sharing),
                 clusterwide=not namespaces,
                 namespaces=list(namespaces),
                 standalone=peering is None,
@@ -159,6 +161,28 @@ async def run_operator(
                 ready_flag=ready_flag,
                 liveness_endpoint=liveness_endpoint,
             )
+
+
+async def open_runtime(
+    opened: contextlib.AsyncExitStack,
+    connection: Connection,
+    state_dir: Path | None,
+    lease_events: bool,
+    sharing: Sharing | None,
+) -> Runtime:
+    """The operator's runtime, its clients opened, each closed by ``opened``."""
+    kube = Kube.connect(connection)
+    opened.push_async_callback(kube.aclose)
+    await kube.open_session()
+    agents = AgentClient()
+    opened.push_async_callback(agents.close)
+    journals = Journals(state_dir) if state_dir is not None else None
+    tunables = OperatorSettings(leases=LeaseSettings(events=lease_events))
+    runtime = Runtime(
+        kube=kube, agents=agents, journals=journals, settings=tunables, sharing=sharing
+    )
+    opened.push_async_callback(runtime.lease_events.close)
+    return runtime
 
 
 @dataclass(frozen=True)
@@ -176,6 +200,16 @@ class Peering:
         # readiness follows.
         identity = os.environ.get("POD_ID") or f"{socket.gethostname()}-{os.getpid()}"
         return cls(name, identity, random.randint(1, 2**31) if priority is None else priority)
+
+
+def sharing_of(name: str, namespace: str | None = None) -> Sharing:
+    """This replica in the group ``name``: known by its pod's name (or host and process), its
+    Leases in ``namespace``, else its pod's, else ``default``."""
+    identity = os.environ.get("POD_ID") or f"{socket.gethostname()}-{os.getpid()}"
+    # Both a label value and part of its Lease's name: lower-case letters, digits, '-', '.'.
+    identity = re.sub(r"[^a-z0-9.-]", "-", identity.lower())[-63:].strip("-.") or "replica"
+    where = namespace or os.environ.get("POD_NAMESPACE") or "default"
+    return Sharing(name=name, namespace=where, identity=identity)
 
 
 @contextlib.asynccontextmanager
@@ -207,6 +241,13 @@ async def beside_kopf(
                 every=runtime.settings.gateway.peers_seconds,
             )
             tasks.append(asyncio.create_task(follower))
+        if runtime.sharing is not None:
+            tasks.append(asyncio.create_task(replicas.keep_membership(runtime, runtime.sharing)))
+            tasks.append(asyncio.create_task(replicas.assign(runtime, runtime.sharing)))
+            tasks += [
+                asyncio.create_task(replicas.watch_placements(runtime, path))
+                for path in replicas.placement_paths(list(namespaces))
+            ]
         yield
     finally:
         for task in tasks:
@@ -215,6 +256,9 @@ async def beside_kopf(
         # is one stop_all sees.
         await asyncio.gather(*tasks, return_exceptions=True)
         await runtime.leases.stop_all(runtime.settings.leases.stop_seconds)
+        if runtime.sharing is not None:
+            # Everything here stopped: the others take it up now, not after a lapse.
+            await replicas.leave(runtime, runtime.sharing)
         if opened is not None:
             await opened.server.stop()
 

@@ -26,7 +26,7 @@ from agentpool.api.base import SpecError
 from agentpool.api.raw import RawBody, raw_body
 from agentpool.api.reasons import EventReason, RetireReason
 from agentpool.broker.registry import PoolKey
-from agentpool.handlers import failures, gatewaysetup, tokens
+from agentpool.handlers import failures, gatewaysetup, replicas, tokens
 from agentpool.handlers.poolstatus import report_invalid_spec, write_status
 from agentpool.handlers.recovery import restore_held_agents
 from agentpool.handlers.registration import KindHandlers
@@ -62,6 +62,11 @@ log = logging.getLogger(__name__)
 STANDING_DOWN = (
     kopf.DaemonStoppingReason.OPERATOR_PAUSING | kopf.DaemonStoppingReason.OPERATOR_EXITING
 )
+
+
+#: How often a pool being handed over is looked at again by the replica that had it, until its
+#: watch says it is gone (or it is handed back).
+HANDOVER_POLL_SECONDS = 0.5
 
 
 def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
@@ -114,13 +119,20 @@ async def pool_loop(
 ) -> None:
     """The pool's daemon: start serving it, reconcile until stopped, then let it go."""
     key = (body.metadata.namespace or "", body.metadata.name)
-    if not await await_valid_spec(runtime, body, stopped):
-        return
-    handle = await start_pool(runtime, body, key)
-    try:
-        await run_passes(runtime, handle, body, stopped)
-    finally:
-        end_pool(runtime, handle, stopped)
+    while not stopped:
+        if not runtime.works_on(body.metadata):
+            # Being handed to another replica: once it is, its watch ends this loop (a pool
+            # handed back starts again).
+            await replicas.hand_over(runtime, key, lambda: park_leases(runtime, key))
+            await stopped.wait(HANDOVER_POLL_SECONDS)
+            continue
+        if not await await_valid_spec(runtime, body, stopped):
+            return
+        handle = await start_pool(runtime, body, key)
+        try:
+            await run_passes(runtime, handle, body, stopped)
+        finally:
+            end_pool(runtime, handle, stopped, left=not runtime.works_on(body.metadata))
 
 
 async def await_valid_spec(runtime: Runtime, body: kopf.Body, stopped: kopf.DaemonStopped) -> bool:
@@ -202,7 +214,8 @@ async def run_passes(
     """Reconcile on every trigger, and at the latest when the pass said, until stopped."""
     stopping = asyncio.ensure_future(stopped.wait())
     try:
-        while not stopped:
+        # A pool handed to another replica ends its loop here, as a stopped one does.
+        while not stopped and runtime.works_on(body.metadata):
             handle.wake.clear()
             try:
                 delay = await reconcile(runtime, handle, body)
@@ -230,14 +243,20 @@ def unjudged(handle: PoolHandle) -> None:
     handle.quiet = handle.broker.wake_on_checkout = False
 
 
-def end_pool(runtime: Runtime, handle: PoolHandle, stopped: kopf.DaemonStopped) -> None:
+def end_pool(
+    runtime: Runtime, handle: PoolHandle, stopped: kopf.DaemonStopped, *, left: bool = False
+) -> None:
     """The loop ended: a deleted pool refuses checkouts and waits for pool_drain; a paused or
-    exiting operator's leases are left to the replica that acts next; either way, its handle
-    goes."""
+    exiting operator's leases are left to the replica that acts next; a pool that ``left`` this
+    replica (another works on it, or it is handed to one) refuses checkouts here, its pods left
+    as they are; either way, its handle goes."""
     reason = stopped.reason
     if reason and reason & STANDING_DOWN:
         runtime.leases.pause()
-    if reason and reason & kopf.DaemonStoppingReason.RESOURCE_DELETED:
+    if left:
+        runtime.brokers.close(handle.namespace, handle.name, broker=handle.broker)
+        metrics.forget_pool_gauges(handle.namespace, handle.name)
+    elif reason and reason & kopf.DaemonStoppingReason.RESOURCE_DELETED:
         namespace, name = key = (handle.namespace, handle.name)
         # Refuse checkouts at once; pool_drain lets busy agents finish and deletes pods.
         runtime.brokers.close(namespace, name, broker=handle.broker)
@@ -248,6 +267,23 @@ def end_pool(runtime: Runtime, handle: PoolHandle, stopped: kopf.DaemonStopped) 
             metrics.FORGET_AFTER_SECONDS, _forget_counts, runtime, key
         )
     runtime.pools.forget(handle)
+
+
+async def park_leases(runtime: Runtime, key: PoolKey) -> None:
+    """Stop driving the leases of the pool ``key`` here, leaving them Bound, and wait for their
+    tasks to end: the replica the pool goes to takes them up with it."""
+    namespace, pool = key
+    ending = []
+    for lease_key, entry in runtime.leases.tasks.items():
+        lease = runtime.leases.latest.get(lease_key) or {}
+        if (
+            lease_key[0] == namespace
+            and (lease.get("spec") or {}).get("poolRef", {}).get("name") == pool
+        ):
+            entry.stop.set(deleted=False)
+            ending.append(entry.task)
+    if ending:
+        await asyncio.wait(ending, timeout=runtime.settings.leases.stop_seconds)
 
 
 async def pool_drain(runtime: Runtime, /, name: str, namespace: str | None, **kwargs: Any) -> None:

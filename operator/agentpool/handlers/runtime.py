@@ -15,6 +15,7 @@ agentpool's own kinds) when :mod:`agentpool.handlers.operator` builds the regist
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,15 @@ from agentpool.io.kube import Kube
 from agentpool.pool import DemandSample
 from agentpool.pool.headroom import HeadroomState
 from agentpool.pool.health import PoolHealth
+from agentpool.pool.placement import (
+    HANDOVER_ANNOTATION,
+    REPLICA_LABEL,
+    Assign,
+    Follower,
+    HandOver,
+    Placed,
+    Write,
+)
 from agentpool.pool.rollout import RolloutMark
 from agentpool.runs import Clock, SystemClock
 from agentpool.runs.engine import RunEngine
@@ -309,6 +319,71 @@ class GatewayPublication:
     checked: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Sharing:
+    """This replica among those that share the pools: the group's name (its Leases are named
+    after it and labelled with it), the namespace of the Leases, and this replica's identity
+    (its Lease's holder and the value of the replica label on what it works on)."""
+
+    name: str
+    namespace: str
+    identity: str
+
+    @property
+    def member_lease(self) -> str:
+        return f"{self.name}-{self.identity}"
+
+    @property
+    def assigner_lease(self) -> str:
+        return f"{self.name}-assigner"
+
+
+@dataclass
+class Placements:
+    """The pools, runs and leases as this replica's watches last showed them, with the replica
+    label each carries: what the assigner places, whichever replica it is."""
+
+    pools: dict[PoolKey, Placed] = field(default_factory=dict)
+    followers: dict[tuple[str, str, str], Follower] = field(default_factory=dict)
+    # Set when something to place may have changed.
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def see_pool(self, key: PoolKey, meta: Any, *, deleted: bool) -> None:
+        placed = None if deleted else Placed(*placed_of(meta))
+        if self.pools.get(key) != placed:
+            if placed is None:
+                self.pools.pop(key, None)
+            else:
+                self.pools[key] = placed
+            self.changed.set()
+
+    def see_follower(self, follower: Follower, *, deleted: bool) -> None:
+        key = (follower.kind, follower.namespace, follower.name)
+        if deleted:
+            if self.followers.pop(key, None) is not None:
+                self.changed.set()
+        elif self.followers.get(key) != follower:
+            self.followers[key] = follower
+            self.changed.set()
+
+    def wrote(self, write: Write) -> None:
+        """``write`` was made: the view shows it before the watch does."""
+        if isinstance(write, Assign):
+            self.pools[write.key] = Placed(owner=write.owner)
+        elif isinstance(write, HandOver):
+            self.pools[write.key] = dataclasses.replace(self.pools[write.key], handover=write.to)
+        else:
+            follower = dataclasses.replace(write.follower, owner=write.owner)
+            self.followers[follower.kind, follower.namespace, follower.name] = follower
+
+
+def placed_of(meta: Any) -> tuple[str | None, str | None]:
+    """An object's replica label and handover annotation, from its metadata."""
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    return labels.get(REPLICA_LABEL), annotations.get(HANDOVER_ANNOTATION)
+
+
 @dataclass
 class Runtime:
     """Everything one running operator's handlers share."""
@@ -341,6 +416,17 @@ class Runtime:
     lease_events: EventSeries = field(init=False)
     # The LISTs of pods and leases that starting pools share (after a restart, all at once).
     listings: Listings = field(init=False)
+    # With replicas sharing the pools: this replica, and what it saw of their placement.
+    sharing: Sharing | None = None
+    placements: Placements = field(default_factory=Placements)
+
+    def works_on(self, meta: Any) -> bool:
+        """Whether this replica works on the object of ``meta``: always alone; sharing, when its
+        replica label names this replica and it is not being handed over."""
+        if self.sharing is None:
+            return True
+        owner, handover = placed_of(meta)
+        return owner == self.sharing.identity and handover is None
 
     def __post_init__(self) -> None:
         self.listings = Listings(self.kube)

@@ -666,3 +666,67 @@ class Kube:
             await self._call(
                 "delete", plural, self._timed(call, GROUP, VERSION, namespace, plural, name)
             )
+
+    async def patch_metadata(
+        self,
+        plural: str,
+        namespace: str,
+        name: str,
+        metadata: Mapping[str, Any],
+        *,
+        resource_version: str | None = None,
+    ) -> None:
+        """Merge-patch a custom object's labels and annotations (a None value removes one).
+        With ``resource_version``, only the object as it was then: Conflict if it changed."""
+        body: dict[str, Any] = {"metadata": dict(metadata)}
+        if resource_version is not None:
+            body["metadata"]["resourceVersion"] = resource_version
+        await self.request(
+            "PATCH",
+            f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{plural}/{name}",
+            body=body,
+            content_type=MERGE_PATCH,
+            resource=plural,
+            read=False,
+        )
+
+    # coordination.k8s.io Leases (the replicas' membership and their assigner) ---------------
+
+    @staticmethod
+    def _leases(namespace: str) -> str:
+        return f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+
+    async def list_leases(self, namespace: str, labels: str) -> list[RawBody]:
+        listed = await self.request(
+            "GET", self._leases(namespace), query=[("labelSelector", labels)], resource="leases"
+        )
+        return raw_items(listed)
+
+    async def read_lease(self, namespace: str, name: str) -> RawBody:
+        return raw_body(await self.request("GET", f"{self._leases(namespace)}/{name}"))
+
+    async def create_lease(self, namespace: str, body: Mapping[str, Any]) -> RawBody:
+        """Create a Lease: Conflict when one of its name exists."""
+        return raw_body(await self.request("POST", self._leases(namespace), body=dict(body)))
+
+    async def replace_lease(self, namespace: str, body: Mapping[str, Any]) -> RawBody:
+        """Replace a Lease as it was read (its ``resourceVersion``): Conflict when another
+        wrote it since, so two replicas never both take it."""
+        path = f"{self._leases(namespace)}/{body['metadata']['name']}"
+        return raw_body(await self.request("PUT", path, body=dict(body), resource="leases"))
+
+    async def patch_lease(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        await self.request(
+            "PATCH",
+            f"{self._leases(namespace)}/{name}",
+            body=dict(patch),
+            content_type=MERGE_PATCH,
+            resource="leases",
+            read=False,
+        )
+
+    async def delete_lease(self, namespace: str, name: str) -> None:
+        with contextlib.suppress(ObjectNotFound):
+            await self.request(
+                "DELETE", f"{self._leases(namespace)}/{name}", resource="leases", read=False
+            )

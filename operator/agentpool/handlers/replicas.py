@@ -1,0 +1,270 @@
+"""Replicas that share the pools: each one's membership, the assigner, and the hand-over.
+
+Every replica holds a ``coordination.k8s.io/v1`` Lease of its own, ``<name>-<identity>`` in
+the namespace of the group, labelled ``agentpool.dev/share=<name>``, renewed every
+``renew_seconds`` (:func:`keep_membership`); a replica whose Lease lapsed or was deleted is not
+live. One replica at a time, the holder of the Lease ``<name>-assigner`` (taken as
+kube-controller-manager takes its own: created, renewed, or taken once lapsed, each write
+conditional on the version read), is the assigner (:func:`assign`): it watches every pool, run
+and lease, reads who is live, and writes each object's ``agentpool.dev/replica`` label as
+:func:`agentpool.pool.placement.place` decides. Each replica's kopf watches only what is
+labelled with its identity, so a replica works on its own pools, runs and leases only; an
+object relabelled away leaves its watch as if deleted, which its handlers tell from a deletion by
+the label it now carries.
+
+A pool moved from a live replica is first marked with the replica it goes to: its owner's loop
+ends, its leases are parked, and the owner writes the new label itself (:func:`hand_over`). A
+replica that stops hands over everything at once by deleting its Lease once kopf has stopped
+(:func:`leave`): the assigner then gives its pools out at once, without waiting for a lapse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from agentpool import GROUP, VERSION
+from agentpool.api.conditions import format_micro_time
+from agentpool.api.raw import RawBody
+from agentpool.handlers.runtime import Runtime, Sharing, placed_of
+from agentpool.io.kube import Conflict, ObjectNotFound
+from agentpool.pool import placement
+from agentpool.pool.placement import (
+    HANDOVER_ANNOTATION,
+    REPLICA_LABEL,
+    Assign,
+    Follow,
+    Follower,
+    HandOver,
+    Held,
+)
+
+log = logging.getLogger(__name__)
+
+#: Lists a group's membership Leases.
+SHARE_LABEL = "agentpool.dev/share"
+#: What each replica watches of the kinds it works on: what carries its own label.
+SHARED_PLURALS = ("agentpools", "poolruns", "agentleases")
+
+
+def selector(sharing: Sharing) -> str:
+    """The label selector of what replica ``sharing`` works on."""
+    return f"{REPLICA_LABEL}={sharing.identity}"
+
+
+def lease_body(sharing: Sharing, name: str, seconds: int, now: float) -> dict[str, Any]:
+    stamp = format_micro_time(now)
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {
+            "name": name,
+            "namespace": sharing.namespace,
+            "labels": {SHARE_LABEL: sharing.name},
+        },
+        "spec": {
+            "holderIdentity": sharing.identity,
+            "leaseDurationSeconds": seconds,
+            "acquireTime": stamp,
+            "renewTime": stamp,
+        },
+    }
+
+
+async def keep_membership(runtime: Runtime, sharing: Sharing) -> None:
+    """Hold this replica's membership Lease, renewed every ``renew_seconds``, until cancelled."""
+    tunables = runtime.settings.replicas
+    while True:
+        try:
+            await renew_membership(runtime, sharing)
+        except Exception as error:  # the next renewal tries again; a lapse moves the pools
+            log.warning("renewing the replica's Lease failed: %s", error)
+        await asyncio.sleep(tunables.renew_seconds)
+
+
+async def renew_membership(runtime: Runtime, sharing: Sharing) -> None:
+    seconds = runtime.settings.replicas.lease_seconds
+    patch = {"spec": {"renewTime": format_micro_time(time.time()), "leaseDurationSeconds": seconds}}
+    try:
+        await runtime.kube.patch_lease(sharing.namespace, sharing.member_lease, patch)
+    except ObjectNotFound:
+        body = lease_body(sharing, sharing.member_lease, seconds, time.time())
+        await runtime.kube.create_lease(sharing.namespace, body)
+
+
+async def live_members(runtime: Runtime, sharing: Sharing) -> set[str]:
+    """The replicas of the group whose Lease is live."""
+    leases = await runtime.kube.list_leases(sharing.namespace, f"{SHARE_LABEL}={sharing.name}")
+    held = [
+        Held.of(lease) for lease in leases if lease["metadata"]["name"] != sharing.assigner_lease
+    ]
+    return placement.live_members(held, time.time())
+
+
+async def take_assigner(runtime: Runtime, sharing: Sharing) -> bool:
+    """Whether this replica is the assigner, after one try to make, renew or take its Lease."""
+    kube, namespace, name = runtime.kube, sharing.namespace, sharing.assigner_lease
+    seconds = runtime.settings.replicas.lease_seconds
+    try:
+        lease: RawBody | None = await kube.read_lease(namespace, name)
+    except ObjectNotFound:
+        lease = None
+    now = time.time()
+    step = placement.lead(None if lease is None else Held.of(lease), sharing.identity, now)
+    try:
+        if step == "create":
+            await kube.create_lease(namespace, lease_body(sharing, name, seconds, now))
+        elif step in ("renew", "take") and lease is not None:
+            spec = dict(lease.get("spec") or {})
+            spec.update(holderIdentity=sharing.identity, leaseDurationSeconds=seconds)
+            spec["renewTime"] = format_micro_time(now)
+            if step == "take":
+                spec["acquireTime"] = spec["renewTime"]
+                spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
+            await kube.replace_lease(namespace, {**lease, "spec": spec})
+    except Conflict:
+        return False  # another replica wrote it first
+    return step != "wait"
+
+
+async def assign(runtime: Runtime, sharing: Sharing) -> None:
+    """Be the assigner whenever this replica holds its Lease: write where each pool, run and
+    lease of :attr:`Runtime.placements` belongs (:func:`watch_placements` keeps them), until
+    cancelled. Who holds the Lease and who is live are read once every ``assign_seconds``;
+    what changes in between is placed at once."""
+    every = runtime.settings.replicas.assign_seconds
+    while True:
+        tick = time.monotonic() + every
+        try:
+            if await take_assigner(runtime, sharing):
+                await place_until(runtime, await live_members(runtime, sharing), tick)
+        except Exception as error:  # tried again next time
+            log.warning("assigning the pools failed: %s", error)
+        await asyncio.sleep(max(0.0, tick - time.monotonic()))
+
+
+async def place_until(runtime: Runtime, members: set[str], deadline: float) -> None:
+    """Place everything on ``members`` now, and again on each change seen until ``deadline``."""
+    changed = runtime.placements.changed
+    while True:
+        changed.clear()
+        await place_all(runtime, members)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        try:
+            await asyncio.wait_for(changed.wait(), left)
+        except TimeoutError:
+            return
+
+
+async def place_all(runtime: Runtime, members: set[str]) -> None:
+    """Write every label the live replicas ``members`` call for, as one assigner pass."""
+    seen = runtime.placements
+    writes = placement.place(seen.pools, members, list(seen.followers.values()))
+    for write in writes:
+        try:
+            await apply(runtime, write)
+            # As its watch event will show it: not written again meanwhile.
+            seen.wrote(write)
+        except ObjectNotFound:
+            continue  # gone since: its watch event takes it out of the view
+        except Conflict:
+            seen.changed.set()  # changed since: placed again at once
+
+
+async def apply(runtime: Runtime, write: placement.Write) -> None:
+    if isinstance(write, Assign):
+        log.info("pool %s/%s goes to replica %s", *write.key, write.owner)
+        meta = {"labels": {REPLICA_LABEL: write.owner}, "annotations": {HANDOVER_ANNOTATION: None}}
+        await runtime.kube.patch_metadata("agentpools", *write.key, meta)
+    elif isinstance(write, HandOver):
+        log.info("pool %s/%s is handed over to replica %s", *write.key, write.to)
+        meta = {"annotations": {HANDOVER_ANNOTATION: write.to}}
+        await runtime.kube.patch_metadata("agentpools", *write.key, meta)
+    elif isinstance(write, Follow):
+        follower = write.follower
+        meta = {"labels": {REPLICA_LABEL: write.owner}}
+        await runtime.kube.patch_metadata(follower.kind, follower.namespace, follower.name, meta)
+
+
+def follower_of(kind: str, body: RawBody) -> Follower | None:
+    """A run or lease as the assigner places it: by the pool it follows (a run, its first)."""
+    meta, spec = body["metadata"], dict(body.get("spec") or {})
+    pool = (spec.get("poolRef") or {}).get("name")
+    if not pool and kind == "poolruns":
+        routed = sorted(((spec.get("routes") or {}).get("pools") or {}).values())
+        pool = routed[0] if routed else None
+    if not pool:
+        return None
+    owner, _ = placed_of(meta)
+    return Follower(kind, meta.get("namespace") or "", meta["name"], str(pool), owner)
+
+
+async def watch_placements(runtime: Runtime, path: str) -> None:
+    """Keep :attr:`Runtime.placements` to the objects at ``path`` (every replica's, labelled or
+    not), until cancelled."""
+    kind = path.rstrip("/").split("/")[-1]
+    seen = runtime.placements
+    async for event, body in runtime.kube.watch(path):
+        meta = body.get("metadata") or {}
+        deleted = event == "DELETED"
+        if kind == "agentpools":
+            seen.see_pool(
+                (meta.get("namespace") or "", meta.get("name") or ""), meta, deleted=deleted
+            )
+            continue
+        follower = follower_of(kind, body)
+        if follower is not None:
+            seen.see_follower(follower, deleted=deleted)
+
+
+def placement_paths(namespaces: list[str]) -> list[str]:
+    base = f"/apis/{GROUP}/{VERSION}"
+    if not namespaces:
+        return [f"{base}/{plural}" for plural in SHARED_PLURALS]
+    return [
+        f"{base}/namespaces/{namespace}/{plural}"
+        for namespace in sorted(set(namespaces))
+        for plural in SHARED_PLURALS
+    ]
+
+
+async def hand_over(
+    runtime: Runtime, key: tuple[str, str], park: Callable[[], Awaitable[None]]
+) -> None:
+    """Finish handing the pool ``key`` over, when it is being handed over from this replica:
+    once ``park`` has parked what of it ran here, write the replica it goes to in its label, if
+    nothing changed it since it was read (else the next try reads it again)."""
+    if runtime.sharing is None:
+        return
+    try:
+        pool = await runtime.kube.get_custom("agentpools", *key)
+    except ObjectNotFound:
+        return
+    meta = pool["metadata"]
+    owner, to = placed_of(meta)
+    if owner != runtime.sharing.identity or not to:
+        return
+    await park()
+    labels = {"labels": {REPLICA_LABEL: to}, "annotations": {HANDOVER_ANNOTATION: None}}
+    with contextlib.suppress(Conflict, ObjectNotFound):
+        version = meta.get("resourceVersion")
+        await runtime.kube.patch_metadata("agentpools", *key, labels, resource_version=version)
+        log.info("pool %s/%s handed over to replica %s", *key, to)
+
+
+async def leave(runtime: Runtime, sharing: Sharing) -> None:
+    """This replica stops: its Lease goes, and the assigner's if it holds it, so the others
+    take its pools at once rather than after a lapse."""
+    for name in (sharing.member_lease, sharing.assigner_lease):
+        with contextlib.suppress(Exception):
+            if name == sharing.assigner_lease:
+                held = Held.of(await runtime.kube.read_lease(sharing.namespace, name))
+                if held.holder != sharing.identity:
+                    continue
+            await runtime.kube.delete_lease(sharing.namespace, name)
