@@ -39,6 +39,7 @@ VALUE_SETS: dict[str, dict[str, Any] | None] = {
     },
     "two-replicas": {"replicaCount": 2},
     "two-replicas-in-namespaces": {"replicaCount": 2, "watchNamespaces": ["team-a"]},
+    "shared-pools": {"replicaCount": 2, "sharePools": True},
     "metrics-off": {"metrics": {"enabled": False}, "podDisruptionBudget": {"enabled": False}},
     "lease-events-off": {"leaseEvents": False},
     "monitoring": {
@@ -418,6 +419,34 @@ def test_replicas_share_a_kopf_peering(rendered: dict[str, list[Manifest]]) -> N
     assert _flag(_container(namespaced)["args"], "--peering") == [peering["metadata"]["name"]]
     (role,) = [r for r in find(namespaced, "Role") if r["metadata"]["namespace"] == "team-a"]
     assert any("kopfpeerings" in rule["resources"] for rule in role["rules"])
+
+
+def test_replicas_that_share_the_pools_keep_leases_in_the_release_namespace(
+    rendered: dict[str, list[Manifest]],
+) -> None:
+    """With sharePools, each pod runs ``--share`` under the release's name, with no peering, a
+    rolling update, and a Role on Leases in the release namespace only."""
+    manifests = rendered["shared-pools"]
+    args = _container(manifests)["args"]
+    assert _flag(args, "--share") == [_operator(manifests)["metadata"]["name"]]
+    assert not _flag(args, "--peering")
+    assert "--standalone" not in args
+    assert not find(manifests, "ClusterKopfPeering")
+    assert not find(manifests, "KopfPeering")
+    assert "strategy" not in _operator(manifests)["spec"]
+    (role,) = [r for r in find(manifests, "Role") if r["metadata"]["name"].endswith("-replicas")]
+    assert role["metadata"]["namespace"] == RELEASE_NAMESPACE
+    granted = {
+        verb for rule in role["rules"] for verb in rule["verbs"] if "leases" in rule["resources"]
+    }
+    assert granted == {"get", "list", "create", "update", "patch", "delete"}
+    (binding,) = [
+        b for b in find(manifests, "RoleBinding") if b["metadata"]["name"].endswith("-replicas")
+    ]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert not [
+        r for r in find(rendered["defaults"], "Role") if "-replicas" in r["metadata"]["name"]
+    ]
 
 
 def test_network_policy_admits_only_the_operator(rendered: dict[str, list[Manifest]]) -> None:

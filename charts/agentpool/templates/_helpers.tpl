@@ -53,11 +53,20 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{/*
-"true" when more than one operator pod runs: they then share a kopf peering object, so the
-one with the highest priority acts and the others stand by. One pod runs standalone.
+"true" when more than one operator pod runs without sharePools: they then share a kopf peering
+object, so the one with the highest priority acts and the others stand by. One pod runs
+standalone.
 */}}
 {{- define "agentpool.peering" -}}
-{{- if gt (int .Values.replicaCount) 1 }}true{{ end }}
+{{- if and (gt (int .Values.replicaCount) 1) (not .Values.sharePools) }}true{{ end }}
+{{- end }}
+
+{{/*
+"true" when the operator pods share the pools (`agentpool run --share NAME`): each works on
+those assigned to it through Leases in the release namespace.
+*/}}
+{{- define "agentpool.sharing" -}}
+{{- if .Values.sharePools }}true{{ end }}
 {{- end }}
 
 {{/* The name of the kopf peering object the replicas share (`agentpool run --peering NAME`). */}}

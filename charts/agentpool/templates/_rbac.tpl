@@ -110,3 +110,13 @@ in case it might be useful.
   verbs: ["create"]
 {{- end }}
 {{- end }}
+
+{{/* Rules in the release namespace for replicas that share the pools: their Leases. */}}
+{{- define "agentpool.rules.replicas" -}}
+# Each replica's own Lease (created, renewed by patch, deleted as it exits) and the assigner's
+# (read, created, and replaced to renew or take it, conditional on its version); the assigner
+# lists them all by the group's label to learn which replicas are live.
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["get", "list", "create", "update", "patch", "delete"]
+{{- end }}
