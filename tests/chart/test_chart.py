@@ -447,6 +447,11 @@ def test_replicas_that_share_the_pools_keep_leases_in_the_release_namespace(
     assert not [
         r for r in find(rendered["defaults"], "Role") if "-replicas" in r["metadata"]["name"]
     ]
+    # A replica passes calls on as itself: the gateway of the one it reaches checks it.
+    shared = granted_rules(VALUE_SETS["shared-pools"])
+    assert ("agentpool.dev", "agentpools/call", "create") in shared
+    assert ("agentpool.dev", "agentpools/proxy", "get") in shared
+    assert ("agentpool.dev", "agentpools/call", "create") not in granted_rules(None)
 
 
 def test_network_policy_admits_only_the_operator(rendered: dict[str, list[Manifest]]) -> None:

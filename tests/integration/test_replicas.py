@@ -9,7 +9,9 @@ runs on a local cluster of its own.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +19,7 @@ from typing import Any
 
 import kubernetes
 import pytest
+from gateway_support import Gateway, caller_token
 from operator_support import Api, OperatorProcess, pool_spec
 from run_support import finished_run, invocations, run_status, start_run
 
@@ -152,6 +155,37 @@ def assert_lease_kept(api: Api, namespace: str, pool: str, agent: str, replica: 
     )
 
 
+def gateways(api: Api, namespace: str, replicas: set[str]) -> dict[str, Gateway]:
+    """Each live replica's own gateway, as its Lease names it, trusting the published CA."""
+    ca = Gateway.of(api, namespace).ca_pem
+    coordination = kubernetes.client.CoordinationV1Api(api.client)
+    found = {}
+    for lease in coordination.list_namespaced_lease("default").items:
+        url = (lease.metadata.annotations or {}).get("agentpool.dev/gateway")
+        if lease.spec.holder_identity in replicas and url:
+            found[lease.spec.holder_identity] = Gateway(url, ca, namespace)
+    return found
+
+
+def call_everywhere(api: Api, namespace: str, replicas: set[str], pools: list[str]) -> None:
+    """A call to each pool through each replica's gateway is answered by the pool's agent,
+    whichever replica works on the pool."""
+    token = caller_token(api, namespace, f"caller-{len(replicas)}", bound=True)
+    found = wait_for(
+        lambda: (seen := gateways(api, namespace, replicas)).keys() == replicas and seen,
+        "every replica's gateway named in its Lease",
+    )
+    for replica, gateway in sorted(found.items()):
+        for pool in pools:
+            item = {"through": replica, "pool": pool}
+            reply = gateway.call(pool, item, token=token)
+            assert reply.status == 200, (replica, pool, reply)
+            digest = hashlib.sha256(
+                json.dumps(item, sort_keys=True, separators=(",", ":")).encode()
+            )
+            assert reply.body["output"]["digest"] == digest.hexdigest()
+
+
 def show_logs(replicas: list[Replica]) -> None:
     for replica in replicas:
         replica.stop()
@@ -179,12 +213,14 @@ def test_a_crashed_replica_gives_only_its_own_pools_and_loses_nothing(
         make_pools(api, namespace, [leased, running, stays], record)
         placed = {leased: "r-c", running: "r-c", stays: "r-a"}
         wait_for(lambda: served(api, namespace, placed), "every pool served")
+        call_everywhere(api, namespace, everyone, [running, stays])
         agent = bind(api, namespace, leased)
         start_runs(api, namespace, {"moved": running, "stayed": stays})
         replicas[2].kill()
         after = {pool: choose((namespace, pool), survivors) or "" for pool in placed}
         wait_for(lambda: served(api, namespace, after), "the crashed replica's pools served")
         assert owner(api, namespace, stays) == "r-a"
+        call_everywhere(api, namespace, survivors, [running, stays])
         assert_runs_whole(api, namespace, record, moved="moved", stayed="stayed")
         assert_lease_kept(api, namespace, leased, agent, after[leased])
     finally:

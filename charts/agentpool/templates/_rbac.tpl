@@ -54,6 +54,18 @@ in case it might be useful.
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "list"]
+{{- if and (include "agentpool.sharing" .) .Values.gateway.enabled }}
+# Replicas that share the pools pass a call on to the replica that works on its pool as
+# themselves (once the caller's own token was checked), and that replica's gateway checks them
+# as it checks any caller: create on agentpools/call and /cast ...
+- apiGroups: ["agentpool.dev"]
+  resources: ["agentpools/call", "agentpools/cast"]
+  verbs: ["create"]
+# ... and a forwarded request to an HTTP pool, its method's verb.
+- apiGroups: ["agentpool.dev"]
+  resources: ["agentpools/proxy"]
+  verbs: ["get", "create", "update", "patch", "delete"]
+{{- end }}
 {{- if and (include "agentpool.peering" .) .Values.watchNamespaces }}
 # Namespaced kopf peering: each replica lists and watches the KopfPeering object and patches its
 # keep-alive into it, so only the highest-priority replica acts.

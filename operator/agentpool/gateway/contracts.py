@@ -8,7 +8,7 @@ tests pass fakes and the operator passes the real ones.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import AsyncIterable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -127,3 +127,40 @@ class Answering(Protocol):
         ...
 
     def end(self) -> None: ...
+
+
+class Relaying(Protocol):
+    """Where another replica's answer goes, as it comes: its head, then its body."""
+
+    @property
+    def started(self) -> bool: ...
+
+    def start(self, status: int, headers: list[tuple[str, str]]) -> None: ...
+
+    async def write(self, data: bytes) -> None: ...
+
+    def end(self) -> None: ...
+
+
+class Peers(Protocol):
+    """The other replicas, when this operator is one of several that share the pools."""
+
+    def elsewhere(self, namespace: str, pool: str, *, lease: str | None = None) -> str | None:
+        """The gateway of the replica that works on the pool (or is taking it), or on the
+        ``lease`` when one is named, when that is another replica; None when it is this one,
+        or none is known."""
+        ...
+
+    async def relay(
+        self,
+        gateway: str,
+        method: str,
+        target: str,
+        headers: Sequence[tuple[str, str]],
+        body: bytes | AsyncIterable[bytes] | None,
+        answer: Relaying,
+    ) -> None:
+        """Pass the request on to the replica at ``gateway`` as this replica, and stream its
+        answer into ``answer``. Raises :class:`~agentpool.gateway.errors.GatewayError` when it
+        did not answer; once ``answer`` has started, a failure can only break it off."""
+        ...

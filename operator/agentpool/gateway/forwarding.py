@@ -132,6 +132,36 @@ def passed_back(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[str, str]]
     ]
 
 
+#: Marks a request one replica passed on to the replica that works on its pool, naming the
+#: first: it is served where it arrives, never passed on again.
+RELAYED_HEADER: Final = "Agentpool-Relayed-By"
+_NOT_RELAYED: Final = HOP_BY_HOP | {b"authorization", b"host", b"expect", b"content-length"}
+
+
+def relayed(headers: Iterable[tuple[bytes, bytes]]) -> tuple[tuple[str, str], ...]:
+    """The caller's headers another replica gets with its request: all but the connection's,
+    and the caller's credentials (the replica passes it on as itself); the gateway's own stay,
+    as the replica it goes to reads them."""
+    headers = list(headers)
+    named = _connection_named(headers)
+    return tuple(
+        (name.decode("latin-1"), value.decode("latin-1"))
+        for name, value in headers
+        if (key := name.lower()) not in _NOT_RELAYED and key not in named
+    )
+
+
+def relayed_back(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
+    """Another replica's answer as its caller gets it: all but the connection's headers."""
+    headers = list(headers)
+    named = _connection_named(headers)
+    return [
+        (name.decode("latin-1"), value.decode("latin-1"))
+        for name, value in headers
+        if (key := name.lower()) not in HOP_BY_HOP and key not in named
+    ]
+
+
 def _connection_named(headers: list[tuple[bytes, bytes]]) -> frozenset[bytes]:
     """The headers a ``Connection`` header names, hop-by-hop too (RFC 9110 7.6.1)."""
     return frozenset(

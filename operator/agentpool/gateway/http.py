@@ -250,6 +250,8 @@ WANTED = frozenset(
         # The caller's trace, which the call's span continues (W3C trace context).
         b"traceparent",
         b"tracestate",
+        # Set by a replica that passed the request on to the one that works on its pool.
+        b"agentpool-relayed-by",
     }
 )
 

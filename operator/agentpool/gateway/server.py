@@ -26,7 +26,7 @@ import json
 import logging
 import math
 import ssl
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterable, Callable, Iterable
 from typing import Final
 
 from agentpool import metrics, tracing
@@ -43,7 +43,7 @@ from agentpool.api.gateway import (
 from agentpool.api.reasons import GatewayReason
 from agentpool.gateway import forwarding
 from agentpool.gateway.access import Access
-from agentpool.gateway.contracts import CallAnswer, Calls
+from agentpool.gateway.contracts import CallAnswer, Calls, Peers
 from agentpool.gateway.errors import GatewayError, from_agent, too_large
 from agentpool.gateway.http import HttpServer, Request, Response, Stream
 from agentpool.gateway.requests import envelope, parse_request
@@ -117,8 +117,10 @@ class GatewayServer:
         settings: GatewaySettings,
         tls: ssl.SSLContext | None,
         ready: Callable[[], bool] = lambda: True,
+        peers: Peers | None = None,
     ) -> None:
         self._calls = calls
+        self._peers = peers
         self._access = access
         self._tls = tls
         self._ready = ready
@@ -175,6 +177,8 @@ class GatewayServer:
                 pool=pool,
             )
             call = parse_request(request.body)
+            if await self._relayed(request, namespace, pool, request.body):
+                return None
             streamed = None
             accept = request.headers.get(b"accept", b"").decode("latin-1")
             if verb == "call" and request.answer is not None and events.wants_stream(accept):
@@ -216,6 +220,10 @@ class GatewayServer:
             assert request.all_headers is not None
             assert request.stream is not None
             whole = request.stream.whole()
+            body = request.stream if whole is None else whole
+            lease = route.name if route.kind == LEASES else None
+            if await self._relayed(request, route.namespace, route.name, body, lease=lease):
+                return None
             forwarded = forwarding.forwarded(
                 request.method,
                 route.target,
@@ -238,6 +246,29 @@ class GatewayServer:
                 return self._refused(error, verb=PROXY)
             return _answer(error)
         return None
+
+    async def _relayed(
+        self,
+        request: Request,
+        namespace: str,
+        pool: str,
+        body: bytes | AsyncIterable[bytes],
+        *,
+        lease: str | None = None,
+    ) -> bool:
+        """Pass an admitted request on to the replica that works on its pool (or lease), when
+        that is another one and the request did not come from a replica already; whether it
+        was."""
+        if self._peers is None or forwarding.RELAYED_HEADER.lower().encode() in request.headers:
+            return False
+        gateway = self._peers.elsewhere(namespace, pool, lease=lease)
+        if gateway is None:
+            return False
+        assert request.answer is not None
+        headers = forwarding.relayed(request.all_headers or request.headers.items())
+        target = request.target or request.path
+        await self._peers.relay(gateway, request.method, target, headers, body, request.answer)
+        return True
 
     def _other(self, request: Request) -> Response:
         if request.method == "GET" and request.path == "/healthz":

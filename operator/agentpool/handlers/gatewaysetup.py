@@ -28,6 +28,7 @@ from agentpool.gateway import tls
 from agentpool.gateway.access import Access
 from agentpool.gateway.server import GatewayServer
 from agentpool.handlers.gateway import GatewayCalls, KubeReviewer
+from agentpool.handlers.replicas import ReplicaPeers
 from agentpool.handlers.runtime import GatewayPublication, Runtime
 from agentpool.io.kube import Conflict, ObjectNotFound
 from agentpool.pool.manifests import MANAGED_BY_LABEL
@@ -68,6 +69,13 @@ class OpenGateway:
     context: ssl.SSLContext
     material: tls.TlsMaterial
     hosts: tuple[str, ...]
+    # The way to the other replicas, when this operator shares the pools with them.
+    peers: ReplicaPeers | None = None
+
+    async def stop(self) -> None:
+        await self.server.stop()
+        if self.peers is not None:
+            await self.peers.close()
 
 
 async def open_gateway(runtime: Runtime, options: GatewayOptions) -> OpenGateway:
@@ -82,17 +90,21 @@ async def open_gateway(runtime: Runtime, options: GatewayOptions) -> OpenGateway
         entries=settings.access_entries,
         retry_after=settings.retry_after_seconds,
     )
+    peers = None if runtime.sharing is None else ReplicaPeers(runtime)
     server = GatewayServer(
         calls=GatewayCalls(runtime),
         access=access,
         settings=settings,
         tls=context,
         ready=lambda: runtime.serving,
+        peers=peers,
     )
     await server.start(options.host, options.port)
-    runtime.gateway = GatewayPublication(url=options.url or server.url, ca_pem=material.ca_pem)
+    runtime.gateway = GatewayPublication(
+        url=options.url or server.url, ca_pem=material.ca_pem, own=_own_url(server.url)
+    )
     log.info("gateway listening at %s, published as %s", server.url, runtime.gateway.url)
-    return OpenGateway(server, context, material, hosts)
+    return OpenGateway(server, context, material, hosts, peers)
 
 
 async def keep_certificate(runtime: Runtime, options: GatewayOptions, gateway: OpenGateway) -> None:
@@ -127,6 +139,17 @@ async def renew_certificate(
         options.secret_name,
     )
     return True
+
+
+def _own_url(url: str) -> str:
+    """Where the other replicas reach the gateway listening at ``url``: at this pod's address
+    ($POD_IP) when it has one."""
+    address = os.environ.get("POD_IP")
+    if not address:
+        return url
+    parts = urlsplit(url)
+    host = f"[{address}]" if ":" in address else address
+    return f"{parts.scheme}://{host}:{parts.port}"
 
 
 def _hosts(options: GatewayOptions) -> list[str]:

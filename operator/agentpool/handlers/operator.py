@@ -260,7 +260,7 @@ async def beside_kopf(
             # Everything here stopped: the others take it up now, not after a lapse.
             await replicas.leave(runtime, runtime.sharing)
         if opened is not None:
-            await opened.server.stop()
+            await opened.stop()
 
 
 #: The gateway of an operator a local cluster runs: on loopback, on any free port.

@@ -123,7 +123,7 @@ async def pool_loop(
         if not runtime.works_on(body.metadata):
             # Being handed to another replica: once it is, its watch ends this loop (a pool
             # handed back starts again).
-            await replicas.hand_over(runtime, key, lambda: park_leases(runtime, key))
+            await replicas.hand_over(runtime, key, lambda: park(runtime, key))
             await stopped.wait(HANDOVER_POLL_SECONDS)
             continue
         if not await await_valid_spec(runtime, body, stopped):
@@ -267,6 +267,13 @@ def end_pool(
             metrics.FORGET_AFTER_SECONDS, _forget_counts, runtime, key
         )
     runtime.pools.forget(handle)
+
+
+async def park(runtime: Runtime, key: PoolKey) -> None:
+    """Before the pool ``key`` goes to another replica: its runs stopped where their status
+    says, its leases parked Bound."""
+    await runtime.runs.park(*key)
+    await park_leases(runtime, key)
 
 
 async def park_leases(runtime: Runtime, key: PoolKey) -> None:

@@ -24,14 +24,19 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from agentpool import GROUP, VERSION
 from agentpool.api.conditions import format_micro_time
 from agentpool.api.raw import RawBody
+from agentpool.gateway.contracts import Relaying
+from agentpool.gateway.errors import unavailable
+from agentpool.gateway.forwarding import RELAYED_HEADER, relayed_back
 from agentpool.handlers.runtime import Runtime, Sharing, placed_of
 from agentpool.io.kube import Conflict, ObjectNotFound
+from agentpool.io.peers import NO_ANSWER, PeerClient
 from agentpool.pool import placement
 from agentpool.pool.placement import (
     HANDOVER_ANNOTATION,
@@ -47,6 +52,8 @@ log = logging.getLogger(__name__)
 
 #: Lists a group's membership Leases.
 SHARE_LABEL = "agentpool.dev/share"
+#: On a replica's Lease: where the other replicas reach its gateway.
+GATEWAY_ANNOTATION = "agentpool.dev/gateway"
 #: What each replica watches of the kinds it works on: what carries its own label.
 SHARED_PLURALS = ("agentpools", "poolruns", "agentleases")
 
@@ -56,7 +63,9 @@ def selector(sharing: Sharing) -> str:
     return f"{REPLICA_LABEL}={sharing.identity}"
 
 
-def lease_body(sharing: Sharing, name: str, seconds: int, now: float) -> dict[str, Any]:
+def lease_body(
+    sharing: Sharing, name: str, seconds: int, now: float, gateway: str = ""
+) -> dict[str, Any]:
     stamp = format_micro_time(now)
     return {
         "apiVersion": "coordination.k8s.io/v1",
@@ -65,6 +74,7 @@ def lease_body(sharing: Sharing, name: str, seconds: int, now: float) -> dict[st
             "name": name,
             "namespace": sharing.namespace,
             "labels": {SHARE_LABEL: sharing.name},
+            "annotations": {GATEWAY_ANNOTATION: gateway} if gateway else {},
         },
         "spec": {
             "holderIdentity": sharing.identity,
@@ -88,21 +98,31 @@ async def keep_membership(runtime: Runtime, sharing: Sharing) -> None:
 
 async def renew_membership(runtime: Runtime, sharing: Sharing) -> None:
     seconds = runtime.settings.replicas.lease_seconds
-    patch = {"spec": {"renewTime": format_micro_time(time.time()), "leaseDurationSeconds": seconds}}
+    gateway = runtime.gateway.own if runtime.gateway is not None else ""
+    patch = {
+        "metadata": {"annotations": {GATEWAY_ANNOTATION: gateway or None}},
+        "spec": {"renewTime": format_micro_time(time.time()), "leaseDurationSeconds": seconds},
+    }
     try:
         await runtime.kube.patch_lease(sharing.namespace, sharing.member_lease, patch)
     except ObjectNotFound:
-        body = lease_body(sharing, sharing.member_lease, seconds, time.time())
+        body = lease_body(sharing, sharing.member_lease, seconds, time.time(), gateway)
         await runtime.kube.create_lease(sharing.namespace, body)
 
 
 async def live_members(runtime: Runtime, sharing: Sharing) -> set[str]:
-    """The replicas of the group whose Lease is live."""
+    """The replicas of the group whose Lease is live; their gateways noted in
+    :attr:`Runtime.placements`."""
     leases = await runtime.kube.list_leases(sharing.namespace, f"{SHARE_LABEL}={sharing.name}")
-    held = [
-        Held.of(lease) for lease in leases if lease["metadata"]["name"] != sharing.assigner_lease
-    ]
-    return placement.live_members(held, time.time())
+    members = [lease for lease in leases if lease["metadata"]["name"] != sharing.assigner_lease]
+    live = placement.live_members((Held.of(lease) for lease in members), time.time())
+    runtime.placements.gateways = {
+        holder: gateway
+        for lease in members
+        if (holder := Held.of(lease).holder) in live
+        and (gateway := (lease["metadata"].get("annotations") or {}).get(GATEWAY_ANNOTATION))
+    }
+    return live
 
 
 async def take_assigner(runtime: Runtime, sharing: Sharing) -> bool:
@@ -140,8 +160,10 @@ async def assign(runtime: Runtime, sharing: Sharing) -> None:
     while True:
         tick = time.monotonic() + every
         try:
+            # Every replica reads who is live: its gateway passes calls on to them.
+            members = await live_members(runtime, sharing)
             if await take_assigner(runtime, sharing):
-                await place_until(runtime, await live_members(runtime, sharing), tick)
+                await place_until(runtime, members, tick)
         except Exception as error:  # tried again next time
             log.warning("assigning the pools failed: %s", error)
         await asyncio.sleep(max(0.0, tick - time.monotonic()))
@@ -268,3 +290,70 @@ async def leave(runtime: Runtime, sharing: Sharing) -> None:
                 if held.holder != sharing.identity:
                     continue
             await runtime.kube.delete_lease(sharing.namespace, name)
+
+
+class ReplicaPeers:
+    """The gateway's way to the other replicas: the replica that works on a pool, by its label
+    as this replica's watch shows it, reached at the gateway its Lease names."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+        self._client = PeerClient()
+
+    def elsewhere(self, namespace: str, pool: str, *, lease: str | None = None) -> str | None:
+        sharing, seen = self._runtime.sharing, self._runtime.placements
+        if sharing is None:
+            return None
+        if lease is not None:
+            follower = seen.followers.get(("agentleases", namespace, lease))
+            if follower is None:
+                return None
+            pool = follower.pool
+        placed = seen.pools.get((namespace, pool))
+        if placed is None:
+            return None
+        # A pool being handed over is waited for where it goes.
+        target = placed.handover or placed.owner
+        if not target or target == sharing.identity:
+            return None
+        return self._runtime.placements.gateways.get(target)
+
+    async def relay(
+        self,
+        gateway: str,
+        method: str,
+        target: str,
+        headers: Sequence[tuple[str, str]],
+        body: bytes | AsyncIterable[bytes] | None,
+        answer: Relaying,
+    ) -> None:
+        runtime, sharing = self._runtime, self._runtime.sharing
+        published = runtime.gateway
+        assert sharing is not None
+        assert published is not None
+        marked = [*headers, (RELAYED_HEADER, sharing.identity)]
+        try:
+            async with self._client.relay(
+                gateway,
+                method,
+                target,
+                marked,
+                body,
+                ca_pem=published.ca_pem,
+                server_name=urlsplit(published.url).hostname or "localhost",
+                authorization=await runtime.kube.authorization(),
+            ) as relayed:
+                answer.start(relayed.status, relayed_back(relayed.headers))
+                async for chunk in relayed.body:
+                    await answer.write(chunk)
+                answer.end()
+        except (*NO_ANSWER, TimeoutError) as error:
+            if answer.started:
+                raise ConnectionError(f"the replica at {gateway} broke its answer off") from error
+            raise unavailable(
+                f"the replica that works on this pool ({gateway}) did not answer: {error}",
+                retry_after=runtime.settings.gateway.retry_after_seconds,
+            ) from None
+
+    async def close(self) -> None:
+        await self._client.close()

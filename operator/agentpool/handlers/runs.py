@@ -161,6 +161,9 @@ async def run_event(
     if type != "DELETED":
         follow_spec(runtime, key, body)
         return
+    if not runtime.works_on(body["metadata"]):
+        # Not deleted: relabelled to the replica its pool went to, which resumes it.
+        return
     # Whenever a run goes, finished long ago or not, its journal goes, and its series a
     # while later (a scrape still sees their last values), unless it is back by then.
     if runtime.journals is not None:
@@ -248,6 +251,7 @@ async def drive(
     digest = source_digest(raw_spec.get("source"))
     runtime.runs.start(key, engine, generation=generation, digest=digest)
     task = asyncio.ensure_future(engine.run())
+    runtime.runs.running(key, next(iter(lifecycle.named_pools(spec)), ""), task)
     stop = asyncio.ensure_future(stopped.wait())
     try:
         await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)

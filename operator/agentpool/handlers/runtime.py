@@ -296,17 +296,37 @@ class RunEngines:
     engines: dict[ObjectKey, RunEngine] = field(default_factory=dict)
     # The generation and spec.source digest each running run started on.
     pinned: dict[ObjectKey, tuple[int, str]] = field(default_factory=dict)
+    # Each running engine's task, and the pool the run follows (its first).
+    tasks: dict[ObjectKey, tuple[str, asyncio.Task[Any]]] = field(default_factory=dict)
 
     def start(self, key: ObjectKey, engine: RunEngine, *, generation: int, digest: str) -> None:
         """The run's engine is about to run on this generation and source digest."""
         self.engines[key] = engine
         self.pinned[key] = (generation, digest)
 
+    def running(self, key: ObjectKey, pool: str, task: asyncio.Task[Any]) -> None:
+        """The run's engine runs as ``task``, following ``pool``."""
+        self.tasks[key] = (pool, task)
+
     def end(self, key: ObjectKey, engine: RunEngine) -> None:
         """The engine ended; unless a run made again under its name has its own by now."""
         if self.engines.get(key) is engine:
             del self.engines[key]
             self.pinned.pop(key, None)
+            self.tasks.pop(key, None)
+
+    async def park(self, namespace: str, pool: str) -> None:
+        """Stop the engines of the runs that follow ``pool``, each once it wrote what it has
+        done, so the replica the pool goes to resumes them from there."""
+        ending = [
+            task
+            for (run_namespace, _), (followed, task) in self.tasks.items()
+            if run_namespace == namespace and followed == pool and not task.done()
+        ]
+        for task in ending:
+            task.cancel()
+        if ending:
+            await asyncio.wait(ending)
 
 
 @dataclass
@@ -315,6 +335,8 @@ class GatewayPublication:
 
     url: str
     ca_pem: bytes
+    # Where the other replicas reach this gateway (this pod's own address).
+    own: str = ""
     # When each namespace's ConfigMap is next looked at (monotonic seconds).
     checked: dict[str, float] = field(default_factory=dict)
 
@@ -345,6 +367,8 @@ class Placements:
 
     pools: dict[PoolKey, Placed] = field(default_factory=dict)
     followers: dict[tuple[str, str, str], Follower] = field(default_factory=dict)
+    # The live replicas' gateways, by replica, as their Leases say.
+    gateways: dict[str, str] = field(default_factory=dict)
     # Set when something to place may have changed.
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 

@@ -280,6 +280,11 @@ class Kube:
 
         return await self._call(verb, resource, call)
 
+    async def authorization(self) -> dict[str, str]:
+        """This client's own credentials as request headers (``Authorization``, if a token):
+        what the operator presents when it passes a request on to another replica."""
+        return dict(await self._credentials())
+
     async def _credentials(self) -> dict[str, str]:
         """The client's own credentials (its Authorization header, if any), as it refreshes them
         before each call, but at most every ``CREDENTIALS_SECONDS``: the refresh applies the
