@@ -40,6 +40,11 @@ async def pod_event(
     pod = raw_body(event["object"])
     key = (namespace or "", labels[POOL_LABEL])
     handle = runtime.pools.watched(key)
+    if handle is None and runtime.elsewhere(key):
+        # Another replica's pool: its pods are that replica's to follow, kept here for none.
+        runtime.pools.orphan_pods.pop(key, None)
+        runtime.pools.deleted_pods.pop(key, None)
+        return
     seen = handle.pods if handle is not None else runtime.pools.orphan_pods.setdefault(key, {})
     name = pod["metadata"]["name"]
     if handle is not None and not owned_by(pod, handle.uid):

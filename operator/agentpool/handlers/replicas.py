@@ -301,22 +301,17 @@ class ReplicaPeers:
         self._client = PeerClient()
 
     def elsewhere(self, namespace: str, pool: str, *, lease: str | None = None) -> str | None:
-        sharing, seen = self._runtime.sharing, self._runtime.placements
-        if sharing is None:
-            return None
+        seen = self._runtime.placements
         if lease is not None:
             follower = seen.followers.get(("agentleases", namespace, lease))
             if follower is None:
                 return None
             pool = follower.pool
-        placed = seen.pools.get((namespace, pool))
-        if placed is None:
+        if not self._runtime.elsewhere((namespace, pool)):
             return None
+        placed = seen.pools[namespace, pool]
         # A pool being handed over is waited for where it goes.
-        target = placed.handover or placed.owner
-        if not target or target == sharing.identity:
-            return None
-        return self._runtime.placements.gateways.get(target)
+        return seen.gateways.get(placed.handover or placed.owner or "")
 
     async def relay(
         self,

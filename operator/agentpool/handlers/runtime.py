@@ -444,6 +444,15 @@ class Runtime:
     sharing: Sharing | None = None
     placements: Placements = field(default_factory=Placements)
 
+    def elsewhere(self, key: PoolKey) -> bool:
+        """Whether another replica works on the pool ``key`` (or is taking it), as the
+        placements seen say: never alone."""
+        placed = self.placements.pools.get(key)
+        if self.sharing is None or placed is None:
+            return False
+        target = placed.handover or placed.owner
+        return bool(target) and target != self.sharing.identity
+
     def works_on(self, meta: Any) -> bool:
         """Whether this replica works on the object of ``meta``: always alone; sharing, when its
         replica label names this replica and it is not being handed over."""

@@ -1,0 +1,304 @@
+"""``python -m bench.replicas``: three operator replicas sharing six pools, measured by callers.
+
+On a fresh local cluster, three ``agentpool run --share`` replicas work on six pools of one echo
+agent each. A steady caller per pool calls it through the gateways of replicas that do not work
+on the pool (so every call is passed on between replicas), one call after another. Then:
+
+- the replica that works on the most pools is SIGKILLed: the calls to its pools fail until its
+  Lease lapses and another replica takes them; the others' calls go on;
+- the replica that now works on the most is sent SIGTERM: it gives its Lease up as it exits.
+
+For each, per pool: calls failed, and the outage (the first failed call to the first call that
+succeeded after it). Beside them, in the same run, the cost of passing a call on: a call's p50
+through the pool's own replica's gateway and through another's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import socket
+import ssl
+import statistics
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from agentpool.local.kubeconfig import ApiAccess
+from bench.harness import (
+    ROOT,
+    ClusterProcess,
+    Kube,
+    OperatorProcess,
+    pool_spec,
+    until,
+)
+
+AGENT = ROOT / "bench" / "echo_agent.py"
+GROUP_NAME = "bench"
+REPLICA = "agentpool.dev/replica"
+POOLS = [f"p{index}" for index in range(6)]
+CALL_TIMEOUT = 30.0
+
+
+@dataclass
+class Caller:
+    """One pool's steady caller: each call's start, end and whether it was answered."""
+
+    pool: str
+    calls: list[tuple[float, float, bool]] = field(default_factory=list)
+
+    def since(self, moment: float) -> list[tuple[float, float, bool]]:
+        return [call for call in self.calls if call[0] >= moment]
+
+
+async def replica_gateways(kube: Kube) -> dict[str, str]:
+    """Each live replica's gateway, as its Lease names it."""
+    url = f"{kube.server}/apis/coordination.k8s.io/v1/namespaces/default/leases"
+    listed = await kube._call("list", "GET", url)
+    return {
+        item["spec"]["holderIdentity"]: gateway
+        for item in listed["items"]
+        if (gateway := (item["metadata"].get("annotations") or {}).get("agentpool.dev/gateway"))
+    }
+
+
+async def owners(kube: Kube, namespace: str) -> dict[str, str]:
+    found = {}
+    for pool in POOLS:
+        body = await kube.get("agentpools", namespace, pool)
+        found[pool] = (body["metadata"].get("labels") or {}).get(REPLICA, "")
+    return found
+
+
+async def served(kube: Kube, namespace: str, live: set[str]) -> dict[str, str] | None:
+    placed = await owners(kube, namespace)
+    for pool in POOLS:
+        status = (await kube.get("agentpools", namespace, pool)).get("status") or {}
+        if placed[pool] not in live or status.get("readyReplicas") != 1:
+            return None
+    return placed
+
+
+async def call(
+    session: aiohttp.ClientSession, gateway: str, namespace: str, pool: str, n: int
+) -> bool:
+    url = f"{gateway}/v1/namespaces/{namespace}/agentpools/{pool}/call"
+    try:
+        async with session.post(
+            url, json={"item": {"n": n}}, timeout=aiohttp.ClientTimeout(total=CALL_TIMEOUT)
+        ) as response:
+            body = await response.read()
+            return response.status == 200 and json.loads(body).get("output") == {"n": n}
+    except (aiohttp.ClientError, TimeoutError, ValueError):
+        return False
+
+
+async def steady(
+    session: aiohttp.ClientSession,
+    caller: Caller,
+    namespace: str,
+    gateways: Callable[[str], list[str]],
+    stop: asyncio.Event,
+) -> None:
+    """Call the pool one call after another, through the gateways ``gateways(pool)`` names in
+    turn, until ``stop``; a failed call is followed by the next after 50 ms, as a client's
+    retry would be."""
+    n = 0
+    while not stop.is_set():
+        through = gateways(caller.pool)
+        start = time.monotonic()
+        ok = await call(session, through[n % len(through)], namespace, caller.pool, n)
+        caller.calls.append((start, time.monotonic(), ok))
+        n += 1
+        if not ok:
+            await asyncio.sleep(0.05)
+
+
+def outage(calls: list[tuple[float, float, bool]]) -> tuple[int, float]:
+    """Calls failed, and seconds from the first failed call's start to the end of the first
+    call answered after it (0 with none failed)."""
+    failed = [call for call in calls if not call[2]]
+    if not failed:
+        return 0, 0.0
+    first = failed[0][0]
+    back = next((call[1] for call in calls if call[2] and call[0] > first), calls[-1][1])
+    return len(failed), back - first
+
+
+async def relay_cost(
+    session: aiohttp.ClientSession,
+    namespace: str,
+    placed: dict[str, str],
+    gateways: dict[str, str],
+    count: int,
+) -> tuple[float, float]:
+    """A call's p50 in ms through the pool's own replica's gateway, and through another's."""
+    pool = POOLS[0]
+    own = gateways[placed[pool]]
+    other = next(url for replica, url in gateways.items() if replica != placed[pool])
+    times: dict[str, list[float]] = {own: [], other: []}
+    for n in range(count):
+        for gateway in (own, other):
+            start = time.perf_counter()
+            assert await call(session, gateway, namespace, pool, n)
+            times[gateway].append((time.perf_counter() - start) * 1000)
+    return statistics.median(times[own]), statistics.median(times[other])
+
+
+async def event(
+    name: str,
+    how: signal.Signals,
+    replicas: dict[str, OperatorProcess],
+    kube: Kube,
+    session: aiohttp.ClientSession,
+    namespace: str,
+    seconds: float,
+) -> dict[str, Any]:
+    """Stop the replica that works on the most pools with ``how`` under steady callers."""
+    placed = await owners(kube, namespace)
+    victim = Counter(placed.values()).most_common(1)[0][0]
+    gateways = await replica_gateways(kube)
+    survivors = {replica for replica in replicas if replica != victim}
+
+    def through(pool: str) -> list[str]:
+        # Never the pool's own replica's: every call is passed on, and none goes to the victim.
+        return [gateways[r] for r in sorted(survivors) if r != placed[pool] and r in gateways]
+
+    callers = [Caller(pool) for pool in POOLS]
+    stop = asyncio.Event()
+    tasks = [
+        asyncio.create_task(steady(session, caller, namespace, through, stop)) for caller in callers
+    ]
+    await asyncio.sleep(2)
+    moment = time.monotonic()
+    process = replicas.pop(victim).process
+    assert process is not None
+    process.send_signal(how)
+    await asyncio.sleep(seconds)
+    stop.set()
+    await asyncio.gather(*tasks)
+    await asyncio.to_thread(process.wait, 60)
+    result: dict[str, Any] = {"event": name, "pools_moved": [], "pools_kept": []}
+    for caller in callers:
+        failed, lasted = outage(caller.since(moment))
+        entry = {"pool": caller.pool, "failed": failed, "outage_s": round(lasted, 2)}
+        entry["calls"] = len(caller.since(moment))
+        moved = placed[caller.pool] == victim
+        result["pools_moved" if moved else "pools_kept"].append(entry)
+    return result
+
+
+async def run(work: Path, *, seconds: float, relay_calls: int) -> dict[str, Any]:
+    cluster = ClusterProcess(work / "cluster")
+    await asyncio.to_thread(cluster.start)
+    access = ApiAccess.from_kubeconfig(cluster.kubeconfig)
+    kube = Kube(access)
+    processes: dict[str, OperatorProcess] = {}
+    try:
+        for index in range(3):
+            process = OperatorProcess(
+                cluster.kubeconfig,
+                work / f"replica-{index}.log",
+                args=("--share", GROUP_NAME),
+            )
+            process.start()
+            # Known by host and pid, as a replica names itself without a POD_ID.
+            processes[f"{_host()}-{process.pid}"] = process
+        namespace = await kube.new_namespace("replicas")
+        for pool in POOLS:
+            await kube.create("agentpools", namespace, pool, pool_spec(AGENT, minSize=1))
+        live = set(processes)
+        placed = await until(
+            lambda: served(kube, namespace, live),
+            timeout=120,
+            what="every pool served",
+            interval=0.2,
+        )
+        await until(
+            lambda: _all_named(kube, live),
+            timeout=30,
+            what="every replica's gateway named",
+            interval=0.2,
+        )
+        gateways = await replica_gateways(kube)
+        configmap = await kube._call(
+            "get",
+            "GET",
+            f"{kube.server}/api/v1/namespaces/{namespace}/configmaps/agentpool-gateway",
+        )
+        context = ssl.create_default_context(cadata=configmap["data"]["ca.crt"])
+        headers = access.headers()
+        connector = aiohttp.TCPConnector(ssl=context, limit=64)
+        async with aiohttp.ClientSession(
+            connector=connector, headers=headers, trust_env=False
+        ) as session:
+            own, other = await relay_cost(session, namespace, placed, gateways, relay_calls)
+            killed = await event(
+                "SIGKILL", signal.SIGKILL, processes, kube, session, namespace, seconds
+            )
+            await until(
+                lambda: served(kube, namespace, set(processes)),
+                timeout=60,
+                what="pools back",
+                interval=0.2,
+            )
+            stopped = await event(
+                "SIGTERM", signal.SIGTERM, processes, kube, session, namespace, seconds
+            )
+        return {
+            "call_p50_ms_own_replica": round(own, 2),
+            "call_p50_ms_passed_on": round(other, 2),
+            "passed_on_ratio": round(other / own, 2),
+            "events": [killed, stopped],
+        }
+    finally:
+        await kube.close()
+        for process in processes.values():
+            await asyncio.to_thread(process.stop)
+        await asyncio.to_thread(cluster.stop)
+
+
+async def _all_named(kube: Kube, live: set[str]) -> bool:
+    return set(await replica_gateways(kube)) >= live
+
+
+def _host() -> str:
+    return socket.gethostname().lower()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--seconds", type=float, default=15.0, help="calls after each event")
+    parser.add_argument("--relay-calls", type=int, default=200)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-replicas-") as directory:
+        figures = asyncio.run(
+            run(Path(directory), seconds=args.seconds, relay_calls=args.relay_calls)
+        )
+    print(
+        f"call p50 through the pool's own replica {figures['call_p50_ms_own_replica']} ms, "
+        f"passed on from another {figures['call_p50_ms_passed_on']} ms "
+        f"(x{figures['passed_on_ratio']})"
+    )
+    for entry in figures["events"]:
+        print(f"{entry['event']} of the replica with the most pools:")
+        for kind in ("pools_moved", "pools_kept"):
+            for pool in entry[kind]:
+                print(
+                    f"  {kind[6:]:5} {pool['pool']}: {pool['failed']} of {pool['calls']} calls "
+                    f"failed, outage {pool['outage_s']} s"
+                )
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""A replica's side of sharing the pools: what it takes for its own, and how it hands a pool over.
+
+What a user of several replicas relies on: a replica works only on what carries its name and is
+not being handed over; alone, it works on everything; a pool it hands over is parked before the
+new replica is named, and only if nothing changed the pool meanwhile.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from agentpool.handlers import replicas
+from agentpool.handlers.runtime import Runtime, Sharing
+from agentpool.io.agents import AgentClient
+from agentpool.io.kube import Conflict, Kube
+from agentpool.pool.placement import HANDOVER_ANNOTATION, REPLICA_LABEL, Assign, HandOver, Placed
+
+ME = Sharing(name="agentpool", namespace="agentpool-system", identity="r-a")
+
+
+class PoolKube:
+    """One pool as stored, with its resourceVersion; metadata patches conditional on it."""
+
+    def __init__(self, labels: dict[str, str], annotations: dict[str, str]) -> None:
+        self.meta: dict[str, Any] = {
+            "name": "p",
+            "namespace": "ns",
+            "resourceVersion": "7",
+            "labels": labels,
+            "annotations": annotations,
+        }
+        self.patches: list[dict[str, Any]] = []
+
+    async def get_custom(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        return {"metadata": dict(self.meta)}
+
+    async def patch_metadata(
+        self,
+        plural: str,
+        namespace: str,
+        name: str,
+        metadata: dict[str, Any],
+        *,
+        resource_version: str | None = None,
+    ) -> None:
+        if resource_version is not None and resource_version != self.meta["resourceVersion"]:
+            raise Conflict("agentpools: Conflict")
+        self.patches.append(metadata)
+
+
+def runtime(kube: Any, sharing: Sharing | None = ME) -> Runtime:
+    return Runtime(kube=cast(Kube, kube), agents=cast(AgentClient, None), sharing=sharing)
+
+
+def meta(owner: str | None = None, handover: str | None = None) -> dict[str, Any]:
+    return {
+        "labels": {REPLICA_LABEL: owner} if owner else {},
+        "annotations": {HANDOVER_ANNOTATION: handover} if handover else {},
+    }
+
+
+def test_a_replica_works_on_what_carries_its_name_and_is_not_being_handed_over() -> None:
+    shared = runtime(None)
+    assert shared.works_on(meta("r-a"))
+    assert not shared.works_on(meta("r-b"))
+    assert not shared.works_on(meta())
+    assert not shared.works_on(meta("r-a", handover="r-b"))
+    alone = runtime(None, sharing=None)
+    assert alone.works_on(meta("r-b"))
+    assert alone.works_on(meta())
+
+
+def test_another_replica_s_pool_is_elsewhere_unless_it_is_coming_here() -> None:
+    shared = runtime(None)
+    shared.placements.pools[("ns", "theirs")] = Placed(owner="r-b")
+    shared.placements.pools[("ns", "coming")] = Placed(owner="r-b", handover="r-a")
+    shared.placements.pools[("ns", "going")] = Placed(owner="r-a", handover="r-c")
+    assert shared.elsewhere(("ns", "theirs"))
+    assert not shared.elsewhere(("ns", "coming"))
+    assert shared.elsewhere(("ns", "going"))
+    assert not shared.elsewhere(("ns", "unseen"))
+    assert not runtime(None, sharing=None).elsewhere(("ns", "theirs"))
+
+
+def test_the_view_shows_a_write_before_its_watch_event_does() -> None:
+    shared = runtime(None)
+    seen = shared.placements
+    seen.see_pool(("ns", "p"), meta("r-a"), deleted=False)
+    assert seen.changed.is_set()
+    seen.changed.clear()
+    seen.see_pool(("ns", "p"), meta("r-a"), deleted=False)
+    assert not seen.changed.is_set(), "nothing new: nothing to place"
+    seen.wrote(HandOver(("ns", "p"), "r-b"))
+    assert seen.pools[("ns", "p")] == Placed(owner="r-a", handover="r-b")
+    seen.wrote(Assign(("ns", "p"), "r-b"))
+    assert seen.pools[("ns", "p")] == Placed(owner="r-b")
+    seen.see_pool(("ns", "p"), meta("r-b"), deleted=True)
+    assert ("ns", "p") not in seen.pools
+
+
+async def test_a_pool_handed_over_is_parked_before_its_new_replica_is_named() -> None:
+    kube = PoolKube({REPLICA_LABEL: "r-a"}, {HANDOVER_ANNOTATION: "r-b"})
+    order: list[str] = []
+
+    async def park() -> None:
+        order.append(f"parked with {len(kube.patches)} patches")
+
+    await replicas.hand_over(runtime(kube), ("ns", "p"), park)
+    assert order == ["parked with 0 patches"]
+    assert kube.patches == [
+        {"labels": {REPLICA_LABEL: "r-b"}, "annotations": {HANDOVER_ANNOTATION: None}}
+    ]
+
+
+async def test_a_pool_not_handed_over_from_here_is_left_alone() -> None:
+    for labels, marks in (
+        ({REPLICA_LABEL: "r-b"}, {HANDOVER_ANNOTATION: "r-c"}),
+        ({REPLICA_LABEL: "r-a"}, {}),
+    ):
+        kube = PoolKube(labels, marks)
+        parked: list[bool] = []
+
+        async def park(parked: list[bool] = parked) -> None:
+            parked.append(True)
+
+        await replicas.hand_over(runtime(kube), ("ns", "p"), park)
+        assert (parked, kube.patches) == ([], [])
+
+
+async def test_a_pool_changed_while_it_was_parked_is_not_relabelled() -> None:
+    """The assigner pointed the hand-over elsewhere meanwhile: the write is refused, and the
+    next try reads the pool again."""
+    kube = PoolKube({REPLICA_LABEL: "r-a"}, {HANDOVER_ANNOTATION: "r-b"})
+
+    async def park() -> None:
+        kube.meta = {**kube.meta, "resourceVersion": "8"}
+
+    await replicas.hand_over(runtime(kube), ("ns", "p"), park)
+    assert kube.patches == []
