@@ -8,8 +8,9 @@ on the pool (so every call is passed on between replicas), one call after anothe
   Lease lapses and another replica takes them; the others' calls go on;
 - the replica that now works on the most is sent SIGTERM: it gives its Lease up as it exits.
 
-For each, per pool: calls failed, and the outage (the first failed call to the first call that
-succeeded after it). Beside them, in the same run, the cost of passing a call on: a call's p50
+For each, per pool: calls failed, the outage (the first failed call to the first call that
+succeeded after it), and the longest call (one that waited while its pool changed hands).
+Beside them, in the same run, the cost of passing a call on: a call's p50
 through the pool's own replica's gateway and through another's.
 """
 
@@ -88,6 +89,10 @@ async def served(kube: Kube, namespace: str, live: set[str]) -> dict[str, str] |
     return placed
 
 
+#: Why calls failed, over the whole run: status and reason (or the client's error).
+FAILURES: Counter[str] = Counter()
+
+
 async def call(
     session: aiohttp.ClientSession, gateway: str, namespace: str, pool: str, n: int
 ) -> bool:
@@ -97,8 +102,14 @@ async def call(
             url, json={"item": {"n": n}}, timeout=aiohttp.ClientTimeout(total=CALL_TIMEOUT)
         ) as response:
             body = await response.read()
-            return response.status == 200 and json.loads(body).get("output") == {"n": n}
-    except (aiohttp.ClientError, TimeoutError, ValueError):
+            if response.status == 200 and json.loads(body).get("output") == {"n": n}:
+                return True
+            error = json.loads(body).get("error") or {}
+            message = str(error.get("message") or "")[:70]
+            FAILURES[f"{response.status} {error.get('reason')}: {message}"] += 1
+            return False
+    except (aiohttp.ClientError, TimeoutError, ValueError) as error:
+        FAILURES[type(error).__name__] += 1
         return False
 
 
@@ -170,8 +181,10 @@ async def event(
     survivors = {replica for replica in replicas if replica != victim}
 
     def through(pool: str) -> list[str]:
-        # Never the pool's own replica's: every call is passed on, and none goes to the victim.
-        return [gateways[r] for r in sorted(survivors) if r != placed[pool] and r in gateways]
+        # Not the pool's own replica's, so calls are passed on (unless it is the only one left),
+        # and never the victim's, as a Service stops sending calls to a pod that is going.
+        others = [gateways[r] for r in sorted(survivors) if r != placed[pool] and r in gateways]
+        return others or [gateways[r] for r in sorted(survivors) if r in gateways]
 
     callers = [Caller(pool) for pool in POOLS]
     stop = asyncio.Event()
@@ -189,9 +202,12 @@ async def event(
     await asyncio.to_thread(process.wait, 60)
     result: dict[str, Any] = {"event": name, "pools_moved": [], "pools_kept": []}
     for caller in callers:
-        failed, lasted = outage(caller.since(moment))
+        after = caller.since(moment)
+        failed, lasted = outage(after)
         entry = {"pool": caller.pool, "failed": failed, "outage_s": round(lasted, 2)}
-        entry["calls"] = len(caller.since(moment))
+        entry["calls"] = len(after)
+        # A call that waited while its pool changed hands is slow rather than failed.
+        entry["longest_call_s"] = round(max(end - start for start, end, _ in after), 2)
         moved = placed[caller.pool] == victim
         result["pools_moved" if moved else "pools_kept"].append(entry)
     return result
@@ -255,6 +271,7 @@ async def run(work: Path, *, seconds: float, relay_calls: int) -> dict[str, Any]
                 "SIGTERM", signal.SIGTERM, processes, kube, session, namespace, seconds
             )
         return {
+            "failures": dict(FAILURES),
             "call_p50_ms_own_replica": round(own, 2),
             "call_p50_ms_passed_on": round(other, 2),
             "passed_on_ratio": round(other / own, 2),
@@ -279,11 +296,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--seconds", type=float, default=15.0, help="calls after each event")
     parser.add_argument("--relay-calls", type=int, default=200)
+    parser.add_argument("--work", type=Path, help="keep the cluster's and replicas' logs here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-replicas-") as directory:
-        figures = asyncio.run(
-            run(Path(directory), seconds=args.seconds, relay_calls=args.relay_calls)
-        )
+        work = args.work or Path(directory)
+        figures = asyncio.run(run(work, seconds=args.seconds, relay_calls=args.relay_calls))
     print(
         f"call p50 through the pool's own replica {figures['call_p50_ms_own_replica']} ms, "
         f"passed on from another {figures['call_p50_ms_passed_on']} ms "
@@ -295,8 +312,9 @@ def main() -> None:
             for pool in entry[kind]:
                 print(
                     f"  {kind[6:]:5} {pool['pool']}: {pool['failed']} of {pool['calls']} calls "
-                    f"failed, outage {pool['outage_s']} s"
+                    f"failed, outage {pool['outage_s']} s, longest call {pool['longest_call_s']} s"
                 )
+    print("failed calls by answer:", figures["failures"])
     print(json.dumps(figures))
 
 

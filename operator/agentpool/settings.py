@@ -157,6 +157,10 @@ class GatewaySettings:
     refused_tries: int = 3
     """Agents tried for one call when an agent refuses the pool's token (it was rotated and the
     agent not yet replaced): the next is taken in its place, and the refusing one retired."""
+    relay_seconds: float = 30.0
+    """How long a call passed on to another replica is tried again while its pool changes
+    hands (that replica stopping or gone, the pool not yet taken up by the next): the caller
+    waits as it waits in a pool's line, rather than get a 503."""
     peers_seconds: float = 2.0
     """How often a replica with peers reads the kopf peering object to tell whether it acts,
     which its gateway's readiness says: the Service follows a hand-over within about this long

@@ -12,6 +12,7 @@ from agentpool.api.gateway import GatewayRequest, GatewayVerb
 from agentpool.gateway import forwarding
 from agentpool.gateway.access import Access
 from agentpool.gateway.contracts import CallAnswer, Caller, Relaying
+from agentpool.gateway.errors import unavailable
 from agentpool.gateway.http import Request, Stream
 from agentpool.gateway.requests import EncodedItem
 from agentpool.gateway.server import GatewayServer
@@ -179,3 +180,49 @@ def test_the_other_replica_gets_the_gateway_s_own_headers_but_not_the_connection
         ("Agentpool-Agent", "there-0"),
         ("Content-Length", "3"),
     ]
+
+
+class Moving(Peers):
+    """The pool's replica stops as the call reaches it: it does not serve the pool there, and
+    the pool is then at ``next_gateway`` (None: this replica's)."""
+
+    def __init__(self, next_gateway: str | None) -> None:
+        super().__init__()
+        self.next_gateway = next_gateway
+        self.tries: list[str] = []
+
+    def elsewhere(self, namespace: str, pool: str, *, lease: str | None = None) -> str | None:
+        return "https://10.0.0.2:8443" if not self.tries else self.next_gateway
+
+    async def relay(
+        self,
+        gateway: str,
+        method: str,
+        target: str,
+        headers: Sequence[tuple[str, str]],
+        body: bytes | AsyncIterable[bytes] | None,
+        answer: Relaying,
+    ) -> None:
+        self.tries.append(gateway)
+        if len(self.tries) == 1:
+            raise unavailable("the replica at it does not serve this pool now", retry_after=1)
+        await super().relay(gateway, method, target, headers, body, answer)
+
+
+async def test_a_call_its_pool_s_replica_no_longer_serves_goes_where_the_pool_is_now() -> None:
+    calls, peers, answer = Calls(), Moving("https://10.0.0.3:8443"), Answer()
+    reply = await _server(calls, peers)._respond(
+        _request({b"authorization": b"Bearer good"}, answer)
+    )
+    assert reply is None
+    assert peers.tries == ["https://10.0.0.2:8443", "https://10.0.0.3:8443"]
+    assert json.loads(answer.body) == {"output": "served there"}
+
+
+async def test_a_call_whose_pool_came_here_meanwhile_is_served_here() -> None:
+    calls, peers, answer = Calls(), Moving(None), Answer()
+    reply = await _server(calls, peers)._respond(
+        _request({b"authorization": b"Bearer good"}, answer)
+    )
+    assert reply is not None
+    assert (reply.status, calls.served) == (200, ["p"])

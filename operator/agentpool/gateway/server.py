@@ -22,10 +22,12 @@ agent go back once the item ends. :mod:`agentpool.handlers.gatewaysetup` starts 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
 import ssl
+import time
 from collections.abc import AsyncIterable, Callable, Iterable
 from typing import Final
 
@@ -59,6 +61,8 @@ _PREFIX: Final = tuple(PATH_PREFIX.strip("/").split("/"))
 _KIND: Final = "agentpools"
 
 
+#: How soon a call another replica did not serve is passed on again, to where its pool is now.
+RELAY_AGAIN_SECONDS: Final = 0.1
 #: What a forwarded request's method may be: those RBAC has a verb for.
 _FORWARDED_METHODS: Final = ", ".join(PROXY_VERBS)
 
@@ -121,6 +125,7 @@ class GatewayServer:
     ) -> None:
         self._calls = calls
         self._peers = peers
+        self._settings = settings
         self._access = access
         self._tls = tls
         self._ready = ready
@@ -267,8 +272,23 @@ class GatewayServer:
         assert request.answer is not None
         headers = forwarding.relayed(request.all_headers or request.headers.items())
         target = request.target or request.path
-        await self._peers.relay(gateway, request.method, target, headers, body, request.answer)
-        return True
+        deadline = time.monotonic() + self._settings.relay_seconds
+        while True:
+            try:
+                await self._peers.relay(
+                    gateway, request.method, target, headers, body, request.answer
+                )
+                return True
+            except GatewayError as error:
+                # Not served there (it stops, or the pool left it): tried again where the pool
+                # is now, a body that can be sent again only.
+                again = error.reason == GatewayReason.UNAVAILABLE and isinstance(body, bytes)
+                if not again or request.answer.started or time.monotonic() > deadline:
+                    raise
+            await asyncio.sleep(RELAY_AGAIN_SECONDS)
+            gateway = self._peers.elsewhere(namespace, pool, lease=lease)
+            if gateway is None:
+                return False  # the pool is this replica's now
 
     def _other(self, request: Request) -> Response:
         if request.method == "GET" and request.path == "/healthz":

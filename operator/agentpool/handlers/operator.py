@@ -108,6 +108,16 @@ def build_registry(
     def probe_pools(**_: Any) -> int:
         return len(runtime.pools)
 
+    if runtime.sharing is not None:
+        sharing = runtime.sharing
+
+        @kopf.on.cleanup(registry=registry)
+        async def hand_over_all(**_: Any) -> None:
+            # kopf has stopped every loop here: the leases are parked as their tasks end, and
+            # the others take this replica's pools at once, without waiting for kopf's exit.
+            await runtime.leases.stop_all(runtime.settings.leases.stop_seconds)
+            await replicas.leave(runtime, sharing)
+
     pods.register(registry, runtime)
     pools.register(registry, runtime)
     runs.register(registry, runtime)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
@@ -31,6 +32,7 @@ from urllib.parse import urlsplit
 from agentpool import GROUP, VERSION
 from agentpool.api.conditions import format_micro_time
 from agentpool.api.raw import RawBody
+from agentpool.api.reasons import GatewayReason
 from agentpool.gateway.contracts import Relaying
 from agentpool.gateway.errors import unavailable
 from agentpool.gateway.forwarding import RELAYED_HEADER, relayed_back
@@ -88,7 +90,7 @@ def lease_body(
 async def keep_membership(runtime: Runtime, sharing: Sharing) -> None:
     """Hold this replica's membership Lease, renewed every ``renew_seconds``, until cancelled."""
     tunables = runtime.settings.replicas
-    while True:
+    while not runtime.placements.left:
         try:
             await renew_membership(runtime, sharing)
         except Exception as error:  # the next renewal tries again; a lapse moves the pools
@@ -106,6 +108,8 @@ async def renew_membership(runtime: Runtime, sharing: Sharing) -> None:
     try:
         await runtime.kube.patch_lease(sharing.namespace, sharing.member_lease, patch)
     except ObjectNotFound:
+        if runtime.placements.left:
+            return  # deleted as it leaves, while this renewal was on its way
         body = lease_body(sharing, sharing.member_lease, seconds, time.time(), gateway)
         await runtime.kube.create_lease(sharing.namespace, body)
 
@@ -135,6 +139,8 @@ async def take_assigner(runtime: Runtime, sharing: Sharing) -> bool:
         lease = None
     now = time.time()
     step = placement.lead(None if lease is None else Held.of(lease), sharing.identity, now)
+    if runtime.placements.left:
+        return False
     try:
         if step == "create":
             await kube.create_lease(namespace, lease_body(sharing, name, seconds, now))
@@ -157,7 +163,7 @@ async def assign(runtime: Runtime, sharing: Sharing) -> None:
     cancelled. Who holds the Lease and who is live are read once every ``assign_seconds``;
     what changes in between is placed at once."""
     every = runtime.settings.replicas.assign_seconds
-    while True:
+    while not runtime.placements.left:
         tick = time.monotonic() + every
         try:
             # Every replica reads who is live: its gateway passes calls on to them.
@@ -282,7 +288,8 @@ async def hand_over(
 
 async def leave(runtime: Runtime, sharing: Sharing) -> None:
     """This replica stops: its Lease goes, and the assigner's if it holds it, so the others
-    take its pools at once rather than after a lapse."""
+    take its pools at once rather than after a lapse. It renews and takes none again."""
+    runtime.placements.left = True
     for name in (sharing.member_lease, sharing.assigner_lease):
         with contextlib.suppress(Exception):
             if name == sharing.assigner_lease:
@@ -338,7 +345,17 @@ class ReplicaPeers:
                 server_name=urlsplit(published.url).hostname or "localhost",
                 authorization=await runtime.kube.authorization(),
             ) as relayed:
+                first = b""
+                if relayed.status == 503:
+                    first = b"".join([chunk async for chunk in relayed.body])
+                    if _not_served(first):
+                        raise unavailable(
+                            f"the replica at {gateway} does not serve this pool now",
+                            retry_after=runtime.settings.gateway.retry_after_seconds,
+                        )
                 answer.start(relayed.status, relayed_back(relayed.headers))
+                if first:
+                    await answer.write(first)
                 async for chunk in relayed.body:
                     await answer.write(chunk)
                 answer.end()
@@ -352,3 +369,13 @@ class ReplicaPeers:
 
     async def close(self) -> None:
         await self._client.close()
+
+
+def _not_served(body: bytes) -> bool:
+    """Whether another replica's 503 says it does not serve the pool (it stops, or the pool is
+    not its own now), rather than that the pool has no agent to give."""
+    try:
+        error = json.loads(body).get("error") or {}
+    except (ValueError, AttributeError):
+        return False
+    return bool(error.get("reason") == GatewayReason.UNAVAILABLE)

@@ -369,6 +369,8 @@ class Placements:
     followers: dict[tuple[str, str, str], Follower] = field(default_factory=dict)
     # The live replicas' gateways, by replica, as their Leases say.
     gateways: dict[str, str] = field(default_factory=dict)
+    # This replica has given its Leases up (it exits): it renews and takes none again.
+    left: bool = False
     # Set when something to place may have changed.
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 

@@ -45,6 +45,11 @@ async def served_pool(
     handle = runtime.pools.get((namespace, pool))
     if handle is not None:
         return handle
+    if runtime.elsewhere((namespace, pool)) or runtime.placements.left:
+        # Another replica's pool (or this one stops): said at once, for the caller to go there.
+        raise NotServed(
+            f'AgentPool "{pool}" in namespace "{namespace}" is served by another replica'
+        )
     found = await find_pool(runtime, namespace, pool)
     if found is None:
         raise pool_not_found(namespace, pool)
