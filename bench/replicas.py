@@ -4,14 +4,14 @@ On a fresh local cluster, three ``agentpool run --share`` replicas work on six p
 agent each. A steady caller per pool calls it through the gateways of replicas that do not work
 on the pool (so every call is passed on between replicas), one call after another. Then:
 
-- the replica that works on the most pools is SIGKILLed: the calls to its pools fail until its
+- the replica that works on the most pools is SIGKILLed: the calls to its pools wait until its
   Lease lapses and another replica takes them; the others' calls go on;
 - the replica that now works on the most is sent SIGTERM: it gives its Lease up as it exits.
 
 For each, per pool: calls failed, the outage (the first failed call to the first call that
 succeeded after it), and the longest call (one that waited while its pool changed hands).
-Beside them, in the same run, the cost of passing a call on: a call's p50
-through the pool's own replica's gateway and through another's.
+Beside them, in the same run, the cost of passing a call on: a call's p50 through the pool's own
+replica's gateway and through another's.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from typing import Any
 import aiohttp
 
 from agentpool.local.kubeconfig import ApiAccess
+from agentpool.pool.placement import choose
 from bench.harness import (
     ROOT,
     ClusterProcess,
@@ -58,7 +59,8 @@ class Caller:
     calls: list[tuple[float, float, bool]] = field(default_factory=list)
 
     def since(self, moment: float) -> list[tuple[float, float, bool]]:
-        return [call for call in self.calls if call[0] >= moment]
+        """The calls that ended after ``moment``: those in flight then too."""
+        return [call for call in self.calls if call[1] >= moment]
 
 
 async def replica_gateways(kube: Kube) -> dict[str, str]:
@@ -81,10 +83,12 @@ async def owners(kube: Kube, namespace: str) -> dict[str, str]:
 
 
 async def served(kube: Kube, namespace: str, live: set[str]) -> dict[str, str] | None:
+    """Each pool's replica, once every pool is where the live replicas' placement puts it
+    (hand-overs done) and has its agent Ready."""
     placed = await owners(kube, namespace)
     for pool in POOLS:
         status = (await kube.get("agentpools", namespace, pool)).get("status") or {}
-        if placed[pool] not in live or status.get("readyReplicas") != 1:
+        if placed[pool] != choose((namespace, pool), live) or status.get("readyReplicas") != 1:
             return None
     return placed
 

@@ -226,3 +226,23 @@ async def test_a_call_whose_pool_came_here_meanwhile_is_served_here() -> None:
     )
     assert reply is not None
     assert (reply.status, calls.served) == (200, ["p"])
+
+
+class Joining(Peers):
+    """The pool went to a replica whose gateway this one does not know yet; then it does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = 0
+
+    def elsewhere(self, namespace: str, pool: str, *, lease: str | None = None) -> str | None:
+        self.asked += 1
+        return "" if self.asked < 3 else "https://10.0.0.4:8443"
+
+
+async def test_a_call_to_a_replica_not_known_yet_waits_for_its_gateway() -> None:
+    calls, peers, answer = Calls(), Joining(), Answer()
+    request = _request({b"authorization": b"Bearer good"}, answer)
+    assert await _server(calls, peers)._respond(request) is None
+    assert [relayed[0] for relayed in peers.relayed] == ["https://10.0.0.4:8443"]
+    assert calls.served == []

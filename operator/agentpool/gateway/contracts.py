@@ -147,8 +147,8 @@ class Peers(Protocol):
 
     def elsewhere(self, namespace: str, pool: str, *, lease: str | None = None) -> str | None:
         """The gateway of the replica that works on the pool (or is taking it), or on the
-        ``lease`` when one is named, when that is another replica; None when it is this one,
-        or none is known."""
+        ``lease`` when one is named, when that is another replica ('' while its gateway is not
+        known yet); None when it is this one, or none is known."""
         ...
 
     async def relay(

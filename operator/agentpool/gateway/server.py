@@ -46,7 +46,7 @@ from agentpool.api.reasons import GatewayReason
 from agentpool.gateway import forwarding
 from agentpool.gateway.access import Access
 from agentpool.gateway.contracts import CallAnswer, Calls, Peers
-from agentpool.gateway.errors import GatewayError, from_agent, too_large
+from agentpool.gateway.errors import GatewayError, from_agent, too_large, unavailable
 from agentpool.gateway.http import HttpServer, Request, Response, Stream
 from agentpool.gateway.requests import envelope, parse_request
 from agentpool.settings import GatewaySettings
@@ -274,17 +274,23 @@ class GatewayServer:
         target = request.target or request.path
         deadline = time.monotonic() + self._settings.relay_seconds
         while True:
-            try:
-                await self._peers.relay(
-                    gateway, request.method, target, headers, body, request.answer
+            if gateway:
+                try:
+                    await self._peers.relay(
+                        gateway, request.method, target, headers, body, request.answer
+                    )
+                    return True
+                except GatewayError as error:
+                    # Not served there (it stops, or the pool left it): tried again where the
+                    # pool is now, a body that can be sent again only.
+                    again = error.reason == GatewayReason.UNAVAILABLE and isinstance(body, bytes)
+                    if not again or request.answer.started or time.monotonic() > deadline:
+                        raise
+            elif time.monotonic() > deadline:
+                raise unavailable(
+                    "the replica that works on this pool has not said where its gateway is",
+                    retry_after=self._settings.retry_after_seconds,
                 )
-                return True
-            except GatewayError as error:
-                # Not served there (it stops, or the pool left it): tried again where the pool
-                # is now, a body that can be sent again only.
-                again = error.reason == GatewayReason.UNAVAILABLE and isinstance(body, bytes)
-                if not again or request.answer.started or time.monotonic() > deadline:
-                    raise
             await asyncio.sleep(RELAY_AGAIN_SECONDS)
             gateway = self._peers.elsewhere(namespace, pool, lease=lease)
             if gateway is None:

@@ -178,7 +178,8 @@ async def assign(runtime: Runtime, sharing: Sharing) -> None:
 async def place_until(runtime: Runtime, members: set[str], deadline: float) -> None:
     """Place everything on ``members`` now, and again on each change seen until ``deadline``."""
     changed = runtime.placements.changed
-    while True:
+    # A replica that left writes nothing more: another is the assigner now.
+    while not runtime.placements.left:
         changed.clear()
         await place_all(runtime, members)
         left = deadline - time.monotonic()
@@ -195,6 +196,8 @@ async def place_all(runtime: Runtime, members: set[str]) -> None:
     seen = runtime.placements
     writes = placement.place(seen.pools, members, list(seen.followers.values()))
     for write in writes:
+        if seen.left:
+            return
         try:
             await apply(runtime, write)
             # As its watch event will show it: not written again meanwhile.
@@ -318,7 +321,7 @@ class ReplicaPeers:
             return None
         placed = seen.pools[namespace, pool]
         # A pool being handed over is waited for where it goes.
-        return seen.gateways.get(placed.handover or placed.owner or "")
+        return seen.gateways.get(placed.handover or placed.owner or "", "")
 
     async def relay(
         self,
