@@ -197,7 +197,9 @@ def test_watch_without_version_lists_first(core: k8s.CoreV1Api, namespace: str) 
 
 
 def test_watch_with_selector_sees_objects_leave(core: k8s.CoreV1Api, namespace: str) -> None:
-    """An object relabelled out of a watched selector arrives as DELETED, back in as ADDED."""
+    """An object relabelled out of a watched selector arrives as DELETED, back in as ADDED. The
+    DELETED event carries the object as the watch last matched it (its old labels), at the
+    version of the edit, as the Kubernetes API server's watch cache sends it."""
     core.create_namespaced_config_map(namespace, _cm("s", app="x"))
     rv = core.list_namespaced_config_map(namespace).metadata.resource_version
     core.patch_namespaced_config_map("s", namespace, {"metadata": {"labels": {"app": "y"}}})
@@ -209,6 +211,10 @@ def test_watch_with_selector_sees_objects_leave(core: k8s.CoreV1Api, namespace: 
         2,
     )
     assert [e["type"] for e in events] == ["DELETED", "ADDED"]
+    left = events[0]["object"]["metadata"]
+    assert left["labels"] == {"app": "x"}
+    assert int(left["resourceVersion"]) > int(rv)
+    assert int(events[1]["object"]["metadata"]["resourceVersion"]) > int(left["resourceVersion"])
 
 
 def test_watch_bookmarks_and_initial_events(core: k8s.CoreV1Api, namespace: str) -> None:

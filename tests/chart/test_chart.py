@@ -451,6 +451,7 @@ def test_replicas_that_share_the_pools_keep_leases_in_the_release_namespace(
     shared = granted_rules(VALUE_SETS["shared-pools"])
     assert ("agentpool.dev", "agentpools/call", "create") in shared
     assert ("agentpool.dev", "agentpools/proxy", "get") in shared
+    assert ("agentpool.dev", "agentleases/proxy", "get") in shared
     assert ("agentpool.dev", "agentpools/call", "create") not in granted_rules(None)
 
 

@@ -61,9 +61,9 @@ in case it might be useful.
 - apiGroups: ["agentpool.dev"]
   resources: ["agentpools/call", "agentpools/cast"]
   verbs: ["create"]
-# ... and a forwarded request to an HTTP pool, its method's verb.
+# ... and a forwarded request to an HTTP pool or a lease's agent, its method's verb.
 - apiGroups: ["agentpool.dev"]
-  resources: ["agentpools/proxy"]
+  resources: ["agentpools/proxy", "agentleases/proxy"]
   verbs: ["get", "create", "update", "patch", "delete"]
 {{- end }}
 {{- if and (include "agentpool.peering" .) .Values.watchNamespaces }}

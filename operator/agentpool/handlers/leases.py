@@ -32,7 +32,7 @@ from agentpool.api.conditions import format_time
 from agentpool.api.raw import RawBody, raw_body, uid_of
 from agentpool.api.reasons import EventReason, Reason
 from agentpool.broker import Checkout
-from agentpool.handlers import binds, leasestatus, releases, serving
+from agentpool.handlers import binds, leasestatus, releases, replicas, serving
 from agentpool.handlers.leasestatus import Report, StatusWriter, failed_status
 from agentpool.handlers.registration import KindHandlers
 from agentpool.handlers.runtime import LeaseStop, LeaseTask, ObjectKey, PoolHandle, Runtime
@@ -64,7 +64,7 @@ async def lease_event(
     """A lease appeared, changed or went: a new one gets its task, a changed one (its holder
     renewed it) wakes it, a deleted one's task stops and its agent goes back."""
     key, lease = (namespace or "", name), raw_body(body)
-    if type == "DELETED" and not runtime.works_on(lease["metadata"]):
+    if type == "DELETED" and await replicas.moved(runtime, "agentleases", lease):
         # Not deleted: relabelled to the replica its pool went to, which takes it up, Bound.
         running = runtime.leases.tasks.get(key)
         if running is not None:

@@ -64,6 +64,8 @@ STANDING_DOWN = (
 )
 
 
+#: Why a pool's broker closed when another replica took the pool: not a deletion.
+MOVED = "is served by another replica now"
 #: How often a pool being handed over is looked at again by the replica that had it, until its
 #: watch says it is gone (or it is handed back).
 HANDOVER_POLL_SECONDS = 0.5
@@ -79,9 +81,24 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
     handlers.on_delete(pool_drain)
 
 
-async def pool_event(runtime: Runtime, /, namespace: str | None, name: str, **_: Any) -> None:
-    """The pool object changed: its loop looks again."""
-    handle = runtime.pools.get((namespace or "", name))
+async def pool_event(
+    runtime: Runtime,
+    /,
+    namespace: str | None,
+    name: str,
+    type: str | None = None,
+    meta: kopf.Meta | None = None,
+    **_: Any,
+) -> None:
+    """The pool object changed: its loop looks again. Sharing the pools, a pool that left this
+    replica's watch without being deleted (relabelled away) is noted gone, so its loop ends."""
+    key = (namespace or "", name)
+    if runtime.sharing is not None:
+        if type == "DELETED" and not (meta is not None and meta.deletion_timestamp):
+            runtime.placements.gone.add(key)
+        else:
+            runtime.placements.gone.discard(key)
+    handle = runtime.pools.get(key)
     if handle is not None:
         handle.poke()
 
@@ -120,6 +137,9 @@ async def pool_loop(
     """The pool's daemon: start serving it, reconcile until stopped, then let it go."""
     key = (body.metadata.namespace or "", body.metadata.name)
     while not stopped:
+        if key in runtime.placements.gone:
+            runtime.placements.gone.discard(key)
+            return  # another replica's now: this daemon is kopf's no longer
         if not runtime.works_on(body.metadata):
             # Being handed to another replica: once it is, its watch ends this loop (a pool
             # handed back starts again).
@@ -132,7 +152,7 @@ async def pool_loop(
         try:
             await run_passes(runtime, handle, body, stopped)
         finally:
-            end_pool(runtime, handle, stopped, left=not runtime.works_on(body.metadata))
+            end_pool(runtime, handle, stopped, left=not keeps(runtime, key, body))
 
 
 async def await_valid_spec(runtime: Runtime, body: kopf.Body, stopped: kopf.DaemonStopped) -> bool:
@@ -215,7 +235,8 @@ async def run_passes(
     stopping = asyncio.ensure_future(stopped.wait())
     try:
         # A pool handed to another replica ends its loop here, as a stopped one does.
-        while not stopped and runtime.works_on(body.metadata):
+        key = (handle.namespace, handle.name)
+        while not stopped and keeps(runtime, key, body):
             handle.wake.clear()
             try:
                 delay = await reconcile(runtime, handle, body)
@@ -237,6 +258,12 @@ async def run_passes(
         stopping.cancel()
 
 
+def keeps(runtime: Runtime, key: PoolKey, body: kopf.Body) -> bool:
+    """Whether this replica works on the pool still: always alone; sharing, while it carries
+    this replica's name with no hand-over, and has not left its watch."""
+    return runtime.works_on(body.metadata) and key not in runtime.placements.gone
+
+
 def unjudged(handle: PoolHandle) -> None:
     """A pass failed before it judged the pool: it is not taken for quiet meanwhile (its agents
     serve on, and their demand is sampled as a busy pool's)."""
@@ -254,7 +281,8 @@ def end_pool(
     if reason and reason & STANDING_DOWN:
         runtime.leases.pause()
     if left:
-        runtime.brokers.close(handle.namespace, handle.name, broker=handle.broker)
+        # Not deleted: its waiters hear it is served elsewhere, and go there (a gateway call).
+        runtime.brokers.close(handle.namespace, handle.name, MOVED, broker=handle.broker)
         metrics.forget_pool_gauges(handle.namespace, handle.name)
     elif reason and reason & kopf.DaemonStoppingReason.RESOURCE_DELETED:
         namespace, name = key = (handle.namespace, handle.name)

@@ -125,6 +125,8 @@ async def live_members(runtime: Runtime, sharing: Sharing) -> set[str]:
         for lease in members
         if (holder := Held.of(lease).holder) in live
         and (gateway := (lease["metadata"].get("annotations") or {}).get(GATEWAY_ANNOTATION))
+        # This replica's own credentials go with a call passed on: over HTTPS only.
+        and str(gateway).startswith("https://")
     }
     return live
 
@@ -228,7 +230,8 @@ def follower_of(kind: str, body: RawBody) -> Follower | None:
     meta, spec = body["metadata"], dict(body.get("spec") or {})
     pool = (spec.get("poolRef") or {}).get("name")
     if not pool and kind == "poolruns":
-        routed = sorted(((spec.get("routes") or {}).get("pools") or {}).values())
+        # As the run's engine names its pools: its poolRef, else its routes' first.
+        routed = list(((spec.get("routes") or {}).get("pools") or {}).values())
         pool = routed[0] if routed else None
     if not pool:
         return None
@@ -245,6 +248,8 @@ async def watch_placements(runtime: Runtime, path: str) -> None:
         meta = body.get("metadata") or {}
         deleted = event == "DELETED"
         if kind == "agentpools":
+            # A pool being deleted stays with the replica that drains it.
+            deleted = deleted or bool(meta.get("deletionTimestamp"))
             seen.see_pool(
                 (meta.get("namespace") or "", meta.get("name") or ""), meta, deleted=deleted
             )
@@ -287,6 +292,20 @@ async def hand_over(
         version = meta.get("resourceVersion")
         await runtime.kube.patch_metadata("agentpools", *key, labels, resource_version=version)
         log.info("pool %s/%s handed over to replica %s", *key, to)
+
+
+async def moved(runtime: Runtime, plural: str, body: RawBody) -> bool:
+    """Whether an object whose watch said DELETED is still there: it left this replica's watch
+    (relabelled to another replica), rather than being deleted. The event cannot tell: it
+    carries the object as the watch last matched it."""
+    if runtime.sharing is None:
+        return False
+    meta = body["metadata"]
+    try:
+        found = await runtime.kube.get_custom(plural, meta.get("namespace") or "", meta["name"])
+    except ObjectNotFound:
+        return False
+    return bool(found["metadata"].get("uid") == meta.get("uid"))
 
 
 async def leave(runtime: Runtime, sharing: Sharing) -> None:

@@ -28,8 +28,9 @@ from agentpool.api import (
     parse_spec,
 )
 from agentpool.api.conditions import now_time
+from agentpool.api.raw import raw_body
 from agentpool.api.reasons import Reason
-from agentpool.handlers import serving
+from agentpool.handlers import replicas, serving
 from agentpool.handlers.dispatch import BrokerDispatcher
 from agentpool.handlers.registration import KindHandlers
 from agentpool.handlers.runtime import ObjectKey, Runtime
@@ -161,8 +162,10 @@ async def run_event(
     if type != "DELETED":
         follow_spec(runtime, key, body)
         return
-    if not runtime.works_on(body["metadata"]):
-        # Not deleted: relabelled to the replica its pool went to, which resumes it.
+    if await replicas.moved(runtime, "poolruns", raw_body(body)):
+        # Not deleted: relabelled to the replica its pool went to, which resumes it from its
+        # status; its engine here stops (kopf stops no daemon of an object that left its watch).
+        runtime.runs.stop(key)
         return
     # Whenever a run goes, finished long ago or not, its journal goes, and its series a
     # while later (a scrape still sees their last values), unless it is back by then.

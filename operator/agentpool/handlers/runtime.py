@@ -315,6 +315,12 @@ class RunEngines:
             self.pinned.pop(key, None)
             self.tasks.pop(key, None)
 
+    def stop(self, key: ObjectKey) -> None:
+        """Stop the run's engine, once it wrote what it has done (a run gone elsewhere)."""
+        running = self.tasks.get(key)
+        if running is not None:
+            running[1].cancel()
+
     async def park(self, namespace: str, pool: str) -> None:
         """Stop the engines of the runs that follow ``pool``, each once it wrote what it has
         done, so the replica the pool goes to resumes them from there."""
@@ -371,6 +377,10 @@ class Placements:
     gateways: dict[str, str] = field(default_factory=dict)
     # This replica has given its Leases up (it exits): it renews and takes none again.
     left: bool = False
+    # Pools that left this replica's own watch (relabelled away): their loops end here. kopf
+    # stops no daemon of an object that only left its watch, and gives it the object as it
+    # last matched, which still names this replica.
+    gone: set[PoolKey] = field(default_factory=set)
     # Set when something to place may have changed.
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 

@@ -48,7 +48,11 @@ class PeerClient:
             self._ca = ca_pem
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
-                cookie_jar=aiohttp.DummyCookieJar(), trust_env=False, auto_decompress=False
+                # As many calls at once as callers make: each waits on its own pool's line.
+                connector=aiohttp.TCPConnector(limit=0),
+                cookie_jar=aiohttp.DummyCookieJar(),
+                trust_env=False,
+                auto_decompress=False,
             )
         return self._session, self._context
 

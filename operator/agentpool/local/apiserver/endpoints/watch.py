@@ -4,7 +4,8 @@ kopf read them.
 A watch starts from a resource version (only later changes), from nothing or "0" (a synthetic
 ADDED per current object first), or with ``sendInitialEvents`` (ADDED per object, then a BOOKMARK
 marked ``k8s.io/initial-events-end``). It follows the resource's event log, filters by namespace
-and selectors (an edit that moves an object into or out of a selector becomes ADDED or DELETED),
+and selectors (an edit that moves an object into or out of a selector becomes ADDED or DELETED,
+the latter with the object as it last matched),
 sends bookmarks while idle when asked, and ends at ``timeoutSeconds``. A resource version older
 than the log, a reader that falls behind it, or a compaction, gets an in-stream ERROR with code
 410, which reflectors and kopf answer by listing again. ``handlers`` calls ``serve_watch``.
@@ -61,7 +62,16 @@ def _selected(event: Event, request: WatchRequest) -> tuple[str, Obj] | None:
     was = event.previous is not None and match(event.previous)
     if now:
         return ("MODIFIED" if was else "ADDED"), event.obj
-    return ("DELETED", event.obj) if was else None
+    if not was or event.previous is None:
+        return None
+    # As the API server's watch cache does: the object as the watcher last matched it, at the
+    # new resourceVersion (a watcher resumes from there).
+    previous = dict(event.previous)
+    previous["metadata"] = {
+        **event.previous["metadata"],
+        "resourceVersion": event.obj["metadata"].get("resourceVersion"),
+    }
+    return "DELETED", previous
 
 
 def check_initial_events(rt: ResourceType, request: WatchRequest) -> None:
@@ -171,7 +181,9 @@ async def serve_watch(
                 for event in events:
                     seen = _selected(event, request)
                     if seen is not None:
-                        lines.append(encode(seen[0], seen[1], event))
+                        # The event's cached encoding, unless the watcher sees another object.
+                        cached = event if seen[1] is event.obj else None
+                        lines.append(encode(seen[0], seen[1], cached))
                 if lines:
                     await response.write(b"".join(lines))
                     last_sent = time.monotonic()
