@@ -469,7 +469,11 @@ class GatewayCalls:
         timeout = checkout_timeout or float(POOL_DEFAULTS.checkout_timeout_seconds)
         try:
             return await serving.served_pool(
-                self._runtime, namespace, pool, timeout=lambda _: timeout if wait else 0.0
+                self._runtime,
+                namespace,
+                pool,
+                timeout=lambda _: timeout if wait else 0.0,
+                elsewhere_now=True,
             )
         except PoolNotFound as error:
             raise errors.pool_not_found(str(error)) from None

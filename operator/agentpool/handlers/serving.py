@@ -38,14 +38,16 @@ async def served_pool(
     pool: str,
     *,
     timeout: Callable[[AgentPoolSpec], float],
+    elsewhere_now: bool = False,
 ) -> PoolHandle:
     """The pool's handle: at once when it is served; else, when it exists, once its loop starts
     within ``timeout(spec)`` seconds. Raises PoolNotFound when there is no such pool, NotServed
-    when it is not served in time."""
+    when it is not served in time; with ``elsewhere_now``, at once when another replica works on
+    it (a gateway call, which goes there)."""
     handle = runtime.pools.get((namespace, pool))
     if handle is not None:
         return handle
-    if runtime.elsewhere((namespace, pool)) or runtime.placements.left:
+    if elsewhere_now and (runtime.elsewhere((namespace, pool)) or runtime.placements.left):
         # Another replica's pool (or this one stops): said at once, for the caller to go there.
         raise NotServed(
             f'AgentPool "{pool}" in namespace "{namespace}" is served by another replica'
