@@ -253,10 +253,11 @@ async def beside_kopf(
             tasks.append(asyncio.create_task(follower))
         if runtime.sharing is not None:
             tasks.append(asyncio.create_task(replicas.keep_membership(runtime, runtime.sharing)))
-            tasks.append(asyncio.create_task(replicas.assign(runtime, runtime.sharing)))
+            paths = replicas.placement_paths(list(namespaces))
+            pool_paths = [path for path in paths if path.endswith("/agentpools")]
+            tasks.append(asyncio.create_task(replicas.assign(runtime, runtime.sharing, pool_paths)))
             tasks += [
-                asyncio.create_task(replicas.watch_placements(runtime, path))
-                for path in replicas.placement_paths(list(namespaces))
+                asyncio.create_task(replicas.watch_placements(runtime, path)) for path in paths
             ]
         yield
     finally:

@@ -34,11 +34,11 @@ from agentpool.api.conditions import format_micro_time
 from agentpool.api.raw import RawBody
 from agentpool.api.reasons import GatewayReason
 from agentpool.gateway.contracts import Relaying
-from agentpool.gateway.errors import unavailable
+from agentpool.gateway.errors import GatewayError, from_agent, unavailable
 from agentpool.gateway.forwarding import RELAYED_HEADER, relayed_back
 from agentpool.handlers.runtime import Runtime, Sharing, placed_of
 from agentpool.io.kube import Conflict, ObjectNotFound
-from agentpool.io.peers import NO_ANSWER, PeerClient
+from agentpool.io.peers import NO_ANSWER, NOT_SENT, PeerClient
 from agentpool.pool import placement
 from agentpool.pool.placement import (
     HANDOVER_ANNOTATION,
@@ -49,6 +49,7 @@ from agentpool.pool.placement import (
     HandOver,
     Held,
 )
+from agentpool.wire import protocol
 
 log = logging.getLogger(__name__)
 
@@ -159,22 +160,38 @@ async def take_assigner(runtime: Runtime, sharing: Sharing) -> bool:
     return step != "wait"
 
 
-async def assign(runtime: Runtime, sharing: Sharing) -> None:
+async def assign(runtime: Runtime, sharing: Sharing, pool_paths: list[str]) -> None:
     """Be the assigner whenever this replica holds its Lease: write where each pool, run and
     lease of :attr:`Runtime.placements` belongs (:func:`watch_placements` keeps them), until
     cancelled. Who holds the Lease and who is live are read once every ``assign_seconds``;
-    what changes in between is placed at once."""
+    what changes in between is placed at once. Before it first places anything, it lists the
+    pools at ``pool_paths`` itself: its watches may not have, and a run or lease of a pool not
+    seen would be placed as a pool that does not exist."""
     every = runtime.settings.replicas.assign_seconds
+    listed = False
     while not runtime.placements.left:
         tick = time.monotonic() + every
         try:
             # Every replica reads who is live: its gateway passes calls on to them.
             members = await live_members(runtime, sharing)
             if await take_assigner(runtime, sharing):
+                if not listed:
+                    await list_pools(runtime, pool_paths)
+                    listed = True
                 await place_until(runtime, members, tick)
         except Exception as error:  # tried again next time
             log.warning("assigning the pools failed: %s", error)
         await asyncio.sleep(max(0.0, tick - time.monotonic()))
+
+
+async def list_pools(runtime: Runtime, paths: list[str]) -> None:
+    """Every pool at ``paths`` into the view, as listed now."""
+    for path in paths:
+        listed = await runtime.kube.request("GET", path, resource="agentpools")
+        for pool in listed.get("items") or ():
+            meta = pool.get("metadata") or {}
+            key = (meta.get("namespace") or "", meta.get("name") or "")
+            runtime.placements.see_pool(key, meta, deleted=bool(meta.get("deletionTimestamp")))
 
 
 async def place_until(runtime: Runtime, members: set[str], deadline: float) -> None:
@@ -205,7 +222,7 @@ async def place_all(runtime: Runtime, members: set[str]) -> None:
             # As its watch event will show it: not written again meanwhile.
             seen.wrote(write)
         except ObjectNotFound:
-            continue  # gone since: its watch event takes it out of the view
+            seen.forget(write)  # gone since (a watch that listed again does not say so)
         except Conflict:
             seen.changed.set()  # changed since: placed again at once
 
@@ -384,13 +401,28 @@ class ReplicaPeers:
         except (*NO_ANSWER, TimeoutError) as error:
             if answer.started:
                 raise ConnectionError(f"the replica at {gateway} broke its answer off") from error
-            raise unavailable(
-                f"the replica that works on this pool ({gateway}) did not answer: {error}",
-                retry_after=runtime.settings.gateway.retry_after_seconds,
+            raise _unanswered(
+                gateway, error, runtime.settings.gateway.retry_after_seconds
             ) from None
 
     async def close(self) -> None:
         await self._client.close()
+
+
+def _unanswered(gateway: str, error: BaseException, retry_after: float) -> GatewayError:
+    """What a call passed on to ``gateway`` that got no answer is answered."""
+    if isinstance(error, NOT_SENT):
+        # Never reached it (it stopped, or is gone): sent again where the pool is now.
+        return unavailable(
+            f"the replica that works on this pool ({gateway}) did not answer: {error}",
+            retry_after=retry_after,
+        )
+    # It may have taken the call: not sent twice.
+    return from_agent(
+        protocol.AGENT_LOST,
+        f"the replica that works on this pool ({gateway}) took the call and went without an "
+        f"answer: {error}",
+    )
 
 
 def _not_served(body: bytes) -> bool:

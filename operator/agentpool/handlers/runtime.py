@@ -402,6 +402,14 @@ class Placements:
             self.followers[key] = follower
             self.changed.set()
 
+    def forget(self, write: Write) -> None:
+        """What ``write`` was for is gone: out of the view."""
+        if isinstance(write, Assign | HandOver):
+            self.pools.pop(write.key, None)
+        else:
+            follower = write.follower
+            self.followers.pop((follower.kind, follower.namespace, follower.name), None)
+
     def wrote(self, write: Write) -> None:
         """``write`` was made: the view shows it before the watch does."""
         if isinstance(write, Assign):

@@ -21,6 +21,9 @@ from yarl import URL
 
 #: What a relay that got no answer raises, besides TimeoutError.
 NO_ANSWER = (aiohttp.ClientError, OSError)
+#: Of those, what a relay raises when its request never reached the other replica: it can be
+#: sent again.
+NOT_SENT = (aiohttp.ClientConnectorError,)
 #: How long a connection to another replica may take: they are in one cluster.
 CONNECT_SECONDS = 5.0
 
