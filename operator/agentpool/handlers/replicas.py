@@ -9,13 +9,16 @@ conditional on the version read), is the assigner (:func:`assign`): it watches e
 and lease, reads who is live, and writes each object's ``agentpool.dev/replica`` label as
 :func:`agentpool.pool.placement.place` decides. Each replica's kopf watches only what is
 labelled with its identity, so a replica works on its own pools, runs and leases only; an
-object relabelled away leaves its watch as if deleted, which its handlers tell from a deletion by
-the label it now carries.
+object relabelled away leaves its watch as a DELETED event carrying its old labels, which its
+handlers tell from a deletion by reading it back (:func:`moved`; a pool, by the deletion
+timestamp its finalizer gives a deleted one).
 
 A pool moved from a live replica is first marked with the replica it goes to: its owner's loop
-ends, its leases are parked, and the owner writes the new label itself (:func:`hand_over`). A
-replica that stops hands over everything at once by deleting its Lease once kopf has stopped
-(:func:`leave`): the assigner then gives its pools out at once, without waiting for a lapse.
+ends, its runs stop and its leases are parked, and the owner writes the new label itself
+(:func:`hand_over`). A replica that stops hands over everything at once by deleting its Lease
+once kopf has stopped its loops (:func:`leave`): the assigner then gives its pools out at once,
+without waiting for a lapse. :class:`ReplicaPeers` is the gateway's way to the other replicas:
+a call for a pool another replica works on goes there (:mod:`agentpool.io.peers`).
 """
 
 from __future__ import annotations
