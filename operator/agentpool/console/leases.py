@@ -60,16 +60,20 @@ def run_lease(args: argparse.Namespace) -> int:
 
 
 async def until_terminated(work: Awaitable[int]) -> int:
-    """``work``, cancelled on SIGTERM as Ctrl-C cancels it, so that its clean-up (a lease's
-    delete) runs rather than the process dying with the agent still held until the ttl."""
+    """``work``, cancelled on SIGTERM or SIGINT (Ctrl-C), so that its clean-up (a lease's
+    delete) runs rather than the process dying with the agent still held until the ttl. SIGINT
+    is taken even when the process started with it ignored, as a shell starts a command it runs
+    in the background: ``kill -INT`` still ends the lease."""
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None, "until_terminated runs as a task"
-    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    for stop in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(stop, task.cancel)
     try:
         return await work
     finally:
-        loop.remove_signal_handler(signal.SIGTERM)
+        for stop in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(stop)
 
 
 def token_command(agent: LeasedAgent, namespace: str, kubectl_options: list[str]) -> str:
