@@ -208,14 +208,19 @@ class Peering:
         # kopf pauses every peer whose priority equals another live peer's: unless told one,
         # each replica draws its own, so exactly one (the highest) acts at a time; the gateway's
         # readiness follows.
-        identity = os.environ.get("POD_ID") or f"{socket.gethostname()}-{os.getpid()}"
+        identity = replica_identity()
         return cls(name, identity, random.randint(1, 2**31) if priority is None else priority)
+
+
+def replica_identity() -> str:
+    """How this replica is known to its peers: its pod's name, else its host and process."""
+    return os.environ.get("POD_ID") or f"{socket.gethostname()}-{os.getpid()}"
 
 
 def sharing_of(name: str, namespace: str | None = None) -> Sharing:
     """This replica in the group ``name``: known by its pod's name (or host and process), its
     Leases in ``namespace``, else its pod's, else ``default``."""
-    identity = os.environ.get("POD_ID") or f"{socket.gethostname()}-{os.getpid()}"
+    identity = replica_identity()
     # Both a label value and part of its Lease's name: lower-case letters, digits, '-', '.'.
     identity = re.sub(r"[^a-z0-9.-]", "-", identity.lower())[-63:].strip("-.") or "replica"
     where = namespace or os.environ.get("POD_NAMESPACE") or "default"
