@@ -92,3 +92,19 @@ def kubectl_op(
         tmp_path_factory.mktemp("kubectl-op-cache"),
         context=operator_cluster.handle.context,
     )
+
+
+@pytest.fixture
+def cluster_alone(kube_context: str | None, scratch: Path) -> Iterator[tuple[Api, list[str], Path]]:
+    """A local cluster of the test's own, with no operator: the test starts its replicas. Its
+    API, the arguments that point ``agentpool run`` at it, and the test's scratch directory."""
+    if kube_context is not None:
+        pytest.skip("needs a cluster with no other operator: runs on a local cluster only")
+    thread = ClusterThread(scratch / "cluster")
+    handle = thread.start()
+    client = handle.api_client()
+    try:
+        yield Api(client), ["--kubeconfig", str(handle.kubeconfig)], scratch
+    finally:
+        client.close()
+        thread.stop()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,6 @@ import yaml
 from operator_support import REPO, Api, OperatorProcess, pool_spec
 
 from agentpool.api.conditions import format_micro_time
-from cluster import ClusterThread
 
 PEERING = "agentpool"
 TTL = 4
@@ -41,29 +39,23 @@ class Replica(OperatorProcess):
 
 
 @pytest.fixture
-def peered(kube_context: str | None, scratch: Path) -> Iterator[tuple[Api, list[str], Path]]:
-    if kube_context is not None:
-        pytest.skip("needs a cluster with no other operator: runs on a local cluster only")
-    thread = ClusterThread(scratch / "cluster")
-    handle = thread.start()
-    client = handle.api_client()
-    try:
-        extensions = kubernetes.client.ApiextensionsV1Api(client)
-        crds = (REPO / "charts/agentpool/crds/kopf-peerings.yaml").read_text()
-        for crd in yaml.safe_load_all(crds):
-            if crd:
-                extensions.create_custom_resource_definition(crd)
-        peering = {
-            "apiVersion": "kopf.dev/v1",
-            "kind": "ClusterKopfPeering",
-            "metadata": {"name": PEERING},
-        }
-        custom = kubernetes.client.CustomObjectsApi(client)
-        wait_for(lambda: created(custom, peering), "the peering object")
-        yield Api(client), ["--kubeconfig", str(handle.kubeconfig)], scratch
-    finally:
-        client.close()
-        thread.stop()
+def peered(
+    cluster_alone: tuple[Api, list[str], Path],
+) -> tuple[Api, list[str], Path]:
+    """The test's own cluster, with kopf's peering CRDs and a ClusterKopfPeering."""
+    api = cluster_alone[0]
+    extensions = kubernetes.client.ApiextensionsV1Api(api.client)
+    crds = (REPO / "charts/agentpool/crds/kopf-peerings.yaml").read_text()
+    for crd in yaml.safe_load_all(crds):
+        if crd:
+            extensions.create_custom_resource_definition(crd)
+    peering = {
+        "apiVersion": "kopf.dev/v1",
+        "kind": "ClusterKopfPeering",
+        "metadata": {"name": PEERING},
+    }
+    wait_for(lambda: created(api.custom, peering), "the peering object")
+    return cluster_alone
 
 
 def created(custom: Any, peering: dict[str, Any]) -> bool:

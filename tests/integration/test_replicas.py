@@ -13,18 +13,15 @@ import hashlib
 import itertools
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import kubernetes
-import pytest
 from gateway_support import Gateway, caller_token
 from operator_support import Api, OperatorProcess, pool_spec
 from run_support import finished_run, invocations, run_status, start_run
 
 from agentpool.pool.placement import choose
-from cluster import ClusterThread
 
 GROUP_NAME = "agentpool"
 REPLICA = "agentpool.dev/replica"
@@ -41,20 +38,6 @@ class Replica(OperatorProcess):
             env={"POD_ID": identity},
         )
         self.identity = identity
-
-
-@pytest.fixture
-def alone(kube_context: str | None, scratch: Path) -> Iterator[tuple[Api, list[str], Path]]:
-    if kube_context is not None:
-        pytest.skip("needs a cluster with no other operator: runs on a local cluster only")
-    thread = ClusterThread(scratch / "cluster")
-    handle = thread.start()
-    client = handle.api_client()
-    try:
-        yield Api(client), ["--kubeconfig", str(handle.kubeconfig)], scratch
-    finally:
-        client.close()
-        thread.stop()
 
 
 def wait_for(predicate: Any, message: str, timeout: float = 90.0) -> Any:
@@ -194,12 +177,12 @@ def show_logs(replicas: list[Replica]) -> None:
 
 
 def test_a_crashed_replica_gives_only_its_own_pools_and_loses_nothing(
-    alone: tuple[Api, list[str], Path],
+    cluster_alone: tuple[Api, list[str], Path],
 ) -> None:
     """Three replicas; the one SIGKILLed works on a pool with a Bound lease and one with a run
     halfway: they go to the others and no other pool moves; the lease stays Bound to its agent;
     the run ends with every item recorded; a run on another replica's pool runs untouched."""
-    api, connection, directory = alone
+    api, connection, directory = cluster_alone
     replicas = [Replica(connection, directory, name) for name in ("r-a", "r-b", "r-c")]
     for replica in replicas:
         replica.start()
@@ -228,13 +211,13 @@ def test_a_crashed_replica_gives_only_its_own_pools_and_loses_nothing(
 
 
 def test_a_replica_that_joins_takes_its_share_by_hand_over_and_one_that_stops_gives_it_back(
-    alone: tuple[Api, list[str], Path],
+    cluster_alone: tuple[Api, list[str], Path],
 ) -> None:
     """Two replicas; a third joins while a lease of one pool is Bound and a run on another is
     under way: both pools are handed to it, with the lease kept Bound and the run whole, and a
     pool that is not its share stays. Sent SIGTERM, it gives its Lease up as it exits, and its
     pools go back."""
-    api, connection, directory = alone
+    api, connection, directory = cluster_alone
     replicas = [Replica(connection, directory, name) for name in ("r-a", "r-b", "r-c")]
     first, everyone = {"r-a", "r-b"}, {"r-a", "r-b", "r-c"}
     for replica in replicas[:2]:
