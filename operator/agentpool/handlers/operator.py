@@ -272,8 +272,8 @@ async def beside_kopf(
         # is one stop_all sees.
         await asyncio.gather(*tasks, return_exceptions=True)
         await runtime.leases.stop_all(runtime.settings.leases.stop_seconds)
-        if runtime.sharing is not None:
-            # Everything here stopped: the others take it up now, not after a lapse.
+        if runtime.sharing is not None and not runtime.placements.left:
+            # kopf stopped before its cleanup ran: the others take it up now, not after a lapse.
             await replicas.leave(runtime, runtime.sharing)
         if opened is not None:
             await opened.stop()
