@@ -66,11 +66,14 @@ def test_a_killed_operator_resumes_without_running_a_recorded_item_again(
     assert (status["succeeded"], status["failed"], status["total"]) == (500, 0, 500)
     assert set(status["items"]) == {item["id"] for item in items}
     assert 150 <= len(recorded) < 500, "the kill came in the middle of the run"
-    assert len(unrecorded_calls) > cap, "items finished after the last write"
     seen = invocations(record)
     assert set(seen) == set(status["items"])
     assert all(len(seen[key]) == 1 for key in recorded), "a recorded item ran again"
     again = {key for key, calls in seen.items() if len(calls) > 1}
+    # Called but not written at the kill, and not run again: finished, and read back from the
+    # journal. (A status write may land between the wait above and the kill; the items that
+    # finish after it are enough.)
+    assert unrecorded_calls - again, "no item finished after the last write came from the journal"
     assert len(again) <= cap, f"{len(again)} items ran again"
     assert all(len(seen[key]) == 2 for key in again)
     assert again <= unrecorded_calls, "only items not written at the kill may run again"
