@@ -161,6 +161,10 @@ class GatewaySettings:
     """How long a call passed on to another replica is tried again while its pool changes
     hands (that replica stopping or gone, the pool not yet taken up by the next): the caller
     waits as it waits in a pool's line, rather than get a 503."""
+    drain_seconds: float = 10.0
+    """How long a stopping operator's gateway lets the calls it is serving end, taking no new
+    ones: calls whose pools this replica gave up are passed on to where they went, and a
+    rolling update of the operator cuts none. Within the pod's termination grace period."""
     peers_seconds: float = 2.0
     """How often a replica with peers reads the kopf peering object to tell whether it acts,
     which its gateway's readiness says: the Service follows a hand-over within about this long

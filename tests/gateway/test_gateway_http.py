@@ -231,3 +231,63 @@ async def test_idle_and_slow_connections_are_closed() -> None:
         assert echo.seen == []
     finally:
         await server.stop()
+
+
+async def test_a_draining_server_ends_what_it_serves_and_takes_nothing_new() -> None:
+    """Draining (an operator stopping), the server closes an idle kept connection at once and
+    takes no new one, but the request it is serving gets its answer, with the connection's end
+    said in it; the drain ends when that answer has gone."""
+    release = asyncio.Event()
+    waiting = asyncio.Event()
+
+    async def handler(request: Request) -> Response:
+        if request.path == "/slow":
+            waiting.set()
+            await release.wait()
+        return Response(200, b"done " + request.path.encode())
+
+    server = HttpServer(handler, body_limit=LIMIT, too_large=lambda: Response(413, b""), tls=None)
+    port = await server.start("127.0.0.1", 0)
+    try:
+        idle_reader, idle = await asyncio.open_connection("127.0.0.1", port)
+        idle.write(post("/first", b""))
+        assert await read_answer(idle_reader) == (200, b"done /first")
+        slow_reader, slow = await asyncio.open_connection("127.0.0.1", port)
+        slow.write(post("/slow", b""))
+        async with asyncio.timeout(10):
+            await waiting.wait()
+        draining = asyncio.create_task(server.drain(60))
+        async with asyncio.timeout(10):
+            assert await idle_reader.read() == b""
+        with pytest.raises(OSError):
+            await asyncio.open_connection("127.0.0.1", port)
+        assert not draining.done()
+        release.set()
+        async with asyncio.timeout(10):
+            head = await slow_reader.readuntil(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200") and b"Connection: close" in head
+            assert await slow_reader.read() == b"done /slow"
+            await draining
+        for writer in (idle, slow):
+            writer.close()
+    finally:
+        await server.stop()
+
+
+async def test_a_drain_gives_up_at_its_deadline_and_stop_ends_the_rest() -> None:
+    """A request that does not end within the drain's time is cut by the stop that follows."""
+    echo = Echo()
+    server = HttpServer(echo, body_limit=LIMIT, too_large=lambda: Response(413, b""), tls=None)
+    port = await server.start("127.0.0.1", 0)
+    try:
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(post("/wait", b""))
+        async with asyncio.timeout(10):
+            await echo.waiting.wait()
+        await server.drain(0.1)
+        assert not echo.cancelled.is_set()
+    finally:
+        await server.stop()
+    async with asyncio.timeout(10):
+        await echo.cancelled.wait()
+    writer.close()

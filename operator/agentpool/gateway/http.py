@@ -176,6 +176,7 @@ class Stream:
         self._chunked = not sized and not self._bodiless and not self._http10
         if not sized and not self._bodiless:
             self.keep_alive = self.keep_alive and self._chunked
+        self.keep_alive = self.keep_alive and not self._connection.draining
         lines = [f"HTTP/1.1 {status} {_phrase(status)}", *(f"{n}: {v}" for n, v in headers)]
         if self._chunked:
             lines.append("Transfer-Encoding: chunked")
@@ -323,6 +324,7 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._server.connections.discard(self)
+        self._server.settle()
         self._disarm()
         for request, _ in [*self._ready, (self._streamed, False)]:
             if request is not None and request.stream is not None:
@@ -480,6 +482,15 @@ class _Connection(asyncio.Protocol):
         return self._server.request_seconds
 
     @property
+    def draining(self) -> bool:
+        return self._server.draining
+
+    @property
+    def busy(self) -> bool:
+        """Whether a request is arriving, waiting or being served."""
+        return self._task is not None or bool(self._ready) or self._request is not None
+
+    @property
     def closing(self) -> bool:
         return self._transport is None or self._transport.is_closing()
 
@@ -517,6 +528,8 @@ class _Connection(asyncio.Protocol):
         transport = self._transport
         if transport is None or transport.is_closing():
             return
+        # A draining server answers each request with the connection's end.
+        keep_alive = keep_alive and not self._server.draining
         if answer is not None and answer.started:
             if not (response is None and answer.ended):
                 # Broken off mid-answer: only the connection's end can tell the caller.
@@ -626,6 +639,9 @@ class HttpServer:
         self._on_failure = on_failure
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        #: Set by :meth:`drain`: no connection is taken, and none is kept alive.
+        self.draining = False
+        self._settled = asyncio.Event()
 
     def log_failure(self, request: Request) -> None:
         self._on_failure(request)
@@ -647,6 +663,28 @@ class HttpServer:
             now = loop.time()
             for connection in [c for c in self.connections if c.deadline <= now]:
                 connection.expire()
+
+    def settle(self) -> None:
+        """Called as a connection goes: once draining and no request is left, :meth:`drain`
+        returns."""
+        if self.draining and not any(connection.busy for connection in self.connections):
+            self._settled.set()
+
+    async def drain(self, seconds: float) -> None:
+        """Take no more connections, close the idle ones, and let the requests in progress end,
+        each answered with the connection's end (``Connection: close``), for up to ``seconds``;
+        :meth:`stop` ends what is left. A pod going does this: the Service stops sending to it,
+        and what it was already serving is not cut."""
+        if self._server is None:
+            return
+        self._server.close()
+        self.draining = True
+        for connection in list(self.connections):
+            if not connection.busy:
+                connection.cut()
+        self.settle()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._settled.wait(), seconds)
 
     async def stop(self) -> None:
         if self._sweeper is not None:

@@ -156,6 +156,10 @@ class GatewayServer:
         scheme = "https" if self._tls is not None else "http"
         return f"{scheme}://{host}:{self._port}"
 
+    async def drain(self, seconds: float) -> None:
+        """Take nothing new, and let what is being served end, for up to ``seconds``."""
+        await self._http.drain(seconds)
+
     async def stop(self) -> None:
         await self._http.stop()
 

@@ -266,6 +266,10 @@ async def beside_kopf(
             ]
         yield
     finally:
+        if opened is not None:
+            # The calls in progress end first, while the watches still say where each pool
+            # went: kopf's cleanup has handed this replica's pools over by now.
+            await opened.server.drain(runtime.settings.gateway.drain_seconds)
         for task in tasks:
             task.cancel()
         # Ended, not only told to: no lease event is handed on after this, so every lease task
