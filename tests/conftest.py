@@ -29,6 +29,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run the cluster tests against this kubeconfig context instead of the local cluster",
     )
     parser.addoption(
+        "--operator-replicas",
+        type=int,
+        default=1,
+        help="run the operator tests (tests/integration) on this many replicas sharing the pools "
+        "(agentpool run --share)",
+    )
+    parser.addoption(
         "--kubeconfig",
         default=None,
         help="run the cluster tests against this kubeconfig's cluster instead of the local one",

@@ -4,7 +4,8 @@ The cluster is a local one started here, or the real one named by ``--kubeconfig
 ``--kube-context``, whose API server and kubelet are already running.
 
 One cluster and one operator serve the whole package; each test works in a namespace of its
-own, so tests do not see each other's pools, runs or leases.
+own, so tests do not see each other's pools, runs or leases. With ``--operator-replicas N`` the
+operator is N replicas sharing the pools, and every test here must pass on them too.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from operator_support import Api, OperatorProcess
+from operator_support import Api, OperatorProcess, OperatorReplicas
 
 from cluster import ClusterHandle, ClusterThread, Kubectl, default_kubeconfig
 
@@ -25,13 +26,15 @@ class OperatorCluster:
     handle: ClusterHandle
     #: The arguments that point an ``agentpool`` command at this cluster.
     connection: list[str]
-    operator: OperatorProcess
+    operator: OperatorProcess | OperatorReplicas
     thread: ClusterThread | None
     dir: Path
 
 
 @pytest.fixture(scope="package")
-def operator_cluster(kube_context: str | None, scratch_root: Path) -> Iterator[OperatorCluster]:
+def operator_cluster(
+    kube_context: str | None, scratch_root: Path, request: pytest.FixtureRequest
+) -> Iterator[OperatorCluster]:
     directory = scratch_root / "operator-cluster"
     directory.mkdir()
     thread: ClusterThread | None = None
@@ -49,7 +52,13 @@ def operator_cluster(kube_context: str | None, scratch_root: Path) -> Iterator[O
         handle = thread.start()
         connection = ["--kubeconfig", str(handle.kubeconfig)]
         scope = []
-    operator = OperatorProcess([*connection, *scope], directory / "operator.log")
+    # One operator, or with --operator-replicas N, N replicas sharing the pools.
+    replicas = int(request.config.getoption("--operator-replicas"))
+    operator: OperatorProcess | OperatorReplicas
+    if replicas > 1:
+        operator = OperatorReplicas([*connection, *scope], directory, replicas)
+    else:
+        operator = OperatorProcess([*connection, *scope], directory / "operator.log")
     operator.start()
     try:
         yield OperatorCluster(

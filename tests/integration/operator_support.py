@@ -101,6 +101,54 @@ class OperatorProcess:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
 
+class Replica(OperatorProcess):
+    """A replica of the operators sharing the pools as ``group`` (``agentpool run --share``),
+    known by the name it is given (its ``POD_ID``, as the chart sets it)."""
+
+    def __init__(
+        self, connection: Sequence[str], directory: Path, identity: str, group: str = "agentpool"
+    ) -> None:
+        super().__init__(
+            [*connection, "--share", group],
+            directory / f"{identity}.log",
+            env={"POD_ID": identity},
+        )
+        self.identity = identity
+
+
+class OperatorReplicas:
+    """Replicas sharing the pools, which a test starts, kills and stops together as it would the
+    operator: what a test asserts of one operator holds of them together."""
+
+    def __init__(self, connection: Sequence[str], directory: Path, count: int) -> None:
+        self.replicas = [Replica(connection, directory, f"replica-{n}") for n in range(count)]
+        #: Beside every replica's log, their shared state directory (as for one operator).
+        self.log_path = self.replicas[0].log_path
+
+    def start(self) -> None:
+        for replica in self.replicas:
+            replica.start()
+
+    def kill(self) -> None:
+        for replica in self.replicas:
+            replica.kill()
+
+    def stop(self) -> None:
+        # All at once: one by one, each would first hand its pools to those still running.
+        running = [r.process for r in self.replicas if r.process and r.process.poll() is None]
+        for process in running:
+            process.send_signal(signal.SIGTERM)
+        for process in running:
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
+
+    def log(self) -> str:
+        return "".join(replica.log() for replica in self.replicas)
+
+
 class Api:
     """The calls the tests make, through the official kubernetes client."""
 

@@ -18,26 +18,13 @@ from typing import Any
 
 import kubernetes
 from gateway_support import Gateway, caller_token
-from operator_support import Api, OperatorProcess, pool_spec
+from operator_support import Api, Replica, pool_spec
 from run_support import finished_run, invocations, run_status, start_run
 
 from agentpool.pool.placement import choose
 
-GROUP_NAME = "agentpool"
 REPLICA = "agentpool.dev/replica"
 ITEMS = 100
-
-
-class Replica(OperatorProcess):
-    """A replica of the group, known by the name it is given."""
-
-    def __init__(self, connection: list[str], directory: Path, identity: str) -> None:
-        super().__init__(
-            [*connection, "--share", GROUP_NAME],
-            directory / f"{identity}.log",
-            env={"POD_ID": identity},
-        )
-        self.identity = identity
 
 
 def wait_for(predicate: Any, message: str, timeout: float = 90.0) -> Any:
@@ -243,7 +230,7 @@ def test_a_replica_that_joins_takes_its_share_by_hand_over_and_one_that_stops_gi
         names = {
             lease.metadata.name for lease in coordination.list_namespaced_lease("default").items
         }
-        assert f"{GROUP_NAME}-r-c" not in names, "the stopped replica's Lease is gone"
+        assert "agentpool-r-c" not in names, "the stopped replica's Lease is gone"
         wait_for(lambda: served(api, namespace, before), "its pools back with the first two")
     finally:
         show_logs(replicas)
