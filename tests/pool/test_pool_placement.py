@@ -20,6 +20,7 @@ from agentpool.pool.placement import (
     HandOver,
     Held,
     Placed,
+    Sightings,
     choose,
     lead,
     live_members,
@@ -148,3 +149,36 @@ def test_the_assigner_lease_is_made_renewed_or_taken_only_once_lapsed() -> None:
     assert lead(lease("me", 900.0), "me", 1000.0) == "renew"
     assert lead(lease("other", 998.0), "me", 1000.0) == "wait"
     assert lead(lease("other", 990.0), "me", 1000.0) == "take"
+
+
+@given(skew=st.floats(-3600, 3600), renewals=st.lists(st.floats(0.1, 4.9), max_size=20))
+def test_a_lease_renewed_within_its_duration_stays_live_whatever_the_holders_clock(
+    skew: float, renewals: list[float]
+) -> None:
+    """A holder whose clock is off by up to an hour either way, renewing within its Lease's
+    duration, never looks gone to this replica; once it stops renewing it does, one duration
+    after this replica last saw a renewal, by this replica's clock."""
+    sightings = Sightings()
+    here = 50.0  # this replica's monotonic clock
+    holders_clock = 1_000_000.0 + skew
+    seen = sightings.see("m", lease("a", holders_clock), here)
+    assert seen.live(here)
+    for gap in renewals:
+        # Looked at just before the renewal: still live.
+        assert sightings.see("m", lease("a", holders_clock), here + gap - 0.01).live(here + gap)
+        here, holders_clock = here + gap, holders_clock + gap
+        assert sightings.see("m", lease("a", holders_clock), here).live(here)
+    assert sightings.see("m", lease("a", holders_clock), here + 4.9).live(here + 4.9)
+    assert not sightings.see("m", lease("a", holders_clock), here + 5.1).live(here + 5.1)
+
+
+def test_a_lease_first_seen_counts_as_renewed_then_and_a_forgotten_one_is_new_again() -> None:
+    """However old its renewTime, a Lease first seen is live for one duration: this replica
+    cannot tell an old clock from a gone holder until it has watched it that long."""
+    sightings = Sightings()
+    assert sightings.see("m", lease("a", 10.0), 500.0).live(504.0)
+    assert not sightings.see("m", lease("a", 10.0), 505.5).live(505.5)
+    # Taken by another holder: a change, so renewed when seen.
+    assert sightings.see("m", lease("b", 10.0), 506.0).live(510.0)
+    sightings.keep([])
+    assert sightings.see("m", lease("b", 10.0), 600.0).live(604.0)

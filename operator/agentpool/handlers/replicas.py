@@ -123,7 +123,10 @@ async def live_members(runtime: Runtime, sharing: Sharing) -> set[str]:
     :attr:`Runtime.placements`."""
     leases = await runtime.kube.list_leases(sharing.namespace, f"{SHARE_LABEL}={sharing.name}")
     members = [lease for lease in leases if lease["metadata"]["name"] != sharing.assigner_lease]
-    live = placement.live_members((Held.of(lease) for lease in members), time.time())
+    now, sightings = time.monotonic(), runtime.placements.sightings
+    seen = {lease["metadata"]["name"]: seen_now(sightings, lease, now) for lease in members}
+    sightings.keep([*seen, sharing.assigner_lease])
+    live = placement.live_members(seen.values(), now)
     runtime.placements.gateways = {
         holder: gateway
         for lease in members
@@ -135,6 +138,11 @@ async def live_members(runtime: Runtime, sharing: Sharing) -> set[str]:
     return live
 
 
+def seen_now(sightings: placement.Sightings, lease: RawBody, now: float) -> Held:
+    """``lease`` as this replica's own clock judges it (:class:`placement.Sightings`)."""
+    return sightings.see(lease["metadata"]["name"], Held.of(lease), now)
+
+
 async def take_assigner(runtime: Runtime, sharing: Sharing) -> bool:
     """Whether this replica is the assigner, after one try to make, renew or take its Lease."""
     kube, namespace, name = runtime.kube, sharing.namespace, sharing.assigner_lease
@@ -143,10 +151,13 @@ async def take_assigner(runtime: Runtime, sharing: Sharing) -> bool:
         lease: RawBody | None = await kube.read_lease(namespace, name)
     except ObjectNotFound:
         lease = None
-    now = time.time()
-    step = placement.lead(None if lease is None else Held.of(lease), sharing.identity, now)
+    held = (
+        None if lease is None else seen_now(runtime.placements.sightings, lease, time.monotonic())
+    )
+    step = placement.lead(held, sharing.identity, time.monotonic())
     if runtime.placements.left:
         return False
+    now = time.time()
     try:
         if step == "create":
             await kube.create_lease(namespace, lease_body(sharing, name, seconds, now))

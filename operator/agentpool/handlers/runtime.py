@@ -39,6 +39,7 @@ from agentpool.pool.placement import (
     Follower,
     HandOver,
     Placed,
+    Sightings,
     Write,
 )
 from agentpool.pool.rollout import RolloutMark
@@ -375,6 +376,8 @@ class Placements:
     followers: dict[tuple[str, str, str], Follower] = field(default_factory=dict)
     # The live replicas' gateways, by replica, as their Leases say.
     gateways: dict[str, str] = field(default_factory=dict)
+    # When this replica saw each Lease of the group renewed, by its own clock.
+    sightings: Sightings = field(default_factory=Sightings)
     # This replica has given its Leases up (it exits): it renews and takes none again.
     left: bool = False
     # Pools that left this replica's own watch (relabelled away): their loops end here. kopf

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from agentpool.api.raw import RawBody
@@ -106,6 +106,35 @@ class Held:
         """Held and renewed within its duration (as kube-controller-manager's leader election
         and the node heartbeats judge a Lease)."""
         return bool(self.holder) and now < self.renewed + self.seconds
+
+
+class Sightings:
+    """Each Lease as this replica last saw it renewed, timed by this replica's own clock.
+
+    A Lease's ``renewTime`` is written by its holder's clock. Compared with another replica's,
+    clocks a few seconds apart would make a live replica look gone (and its pools move while it
+    works on them) or a gone one look live. So, as client-go's leader election does, a Lease
+    counts as renewed when this replica sees its record change, and lapses its duration after
+    that, by this replica's monotonic clock. A Lease seen for the first time counts as renewed
+    then: a replica just started waits one duration before it takes a gone one's pools.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[tuple[str, float], float]] = {}
+
+    def see(self, name: str, held: Held, now: float) -> Held:
+        """``held`` with its renewal moved to when this replica saw it (``now`` when it
+        changed since the last look)."""
+        record = (held.holder, held.renewed)
+        last = self._seen.get(name)
+        if last is None or last[0] != record:
+            last = self._seen[name] = (record, now)
+        return replace(held, renewed=last[1])
+
+    def keep(self, names: Collection[str]) -> None:
+        """Forget the Leases not among ``names`` (deleted): seen again, they are new."""
+        for name in self._seen.keys() - set(names):
+            del self._seen[name]
 
 
 def live_members(leases: Iterable[Held], now: float) -> set[str]:
