@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -22,6 +23,8 @@ from agentpool.pool.placement import (
     Placed,
     Sightings,
     choose,
+    in_scope,
+    is_pattern,
     lead,
     live_members,
     place,
@@ -182,3 +185,35 @@ def test_a_lease_first_seen_counts_as_renewed_then_and_a_forgotten_one_is_new_ag
     assert sightings.see("m", lease("b", 10.0), 506.0).live(510.0)
     sightings.keep([])
     assert sightings.see("m", lease("b", 10.0), 600.0).live(604.0)
+
+
+@pytest.mark.parametrize(
+    ("namespace", "served"),
+    [
+        ("t-1", True),
+        ("team-a", True),
+        ("myapp-test", True),
+        ("myapp-pr-123", True),
+        ("myapp-pr-456", False),
+        ("otherapp-pr-123", False),
+        ("kube-system", False),
+    ],
+)
+def test_the_namespaces_served_are_those_kopf_serves(namespace: str, served: bool) -> None:
+    """Replicas given ``--namespace`` patterns place the pools of exactly the namespaces whose
+    handlers kopf runs: globs, names, exclusions, and what a later glob takes back."""
+    scope = ["t-*", "team-a", "myapp-*, !*-pr-*, *pr-123"]
+    assert in_scope(namespace, scope) is served
+
+
+def test_a_leading_exclusion_serves_every_other_namespace_and_none_serves_all() -> None:
+    assert in_scope("default", ["!kube-*"])
+    assert not in_scope("kube-system", ["!kube-*"])
+    assert in_scope("anything", [])
+
+
+@given(name=st.from_regex(r"[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True))
+def test_a_plain_name_serves_itself_alone(name: str) -> None:
+    assert in_scope(name, [name])
+    assert not in_scope(name + "x", [name])
+    assert not is_pattern(name)

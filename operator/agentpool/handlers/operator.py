@@ -260,9 +260,11 @@ async def beside_kopf(
             tasks.append(asyncio.create_task(replicas.keep_membership(runtime, runtime.sharing)))
             paths = replicas.placement_paths(list(namespaces))
             pool_paths = [path for path in paths if path.endswith("/agentpools")]
-            tasks.append(asyncio.create_task(replicas.assign(runtime, runtime.sharing, pool_paths)))
+            assigning = replicas.assign(runtime, runtime.sharing, pool_paths, namespaces)
+            tasks.append(asyncio.create_task(assigning))
             tasks += [
-                asyncio.create_task(replicas.watch_placements(runtime, path)) for path in paths
+                asyncio.create_task(replicas.watch_placements(runtime, path, namespaces))
+                for path in paths
             ]
         yield
     finally:

@@ -28,7 +28,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Collection, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -174,7 +174,9 @@ async def take_assigner(runtime: Runtime, sharing: Sharing) -> bool:
     return step != "wait"
 
 
-async def assign(runtime: Runtime, sharing: Sharing, pool_paths: list[str]) -> None:
+async def assign(
+    runtime: Runtime, sharing: Sharing, pool_paths: list[str], namespaces: Collection[str] = ()
+) -> None:
     """Be the assigner whenever this replica holds its Lease: write where each pool, run and
     lease of :attr:`Runtime.placements` belongs (:func:`watch_placements` keeps them), until
     cancelled. Who holds the Lease and who is live are read once every ``assign_seconds``;
@@ -190,7 +192,7 @@ async def assign(runtime: Runtime, sharing: Sharing, pool_paths: list[str]) -> N
             members = await live_members(runtime, sharing)
             if await take_assigner(runtime, sharing):
                 if not listed:
-                    await list_pools(runtime, pool_paths)
+                    await list_pools(runtime, pool_paths, namespaces)
                     listed = True
                 await place_until(runtime, members, tick)
         except Exception as error:  # tried again next time
@@ -198,12 +200,14 @@ async def assign(runtime: Runtime, sharing: Sharing, pool_paths: list[str]) -> N
         await asyncio.sleep(max(0.0, tick - time.monotonic()))
 
 
-async def list_pools(runtime: Runtime, paths: list[str]) -> None:
-    """Every pool at ``paths`` into the view, as listed now."""
+async def list_pools(runtime: Runtime, paths: list[str], namespaces: Collection[str]) -> None:
+    """Every pool at ``paths`` in the served ``namespaces`` into the view, as listed now."""
     for path in paths:
         listed = await runtime.kube.request("GET", path, resource="agentpools")
         for pool in listed.get("items") or ():
             meta = pool.get("metadata") or {}
+            if not placement.in_scope(meta.get("namespace") or "", namespaces):
+                continue
             key = (meta.get("namespace") or "", meta.get("name") or "")
             runtime.placements.see_pool(key, meta, deleted=bool(meta.get("deletionTimestamp")))
 
@@ -270,13 +274,15 @@ def follower_of(kind: str, body: RawBody) -> Follower | None:
     return Follower(kind, meta.get("namespace") or "", meta["name"], str(pool), owner)
 
 
-async def watch_placements(runtime: Runtime, path: str) -> None:
+async def watch_placements(runtime: Runtime, path: str, namespaces: Collection[str]) -> None:
     """Keep :attr:`Runtime.placements` to the objects at ``path`` (every replica's, labelled or
-    not), until cancelled."""
+    not) in the served ``namespaces`` (names or patterns; none: all), until cancelled."""
     kind = path.rstrip("/").split("/")[-1]
     seen = runtime.placements
     async for event, body in runtime.kube.watch(path):
         meta = body.get("metadata") or {}
+        if not placement.in_scope(meta.get("namespace") or "", namespaces):
+            continue
         deleted = event == "DELETED"
         if kind == "agentpools":
             # A pool being deleted stays with the replica that drains it.
@@ -291,8 +297,10 @@ async def watch_placements(runtime: Runtime, path: str) -> None:
 
 
 def placement_paths(namespaces: list[str]) -> list[str]:
+    """Where the replicas' own watches read: each named namespace, or the whole cluster for
+    every namespace or patterns (whose namespaces :func:`watch_placements` picks)."""
     base = f"/apis/{GROUP}/{VERSION}"
-    if not namespaces:
+    if not namespaces or any(placement.is_pattern(namespace) for namespace in namespaces):
         return [f"{base}/{plural}" for plural in SHARED_PLURALS]
     return [
         f"{base}/namespaces/{namespace}/{plural}"

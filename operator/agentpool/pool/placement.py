@@ -22,6 +22,7 @@ handlers in :mod:`agentpool.handlers.replicas` read and write.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -199,3 +200,32 @@ def place(
         if follower.owner != owner:
             writes.append(Follow(follower, owner))
     return writes
+
+
+def is_pattern(namespace: str) -> bool:
+    """Whether ``--namespace`` was given a pattern rather than a name (kopf's syntax)."""
+    return any(mark in namespace for mark in "*?[!,")
+
+
+def in_scope(namespace: str, patterns: Collection[str]) -> bool:
+    """Whether the operator serves ``namespace``, given ``--namespace`` as kopf reads it: none
+    means every namespace; each is a name or comma-separated globs: the first includes, a ``!``
+    one excludes, a later one takes back what the first included and a ``!`` one excluded (a
+    leading ``!`` implies a ``*`` before it). A namespace any of them takes is served: the
+    replicas' own watches must see what kopf's handlers see."""
+    return not patterns or any(_matches(namespace, pattern) for pattern in patterns)
+
+
+def _matches(namespace: str, pattern: str) -> bool:
+    globs = [glob.strip() for glob in pattern.split(",")]
+    if globs[0].startswith("!"):
+        globs.insert(0, "*")
+    included = fnmatch.fnmatch(namespace, globs[0])
+    matched = included
+    for glob in globs[1:]:
+        if glob.startswith("!"):
+            matched = matched and not fnmatch.fnmatch(namespace, glob.lstrip("!"))
+        else:
+            # Only what the first glob included is taken back.
+            matched = matched or (included and fnmatch.fnmatch(namespace, glob))
+    return matched
