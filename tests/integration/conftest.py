@@ -11,12 +11,13 @@ operator is N replicas sharing the pools, and every test here must pass on them 
 from __future__ import annotations
 
 import shutil
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from operator_support import Api, OperatorProcess, OperatorReplicas
+from operator_support import Api, OperatorProcess, OperatorReplicas, ReplicaCluster
 
 from cluster import ClusterHandle, ClusterThread, Kubectl, default_kubeconfig
 
@@ -117,3 +118,27 @@ def cluster_alone(kube_context: str | None, scratch: Path) -> Iterator[tuple[Api
     finally:
         client.close()
         thread.stop()
+
+
+@pytest.fixture
+def replica_cluster(
+    kube_context: str | None, scratch: Path, request: pytest.FixtureRequest
+) -> Iterator[ReplicaCluster]:
+    """On the local cluster, one of the test's own with no operator; on a real one, the
+    package's cluster, the replicas scoped to the test's namespaces and their group its own."""
+    if kube_context is None:
+        thread = ClusterThread(scratch / "cluster")
+        handle = thread.start()
+        client = handle.api_client()
+        try:
+            connection = ["--kubeconfig", str(handle.kubeconfig)]
+            yield ReplicaCluster(Api(client), connection, "agentpool", "t", scratch)
+        finally:
+            client.close()
+            thread.stop()
+        return
+    cluster: OperatorCluster = request.getfixturevalue("operator_cluster")
+    api: Api = request.getfixturevalue("api")
+    tag = uuid.uuid4().hex[:6]
+    connection = [*cluster.connection, "--namespace", f"r{tag}-*"]
+    yield ReplicaCluster(api, connection, f"agentpool-{tag}", f"r{tag}", scratch)

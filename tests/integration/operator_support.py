@@ -14,6 +14,7 @@ import sys
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +148,28 @@ class OperatorReplicas:
 
     def log(self) -> str:
         return "".join(replica.log() for replica in self.replicas)
+
+
+@dataclass
+class ReplicaCluster:
+    """A cluster where a test starts replicas of its own, sharing the pools as ``group`` and
+    serving the namespaces it makes with :meth:`new_namespace` (and, on a real cluster, only
+    those: the package's operator serves others there)."""
+
+    api: Api
+    connection: list[str]
+    group: str
+    prefix: str
+    dir: Path
+
+    def replica(self, identity: str) -> Replica:
+        return Replica(self.connection, self.dir, identity, self.group)
+
+    def new_namespace(self) -> str:
+        return self.api.new_namespace(self.prefix)
+
+    def lease_name(self, identity: str) -> str:
+        return f"{self.group}-{identity}"
 
 
 class Api:

@@ -3,8 +3,8 @@ live replica, named in its ``agentpool.dev/replica`` label, and a replica that c
 joins moves only its own share of the pools, their runs and their leases, losing nothing.
 
 The replicas are named (their ``POD_ID``), and the pools named so that the placement puts each
-where the test needs it. This needs a cluster with no other operator than the replicas, so it
-runs on a local cluster of its own.
+where the test needs it. On the local cluster they run on one of their own; on a real one, beside
+the package's operator, serving the test's own namespaces as a group of their own.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import kubernetes
 from gateway_support import Gateway, caller_token
-from operator_support import Api, Replica, pool_spec
+from operator_support import Api, Replica, ReplicaCluster, pool_spec
 from run_support import finished_run, invocations, run_status, start_run
 
 from agentpool.pool.placement import choose
@@ -125,24 +125,27 @@ def assert_lease_kept(api: Api, namespace: str, pool: str, agent: str, replica: 
     )
 
 
-def gateways(api: Api, namespace: str, replicas: set[str]) -> dict[str, Gateway]:
+def gateways(api: Api, namespace: str, replicas: set[str], group: str) -> dict[str, Gateway]:
     """Each live replica's own gateway, as its Lease names it, trusting the published CA."""
     ca = Gateway.of(api, namespace).ca_pem
     coordination = kubernetes.client.CoordinationV1Api(api.client)
     found = {}
-    for lease in coordination.list_namespaced_lease("default").items:
+    selector = f"agentpool.dev/share={group}"
+    for lease in coordination.list_namespaced_lease("default", label_selector=selector).items:
         url = (lease.metadata.annotations or {}).get("agentpool.dev/gateway")
         if lease.spec.holder_identity in replicas and url:
             found[lease.spec.holder_identity] = Gateway(url, ca, namespace)
     return found
 
 
-def call_everywhere(api: Api, namespace: str, replicas: set[str], pools: list[str]) -> None:
+def call_everywhere(
+    api: Api, namespace: str, replicas: set[str], pools: list[str], group: str
+) -> None:
     """A call to each pool through each replica's gateway is answered by the pool's agent,
     whichever replica works on the pool."""
     token = caller_token(api, namespace, f"caller-{len(replicas)}", bound=True)
     found = wait_for(
-        lambda: (seen := gateways(api, namespace, replicas)).keys() == replicas and seen,
+        lambda: (seen := gateways(api, namespace, replicas, group)).keys() == replicas and seen,
         "every replica's gateway named in its Lease",
     )
     for replica, gateway in sorted(found.items()):
@@ -164,17 +167,17 @@ def show_logs(replicas: list[Replica]) -> None:
 
 
 def test_a_crashed_replica_gives_only_its_own_pools_and_loses_nothing(
-    cluster_alone: tuple[Api, list[str], Path],
+    replica_cluster: ReplicaCluster,
 ) -> None:
     """Three replicas; the one SIGKILLed works on a pool with a Bound lease and one with a run
     halfway: they go to the others and no other pool moves; the lease stays Bound to its agent;
     the run ends with every item recorded; a run on another replica's pool runs untouched."""
-    api, connection, directory = cluster_alone
-    replicas = [Replica(connection, directory, name) for name in ("r-a", "r-b", "r-c")]
+    api, directory = replica_cluster.api, replica_cluster.dir
+    replicas = [replica_cluster.replica(name) for name in ("r-a", "r-b", "r-c")]
     for replica in replicas:
         replica.start()
     try:
-        namespace = api.new_namespace()
+        namespace = replica_cluster.new_namespace()
         everyone, survivors = {"r-a", "r-b", "r-c"}, {"r-a", "r-b"}
         leased = pool_named(namespace, "lease", lambda at: at(everyone) == "r-c")
         running = pool_named(namespace, "run", lambda at: at(everyone) == "r-c")
@@ -183,14 +186,14 @@ def test_a_crashed_replica_gives_only_its_own_pools_and_loses_nothing(
         make_pools(api, namespace, [leased, running, stays], record)
         placed = {leased: "r-c", running: "r-c", stays: "r-a"}
         wait_for(lambda: served(api, namespace, placed), "every pool served")
-        call_everywhere(api, namespace, everyone, [running, stays])
+        call_everywhere(api, namespace, everyone, [running, stays], replica_cluster.group)
         agent = bind(api, namespace, leased)
         start_runs(api, namespace, {"moved": running, "stayed": stays})
         replicas[2].kill()
         after = {pool: choose((namespace, pool), survivors) or "" for pool in placed}
         wait_for(lambda: served(api, namespace, after), "the crashed replica's pools served")
         assert owner(api, namespace, stays) == "r-a"
-        call_everywhere(api, namespace, survivors, [running, stays])
+        call_everywhere(api, namespace, survivors, [running, stays], replica_cluster.group)
         assert_runs_whole(api, namespace, record, moved="moved", stayed="stayed")
         assert_lease_kept(api, namespace, leased, agent, after[leased])
     finally:
@@ -198,19 +201,19 @@ def test_a_crashed_replica_gives_only_its_own_pools_and_loses_nothing(
 
 
 def test_a_replica_that_joins_takes_its_share_by_hand_over_and_one_that_stops_gives_it_back(
-    cluster_alone: tuple[Api, list[str], Path],
+    replica_cluster: ReplicaCluster,
 ) -> None:
     """Two replicas; a third joins while a lease of one pool is Bound and a run on another is
     under way: both pools are handed to it, with the lease kept Bound and the run whole, and a
     pool that is not its share stays. Sent SIGTERM, it gives its Lease up as it exits, and its
     pools go back."""
-    api, connection, directory = cluster_alone
-    replicas = [Replica(connection, directory, name) for name in ("r-a", "r-b", "r-c")]
+    api, directory = replica_cluster.api, replica_cluster.dir
+    replicas = [replica_cluster.replica(name) for name in ("r-a", "r-b", "r-c")]
     first, everyone = {"r-a", "r-b"}, {"r-a", "r-b", "r-c"}
     for replica in replicas[:2]:
         replica.start()
     try:
-        namespace = api.new_namespace()
+        namespace = replica_cluster.new_namespace()
         leased = pool_named(namespace, "lease", lambda at: at(everyone) == "r-c")
         running = pool_named(namespace, "run", lambda at: at(everyone) == "r-c")
         stays = pool_named(namespace, "stay", lambda at: at(everyone) == at(first))
@@ -230,7 +233,7 @@ def test_a_replica_that_joins_takes_its_share_by_hand_over_and_one_that_stops_gi
         names = {
             lease.metadata.name for lease in coordination.list_namespaced_lease("default").items
         }
-        assert "agentpool-r-c" not in names, "the stopped replica's Lease is gone"
+        assert replica_cluster.lease_name("r-c") not in names, "the stopped replica's Lease is gone"
         wait_for(lambda: served(api, namespace, before), "its pools back with the first two")
     finally:
         show_logs(replicas)
