@@ -88,7 +88,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         stop_metrics = serve_metrics(args.metrics_port, args.metrics_host)
     namespaces = [] if args.all_namespaces else args.namespace
     peering = None if args.standalone else args.peering
-    sharing = None if args.share is None else sharing_of(args.share, args.share_namespace)
+    sharing = None
+    if args.share is not None:
+        sharing = sharing_of(args.share, args.share_namespace, args.share_lease_seconds)
     try:
         asyncio.run(
             run_operator(
@@ -187,6 +189,18 @@ def _json_argument(text: str) -> Any:
         return json.loads(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(f"not JSON: {error}") from None
+
+
+def _at_least_two(text: str) -> int:
+    """A Lease's duration in whole seconds, as the Lease holds it: 2 at least, or its five
+    renewals would each have to land within a few hundred milliseconds."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds") from None
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"{value} is too short: give 2 seconds or more")
+    return value
 
 
 def _cmd_lease(args: argparse.Namespace) -> int:
@@ -391,6 +405,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="share the pools with the other replicas of the group NAME: each works on the pools "
         "assigned to it through coordination.k8s.io Leases in --share-namespace",
+    )
+    run.add_argument(
+        "--share-lease-seconds",
+        metavar="N",
+        type=_at_least_two,
+        default=5,
+        help="how long each replica's Lease lasts from its last renewal, renewed five times as "
+        "often: a crashed replica's pools go to the others about this long after (default: 5)",
     )
     run.add_argument(
         "--share-namespace",

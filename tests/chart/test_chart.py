@@ -39,7 +39,7 @@ VALUE_SETS: dict[str, dict[str, Any] | None] = {
     },
     "two-replicas": {"replicaCount": 2},
     "two-replicas-in-namespaces": {"replicaCount": 2, "watchNamespaces": ["team-a"]},
-    "shared-pools": {"replicaCount": 2, "sharePools": True},
+    "shared-pools": {"replicaCount": 2, "sharePools": True, "shareLeaseSeconds": 8},
     "metrics-off": {"metrics": {"enabled": False}, "podDisruptionBudget": {"enabled": False}},
     "lease-events-off": {"leaseEvents": False},
     "monitoring": {
@@ -161,6 +161,7 @@ def test_chart_crds_are_the_generated_ones() -> None:
     ("values", "key"),
     [
         ({"replicaCount": 0}, "/replicaCount"),
+        ({"shareLeaseSeconds": 1}, "/shareLeaseSeconds"),
         ({"image": {"tag": "latest"}}, "/image/tag"),
         ({"logLevel": "verbose"}, "/logLevel"),
         ({"watchNamespaces": "team-a"}, "/watchNamespaces"),
@@ -424,11 +425,13 @@ def test_replicas_share_a_kopf_peering(rendered: dict[str, list[Manifest]]) -> N
 def test_replicas_that_share_the_pools_keep_leases_in_the_release_namespace(
     rendered: dict[str, list[Manifest]],
 ) -> None:
-    """With sharePools, each pod runs ``--share`` under the release's name, with no peering, a
-    rolling update, and a Role on Leases in the release namespace only."""
+    """With sharePools, each pod runs ``--share`` under the release's name with the Lease's
+    duration set, with no peering, a rolling update, and a Role on Leases in the release
+    namespace only."""
     manifests = rendered["shared-pools"]
     args = _container(manifests)["args"]
     assert _flag(args, "--share") == [_operator(manifests)["metadata"]["name"]]
+    assert _flag(args, "--share-lease-seconds") == ["8"]
     assert not _flag(args, "--peering")
     assert "--standalone" not in args
     assert not find(manifests, "ClusterKopfPeering")

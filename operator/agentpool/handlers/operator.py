@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import random
@@ -30,7 +31,7 @@ from agentpool.io.agents import AgentClient
 from agentpool.io.connection import Connection, credentials
 from agentpool.io.journal import Journals
 from agentpool.io.kube import Kube
-from agentpool.settings import LeaseSettings, OperatorSettings
+from agentpool.settings import LeaseSettings, OperatorSettings, ReplicaSettings
 
 PREFIX = "agentpool.dev"
 
@@ -188,6 +189,11 @@ async def open_runtime(
     opened.push_async_callback(agents.close)
     journals = Journals(state_dir) if state_dir is not None else None
     tunables = OperatorSettings(leases=LeaseSettings(events=lease_events))
+    if sharing is not None:
+        # Renewed five times a Lease's duration: one slow or failed renewal does not lapse it.
+        seconds = sharing.lease_seconds
+        membership = ReplicaSettings(lease_seconds=seconds, renew_seconds=seconds / 5)
+        tunables = dataclasses.replace(tunables, replicas=membership)
     runtime = Runtime(
         kube=kube, agents=agents, journals=journals, settings=tunables, sharing=sharing
     )
@@ -217,14 +223,16 @@ def replica_identity() -> str:
     return os.environ.get("POD_ID") or f"{socket.gethostname()}-{os.getpid()}"
 
 
-def sharing_of(name: str, namespace: str | None = None) -> Sharing:
+def sharing_of(
+    name: str, namespace: str | None = None, lease_seconds: int = ReplicaSettings.lease_seconds
+) -> Sharing:
     """This replica in the group ``name``: known by its pod's name (or host and process), its
-    Leases in ``namespace``, else its pod's, else ``default``."""
+    Leases in ``namespace``, else its pod's, else ``default``, lasting ``lease_seconds``."""
     identity = replica_identity()
     # Both a label value and part of its Lease's name: lower-case letters, digits, '-', '.'.
     identity = re.sub(r"[^a-z0-9.-]", "-", identity.lower())[-63:].strip("-.") or "replica"
     where = namespace or os.environ.get("POD_NAMESPACE") or "default"
-    return Sharing(name=name, namespace=where, identity=identity)
+    return Sharing(name=name, namespace=where, identity=identity, lease_seconds=lease_seconds)
 
 
 @contextlib.asynccontextmanager

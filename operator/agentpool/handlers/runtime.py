@@ -45,7 +45,7 @@ from agentpool.pool.placement import (
 from agentpool.pool.rollout import RolloutMark
 from agentpool.runs import Clock, SystemClock
 from agentpool.runs.engine import RunEngine
-from agentpool.settings import OperatorSettings, PoolSettings
+from agentpool.settings import OperatorSettings, PoolSettings, ReplicaSettings
 
 #: A run's or a lease's namespace and name, as a PoolKey is a pool's.
 ObjectKey = tuple[str, str]
@@ -357,6 +357,9 @@ class Sharing:
     name: str
     namespace: str
     identity: str
+    #: How long a replica's Lease lasts from its last renewal: how soon a crashed replica's
+    #: pools go to the others.
+    lease_seconds: int = ReplicaSettings.lease_seconds
 
     @property
     def member_lease(self) -> str:
