@@ -12,11 +12,14 @@ import pytest
 from agentpool.api import AgentPoolSpec
 from agentpool.broker import Broker
 from agentpool.handlers.dispatch import AgentCheckout, BrokerDispatcher
+from agentpool.handlers.pools import MOVED
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import AgentClient
 from agentpool.io.kube import Kube
 from agentpool.pool import ObservedAgent, PoolPolicy
+from agentpool.pool.checkin import PoolClosed
 from agentpool.runs.contracts import CheckoutTerms, ProtocolMismatch
+from brokerwait import queued, wait_until
 from loopback import read_request
 
 ENVELOPE = {"id": "a", "item": 1, "input": None, "attempt": 1, "run": "r"}
@@ -186,3 +189,45 @@ async def test_a_run_is_handed_no_agent_of_an_http_pool() -> None:
         await runs.checkout(CheckoutTerms("p", timeout=1, priority=0, holder="r"))
     assert "set spec.request" in str(refused.value)
     assert (await broker.checkout(timeout=0, holder="other")).agent == "a"
+
+
+@pytest.mark.parametrize("reason", ["moved", "deleted"])
+async def test_a_checkout_waits_through_its_pool_moving_and_fails_if_it_was_deleted(
+    agent: HeldAgent, reason: str
+) -> None:
+    """Replicas sharing the pools: a checkout waiting on a pool whose broker closes because the
+    pool went to another replica waits for it to be served again (here, handed back) and gets
+    an agent there; one whose pool was deleted fails at once with the deletion."""
+    policy = PoolPolicy(min_size=1, max_size=1, port=agent.port)
+    ready = ObservedAgent(name="a", created_at=0.0, ready=True, ready_at=1.0, ip="127.0.0.1")
+    first = Broker("p", policy, clock=lambda: 100.0)
+    first.update_agents([ready])
+    async with AgentClient() as agents:
+        runtime = Runtime(kube=cast(Kube, None), agents=agents)
+        handle = PoolHandle(
+            namespace="ns", name="p", broker=first, port=agent.port, wake=asyncio.Event()
+        )
+        runtime.pools.serve(handle)
+        runs = BrokerDispatcher(runtime, "ns")
+        terms = CheckoutTerms("p", timeout=30, priority=0, holder="r")
+        held = await runs.checkout(terms)
+        waiting = asyncio.create_task(runs.checkout(terms))
+        await wait_until(first, queued(first, 1))
+        if reason == "deleted":
+            first.close()
+            with pytest.raises(PoolClosed, match="was deleted"):
+                await waiting
+            return
+        first.close(MOVED)
+        runtime.pools.forget(handle)
+        back = Broker("p", policy, clock=lambda: 100.0)
+        back.update_agents([ready])
+        runtime.pools.serve(
+            PoolHandle(namespace="ns", name="p", broker=back, port=agent.port, wake=asyncio.Event())
+        )
+        async with asyncio.timeout(10):
+            checkout = await waiting
+        assert isinstance(checkout, AgentCheckout)
+        assert checkout.inner.agent == "a"
+        assert checkout.handle.broker is back
+        assert isinstance(held, AgentCheckout)

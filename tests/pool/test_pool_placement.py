@@ -217,3 +217,44 @@ def test_a_plain_name_serves_itself_alone(name: str) -> None:
     assert in_scope(name, [name])
     assert not in_scope(name + "x", [name])
     assert not is_pattern(name)
+
+
+pool_names = st.sampled_from([f"p{index}" for index in range(8)])
+routed_runs = st.lists(st.lists(pool_names, min_size=1, max_size=3), max_size=4)
+
+
+@given(routed_runs, replica_sets)
+def test_the_pools_a_run_routes_to_go_to_one_replica_and_the_run_with_them(
+    routes: list[list[str]], members: set[str]
+) -> None:
+    """A run whose routes name several pools takes agents from each where it runs: once
+    placed, its pools (and those of any run sharing one of them) have one replica, which the
+    run follows; pools no run ties together stay where their own key puts them."""
+    runs = [
+        Follower("poolruns", "ns", f"run{index}", pools[0], together=tuple(pools[1:]))
+        for index, pools in enumerate(routes)
+    ]
+    pools: Pools = {("ns", f"p{index}"): Placed() for index in range(8)}
+    for _ in range(5):
+        writes = place(pools, members, runs)
+        if not writes:
+            break
+        for write in writes:
+            if isinstance(write, Assign):
+                pools[write.key] = Placed(owner=write.owner)
+            elif isinstance(write, HandOver):
+                pools[write.key] = Placed(owner=write.to)
+            elif isinstance(write, Follow):
+                runs = [
+                    Follower(r.kind, r.namespace, r.name, r.pool, write.owner, r.together)
+                    if r == write.follower
+                    else r
+                    for r in runs
+                ]
+    assert place(pools, members, runs) == []
+    tied = {pool for pools_of_run in routes if len(set(pools_of_run)) > 1 for pool in pools_of_run}
+    for run, pools_of_run in zip(runs, routes, strict=True):
+        assert {pools[("ns", pool)].owner for pool in pools_of_run} == {run.owner}
+    for key, placed in pools.items():
+        if key[1] not in tied:
+            assert placed.owner == choose(key, members)

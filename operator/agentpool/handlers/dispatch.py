@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from opentelemetry import trace
@@ -26,7 +26,7 @@ from agentpool.handlers import serving
 from agentpool.handlers.checkins import call_held, return_agent, return_later, send_held
 from agentpool.handlers.runtime import PoolHandle, Runtime
 from agentpool.io.agents import HttpAnswer, InvokeResult
-from agentpool.pool.checkin import CheckinOutcome, CheckoutTimedOut, pool_not_found
+from agentpool.pool.checkin import CheckinOutcome, CheckoutTimedOut, PoolClosed, pool_not_found
 from agentpool.runs import requests
 from agentpool.runs.contracts import (
     AttemptResult,
@@ -57,6 +57,15 @@ class AgentCheckout:
         return self.inner.agent
 
 
+class _Moved(Exception):
+    """A checkout's pool closed as it went to another replica: the handle that closed."""
+
+    def __init__(self, handle: PoolHandle, error: PoolClosed) -> None:
+        super().__init__(str(error))
+        self.handle = handle
+        self.error = error
+
+
 class BrokerDispatcher:
     """Checkouts, calls and checkins for the runs of one namespace.
 
@@ -83,6 +92,21 @@ class BrokerDispatcher:
     async def checkout(
         self, terms: CheckoutTerms, *, waiting: Waiting | None = None
     ) -> AgentCheckout:
+        """An agent of the pool, waiting for the pool too. A pool handed to another replica
+        meanwhile (replicas that share the pools) is waited for as one not served yet: the run
+        follows it there and stops here, or it comes back."""
+        deadline = time.monotonic() + terms.timeout
+        while True:
+            try:
+                return await self._checkout(terms, waiting)
+            except _Moved as moved:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise moved.error from None
+                await self._runtime.pools.dropped(moved.handle, remaining)
+                terms = replace(terms, timeout=remaining)
+
+    async def _checkout(self, terms: CheckoutTerms, waiting: Waiting | None) -> AgentCheckout:
         pool, timeout = terms.pool, terms.timeout
         # The item's span (the engine's) learns the namespace, which only the dispatcher knows.
         trace.get_current_span().set_attribute(tracing.NAMESPACE, self._namespace)
@@ -114,7 +138,12 @@ class BrokerDispatcher:
         if self._backdated > 0:
             self._backdated -= 1
             since = self._arrived
-        inner = await self._take(handle, terms, since)
+        try:
+            inner = await self._take(handle, terms, since)
+        except PoolClosed as error:
+            if error.reason == PoolClosed.DELETED:
+                raise
+            raise _Moved(handle, error) from None
         return AgentCheckout(handle=handle, inner=inner, run=terms.holder)
 
     async def _take(

@@ -261,17 +261,21 @@ async def apply(runtime: Runtime, write: placement.Write) -> None:
 
 
 def follower_of(kind: str, body: RawBody) -> Follower | None:
-    """A run or lease as the assigner places it: by the pool it follows (a run, its first)."""
+    """A run or lease as the assigner places it: by the pool it follows (a run, its first),
+    with the other pools a run's routes name, placed with it."""
     meta, spec = body["metadata"], dict(body.get("spec") or {})
     pool = (spec.get("poolRef") or {}).get("name")
-    if not pool and kind == "poolruns":
+    routed: list[str] = []
+    if kind == "poolruns":
+        routed = [str(name) for name in ((spec.get("routes") or {}).get("pools") or {}).values()]
         # As the run's engine names its pools: its poolRef, else its routes' first.
-        routed = list(((spec.get("routes") or {}).get("pools") or {}).values())
-        pool = routed[0] if routed else None
+        pool = pool or (routed[0] if routed else None)
     if not pool:
         return None
     owner, _ = placed_of(meta)
-    return Follower(kind, meta.get("namespace") or "", meta["name"], str(pool), owner)
+    together = tuple(sorted(set(routed) - {pool}))
+    namespace = meta.get("namespace") or ""
+    return Follower(kind, namespace, meta["name"], str(pool), owner, together)
 
 
 async def watch_placements(runtime: Runtime, path: str, namespaces: Collection[str]) -> None:

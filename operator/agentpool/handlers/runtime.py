@@ -15,6 +15,7 @@ agentpool's own kinds) when :mod:`agentpool.handlers.operator` builds the regist
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
 from dataclasses import dataclass, field
@@ -129,6 +130,8 @@ class Pools:
     # Uids of pods deleted before their pool was served: its listing must not bring them back.
     deleted_pods: dict[PoolKey, set[str]] = field(default_factory=dict)
     started: dict[PoolKey, asyncio.Event] = field(default_factory=dict)
+    # Set once the served handle is dropped, for those waiting on it (:meth:`dropped`).
+    dropping: dict[PoolKey, asyncio.Event] = field(default_factory=dict)
 
     def get(self, key: PoolKey) -> PoolHandle | None:
         """The served pool's handle, or None when its loop does not run (yet)."""
@@ -159,6 +162,18 @@ class Pools:
         if self.served.get(key) is handle:
             del self.served[key]
             self.started.pop(key, None)
+            if (dropped := self.dropping.pop(key, None)) is not None:
+                dropped.set()
+
+    async def dropped(self, handle: PoolHandle, timeout: float) -> None:
+        """Until ``handle`` is no longer the one served (its loop ended), for up to
+        ``timeout``."""
+        key = (handle.namespace, handle.name)
+        if self.served.get(key) is not handle:
+            return
+        event = self.dropping.setdefault(key, asyncio.Event())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), timeout)
 
     def started_event(self, key: PoolKey) -> asyncio.Event:
         """The event set once the pool's loop runs."""

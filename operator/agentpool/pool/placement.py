@@ -56,6 +56,9 @@ class Follower:
     name: str
     pool: str
     owner: str | None = None
+    #: The other pools a run's routes send items to: they are placed with ``pool``, as the run
+    #: takes agents from each of them where it runs.
+    together: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -176,10 +179,12 @@ def place(
     then the runs and leases. Nothing with no member live (nobody could take the work)."""
     if not members:
         return []
+    followers = list(followers)
+    anchors = anchors_of(followers)
     writes: list[Write] = []
     settled: dict[PoolKey, str] = {}
     for key, placed in sorted(pools.items()):
-        wanted = choose(key, members)
+        wanted = choose(anchors.get(key, key), members)
         assert wanted is not None
         if placed.owner not in members:
             writes.append(Assign(key, wanted))
@@ -195,11 +200,32 @@ def place(
     for follower in followers:
         key = (follower.namespace, follower.pool)
         # A run or lease of a pool that does not exist is its would-be owner's to report.
-        owner = settled.get(key, "") if key in pools else choose(key, members)
+        owner = settled.get(key, "") if key in pools else choose(anchors.get(key, key), members)
         assert owner is not None
         if follower.owner != owner:
             writes.append(Follow(follower, owner))
     return writes
+
+
+def anchors_of(followers: Iterable[Follower]) -> dict[PoolKey, PoolKey]:
+    """The pools that runs' routes tie together, each with the pool its group is placed by
+    (the least key of the group): the pools one run uses, and through them any other run's, go
+    to one replica. A pool no route ties is placed by its own key, and is absent here."""
+    parent: dict[PoolKey, PoolKey] = {}
+
+    def root(key: PoolKey) -> PoolKey:
+        while parent.setdefault(key, key) != key:
+            key = parent[key]
+        return key
+
+    for follower in followers:
+        for other in follower.together:
+            tied = sorted(
+                {root((follower.namespace, follower.pool)), root((follower.namespace, other))}
+            )
+            for key in tied[1:]:
+                parent[key] = tied[0]
+    return {key: root(key) for key in list(parent)}
 
 
 def is_pattern(namespace: str) -> bool:
