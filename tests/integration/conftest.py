@@ -17,7 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from operator_support import Api, OperatorProcess, OperatorReplicas, ReplicaCluster
+from operator_support import (
+    Api,
+    OperatorProcess,
+    OperatorReplicas,
+    ReplicaCluster,
+    lease_renewals,
+)
 
 from cluster import ClusterHandle, ClusterThread, Kubectl, default_kubeconfig
 
@@ -56,8 +62,11 @@ def operator_cluster(
     # One operator, or with --operator-replicas N, N replicas sharing the pools.
     replicas = int(request.config.getoption("--operator-replicas"))
     operator: OperatorProcess | OperatorReplicas
+    client = handle.api_client()
     if replicas > 1:
-        operator = OperatorReplicas([*connection, *scope], directory, replicas)
+        operator = OperatorReplicas(
+            [*connection, *scope], directory, replicas, lambda: lease_renewals(client, "agentpool")
+        )
     else:
         operator = OperatorProcess([*connection, *scope], directory / "operator.log")
     operator.start()
@@ -71,6 +80,7 @@ def operator_cluster(
         )
     finally:
         operator.stop()
+        client.close()
         if thread is not None:
             thread.stop()
 

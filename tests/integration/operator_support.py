@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,14 +121,31 @@ class OperatorReplicas:
     """Replicas sharing the pools, which a test starts, kills and stops together as it would the
     operator: what a test asserts of one operator holds of them together."""
 
-    def __init__(self, connection: Sequence[str], directory: Path, count: int) -> None:
+    def __init__(
+        self,
+        connection: Sequence[str],
+        directory: Path,
+        count: int,
+        renewals: Callable[[], dict[str, float]],
+    ) -> None:
         self.replicas = [Replica(connection, directory, f"replica-{n}") for n in range(count)]
         #: Beside every replica's log, their shared state directory (as for one operator).
         self.log_path = self.replicas[0].log_path
+        self._renewals = renewals
 
     def start(self) -> None:
+        """Start every replica, and return once each has renewed its Lease: a replica that
+        joined later would take its share of the pools from the others mid-test."""
+        started = time.time()
         for replica in self.replicas:
             replica.start()
+        deadline = time.monotonic() + 120
+        while not all(
+            self._renewals().get(replica.identity, 0.0) >= started for replica in self.replicas
+        ):
+            if time.monotonic() > deadline:
+                raise AssertionError("the replicas did not all renew their Leases within 120 s")
+            time.sleep(0.1)
 
     def kill(self) -> None:
         for replica in self.replicas:
@@ -269,3 +286,16 @@ def ready(pod: dict[str, Any]) -> bool:
 
 def now() -> float:
     return time.monotonic()
+
+
+def lease_renewals(client: kubernetes.client.ApiClient, group: str) -> dict[str, float]:
+    """When each replica of ``group`` last renewed its Lease (epoch seconds), by holder."""
+    coordination = kubernetes.client.CoordinationV1Api(client)
+    leases = coordination.list_namespaced_lease(
+        "default", label_selector=f"agentpool.dev/share={group}"
+    )
+    return {
+        lease.spec.holder_identity: lease.spec.renew_time.timestamp()
+        for lease in leases.items
+        if lease.spec.holder_identity and lease.spec.renew_time
+    }
