@@ -87,6 +87,10 @@ def _rules(manifests: list[Manifest]) -> Iterator[Mapping[str, Any]]:
             yield from manifest.get("rules") or []
 
 
+#: The values of one operator pod acting alone (the chart's default is two sharing the pools).
+ALONE = {"replicaCount": 1, "sharePools": False}
+
+
 def granted_rules(values: Mapping[str, Any] | None = None) -> set[tuple[str, str, str]]:
     """Every (apiGroup, resource, verb) the chart grants the operator, over all its Roles.
 

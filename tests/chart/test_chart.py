@@ -18,6 +18,7 @@ import yaml
 
 from agentpool.api import roles
 from chart.rendering import (
+    ALONE,
     CHART_DIR,
     RELEASE_NAMESPACE,
     REPO_ROOT,
@@ -32,13 +33,18 @@ from chart.validation import KUBE_VERSION, InvalidManifest, validate_manifest
 
 VALUE_SETS: dict[str, dict[str, Any] | None] = {
     "defaults": None,
+    "alone": ALONE,
     "watch-namespaces": {"watchNamespaces": ["team-a", "team-b"]},
     "network-policy-and-service-monitor": {
         "networkPolicy": {"enabled": True},
         "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
     },
-    "two-replicas": {"replicaCount": 2},
-    "two-replicas-in-namespaces": {"replicaCount": 2, "watchNamespaces": ["team-a"]},
+    "two-replicas": {"replicaCount": 2, "sharePools": False},
+    "two-replicas-in-namespaces": {
+        "replicaCount": 2,
+        "sharePools": False,
+        "watchNamespaces": ["team-a"],
+    },
     "shared-pools": {"replicaCount": 2, "sharePools": True, "shareLeaseSeconds": 8},
     "metrics-off": {"metrics": {"enabled": False}, "podDisruptionBudget": {"enabled": False}},
     "lease-events-off": {"leaseEvents": False},
@@ -71,6 +77,12 @@ def _container(manifests: list[Manifest]) -> Manifest:
 
 def _flag(args: list[str], name: str) -> list[str]:
     return [arg.split("=", 1)[1] for arg in args if arg.startswith(f"{name}=")]
+
+
+def _release_wide(role: Manifest) -> bool:
+    """The gateway's Role (its certificate) or the replicas' (their Leases): in the release
+    namespace whatever namespaces are served."""
+    return str(role["metadata"]["name"]).endswith(("-gateway", "-replicas"))
 
 
 def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
@@ -224,9 +236,13 @@ _FREE_FORM = {"resources", "podSecurityContext", "securityContext"}
 
 
 def test_flags_follow_the_values(rendered: dict[str, list[Manifest]]) -> None:
-    """`agentpool run` gets the namespaces, peering, liveness, metrics, log and lease Event flags
-    the values ask for, and its liveness probe points at the endpoint the flag opens."""
-    args = _container(rendered["defaults"])["args"]
+    """`agentpool run` gets the namespaces, sharing or peering, liveness, metrics, log and lease
+    Event flags the values ask for, and its liveness probe points at the endpoint the flag opens.
+    By default two pods share the pools."""
+    defaults = rendered["defaults"]
+    assert _operator(defaults)["spec"]["replicas"] == 2
+    assert _flag(_container(defaults)["args"], "--share") == ["agentpool"]
+    args = _container(rendered["alone"])["args"]
     assert "--all-namespaces" in args
     assert "--standalone" in args
     assert not _flag(args, "--namespace")
@@ -326,7 +342,7 @@ def test_rbac_is_cluster_wide_by_default(rendered: dict[str, list[Manifest]]) ->
     """Serving every namespace, one ClusterRole bound to the operator's account grants it all,
     and nothing for namespaces or peering, which a cluster-wide standalone kopf never touches;
     the only Role is the gateway's, for its certificate in the release namespace."""
-    manifests = rendered["defaults"]
+    manifests = rendered["alone"]
     (gateway_role,) = find(manifests, "Role")
     assert gateway_role["metadata"]["namespace"] == RELEASE_NAMESPACE
     assert {r for rule in gateway_role["rules"] for r in rule["resources"]} == {"secrets"}
@@ -345,7 +361,7 @@ def test_rbac_is_cluster_wide_by_default(rendered: dict[str, list[Manifest]]) ->
         _operator(manifests)["spec"]["template"]["spec"]["serviceAccountName"]
         == (account["metadata"]["name"])
     )
-    granted = granted_rules(VALUE_SETS["defaults"])
+    granted = granted_rules(ALONE)
     assert ("agentpool.dev", "poolruns/status", "patch") in granted
     assert ("", "pods", "create") in granted
     assert {resource for _, resource, _ in granted} & {"namespaces", "clusterkopfpeerings"} == set()
@@ -355,10 +371,8 @@ def test_rbac_stays_inside_the_watched_namespaces(rendered: dict[str, list[Manif
     """With watchNamespaces, Roles exist in exactly those namespaces, and the ClusterRole holds
     only what kopf must see cluster-wide: CRDs and namespaces, read-only."""
     manifests = rendered["watch-namespaces"]
-    roles = [r for r in find(manifests, "Role") if not r["metadata"]["name"].endswith("-gateway")]
-    bindings = [
-        b for b in find(manifests, "RoleBinding") if not b["metadata"]["name"].endswith("-gateway")
-    ]
+    roles = [r for r in find(manifests, "Role") if not _release_wide(r)]
+    bindings = [b for b in find(manifests, "RoleBinding") if not _release_wide(b)]
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
     (cluster_role,) = _operator_roles(manifests, "ClusterRole")
@@ -401,7 +415,7 @@ def test_replicas_share_a_kopf_peering(rendered: dict[str, list[Manifest]]) -> N
     crd_kinds = {crd["spec"]["names"]["kind"] for crd in chart_crds()}
     assert {"ClusterKopfPeering", "KopfPeering"} <= crd_kinds
 
-    single = rendered["defaults"]
+    single = rendered["alone"]
     assert not find(single, "ClusterKopfPeering")
     assert not find(single, "KopfPeering")
     assert _operator(single)["spec"]["strategy"] == {"type": "Recreate"}
@@ -447,15 +461,13 @@ def test_replicas_that_share_the_pools_keep_leases_in_the_release_namespace(
         b for b in find(manifests, "RoleBinding") if b["metadata"]["name"].endswith("-replicas")
     ]
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
-    assert not [
-        r for r in find(rendered["defaults"], "Role") if "-replicas" in r["metadata"]["name"]
-    ]
+    assert not [r for r in find(rendered["alone"], "Role") if "-replicas" in r["metadata"]["name"]]
     # A replica passes calls on as itself: the gateway of the one it reaches checks it.
     shared = granted_rules(VALUE_SETS["shared-pools"])
     assert ("agentpool.dev", "agentpools/call", "create") in shared
     assert ("agentpool.dev", "agentpools/proxy", "get") in shared
     assert ("agentpool.dev", "agentleases/proxy", "get") in shared
-    assert ("agentpool.dev", "agentpools/call", "create") not in granted_rules(None)
+    assert ("agentpool.dev", "agentpools/call", "create") not in granted_rules(ALONE)
 
 
 def test_network_policy_admits_only_the_operator(rendered: dict[str, list[Manifest]]) -> None:
@@ -615,7 +627,7 @@ def test_a_given_certificate_is_only_read() -> None:
     args = _container(manifests)["args"]
     assert _flag(args, "--gateway-secret") == [f"{RELEASE_NAMESPACE}/gateway-cert"]
     assert "--gateway-secret-provided" in args
-    (role,) = find(manifests, "Role")
+    (role,) = [r for r in find(manifests, "Role") if r["metadata"]["name"].endswith("-gateway")]
     assert role["rules"] == [
         {
             "apiGroups": [""],
@@ -634,7 +646,7 @@ def test_without_the_gateway_nothing_of_it_is_rendered() -> None:
     assert "--no-gateway" in container["args"]
     assert "readinessProbe" not in container
     assert not [s for s in find(manifests, "Service") if "https" in _port_names(s)]
-    assert not find(manifests, "Role")
+    assert not [r for r in find(manifests, "Role") if r["metadata"]["name"].endswith("-gateway")]
     assert not REVIEWS & granted_rules({"gateway": {"enabled": False}})
 
 

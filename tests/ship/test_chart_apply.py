@@ -29,7 +29,7 @@ pytestmark = [
 
 VALUE_SETS: dict[str, dict[str, Any] | None] = {
     "defaults": None,
-    "two-replicas": {"replicaCount": 2},
+    "two-replicas": {"replicaCount": 2, "sharePools": False},
     "namespaces-replicas-network-policy": {
         "watchNamespaces": ["team-a", "team-b"],
         "replicaCount": 2,

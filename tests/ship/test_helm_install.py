@@ -186,6 +186,9 @@ def test_chart_operator_runs_the_quickstart_under_its_own_rbac(
                 RELEASE,
                 {
                     "watchNamespaces": [namespace],
+                    # One pod, sharing the pools as the default does (its Leases under the
+                    # chart's RBAC): two would both bind the health and metrics ports here.
+                    "replicaCount": 1,
                     "logLevel": "debug",
                     # Pods of the local kubelet share the machine's network, where agents hold
                     # port 8080 on their own addresses: the operator binds free ports instead.

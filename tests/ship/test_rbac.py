@@ -1,16 +1,17 @@
 """The chart's RBAC grants exactly what the operator uses, judged by what it really sent.
 
 The operator ran behind a recording proxy through a scenario covering runs, retries, TTL deletion,
-result ConfigMaps, a deadlock, a lease, a scale-down and pool deletion, with the chart's default
-flags (every namespace, standalone). Its requests, as (apiGroup, resource, verb), are compared
-with the rules the chart renders with default values.
+result ConfigMaps, a deadlock, a lease, a scale-down and pool deletion, as one operator acting
+alone on every namespace. Its requests, as (apiGroup, resource, verb), are compared with the rules
+the chart renders for one pod acting alone (``ALONE``); what sharing the pools adds is held by
+``tests/chart``, and proved on a real authorizer by the Helm test.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from chart.rendering import ADMISSION_ONLY, granted_requests, granted_rules
+from chart.rendering import ADMISSION_ONLY, ALONE, granted_requests, granted_rules
 from ship.scenario import NAMESPACE, Outcome
 
 pytestmark = pytest.mark.local_only(
@@ -31,14 +32,14 @@ def test_every_request_of_the_operator_is_granted(operator_outcome: Outcome) -> 
     """No request the operator made would be forbidden on a cluster by the chart's RBAC."""
     used = _used(operator_outcome)
     assert used, "the proxy saw no request from the operator"
-    missing = used - granted_rules()
+    missing = used - granted_rules(ALONE)
     assert not missing, "the operator sent requests the chart does not grant:\n" + _show(missing)
 
 
 def test_every_grant_is_used(operator_outcome: Outcome) -> None:
     """Each rule of the chart (but those only admission checks) served a request in the scenario,
     so the operator holds no permission it does not need."""
-    unused = granted_rules() - ADMISSION_ONLY - _used(operator_outcome)
+    unused = granted_rules(ALONE) - ADMISSION_ONLY - _used(operator_outcome)
     assert not unused, "the chart grants what the operator never asked for:\n" + _show(unused)
 
 
@@ -49,7 +50,7 @@ def test_the_proxy_saw_what_the_api_server_served(operator_outcome: Outcome) -> 
     for access, n in operator_outcome.accesses.items():
         assert counts.get((access.verb, access.resource), 0) >= n, access
     used = {(a.verb, a.resource) for a in operator_outcome.accesses}
-    assert used <= granted_requests()
+    assert used <= granted_requests(ALONE)
 
 
 def test_namespaced_operator_needs_only_the_namespaced_grants(namespaced_outcome: Outcome) -> None:
@@ -59,10 +60,10 @@ def test_namespaced_operator_needs_only_the_namespaced_grants(namespaced_outcome
     run = namespaced_outcome.main_run
     assert run["phase"] == "Succeeded", run
     used = _used(namespaced_outcome)
-    granted = granted_rules({"watchNamespaces": [NAMESPACE]})
+    granted = granted_rules({**ALONE, "watchNamespaces": [NAMESPACE]})
     missing = used - granted
     assert not missing, "the operator sent requests the chart does not grant:\n" + _show(missing)
-    only_here = granted - granted_rules()
+    only_here = granted - granted_rules(ALONE)
     assert only_here, "the chart grants nothing extra for watchNamespaces"
     assert only_here <= used, "granted for watchNamespaces but never used:\n" + _show(
         only_here - used
