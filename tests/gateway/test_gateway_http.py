@@ -233,14 +233,34 @@ async def test_idle_and_slow_connections_are_closed() -> None:
         await server.stop()
 
 
+async def not_taken(port: int) -> bool:
+    """Whether a new connection is refused, or ended unanswered: accepted as the listener
+    closed, it is reset."""
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    except (ConnectionRefusedError, ConnectionResetError):
+        return True
+    try:
+        writer.write(post("/new", b""))
+        async with asyncio.timeout(10):
+            return await reader.read() == b""
+    except ConnectionResetError:
+        return True
+    finally:
+        writer.close()
+
+
 async def test_a_draining_server_ends_what_it_serves_and_takes_nothing_new() -> None:
-    """Draining (an operator stopping), the server closes an idle kept connection at once and
-    takes no new one, but the request it is serving gets its answer, with the connection's end
-    said in it; the drain ends when that answer has gone."""
+    """Draining (an operator stopping), the server takes no new connection, but the request it
+    is serving gets its answer, and one sent on a kept connection meanwhile is still handed to
+    the handler (whose answer, the gateway's, says to send it again): each answer says the
+    connection ends, and the drain ends once they have gone."""
     release = asyncio.Event()
     waiting = asyncio.Event()
+    draining_seen: list[bool] = []
 
     async def handler(request: Request) -> Response:
+        draining_seen.append(server.draining)
         if request.path == "/slow":
             waiting.set()
             await release.wait()
@@ -249,18 +269,21 @@ async def test_a_draining_server_ends_what_it_serves_and_takes_nothing_new() -> 
     server = HttpServer(handler, body_limit=LIMIT, too_large=lambda: Response(413, b""), tls=None)
     port = await server.start("127.0.0.1", 0)
     try:
-        idle_reader, idle = await asyncio.open_connection("127.0.0.1", port)
-        idle.write(post("/first", b""))
-        assert await read_answer(idle_reader) == (200, b"done /first")
+        kept_reader, kept = await asyncio.open_connection("127.0.0.1", port)
+        kept.write(post("/first", b""))
+        assert await read_answer(kept_reader) == (200, b"done /first")
         slow_reader, slow = await asyncio.open_connection("127.0.0.1", port)
         slow.write(post("/slow", b""))
         async with asyncio.timeout(10):
             await waiting.wait()
-        draining = asyncio.create_task(server.drain(60))
+        draining = asyncio.create_task(server.drain(60, linger=60))
+        assert await not_taken(port)
+        kept.write(post("/late", b""))
         async with asyncio.timeout(10):
-            assert await idle_reader.read() == b""
-        with pytest.raises(ConnectionRefusedError):
-            await asyncio.open_connection("127.0.0.1", port)
+            head = await kept_reader.readuntil(b"\r\n\r\n")
+            assert b"Connection: close" in head
+            assert await kept_reader.read() == b"done /late"
+        assert draining_seen == [False, False, True]
         assert not draining.done()
         release.set()
         async with asyncio.timeout(10):
@@ -269,7 +292,7 @@ async def test_a_draining_server_ends_what_it_serves_and_takes_nothing_new() -> 
             assert b"Connection: close" in head
             assert await slow_reader.read() == b"done /slow"
             await draining
-        for writer in (idle, slow):
+        for writer in (kept, slow):
             writer.close()
     finally:
         await server.stop()

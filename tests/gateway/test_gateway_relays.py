@@ -246,3 +246,19 @@ async def test_a_call_to_a_replica_not_known_yet_waits_for_its_gateway() -> None
     assert await _server(calls, peers)._respond(request) is None
     assert [relayed[0] for relayed in peers.relayed] == ["https://10.0.0.4:8443"]
     assert calls.served == []
+
+
+async def test_a_stopping_gateway_answers_new_requests_send_again() -> None:
+    """Draining as its operator stops, the gateway serves no new call, here or passed on: it
+    answers 503 Unavailable with a Retry-After, which a replica that passed the call on takes
+    as the word to send it again where its pool is now."""
+    calls, peers = Calls(), Peers()
+    server = _server(calls, peers)
+    server._http.draining = True
+    for pool in ("p", "mine"):
+        reply = await server._respond(_request({b"authorization": b"Bearer good"}, Answer(), pool))
+        assert reply is not None
+        assert reply.status == 503
+        assert json.loads(reply.body)["error"]["reason"] == "Unavailable"
+        assert ("Retry-After", "1") in reply.headers
+    assert (calls.served, peers.relayed) == ([], [])

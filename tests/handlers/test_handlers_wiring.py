@@ -20,6 +20,7 @@ from agentpool.pool import PoolPolicy
 
 IDS = {
     "build_registry.<locals>.login",  # an activity: kopf keeps no progress for it
+    "build_registry.<locals>.stop_serving",  # an activity too, as the operator stops
     "pools",
     "pod_event",
     "pool_event",

@@ -304,12 +304,16 @@ class _Connection(asyncio.Protocol):
         # sweep reads it, so a request costs no timer of its own.
         self.deadline = math.inf
         self._refused = False
+        self._arriving = False  # a request has begun to arrive and is not whole yet
 
     # -- asyncio.Protocol -----------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
+        if self._server.draining:
+            transport.abort()  # accepted as the listener closed (a TLS handshake ending late)
+            return
         self._server.connections.add(self)
         self._arm(self._server.idle_seconds)
 
@@ -350,6 +354,7 @@ class _Connection(asyncio.Protocol):
     def on_message_begin(self) -> None:
         self._url, self._head_bytes, self._body, self._body_size = b"", 0, [], 0
         self._request = None
+        self._arriving = True
         self._arm(self._server.request_seconds)
 
     def on_url(self, url: bytes) -> None:
@@ -405,6 +410,7 @@ class _Connection(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         request, self._request = self._request, None
+        self._arriving = False
         if self._streamed is not None:
             assert self._streamed.stream is not None
             self._streamed.stream.end()
@@ -488,7 +494,7 @@ class _Connection(asyncio.Protocol):
     @property
     def busy(self) -> bool:
         """Whether a request is arriving, waiting or being served."""
-        return self._task is not None or bool(self._ready) or self._request is not None
+        return self._task is not None or bool(self._ready) or self._arriving
 
     @property
     def closing(self) -> bool:
@@ -518,6 +524,13 @@ class _Connection(asyncio.Protocol):
         answer = request.answer
         try:
             response = await self._server.handler(request)
+        except asyncio.CancelledError:
+            # Stopped unanswered (the caller gone, or the server ending it): the connection's
+            # end is the only word left, never an idle connection that seems answered.
+            self._task = None
+            if self._transport is not None:
+                self._transport.abort()
+            raise
         except Exception as error:
             if not isinstance(error, ConnectionError):  # not the caller gone: the gateway's fault
                 self._server.log_failure(request)
@@ -670,21 +683,25 @@ class HttpServer:
         if self.draining and not any(connection.busy for connection in self.connections):
             self._settled.set()
 
-    async def drain(self, seconds: float) -> None:
-        """Take no more connections, close the idle ones, and let the requests in progress end,
-        each answered with the connection's end (``Connection: close``), for up to ``seconds``;
-        :meth:`stop` ends what is left. A pod going does this: the Service stops sending to it,
-        and what it was already serving is not cut."""
+    async def drain(self, seconds: float, *, linger: float = 0.0) -> None:
+        """Take no more connections and let the requests in progress end, each answered with
+        the connection's end (``Connection: close``), for up to ``seconds``; :meth:`stop` ends
+        what is left. A pod going does this: the Service stops sending to it, and what it was
+        already serving is not cut. Kept-alive connections stay open for ``linger`` at least
+        (within ``seconds``), so a client that sends on one as the drain begins gets the
+        handler's answer (the gateway's: 503, send again) rather than a closed socket; the
+        handler tells new requests from those in progress by :attr:`draining`."""
         if self._server is None:
             return
+        loop = asyncio.get_running_loop()
+        until = loop.time() + (0.0 if self.draining else min(linger, seconds))
         self._server.close()
         self.draining = True
-        for connection in list(self.connections):
-            if not connection.busy:
-                connection.cut()
         self.settle()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._settled.wait(), seconds)
+        if self.connections and loop.time() < until:
+            await asyncio.sleep(until - loop.time())
 
     async def stop(self) -> None:
         if self._sweeper is not None:

@@ -157,13 +157,20 @@ class GatewayServer:
         return f"{scheme}://{host}:{self._port}"
 
     async def drain(self, seconds: float) -> None:
-        """Take nothing new, and let what is being served end, for up to ``seconds``."""
-        await self._http.drain(seconds)
+        """Take nothing new, and let what is being served end, for up to ``seconds``: a
+        request that arrives meanwhile is answered 503 Unavailable, send it again."""
+        linger = self._settings.drain_linger_seconds
+        await self._http.drain(seconds, linger=linger)
 
     async def stop(self) -> None:
         await self._http.stop()
 
     async def _respond(self, request: Request) -> Response | None:
+        if self._http.draining and request.path not in ("/healthz", "/readyz"):
+            # Stopping: what it serves ends, nothing new begins. A replica that passed the
+            # request on sends it again where its pool is now; a caller, after Retry-After.
+            message = "this operator is stopping: send the request again"
+            return _answer(unavailable(message, retry_after=self._settings.retry_after_seconds))
         if request.stream is not None and request.answer is not None:
             return await self._forward(request, request.answer)
         route = _route(request.path)

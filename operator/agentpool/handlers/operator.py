@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import random
@@ -109,15 +110,17 @@ def build_registry(
     def probe_pools(**_: Any) -> int:
         return len(runtime.pools)
 
-    if runtime.sharing is not None:
-        sharing = runtime.sharing
-
-        @kopf.on.cleanup(registry=registry)
-        async def hand_over_all(**_: Any) -> None:
-            # kopf has stopped every loop here: the leases are parked as their tasks end, and
-            # the others take this replica's pools at once, without waiting for kopf's exit.
+    @kopf.on.cleanup(registry=registry)
+    async def stop_serving(**_: Any) -> None:
+        # kopf has stopped every loop here. Sharing the pools, the leases are parked as their
+        # tasks end, and the others take this replica's pools at once, without waiting for
+        # kopf's exit. Then the gateway's calls in progress end (passed on to where their pools
+        # went): here, before kopf cancels every task it did not start with.
+        if runtime.sharing is not None:
             await runtime.leases.stop_all(runtime.settings.leases.stop_seconds)
-            await replicas.leave(runtime, sharing)
+            await replicas.leave(runtime, runtime.sharing)
+        if runtime.drain_gateway is not None:
+            await runtime.drain_gateway()
 
     pods.register(registry, runtime)
     pools.register(registry, runtime)
@@ -190,9 +193,14 @@ async def open_runtime(
     journals = Journals(state_dir) if state_dir is not None else None
     tunables = OperatorSettings(leases=LeaseSettings(events=lease_events))
     if sharing is not None:
-        # Renewed five times a Lease's duration: one slow or failed renewal does not lapse it.
+        # Renewed five times a Lease's duration, the assigner's as each replica's: one slow or
+        # failed renewal does not lapse it.
         seconds = sharing.lease_seconds
-        membership = ReplicaSettings(lease_seconds=seconds, renew_seconds=seconds / 5)
+        membership = ReplicaSettings(
+            lease_seconds=seconds,
+            renew_seconds=seconds / 5,
+            assign_seconds=min(ReplicaSettings.assign_seconds, seconds / 5),
+        )
         tunables = dataclasses.replace(tunables, replicas=membership)
     runtime = Runtime(
         kube=kube, agents=agents, journals=journals, settings=tunables, sharing=sharing
@@ -255,6 +263,9 @@ async def beside_kopf(
         if gateway is not None:
             opened = await open_gateway(runtime, gateway)
             tasks.append(asyncio.create_task(keep_certificate(runtime, gateway, opened)))
+            runtime.drain_gateway = functools.partial(
+                opened.server.drain, runtime.settings.gateway.drain_seconds
+            )
         if peering is not None:
             follower = standby.follow_peers(
                 runtime,
@@ -267,8 +278,7 @@ async def beside_kopf(
         if runtime.sharing is not None:
             tasks.append(asyncio.create_task(replicas.keep_membership(runtime, runtime.sharing)))
             paths = replicas.placement_paths(list(namespaces))
-            pool_paths = [path for path in paths if path.endswith("/agentpools")]
-            assigning = replicas.assign(runtime, runtime.sharing, pool_paths, namespaces)
+            assigning = replicas.assign(runtime, runtime.sharing, paths, namespaces)
             tasks.append(asyncio.create_task(assigning))
             tasks += [
                 asyncio.create_task(replicas.watch_placements(runtime, path, namespaces))
@@ -276,9 +286,14 @@ async def beside_kopf(
             ]
         yield
     finally:
+        if runtime.sharing is not None and not runtime.placements.left:
+            # kopf stopped before its cleanup ran: the leases are parked, and the others take
+            # the pools up now, not after a lapse.
+            await runtime.leases.stop_all(runtime.settings.leases.stop_seconds)
+            await replicas.leave(runtime, runtime.sharing)
         if opened is not None:
-            # The calls in progress end first, while the watches still say where each pool
-            # went: kopf's cleanup has handed this replica's pools over by now.
+            # Done in kopf's cleanup already, unless kopf stopped first; the watches still say
+            # where each pool went.
             await opened.server.drain(runtime.settings.gateway.drain_seconds)
         for task in tasks:
             task.cancel()
@@ -286,9 +301,6 @@ async def beside_kopf(
         # is one stop_all sees.
         await asyncio.gather(*tasks, return_exceptions=True)
         await runtime.leases.stop_all(runtime.settings.leases.stop_seconds)
-        if runtime.sharing is not None and not runtime.placements.left:
-            # kopf stopped before its cleanup ran: the others take it up now, not after a lapse.
-            await replicas.leave(runtime, runtime.sharing)
         if opened is not None:
             await opened.stop()
 

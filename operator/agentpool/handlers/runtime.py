@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import dataclasses
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -472,6 +473,8 @@ class Runtime:
     gateway: GatewayPublication | None = None
     # This replica acts (it is not a standby paused by its peers): its gateway takes calls.
     serving: bool = True
+    # Lets the calls the gateway serves end, taking no new one, as the operator stops.
+    drain_gateway: Callable[[], Awaitable[None]] | None = None
     # Bounds the restart's ``GET /status`` calls across all pools (made on first use, in the loop).
     status_gate: asyncio.Semaphore | None = None
     # The wall time the lease handlers read and wait on: a lease's term, its renewals, the
