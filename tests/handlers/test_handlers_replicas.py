@@ -137,3 +137,30 @@ async def test_a_pool_changed_while_it_was_parked_is_not_relabelled() -> None:
 
     await replicas.hand_over(runtime(kube), ("ns", "p"), park)
     assert kube.patches == []
+
+
+def test_a_running_run_ties_the_pools_its_routes_name_and_an_ended_one_does_not() -> None:
+    """A run follows its poolRef, else its routes' first pool, and while it runs the other pools
+    its routes name go with it; once it has ended they are free to go where their own keys put
+    them. A lease follows its pool alone."""
+
+    def run(spec: dict[str, Any], phase: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"metadata": {"name": "r", "namespace": "ns"}, "spec": spec}
+        if phase is not None:
+            body["status"] = {"phase": phase}
+        return body
+
+    routes = {"field": "role", "pools": {"coder": "code", "researcher": "research"}}
+    routed = replicas.follower_of("poolruns", run({"routes": routes}, "Running"))
+    assert routed is not None
+    assert (routed.pool, routed.together) == ("code", ("research",))
+    both = replicas.follower_of("poolruns", run({"poolRef": {"name": "main"}, "routes": routes}))
+    assert both is not None
+    assert (both.pool, both.together) == ("main", ("code", "research"))
+    for phase in ("Succeeded", "Failed"):
+        ended = replicas.follower_of("poolruns", run({"routes": routes}, phase))
+        assert ended is not None
+        assert (ended.pool, ended.together) == ("code", ())
+    lease = replicas.follower_of("agentleases", run({"poolRef": {"name": "p"}}))
+    assert lease is not None
+    assert (lease.pool, lease.together) == ("p", ())

@@ -52,6 +52,7 @@ from agentpool.pool.placement import (
     HandOver,
     Held,
 )
+from agentpool.runs.lifecycle import FINISHED
 from agentpool.wire import protocol
 
 log = logging.getLogger(__name__)
@@ -175,14 +176,14 @@ async def take_assigner(runtime: Runtime, sharing: Sharing) -> bool:
 
 
 async def assign(
-    runtime: Runtime, sharing: Sharing, pool_paths: list[str], namespaces: Collection[str] = ()
+    runtime: Runtime, sharing: Sharing, paths: list[str], namespaces: Collection[str] = ()
 ) -> None:
     """Be the assigner whenever this replica holds its Lease: write where each pool, run and
     lease of :attr:`Runtime.placements` belongs (:func:`watch_placements` keeps them), until
     cancelled. Who holds the Lease and who is live are read once every ``assign_seconds``;
-    what changes in between is placed at once. Before it first places anything, it lists the
-    pools at ``pool_paths`` itself: its watches may not have, and a run or lease of a pool not
-    seen would be placed as a pool that does not exist."""
+    what changes in between is placed at once. Before it first places anything, it lists what
+    is at ``paths`` itself: its watches may not have, a run or lease of a pool not seen would be
+    placed as a pool that does not exist, and pools a run ties together as if it did not."""
     every = runtime.settings.replicas.assign_seconds
     listed = False
     while not runtime.placements.left:
@@ -192,7 +193,7 @@ async def assign(
             members = await live_members(runtime, sharing)
             if await take_assigner(runtime, sharing):
                 if not listed:
-                    await list_pools(runtime, pool_paths, namespaces)
+                    await list_placed(runtime, paths, namespaces)
                     listed = True
                 await place_until(runtime, members, tick)
         except Exception as error:  # tried again next time
@@ -200,16 +201,16 @@ async def assign(
         await asyncio.sleep(max(0.0, tick - time.monotonic()))
 
 
-async def list_pools(runtime: Runtime, paths: list[str], namespaces: Collection[str]) -> None:
-    """Every pool at ``paths`` in the served ``namespaces`` into the view, as listed now."""
+async def list_placed(runtime: Runtime, paths: list[str], namespaces: Collection[str]) -> None:
+    """Every pool, run and lease at ``paths`` in the served ``namespaces`` into the view, as
+    listed now."""
     for path in paths:
-        listed = await runtime.kube.request("GET", path, resource="agentpools")
-        for pool in listed.get("items") or ():
-            meta = pool.get("metadata") or {}
-            if not placement.in_scope(meta.get("namespace") or "", namespaces):
-                continue
-            key = (meta.get("namespace") or "", meta.get("name") or "")
-            runtime.placements.see_pool(key, meta, deleted=bool(meta.get("deletionTimestamp")))
+        kind = path.rstrip("/").split("/")[-1]
+        listed = await runtime.kube.request("GET", path, resource=kind)
+        for item in listed.get("items") or ():
+            meta = item.get("metadata") or {}
+            if placement.in_scope(meta.get("namespace") or "", namespaces):
+                note_placed(runtime, kind, item, deleted=False)
 
 
 async def place_until(runtime: Runtime, members: set[str], deadline: float) -> None:
@@ -262,7 +263,7 @@ async def apply(runtime: Runtime, write: placement.Write) -> None:
 
 def follower_of(kind: str, body: RawBody) -> Follower | None:
     """A run or lease as the assigner places it: by the pool it follows (a run, its first),
-    with the other pools a run's routes name, placed with it."""
+    with the other pools a run's routes name, placed with it while the run has not ended."""
     meta, spec = body["metadata"], dict(body.get("spec") or {})
     pool = (spec.get("poolRef") or {}).get("name")
     routed: list[str] = []
@@ -270,6 +271,8 @@ def follower_of(kind: str, body: RawBody) -> Follower | None:
         routed = [str(name) for name in ((spec.get("routes") or {}).get("pools") or {}).values()]
         # As the run's engine names its pools: its poolRef, else its routes' first.
         pool = pool or (routed[0] if routed else None)
+        if (body.get("status") or {}).get("phase") in FINISHED:
+            routed = []  # an ended run ties its pools no more
     if not pool:
         return None
     owner, _ = placed_of(meta)
@@ -282,22 +285,24 @@ async def watch_placements(runtime: Runtime, path: str, namespaces: Collection[s
     """Keep :attr:`Runtime.placements` to the objects at ``path`` (every replica's, labelled or
     not) in the served ``namespaces`` (names or patterns; none: all), until cancelled."""
     kind = path.rstrip("/").split("/")[-1]
-    seen = runtime.placements
     async for event, body in runtime.kube.watch(path):
         meta = body.get("metadata") or {}
-        if not placement.in_scope(meta.get("namespace") or "", namespaces):
-            continue
-        deleted = event == "DELETED"
-        if kind == "agentpools":
-            # A pool being deleted stays with the replica that drains it.
-            deleted = deleted or bool(meta.get("deletionTimestamp"))
-            seen.see_pool(
-                (meta.get("namespace") or "", meta.get("name") or ""), meta, deleted=deleted
-            )
-            continue
-        follower = follower_of(kind, body)
-        if follower is not None:
-            seen.see_follower(follower, deleted=deleted)
+        if placement.in_scope(meta.get("namespace") or "", namespaces):
+            note_placed(runtime, kind, body, deleted=event == "DELETED")
+
+
+def note_placed(runtime: Runtime, kind: str, body: RawBody, *, deleted: bool) -> None:
+    """One pool, run or lease, as a watch or a listing shows it, into the placements seen."""
+    meta = body.get("metadata") or {}
+    if kind == "agentpools":
+        # A pool being deleted stays with the replica that drains it.
+        deleted = deleted or bool(meta.get("deletionTimestamp"))
+        key = (meta.get("namespace") or "", meta.get("name") or "")
+        runtime.placements.see_pool(key, meta, deleted=deleted)
+        return
+    follower = follower_of(kind, body)
+    if follower is not None:
+        runtime.placements.see_follower(follower, deleted=deleted)
 
 
 def placement_paths(namespaces: list[str]) -> list[str]:

@@ -215,6 +215,7 @@ def anchors_of(followers: Iterable[Follower]) -> dict[PoolKey, PoolKey]:
 
     def root(key: PoolKey) -> PoolKey:
         while parent.setdefault(key, key) != key:
+            parent[key] = parent[parent[key]]  # halve the path as it is walked
             key = parent[key]
         return key
 
