@@ -440,8 +440,8 @@ def test_replicas_that_share_the_pools_keep_leases_in_the_release_namespace(
     rendered: dict[str, list[Manifest]],
 ) -> None:
     """With sharePools, each pod runs ``--share`` under the release's name with the Lease's
-    duration set, with no peering, a rolling update, and a Role on Leases in the release
-    namespace only."""
+    duration set, with no peering, a rolling update that adds a pod before it takes one, time to
+    hand over as it stops, and a Role on Leases in the release namespace only."""
     manifests = rendered["shared-pools"]
     args = _container(manifests)["args"]
     assert _flag(args, "--share") == [_operator(manifests)["metadata"]["name"]]
@@ -450,7 +450,13 @@ def test_replicas_that_share_the_pools_keep_leases_in_the_release_namespace(
     assert "--standalone" not in args
     assert not find(manifests, "ClusterKopfPeering")
     assert not find(manifests, "KopfPeering")
-    assert "strategy" not in _operator(manifests)["spec"]
+    # A new pod first, none unavailable: the gateway's Service always has a pod.
+    assert _operator(manifests)["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    pod = _operator(manifests)["spec"]["template"]["spec"]
+    assert pod["terminationGracePeriodSeconds"] >= 30
     (role,) = [r for r in find(manifests, "Role") if r["metadata"]["name"].endswith("-replicas")]
     assert role["metadata"]["namespace"] == RELEASE_NAMESPACE
     granted = {

@@ -277,3 +277,51 @@ def test_chart_operator_runs_the_quickstart_under_its_own_rbac(
         config.uninstall(RELEASE, ignore_not_found=True, timeout=60)
         wait_for(lambda: not _operator_pods(kubectl), 120, message="the operator pod is gone")
         config.close()
+
+
+def test_an_upgrade_to_shared_pools_waits_for_the_operator_acting_alone_to_stop(
+    local_cluster: ClusterHandle, kubectl: Kubectl
+) -> None:
+    """An operator installed to act alone knows nothing of pods that share the pools: upgraded
+    onto it as it runs, they would work beside it on the same pools. Helm refuses that upgrade,
+    saying how to stop it first; once it is scaled to zero, the same upgrade goes through."""
+    if local_cluster.local:
+        pytest.skip("the chart reads the running Deployment with lookup: a real API server's")
+    release, release_namespace = "agentpool-guard", "agentpool-guard-system"
+    served = f"guard-{uuid.uuid4().hex[:6]}"
+    config = helm.Config(
+        kubeconfig_path=str(local_cluster.kubeconfig),
+        kube_context=local_cluster.context,
+        namespace=release_namespace,
+    )
+    # Nothing of it is called or probed: one pod serving a namespace with nothing in it.
+    values = {
+        "watchNamespaces": [served],
+        "replicaCount": 1,
+        "healthPort": free_port(),
+        "metrics": {"enabled": False},
+        "gateway": {"enabled": False},
+        "podDisruptionBudget": {"enabled": False},
+    } | _image_values()
+    try:
+        kubectl("create", "namespace", served)
+        with helm.Chart.load(CHART_DIR) as chart:
+            config.install(
+                chart,
+                release,
+                {**values, "sharePools": False},
+                namespace=release_namespace,
+                create_namespace=True,
+                timeout=120,
+            )
+            with pytest.raises(Exception, match="does not share the pools") as refused:
+                config.upgrade(
+                    chart, release, values, namespace=release_namespace, dry_run="server"
+                )
+            assert f"scale deployment/{release} --replicas=0" in str(refused.value)
+            kubectl("scale", "-n", release_namespace, f"deployment/{release}", "--replicas=0")
+            config.upgrade(chart, release, values, namespace=release_namespace, dry_run="server")
+    finally:
+        kubectl("delete", "namespace", served, "--ignore-not-found", "--wait=false", check=False)
+        config.uninstall(release, ignore_not_found=True, timeout=60)
+        config.close()
