@@ -62,9 +62,13 @@ class OperatorProcess:
         *,
         metrics_port: int = 0,
         env: dict[str, str] | None = None,
+        state_dir: Path | None = None,
     ) -> None:
         self.connection = list(connection)
         self.log_path = log_path
+        # The runs' journals, in a directory that outlives a killed operator, as an emptyDir
+        # outlives a restarted container: the pod's own.
+        self.state_dir = state_dir or log_path.parent / "operator-state"
         self.metrics_port = metrics_port
         # Set in its environment besides the test's own (a replica's POD_ID, say).
         self.env = env or {}
@@ -72,8 +76,7 @@ class OperatorProcess:
 
     def start(self) -> None:
         argv = [sys.executable, "-m", "agentpool", "run", *self.connection, *LOOPBACK_GATEWAY]
-        # The runs' journals, in a directory that outlives a killed operator, as an emptyDir does.
-        argv += ["--state-dir", str(self.log_path.parent / "operator-state")]
+        argv += ["--state-dir", str(self.state_dir)]
         if self.metrics_port:
             argv += ["--metrics-port", str(self.metrics_port)]
         log = self.log_path.open("ab")
@@ -101,6 +104,10 @@ class OperatorProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
+    @property
+    def state_dirs(self) -> list[Path]:
+        return [self.state_dir]
+
 
 class Replica(OperatorProcess):
     """A replica of the operators sharing the pools as ``group`` (``agentpool run --share``),
@@ -113,6 +120,9 @@ class Replica(OperatorProcess):
             [*connection, "--share", group],
             directory / f"{identity}.log",
             env={"POD_ID": identity},
+            # Each its own, as each pod has its own emptyDir: a run that moves after a crash
+            # finds no journal where it goes.
+            state_dir=directory / f"{identity}-state",
         )
         self.identity = identity
 
@@ -129,8 +139,8 @@ class OperatorReplicas:
         renewals: Callable[[], dict[str, float]],
     ) -> None:
         self.replicas = [Replica(connection, directory, f"replica-{n}") for n in range(count)]
-        #: Beside every replica's log, their shared state directory (as for one operator).
         self.log_path = self.replicas[0].log_path
+        self.state_dirs = [replica.state_dir for replica in self.replicas]
         self._renewals = renewals
 
     def start(self) -> None:
