@@ -360,6 +360,8 @@ async def leave(runtime: Runtime, sharing: Sharing) -> None:
     """This replica stops: its Lease goes, and the assigner's if it holds it, so the others
     take its pools at once rather than after a lapse. It renews and takes none again."""
     runtime.placements.left = True
+    # A call waiting for a pool this replica will not serve now is sent where the pool goes.
+    runtime.pools.stop_waiting()
     for name in (sharing.member_lease, sharing.assigner_lease):
         with contextlib.suppress(Exception):
             if name == sharing.assigner_lease:

@@ -176,6 +176,12 @@ class Pools:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(event.wait(), timeout)
 
+    def stop_waiting(self) -> None:
+        """Every wait for a pool to be served ends now, served or not: this operator serves
+        none it does not serve already (a replica that leaves)."""
+        for event in self.started.values():
+            event.set()
+
     def started_event(self, key: PoolKey) -> asyncio.Event:
         """The event set once the pool's loop runs."""
         event = self.started.get(key)

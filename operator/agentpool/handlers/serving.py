@@ -62,6 +62,8 @@ async def served_pool(
         raise NotServed(f'AgentPool "{pool}" in namespace "{namespace}": {error}') from None
     wait = timeout(spec)
     handle = await runtime.pools.wait((namespace, pool), wait)
+    if handle is None and runtime.placements.left:
+        raise NotServed(f'AgentPool "{pool}" in namespace "{namespace}": this replica stops')
     if handle is None:
         raise NotServed(
             f'AgentPool "{pool}" in namespace "{namespace}" is not served by the operator '
