@@ -6,7 +6,11 @@ on the pool (so every call is passed on between replicas), one call after anothe
 
 - the replica that works on the most pools is SIGKILLed: the calls to its pools wait until its
   Lease lapses and another replica takes them; the others' calls go on;
-- the replica that now works on the most is sent SIGTERM: it gives its Lease up as it exits.
+- the replica that now works on the most is sent SIGTERM: it gives its Lease up as it exits;
+- a rolling restart, as a Deployment's RollingUpdate (maxSurge 1, maxUnavailable 0) makes one:
+  for each replica in turn a new one starts, and once it has taken its share of the pools, the
+  old one is taken out of the callers' rotation (as a terminating pod leaves a Service's
+  endpoints) and sent SIGTERM.
 
 For each, per pool: calls failed, the outage (the first failed call to the first call that
 succeeded after it), and the longest call (one that waited while its pool changed hands).
@@ -217,6 +221,78 @@ async def event(
     return result
 
 
+def replica(work: Path, kubeconfig: Path, index: int) -> tuple[str, OperatorProcess]:
+    """A replica started, and its name: host and pid, as a replica names itself without a
+    POD_ID."""
+    process = OperatorProcess(
+        kubeconfig, work / f"replica-{index}.log", args=("--share", GROUP_NAME)
+    )
+    process.start()
+    return f"{_host()}-{process.pid}", process
+
+
+async def rolling(
+    replicas: dict[str, OperatorProcess],
+    kube: Kube,
+    session: aiohttp.ClientSession,
+    namespace: str,
+    new: Callable[[], tuple[str, OperatorProcess]],
+) -> dict[str, Any]:
+    """Replace every replica, one at a time, under steady callers through every live gateway."""
+    gateways = await replica_gateways(kube)
+    rotation = sorted(gateways[name] for name in replicas)
+
+    def through(pool: str) -> list[str]:
+        return list(rotation)
+
+    callers = [Caller(pool) for pool in POOLS]
+    stop = asyncio.Event()
+    tasks = [
+        asyncio.create_task(steady(session, caller, namespace, through, stop)) for caller in callers
+    ]
+    await asyncio.sleep(2)
+    moment = time.monotonic()
+    for old in list(replicas):
+        name, process = new()
+        replicas[name] = process
+        await until(
+            lambda: _all_named(kube, set(replicas)),
+            timeout=60,
+            what="the new replica's gateway",
+            interval=0.2,
+        )
+        await until(
+            lambda: served(kube, namespace, set(replicas)),
+            timeout=120,
+            what="its share taken",
+            interval=0.2,
+        )
+        rotation.append((await replica_gateways(kube))[name])
+        rotation.remove(gateways[old])
+        going = replicas.pop(old).process
+        assert going is not None
+        going.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(going.wait, 60)
+        await until(
+            lambda: served(kube, namespace, set(replicas)),
+            timeout=120,
+            what="its pools taken",
+            interval=0.2,
+        )
+    await asyncio.sleep(2)
+    stop.set()
+    await asyncio.gather(*tasks)
+    result: dict[str, Any] = {"event": "rolling restart", "pools": []}
+    for caller in callers:
+        after = caller.since(moment)
+        failed, lasted = outage(after)
+        entry = {"pool": caller.pool, "failed": failed, "outage_s": round(lasted, 2)}
+        entry["calls"] = len(after)
+        entry["longest_call_s"] = round(max(end - start for start, end, _ in after), 2)
+        result["pools"].append(entry)
+    return result
+
+
 async def run(work: Path, *, seconds: float, relay_calls: int) -> dict[str, Any]:
     cluster = ClusterProcess(work / "cluster")
     await asyncio.to_thread(cluster.start)
@@ -224,15 +300,14 @@ async def run(work: Path, *, seconds: float, relay_calls: int) -> dict[str, Any]
     kube = Kube(access)
     processes: dict[str, OperatorProcess] = {}
     try:
-        for index in range(3):
-            process = OperatorProcess(
-                cluster.kubeconfig,
-                work / f"replica-{index}.log",
-                args=("--share", GROUP_NAME),
-            )
-            process.start()
-            # Known by host and pid, as a replica names itself without a POD_ID.
-            processes[f"{_host()}-{process.pid}"] = process
+        started = iter(range(100))
+
+        def new() -> tuple[str, OperatorProcess]:
+            return replica(work, cluster.kubeconfig, next(started))
+
+        for _ in range(3):
+            name, process = new()
+            processes[name] = process
         namespace = await kube.new_namespace("replicas")
         for pool in POOLS:
             await kube.create("agentpools", namespace, pool, pool_spec(AGENT, minSize=1))
@@ -274,12 +349,30 @@ async def run(work: Path, *, seconds: float, relay_calls: int) -> dict[str, Any]
             stopped = await event(
                 "SIGTERM", signal.SIGTERM, processes, kube, session, namespace, seconds
             )
+            # Back to three, then every one of them replaced.
+            while len(processes) < 3:
+                name, process = new()
+                processes[name] = process
+            await until(
+                lambda: _all_named(kube, set(processes)),
+                timeout=60,
+                what="the third replica's gateway",
+                interval=0.2,
+            )
+            await until(
+                lambda: served(kube, namespace, set(processes)),
+                timeout=120,
+                what="pools shared",
+                interval=0.2,
+            )
+            restarted = await rolling(processes, kube, session, namespace, new)
         return {
             "failures": dict(FAILURES),
             "call_p50_ms_own_replica": round(own, 2),
             "call_p50_ms_passed_on": round(other, 2),
             "passed_on_ratio": round(other / own, 2),
             "events": [killed, stopped],
+            "rolling_restart": restarted,
         }
     finally:
         await kube.close()
@@ -318,6 +411,13 @@ def main() -> None:
                     f"  {kind[6:]:5} {pool['pool']}: {pool['failed']} of {pool['calls']} calls "
                     f"failed, outage {pool['outage_s']} s, longest call {pool['longest_call_s']} s"
                 )
+    restart = figures["rolling_restart"]
+    print("rolling restart of all three replicas (a new one up, then the old one SIGTERMed):")
+    for pool in restart["pools"]:
+        print(
+            f"  {pool['pool']}: {pool['failed']} of {pool['calls']} calls failed, "
+            f"longest call {pool['longest_call_s']} s"
+        )
     print("failed calls by answer:", figures["failures"])
     print(json.dumps(figures))
 
