@@ -69,8 +69,8 @@ def operator_cluster(
         )
     else:
         operator = OperatorProcess([*connection, *scope], directory / "operator.log")
-    operator.start()
     try:
+        operator.start()
         yield OperatorCluster(
             handle=handle,
             connection=connection,

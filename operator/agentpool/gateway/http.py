@@ -684,8 +684,9 @@ class HttpServer:
             self._settled.set()
 
     async def drain(self, seconds: float, *, linger: float = 0.0) -> None:
-        """Take no more connections and let the requests in progress end, each answered with
-        the connection's end (``Connection: close``), for up to ``seconds``; :meth:`stop` ends
+        """Take no more connections and let the requests in progress end, each answer followed
+        by the connection's end (said in its head, ``Connection: close``, unless the head had
+        gone before), for up to ``seconds``; :meth:`stop` ends
         what is left. A pod going does this: the Service stops sending to it, and what it was
         already serving is not cut. Kept-alive connections stay open for ``linger`` at least
         (within ``seconds``), so a client that sends on one as the drain begins gets the

@@ -30,6 +30,7 @@ from agentpool.api.raw import RawBody
 from agentpool.handlers import leases
 from agentpool.handlers.runtime import ObjectKey, Runtime
 from agentpool.io.kube import ObjectNotFound
+from agentpool.pool.placement import is_pattern
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ def own_paths(runtime: Runtime, *, peering: bool, namespaces: Collection[str]) -
     namespace's or the cluster's; none, for kopf to watch them, unless it acts alone, on named
     namespaces (no pattern) or all of them, with its API session."""
     # kopf reads these as patterns, and a comma as a list of them.
-    patterns = any(mark in namespace for namespace in namespaces for mark in "*?[!,")
+    patterns = any(is_pattern(namespace) for namespace in namespaces)
     if peering or patterns or not runtime.kube.watches:
         return []
     base = f"/apis/{GROUP}/{VERSION}"
