@@ -411,8 +411,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         type=_at_least_two,
         default=5,
-        help="how long each replica's Lease lasts from its last renewal, renewed five times as "
-        "often: a crashed replica's pools go to the others about this long after (default: 5)",
+        help="how many seconds each replica's Lease lasts from its last renewal, renewed five "
+        "times as often: a crashed replica's pools go to the others about this long after "
+        "(default: 5 seconds)",
     )
     run.add_argument(
         "--share-namespace",

@@ -26,7 +26,12 @@ import kopf
 
 from agentpool import GROUP
 from agentpool.handlers import leases, leasewatch, pods, pools, replicas, runs, standby
-from agentpool.handlers.gatewaysetup import GatewayOptions, keep_certificate, open_gateway
+from agentpool.handlers.gatewaysetup import (
+    GatewayOptions,
+    OpenGateway,
+    keep_certificate,
+    open_gateway,
+)
 from agentpool.handlers.runtime import Runtime, Sharing
 from agentpool.io.agents import AgentClient
 from agentpool.io.connection import Connection, credentials
@@ -276,33 +281,50 @@ async def beside_kopf(
             )
             tasks.append(asyncio.create_task(follower))
         if runtime.sharing is not None:
-            tasks.append(asyncio.create_task(replicas.keep_membership(runtime, runtime.sharing)))
-            paths = replicas.placement_paths(list(namespaces))
-            assigning = replicas.assign(runtime, runtime.sharing, paths, namespaces)
-            tasks.append(asyncio.create_task(assigning))
-            tasks += [
-                asyncio.create_task(replicas.watch_placements(runtime, path, namespaces))
-                for path in paths
-            ]
+            tasks += sharing_tasks(runtime, runtime.sharing, namespaces)
         yield
     finally:
-        if runtime.sharing is not None and not runtime.placements.left:
-            # kopf stopped before its cleanup ran: the leases are parked, and the others take
-            # the pools up now, not after a lapse.
-            await runtime.leases.stop_all(runtime.settings.leases.stop_seconds)
-            await replicas.leave(runtime, runtime.sharing)
-        if opened is not None:
-            # Done in kopf's cleanup already, unless kopf stopped first; the watches still say
-            # where each pool went.
-            await opened.server.drain(runtime.settings.gateway.drain_seconds)
-        for task in tasks:
-            task.cancel()
-        # Ended, not only told to: no lease event is handed on after this, so every lease task
-        # is one stop_all sees.
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await stop_beside(runtime, opened, tasks)
+
+
+async def stop_beside(
+    runtime: Runtime, opened: OpenGateway | None, tasks: list[asyncio.Task[None]]
+) -> None:
+    """What :func:`beside_kopf` started, stopped as kopf has: the gateway's calls let end,
+    the tasks ended, the lease tasks stopped with their leases left Bound."""
+    if runtime.sharing is not None and not runtime.placements.left:
+        # kopf stopped before its cleanup ran: the leases are parked, and the others take the
+        # pools up now, not after a lapse.
         await runtime.leases.stop_all(runtime.settings.leases.stop_seconds)
-        if opened is not None:
-            await opened.stop()
+        await replicas.leave(runtime, runtime.sharing)
+    if opened is not None:
+        # Done in kopf's cleanup already, unless kopf stopped first; the watches still say where
+        # each pool went.
+        await opened.server.drain(runtime.settings.gateway.drain_seconds)
+    for task in tasks:
+        task.cancel()
+    # Ended, not only told to: no lease event is handed on after this, so every lease task is
+    # one stop_all sees.
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await runtime.leases.stop_all(runtime.settings.leases.stop_seconds)
+    if opened is not None:
+        await opened.stop()
+
+
+def sharing_tasks(
+    runtime: Runtime, sharing: Sharing, namespaces: Collection[str]
+) -> list[asyncio.Task[None]]:
+    """A replica that shares the pools: its Lease renewed, the assigner's work when it holds
+    that Lease, and its own watches of every pool, run and lease it may place."""
+    paths = replicas.placement_paths(list(namespaces))
+    return [
+        asyncio.create_task(replicas.keep_membership(runtime, sharing)),
+        asyncio.create_task(replicas.assign(runtime, sharing, paths, namespaces)),
+        *(
+            asyncio.create_task(replicas.watch_placements(runtime, path, namespaces))
+            for path in paths
+        ),
+    ]
 
 
 #: The gateway of an operator a local cluster runs: on loopback, on any free port.
