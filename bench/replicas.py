@@ -255,18 +255,7 @@ async def rolling(
     for old in list(replicas):
         name, process = new()
         replicas[name] = process
-        await until(
-            lambda: _all_named(kube, set(replicas)),
-            timeout=60,
-            what="the new replica's gateway",
-            interval=0.2,
-        )
-        await until(
-            lambda: served(kube, namespace, set(replicas)),
-            timeout=120,
-            what="its share taken",
-            interval=0.2,
-        )
+        await joined(kube, namespace, set(replicas))
         rotation.append((await replica_gateways(kube))[name])
         rotation.remove(gateways[old])
         going = replicas.pop(old).process
@@ -353,18 +342,7 @@ async def run(work: Path, *, seconds: float, relay_calls: int) -> dict[str, Any]
             while len(processes) < 3:
                 name, process = new()
                 processes[name] = process
-            await until(
-                lambda: _all_named(kube, set(processes)),
-                timeout=60,
-                what="the third replica's gateway",
-                interval=0.2,
-            )
-            await until(
-                lambda: served(kube, namespace, set(processes)),
-                timeout=120,
-                what="pools shared",
-                interval=0.2,
-            )
+            await joined(kube, namespace, set(processes))
             restarted = await rolling(processes, kube, session, namespace, new)
         return {
             "failures": dict(FAILURES),
@@ -379,6 +357,16 @@ async def run(work: Path, *, seconds: float, relay_calls: int) -> dict[str, Any]
         for process in processes.values():
             await asyncio.to_thread(process.stop)
         await asyncio.to_thread(cluster.stop)
+
+
+async def joined(kube: Kube, namespace: str, live: set[str]) -> None:
+    """Until every replica of ``live`` names its gateway and has taken its share of the pools."""
+    await until(
+        lambda: _all_named(kube, live), timeout=60, what="every gateway named", interval=0.2
+    )
+    await until(
+        lambda: served(kube, namespace, live), timeout=120, what="the pools shared", interval=0.2
+    )
 
 
 async def _all_named(kube: Kube, live: set[str]) -> bool:
