@@ -66,6 +66,19 @@ class Caller:
         """The calls that ended after ``moment``: those in flight then too."""
         return [call for call in self.calls if call[1] >= moment]
 
+    def figures(self, moment: float) -> dict[str, Any]:
+        """From ``moment`` on: calls, those failed, the outage, and the longest call (one that
+        waited while its pool changed hands is slow rather than failed)."""
+        after = self.since(moment)
+        failed, lasted = outage(after)
+        return {
+            "pool": self.pool,
+            "failed": failed,
+            "outage_s": round(lasted, 2),
+            "calls": len(after),
+            "longest_call_s": round(max(end - start for start, end, _ in after), 2),
+        }
+
 
 async def replica_gateways(kube: Kube) -> dict[str, str]:
     """Each live replica's gateway, as its Lease names it."""
@@ -210,14 +223,8 @@ async def event(
     await asyncio.to_thread(process.wait, 60)
     result: dict[str, Any] = {"event": name, "pools_moved": [], "pools_kept": []}
     for caller in callers:
-        after = caller.since(moment)
-        failed, lasted = outage(after)
-        entry = {"pool": caller.pool, "failed": failed, "outage_s": round(lasted, 2)}
-        entry["calls"] = len(after)
-        # A call that waited while its pool changed hands is slow rather than failed.
-        entry["longest_call_s"] = round(max(end - start for start, end, _ in after), 2)
         moved = placed[caller.pool] == victim
-        result["pools_moved" if moved else "pools_kept"].append(entry)
+        result["pools_moved" if moved else "pools_kept"].append(caller.figures(moment))
     return result
 
 
@@ -271,15 +278,7 @@ async def rolling(
     await asyncio.sleep(2)
     stop.set()
     await asyncio.gather(*tasks)
-    result: dict[str, Any] = {"event": "rolling restart", "pools": []}
-    for caller in callers:
-        after = caller.since(moment)
-        failed, lasted = outage(after)
-        entry = {"pool": caller.pool, "failed": failed, "outage_s": round(lasted, 2)}
-        entry["calls"] = len(after)
-        entry["longest_call_s"] = round(max(end - start for start, end, _ in after), 2)
-        result["pools"].append(entry)
-    return result
+    return {"event": "rolling restart", "pools": [c.figures(moment) for c in callers]}
 
 
 async def run(work: Path, *, seconds: float, relay_calls: int) -> dict[str, Any]:
