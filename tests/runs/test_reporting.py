@@ -7,9 +7,14 @@ through :meth:`Reporter.changed` and follows ``spec.suspend`` through
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
 from runfakes import FakeSink, run_shared
 
-from agentpool.api import PoolRunStatus
+from agentpool.api import PoolRunStatus, RawRunStatus
+from agentpool.api.reasons import Reason
+from agentpool.runs.ending import RunEnd
 from agentpool.runs.reporting import Reporter
 
 
@@ -71,3 +76,45 @@ async def test_a_suspended_run_is_written_once_and_resumed_once() -> None:
     assert report.due(), "the resume is news for the next write"
     await report.write(total=3)
     assert sink.status["phase"] == "Running"
+
+
+class HeldSink(FakeSink):
+    """A sink whose writes wait while ``held`` is clear: the API server is slow to answer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held = asyncio.Event()
+        self.held.set()
+        self.waiting = asyncio.Event()
+
+    async def write(self, patch: RawRunStatus) -> None:
+        if not self.held.is_set():
+            self.waiting.set()
+            await self.held.wait()
+        await super().write(patch)
+
+
+async def test_a_run_stopped_while_its_end_is_written_never_reads_failed_without_why() -> None:
+    """The replica stops (or the run moves) while the run's last write is on its way; the write
+    made as it stops says the whole end again, never phase Failed without the message, the
+    conditions and the completion time that say why: the next replica takes a Failed run as over,
+    and nobody would know how it ended."""
+    clock, sink = Clock(), HeldSink()
+    report = reporter(clock, sink)
+    await report.write(total=3)
+    end = RunEnd("Failed", "Drained", Reason.SOURCE_FAILED, "configmap absent not found")
+    sink.held.clear()
+    finishing = asyncio.ensure_future(report.finish(end, total=3))
+    await sink.waiting.wait()
+    finishing.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await finishing
+    sink.held.set()
+    await report.write(total=3)  # what the engine writes as it is cancelled
+    status = sink.status
+    assert status["phase"] == "Failed"
+    assert status["message"] == "configmap absent not found"
+    assert status["completionTime"]
+    assert [c["reason"] for c in status["conditions"] if c["type"] == "Failed"] == [
+        Reason.SOURCE_FAILED
+    ]

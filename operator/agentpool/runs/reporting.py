@@ -69,6 +69,9 @@ class Reporter:
         self._failures_held = 0
         self._events: set[asyncio.Task[None]] = set()
         self._refused_agents: set[str] = set()
+        # The end's fields once decided: any later write (the one made as the engine is
+        # cancelled mid-finish) says all of them again, never phase Failed alone.
+        self._end: RawRunStatus | None = None
 
     async def begin(self, message: str) -> None:
         """Mark the run started, unless it started before an operator restart."""
@@ -118,6 +121,8 @@ class Reporter:
         ``declare``: items about to start, written in flight (see :meth:`RunLedger.take_flush`).
         """
         now = self._clock.now()
+        if extra is None:
+            extra = self._end
         fields: RawRunStatus = {"phase": self.phase, "total": total}
         if self.start_time is not None:
             fields["startTime"] = self.start_time
@@ -241,6 +246,7 @@ class Reporter:
         }
         if end.result is not None:
             extra["result"] = end.result
+        self._end = extra
         await self.write(total=total, extra=extra)
         kind = "Normal" if end.phase == "Succeeded" else "Warning"
         await self._sink.event(kind, end.result or end.reason, end.message)
