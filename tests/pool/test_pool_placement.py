@@ -258,3 +258,19 @@ def test_the_pools_a_run_routes_to_go_to_one_replica_and_the_run_with_them(
     for key, placed in pools.items():
         if key[1] not in tied:
             assert placed.owner == choose(key, members)
+
+
+@given(replica_sets, st.lists(pool_names, min_size=1, max_size=3))
+def test_a_run_routing_to_pools_not_made_yet_moves_no_pool_that_exists(
+    members: set[str], missing: list[str]
+) -> None:
+    """A run whose routes name pools that do not exist (yet, or by mistake) is placed with the
+    pool that does: starting it hands no pool over, so the pool's other runs and leases go on
+    where they are."""
+    key = ("ns", "q")
+    pools: Pools = {key: Placed(owner=choose(key, members))}
+    run = Follower("poolruns", "ns", "routed", "q", together=tuple(missing))
+    assert place(pools, members, [run]) == [Follow(run, choose(key, members) or "")]
+    missing_first = Follower("poolruns", "ns", "routed", missing[0], together=("q",))
+    writes = place(pools, members, [missing_first])
+    assert not [write for write in writes if not isinstance(write, Follow)]

@@ -180,7 +180,7 @@ def place(
     if not members:
         return []
     followers = list(followers)
-    anchors = anchors_of(followers)
+    anchors = anchors_of(followers, pools)
     writes: list[Write] = []
     settled: dict[PoolKey, str] = {}
     for key, placed in sorted(pools.items()):
@@ -207,11 +207,18 @@ def place(
     return writes
 
 
-def anchors_of(followers: Iterable[Follower]) -> dict[PoolKey, PoolKey]:
-    """The pools that runs' routes tie together, each with the pool its group is placed by
-    (the least key of the group): the pools one run uses, and through them any other run's, go
-    to one replica. A pool no route ties is placed by its own key, and is absent here."""
+def anchors_of(
+    followers: Iterable[Follower], existing: Collection[PoolKey] = ()
+) -> dict[PoolKey, PoolKey]:
+    """The pools that runs' routes tie together, each with the pool its group is placed by: the
+    least key among the group's ``existing`` pools (the least key of all when none exists), so
+    the pools one run uses, and through them any other run's, go to one replica, and a route to
+    a pool not made yet moves none that is. A pool no route ties is placed by its own key, and
+    is absent here."""
     parent: dict[PoolKey, PoolKey] = {}
+
+    def rank(key: PoolKey) -> tuple[bool, PoolKey]:
+        return key not in existing, key
 
     def root(key: PoolKey) -> PoolKey:
         while parent.setdefault(key, key) != key:
@@ -222,7 +229,8 @@ def anchors_of(followers: Iterable[Follower]) -> dict[PoolKey, PoolKey]:
     for follower in followers:
         for other in follower.together:
             tied = sorted(
-                {root((follower.namespace, follower.pool)), root((follower.namespace, other))}
+                {root((follower.namespace, follower.pool)), root((follower.namespace, other))},
+                key=rank,
             )
             for key in tied[1:]:
                 parent[key] = tied[0]
