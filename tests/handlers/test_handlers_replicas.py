@@ -7,9 +7,14 @@ new replica is named, and only if nothing changed the pool meanwhile.
 
 from __future__ import annotations
 
+import asyncio
+import time
+from dataclasses import replace
 from typing import Any, cast
 
-from agentpool.handlers import replicas
+import pytest
+
+from agentpool.handlers import replicas, serving
 from agentpool.handlers.runtime import Runtime, Sharing
 from agentpool.io.agents import AgentClient
 from agentpool.io.kube import Conflict, Kube
@@ -164,3 +169,84 @@ def test_a_running_run_ties_the_pools_its_routes_name_and_an_ended_one_does_not(
     lease = replicas.follower_of("agentleases", run({"poolRef": {"name": "p"}}))
     assert lease is not None
     assert (lease.pool, lease.together) == ("p", ())
+
+
+class SlowPoolKube(PoolKube):
+    """Reading the pool takes until ``read`` is set; the replica's Leases can be read and go."""
+
+    def __init__(self) -> None:
+        super().__init__({REPLICA_LABEL: "r-a"}, {})
+        self.reading = asyncio.Event()
+        self.read = asyncio.Event()
+        self.deleted: list[str] = []
+
+    async def get_custom(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        self.reading.set()
+        await self.read.wait()
+        return {"metadata": dict(self.meta), "spec": {"image": "agent:1"}}
+
+    async def read_lease(self, namespace: str, name: str) -> dict[str, Any]:
+        return {"spec": {"holderIdentity": "r-a", "leaseDurationSeconds": 5}}
+
+    async def delete_lease(self, namespace: str, name: str) -> None:
+        self.deleted.append(name)
+
+
+async def test_a_call_that_came_in_as_the_replica_left_is_sent_on_at_once() -> None:
+    """A gateway call for a pool whose loop here has ended, still reading the pool as the replica
+    leaves, is told at once that this replica stops (its relayer sends it where the pool went),
+    rather than waiting for a loop that will never start until the stop cuts it."""
+    kube = SlowPoolKube()
+    here = runtime(kube)
+    waiting = asyncio.ensure_future(
+        serving.served_pool(here, "ns", "p", timeout=lambda _: 60.0, elsewhere_now=True)
+    )
+    await kube.reading.wait()
+    await replicas.leave(here, ME)
+    kube.read.set()
+    with pytest.raises(serving.NotServed, match="this replica stops"):
+        await asyncio.wait_for(waiting, 5.0)
+    assert kube.deleted, "the replica's Lease went"
+
+
+class GroupKube:
+    """The group's membership Leases, as listed; a replica that joins adds one."""
+
+    def __init__(self) -> None:
+        self.leases: list[dict[str, Any]] = []
+        self.listed = asyncio.Event()
+
+    def join(self, identity: str, gateway: str) -> None:
+        other = Sharing(name=ME.name, namespace=ME.namespace, identity=identity)
+        body = replicas.lease_body(other, other.member_lease, 5, time.time(), gateway)
+        self.leases.append(body)
+
+    async def list_leases(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        self.listed.set()
+        return list(self.leases)
+
+
+async def test_a_replica_that_left_still_learns_where_the_others_gateways_are() -> None:
+    """A stopping replica still passes on the calls it holds, for as long as it drains: a
+    replica that joins meanwhile (a rolling update's next pod) is reached at the gateway it
+    names, not at none."""
+    kube = GroupKube()
+    kube.join("r-b", "https://10.0.0.2:8443")
+    here = runtime(kube)
+    here.settings = replace(
+        here.settings, replicas=replace(here.settings.replicas, assign_seconds=0.01)
+    )
+    here.placements.left = True
+    assigning = asyncio.ensure_future(replicas.assign(here, ME, []))
+    try:
+        await asyncio.wait_for(kube.listed.wait(), 5.0)
+        kube.join("r-c", "https://10.0.0.3:8443")
+        kube.listed.clear()
+        await asyncio.wait_for(kube.listed.wait(), 5.0)
+        await asyncio.wait_for(kube.listed.wait(), 5.0)
+        assert here.placements.gateways == {
+            "r-b": "https://10.0.0.2:8443",
+            "r-c": "https://10.0.0.3:8443",
+        }
+    finally:
+        assigning.cancel()

@@ -183,15 +183,17 @@ async def assign(
     cancelled. Who holds the Lease and who is live are read once every ``assign_seconds``;
     what changes in between is placed at once. Before it first places anything, it lists what
     is at ``paths`` itself: its watches may not have, a run or lease of a pool not seen would be
-    placed as a pool that does not exist, and pools a run ties together as if it did not."""
+    placed as a pool that does not exist, and pools a run ties together as if it did not.
+    A replica that left reads on until cancelled, and writes nothing."""
     every = runtime.settings.replicas.assign_seconds
     listed = False
-    while not runtime.placements.left:
+    while True:
         tick = time.monotonic() + every
         try:
-            # Every replica reads who is live: its gateway passes calls on to them.
+            # Every replica reads who is live: its gateway passes calls on to them, a replica
+            # that left too, for the calls it still holds as it drains. It places nothing more.
             members = await live_members(runtime, sharing)
-            if await take_assigner(runtime, sharing):
+            if not runtime.placements.left and await take_assigner(runtime, sharing):
                 if not listed:
                     await list_placed(runtime, paths, namespaces)
                     listed = True

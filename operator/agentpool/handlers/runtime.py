@@ -133,6 +133,8 @@ class Pools:
     started: dict[PoolKey, asyncio.Event] = field(default_factory=dict)
     # Set once the served handle is dropped, for those waiting on it (:meth:`dropped`).
     dropping: dict[PoolKey, asyncio.Event] = field(default_factory=dict)
+    # This operator serves no pool it does not serve already (:meth:`stop_waiting`).
+    stopped: bool = False
 
     def get(self, key: PoolKey) -> PoolHandle | None:
         """The served pool's handle, or None when its loop does not run (yet)."""
@@ -178,7 +180,8 @@ class Pools:
 
     def stop_waiting(self) -> None:
         """Every wait for a pool to be served ends now, served or not: this operator serves
-        none it does not serve already (a replica that leaves)."""
+        none it does not serve already (a replica that leaves), nor will a wait begun later."""
+        self.stopped = True
         for event in self.started.values():
             event.set()
 
@@ -192,7 +195,7 @@ class Pools:
     async def wait(self, key: PoolKey, timeout: float) -> PoolHandle | None:
         """The pool's handle once its loop runs, or None if it does not start in time."""
         handle = self.served.get(key)
-        if handle is not None:
+        if handle is not None or self.stopped:
             return handle
         try:
             await asyncio.wait_for(self.started_event(key).wait(), timeout)
