@@ -165,11 +165,12 @@ class GatewaySettings:
     """How long a stopping operator's gateway lets the calls it is serving end, taking no new
     ones: calls whose pools this replica gave up are passed on to where they went, and a
     rolling update of the operator cuts none. Within the pod's termination grace period."""
-    drain_linger_seconds: float = 1.0
+    drain_linger_seconds: float = 2.0
     """How long a stopping gateway keeps its kept-alive connections open at least, answering
-    what arrives on them 503 Unavailable: another replica that passed calls to this one sends
-    them again where their pools went (it learns within about a second), rather than lose
-    them to a closed socket."""
+    what arrives on them 503 Unavailable, before it closes those left idle: another replica
+    that passed calls to this one sends them again where their pools went, rather than lose
+    them to a closed socket. Twice the time the others take to see this one's pools placed
+    anew (about a second)."""
     peers_seconds: float = 2.0
     """How often a replica with peers reads the kopf peering object to tell whether it acts,
     which its gateway's readiness says: the Service follows a hand-over within about this long

@@ -315,3 +315,22 @@ async def test_a_drain_gives_up_at_its_deadline_and_stop_ends_the_rest() -> None
     async with asyncio.timeout(10):
         await echo.cancelled.wait()
     writer.close()
+
+
+async def test_a_drain_closes_the_kept_connections_left_idle_once_it_has_lingered() -> None:
+    """A kept-alive connection on which nothing came while the drain lingered is closed as the
+    drain ends, in good order, not left open for the stop to cut: a client that sends on it
+    then would lose its request to a reset, with no way to tell it was never served."""
+    echo = Echo()
+    server = HttpServer(echo, body_limit=LIMIT, too_large=lambda: Response(413, b""), tls=None)
+    port = await server.start("127.0.0.1", 0)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(post("/first", b""))
+        assert (await read_answer(reader))[0] == 200
+        await server.drain(10, linger=0.05)
+        async with asyncio.timeout(10):
+            assert await reader.read() == b"", "closed by the server once the drain is over"
+        writer.close()
+    finally:
+        await server.stop()

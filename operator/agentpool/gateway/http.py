@@ -26,6 +26,7 @@ import collections
 import contextlib
 import http
 import json
+import logging
 import math
 import ssl
 from collections.abc import Awaitable, Callable
@@ -47,6 +48,8 @@ SWEEP_SECONDS = 1.0
 BODY_BUFFER = 256 * 1024
 #: Statuses whose answers have no body (RFC 9110 6.4.1).
 _BODILESS = frozenset({204, 304})
+
+log = logging.getLogger(__name__)
 
 
 class Body:
@@ -297,6 +300,7 @@ class _Connection(asyncio.Protocol):
         self._body_size = 0
         self._ready: list[tuple[Request, bool]] = []
         self._task: asyncio.Task[None] | None = None
+        self._serving: Request | None = None  # the request ``_task`` serves
         self._streamed: Request | None = None  # the streamed request being read, if any
         self._body_paused = False
         self._writable: asyncio.Event | None = None  # set while the caller keeps up
@@ -496,6 +500,14 @@ class _Connection(asyncio.Protocol):
         """Whether a request is arriving, waiting or being served."""
         return self._task is not None or bool(self._ready) or self._arriving
 
+    def doing(self) -> str:
+        """What keeps the connection busy, for a log line."""
+        if self._task is not None and self._serving is not None:
+            return f"serving {self._serving.method} {self._serving.target or self._serving.path}"
+        if self._ready:
+            return f"{len(self._ready)} request(s) waiting to be served"
+        return "a request arriving" if self._arriving else "idle"
+
     @property
     def closing(self) -> bool:
         return self._transport is None or self._transport.is_closing()
@@ -511,6 +523,7 @@ class _Connection(asyncio.Protocol):
         if not self._ready or self._transport is None:
             return
         request, keep_alive = self._ready.pop(0)
+        self._serving = request
         if request.answer is None:
             request.answer = Stream(
                 self,
@@ -614,6 +627,11 @@ class _Connection(asyncio.Protocol):
     def _disarm(self) -> None:
         self.deadline = math.inf
 
+    def close_idle(self) -> None:
+        """Close the connection in good order if no request is on it."""
+        if not self.busy and self._transport is not None:
+            self._transport.close()
+
     def expire(self) -> None:
         """Idle too long, a request too slow to arrive, or a refused body read long enough: the
         connection goes."""
@@ -690,8 +708,9 @@ class HttpServer:
         what is left. A pod going does this: the Service stops sending to it, and what it was
         already serving is not cut. Kept-alive connections stay open for ``linger`` at least
         (within ``seconds``), so a client that sends on one as the drain begins gets the
-        handler's answer (the gateway's: 503, send again) rather than a closed socket; the
-        handler tells new requests from those in progress by :attr:`draining`."""
+        handler's answer (the gateway's: 503, send again) rather than a closed socket, and are
+        closed in good order then; the handler tells new requests from those in progress by
+        :attr:`draining`."""
         if self._server is None:
             return
         loop = asyncio.get_running_loop()
@@ -699,10 +718,22 @@ class HttpServer:
         self._server.close()
         self.draining = True
         self.settle()
-        with contextlib.suppress(TimeoutError):
+        try:
             await asyncio.wait_for(self._settled.wait(), seconds)
+        except TimeoutError:
+            busy = sorted(c.doing() for c in self.connections if c.busy)
+            log.warning(
+                "stopping after %gs with %d request(s) unanswered, cut now: %s",
+                seconds,
+                len(busy),
+                "; ".join(busy),
+            )
         if self.connections and loop.time() < until:
             await asyncio.sleep(until - loop.time())
+        # Those left idle are closed now: their clients see them end and connect again (refused,
+        # so sent elsewhere), rather than send on them and meet the stop's reset, unanswered.
+        for connection in list(self.connections):
+            connection.close_idle()
 
     async def stop(self) -> None:
         if self._sweeper is not None:
