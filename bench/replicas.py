@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import signal
 import socket
 import ssl
@@ -126,7 +127,8 @@ async def call(
             if response.status == 200 and json.loads(body).get("output") == {"n": n}:
                 return True
             error = json.loads(body).get("error") or {}
-            message = str(error.get("message") or "")[:70]
+            # Grouped by what went wrong, not by which replica's address it names.
+            message = re.sub(r"https://[^ )]+", "GATEWAY", str(error.get("message") or ""))
             FAILURES[f"{response.status} {error.get('reason')}: {message}"] += 1
             return False
     except (aiohttp.ClientError, TimeoutError, ValueError) as error:
