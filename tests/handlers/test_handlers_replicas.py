@@ -8,6 +8,7 @@ new replica is named, and only if nothing changed the pool meanwhile.
 from __future__ import annotations
 
 import asyncio
+import copy
 import time
 from dataclasses import replace
 from typing import Any, cast
@@ -210,20 +211,38 @@ async def test_a_call_that_came_in_as_the_replica_left_is_sent_on_at_once() -> N
 
 
 class GroupKube:
-    """The group's membership Leases, as listed; a replica that joins adds one."""
+    """The group's membership Leases, as listed, each with a resourceVersion; a replica that
+    joins adds one, and a delete may be conditional on the version read."""
 
     def __init__(self) -> None:
         self.leases: list[dict[str, Any]] = []
         self.listed = asyncio.Event()
+        self.version = 0
 
-    def join(self, identity: str, gateway: str) -> None:
+    def join(self, identity: str, gateway: str, *, seconds: int = 5) -> None:
         other = Sharing(name=ME.name, namespace=ME.namespace, identity=identity)
-        body = replicas.lease_body(other, other.member_lease, 5, time.time(), gateway)
+        body = replicas.lease_body(other, other.member_lease, seconds, time.time(), gateway)
+        self.version += 1
+        body["metadata"]["resourceVersion"] = str(self.version)
         self.leases.append(body)
+
+    def renew(self, identity: str) -> None:
+        for lease in self.leases:
+            if lease["spec"]["holderIdentity"] == identity:
+                self.version += 1
+                lease["metadata"]["resourceVersion"] = str(self.version)
 
     async def list_leases(self, namespace: str, selector: str) -> list[dict[str, Any]]:
         self.listed.set()
-        return list(self.leases)
+        return [copy.deepcopy(lease) for lease in self.leases]
+
+    async def delete_lease(
+        self, namespace: str, name: str, *, resource_version: str | None = None
+    ) -> None:
+        (lease,) = [lease for lease in self.leases if lease["metadata"]["name"] == name]
+        if resource_version not in (None, lease["metadata"]["resourceVersion"]):
+            raise Conflict("leases: Conflict")
+        self.leases.remove(lease)
 
 
 async def test_a_replica_that_left_still_learns_where_the_others_gateways_are() -> None:
@@ -250,3 +269,20 @@ async def test_a_replica_that_left_still_learns_where_the_others_gateways_are() 
         }
     finally:
         assigning.cancel()
+
+
+async def test_the_lease_of_a_replica_killed_is_deleted_unless_it_was_renewed_since() -> None:
+    """A killed replica never gives its Lease up. The assigner deletes it once lapsed: a replica
+    started later would count it live for a whole duration from its first sight of it, and give
+    pools to nobody. One renewed after it was read (the replica was only slow) stays."""
+    kube = GroupKube()
+    kube.join("r-b", "https://10.0.0.2:8443")
+    kube.join("r-gone", "https://10.0.0.9:8443", seconds=0)
+    kube.join("r-slow", "https://10.0.0.8:8443", seconds=0)
+    here = runtime(kube)
+    live, lapsed = await replicas.live_members(here, ME)
+    assert live == {"r-b"}
+    assert here.placements.gateways == {"r-b": "https://10.0.0.2:8443"}
+    kube.renew("r-slow")
+    await replicas.forget_lapsed(here, ME, lapsed)
+    assert [lease["spec"]["holderIdentity"] for lease in kube.leases] == ["r-b", "r-slow"]

@@ -185,7 +185,8 @@ def test_a_crashed_replica_gives_only_its_own_pools_and_loses_nothing(
 ) -> None:
     """Three replicas; the one SIGKILLed works on a pool with a Bound lease and one with a run
     halfway: they go to the others and no other pool moves; the lease stays Bound to its agent;
-    the run ends with every item recorded; a run on another replica's pool runs untouched."""
+    the run ends with every item recorded; a run on another replica's pool runs untouched; the
+    Lease the killed replica could not give up is deleted."""
     api, directory = replica_cluster.api, replica_cluster.dir
     replicas = [replica_cluster.replica(name) for name in ("r-a", "r-b", "r-c")]
     for replica in replicas:
@@ -211,6 +212,19 @@ def test_a_crashed_replica_gives_only_its_own_pools_and_loses_nothing(
         call_everywhere(api, namespace, survivors, [running, stays], replica_cluster.group)
         assert_runs_whole(api, namespace, record, moved="moved", stayed="stayed", recorded=recorded)
         assert_lease_kept(api, namespace, leased, agent, after[leased])
+        # Deleted once lapsed: a replica started later would count it live for a while.
+        coordination = kubernetes.client.CoordinationV1Api(api.client)
+        killed = replica_cluster.lease_name("r-c")
+        wait_for(
+            lambda: (
+                killed
+                not in {
+                    lease.metadata.name
+                    for lease in coordination.list_namespaced_lease("default").items
+                }
+            ),
+            "the killed replica's Lease deleted",
+        )
     finally:
         show_logs(replicas)
 

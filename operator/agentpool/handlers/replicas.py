@@ -119,9 +119,9 @@ async def renew_membership(runtime: Runtime, sharing: Sharing) -> None:
         await runtime.kube.create_lease(sharing.namespace, body)
 
 
-async def live_members(runtime: Runtime, sharing: Sharing) -> set[str]:
-    """The replicas of the group whose Lease is live; their gateways noted in
-    :attr:`Runtime.placements`."""
+async def live_members(runtime: Runtime, sharing: Sharing) -> tuple[set[str], list[RawBody]]:
+    """The replicas of the group whose Lease is live, their gateways noted in
+    :attr:`Runtime.placements`; and the member Leases that lapsed."""
     leases = await runtime.kube.list_leases(sharing.namespace, f"{SHARE_LABEL}={sharing.name}")
     members = [lease for lease in leases if lease["metadata"]["name"] != sharing.assigner_lease]
     now, sightings = time.monotonic(), runtime.placements.sightings
@@ -136,7 +136,21 @@ async def live_members(runtime: Runtime, sharing: Sharing) -> set[str]:
         # This replica's own credentials go with a call passed on: over HTTPS only.
         and str(gateway).startswith("https://")
     }
-    return live
+    lapsed = [lease for lease in members if not seen[lease["metadata"]["name"]].live(now)]
+    return live, lapsed
+
+
+async def forget_lapsed(runtime: Runtime, sharing: Sharing, lapsed: list[RawBody]) -> None:
+    """Delete the Leases of replicas gone without giving them up (killed): a replica that
+    starts later counts a Lease it has not seen before as renewed then, and would give pools
+    to a gone one for a whole duration. Each as read: one renewed since stays."""
+    for lease in lapsed:
+        meta = lease["metadata"]
+        with contextlib.suppress(ObjectNotFound, Conflict):
+            await runtime.kube.delete_lease(
+                sharing.namespace, meta["name"], resource_version=meta.get("resourceVersion")
+            )
+            log.info("replica %s is gone: its Lease is deleted", Held.of(lease).holder)
 
 
 def seen_now(sightings: placement.Sightings, lease: RawBody, now: float) -> Held:
@@ -192,8 +206,9 @@ async def assign(
         try:
             # Every replica reads who is live: its gateway passes calls on to them, a replica
             # that left too, for the calls it still holds as it drains. It places nothing more.
-            members = await live_members(runtime, sharing)
+            members, lapsed = await live_members(runtime, sharing)
             if not runtime.placements.left and await take_assigner(runtime, sharing):
+                await forget_lapsed(runtime, sharing, lapsed)
                 if not listed:
                     await list_placed(runtime, paths, namespaces)
                     listed = True

@@ -730,8 +730,19 @@ class Kube:
             read=False,
         )
 
-    async def delete_lease(self, namespace: str, name: str) -> None:
+    async def delete_lease(
+        self, namespace: str, name: str, *, resource_version: str | None = None
+    ) -> None:
+        """Delete the Lease; with ``resource_version``, only as read then (Conflict if it
+        changed since)."""
+        options = None
+        if resource_version is not None:
+            options = {"preconditions": {"resourceVersion": resource_version}}
         with contextlib.suppress(ObjectNotFound):
             await self.request(
-                "DELETE", f"{self._leases(namespace)}/{name}", resource="leases", read=False
+                "DELETE",
+                f"{self._leases(namespace)}/{name}",
+                body=options,
+                resource="leases",
+                read=False,
             )
