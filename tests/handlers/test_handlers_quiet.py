@@ -1,4 +1,4 @@
-"""A steady pool costs the operator next to nothing: its loop looks at it once a minute, not
+"""A steady pool costs the operator next to nothing: its loop looks at it once in five minutes, not
 every few seconds, and wakes at once when something happens to it (its first checkout, a pod
 event); while its agents are busy it passes as often as before, so its demand is sampled."""
 
@@ -44,10 +44,10 @@ def served(runtime: Runtime) -> PoolHandle:
 
 
 @pytest.mark.looptime
-async def test_a_steady_pool_is_looked_at_once_a_minute_and_woken_by_its_first_checkout(
+async def test_a_steady_pool_is_looked_at_once_in_five_minutes_and_woken_by_its_first_checkout(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Two agents Ready and free: the loop passes once a minute (not every 5 s); a checkout
+    """Two agents Ready and free: the loop passes once in five minutes (not every 5 s); a checkout
     wakes it at once, and while the agent is busy it passes every 5 s again."""
     kube = PodsKube()
     runtime = runtime_of(kube)
@@ -81,9 +81,9 @@ async def test_a_steady_pool_is_looked_at_once_a_minute_and_woken_by_its_first_c
         handle.poke()  # the pod events
         await until(lambda: handle.quiet)
         before = len(passes)
-        await asyncio.sleep(180)
+        await asyncio.sleep(900)
         quiet_passes = passes[before:]
-        assert 2 <= len(quiet_passes) <= 4, quiet_passes  # every 60 s, where 5 s made 36
+        assert 2 <= len(quiet_passes) <= 4, quiet_passes  # every 300 s, where 5 s made 180
 
         checkout = await handle.broker.checkout(timeout=1, holder="x")
         woken_at, before = loop.time(), len(passes)

@@ -35,7 +35,7 @@ def test_a_deleted_token_secret_is_recreated_and_new_agents_start(api: Api, name
     """Delete the token Secret of a running pool, then lose its agent: the replacement turns
     Ready (not stuck in CreateContainerConfigError), as the operator re-creates the Secret
     before it creates the agent and says so in an Event, and a run through the pool succeeds.
-    A steady pool looks for its Secret once a minute only; what needs it is a new agent."""
+    A steady pool looks for its Secret once in five minutes only; what needs it is a new agent."""
     api.create("agentpools", namespace, "p", pool_spec("echo", minSize=1))
     ready_pool(api, namespace, "p", 1)
     api.core.delete_namespaced_secret("p-agent-token", namespace)

@@ -4,7 +4,7 @@ The token is the operator's own credential towards its agents. The pool loop cal
 :func:`open_token` when it starts (reading the Secret, or minting a token when there is none) and
 :func:`keep_token_secret` on its passes (at most every few seconds), which puts back a Secret a user
 deleted, with the token the agents already hold, so that new agents can start: a pass comes
-before every agent the pool creates, and at least once a minute.
+before every agent the pool creates, and at least once every five minutes.
 """
 
 from __future__ import annotations

@@ -5,10 +5,10 @@ and besides at the latest when a rule of time could change something: every seco
 overflow, lifetimes or waiters are in play, to honour them to the second; every few seconds while
 agents start, fail, retire or the pool is troubled. A steady pool (every agent Ready, sound and
 free, nothing troubled, nothing pending) has no rule of time left: it is looked at only as a
-safety net, once a minute, and its first checkout wakes it (see ``Broker.wake_on_checkout``), so
-a thousand idle pools cost the operator next to nothing. Its retirements are reported as Events,
-and those that shrank the pool count toward the size change it reports. Called by
-:mod:`agentpool.handlers.pools`; pure.
+safety net, once every five minutes, and its first checkout wakes it (see
+``Broker.wake_on_checkout``), so a thousand idle pools cost the operator next to nothing. Its
+retirements are reported as Events, and those that shrank the pool count toward the size change
+it reports. Called by :mod:`agentpool.handlers.pools`; pure.
 """
 
 from __future__ import annotations
