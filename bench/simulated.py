@@ -12,7 +12,7 @@ the next size is tried. A size is measured in these steps:
 - RSS: the operator's resident memory once settled (``VmRSS``); per pool and per agent come from
   a least-squares fit ``rss = base + a * pools + b * agents`` over the sizes reached; and the
   operator's CPU while nothing happens, in cores, read over ``IDLE_SECONDS`` from
-  ``GRACE_SECONDS`` after the last pool turned Ready (its pools' passes, a steady pool's once a
+  ``GRACE_SECONDS`` after the last pool turned Ready (its pools' passes, a steady pool's once in
   minute);
 - warm checkout p99: runs on up to ``SAMPLES`` pools spread over the namespace, at ``cap`` half
   the pool, so an idle agent always waits; from the operator's ``agentpool_checkout_seconds``
@@ -44,6 +44,7 @@ from typing import Any
 import aiohttp
 
 from agentpool.local.kubeconfig import ApiAccess
+from agentpool.settings import PoolSettings
 from bench.harness import (
     ClusterProcess,
     Kube,
@@ -71,11 +72,11 @@ IMAGE = "agentpool:0.1.0"
 API_SERVER = "local"
 #: Seconds from the last pool reporting all its agents Ready until the idle CPU is read: two
 #: of a pool's idle passes, so every pool has looked at itself since its last agent turned Ready
-#: (a steady pool then goes quiet, looked at once a minute).
+#: (a steady pool then goes quiet, looked at once every ``quiet_pass_seconds``).
 GRACE_SECONDS = 10.0
 #: Seconds over which the settled operator's idle CPU is read: a whole quiet pass, so each steady
-#: pool's once-a-minute look falls within it.
-IDLE_SECONDS = 60.0
+#: pool's look falls within it once (``--quick`` reads a shorter while).
+IDLE_SECONDS = PoolSettings().quiet_pass_seconds
 
 
 def spread(names: list[str], count: int) -> list[str]:
@@ -168,7 +169,10 @@ def warm_buckets(text: str) -> list[tuple[float, float]]:
 class Size:
     """One size on a fresh simulated cluster and operator: created, settled, measured."""
 
-    def __init__(self, work: Path, pools: int, per_pool: int, budget: float) -> None:
+    def __init__(
+        self, work: Path, pools: int, per_pool: int, budget: float, idle: float = IDLE_SECONDS
+    ) -> None:
+        self.idle_seconds = idle
         self.dir = work / f"simulated-{pools}x{per_pool}"
         self.pools, self.per_pool = pools, per_pool
         self.deadline = time.monotonic() + budget
@@ -266,6 +270,7 @@ class Size:
             "settle_operator_cpu_seconds": round(operator_cpu, 1),
             "settle_cluster_cpu_seconds": round(cluster_cpu, 1),
             "idle_operator_cpu_cores": round(idle, 3),
+            "idle_window_seconds": self.idle_seconds,
             "rss_mib": round(rss / 1024, 1),
             "checkout_p99_ms": round(checkout * 1000, 2),
             "plan_p50_ms": round(percentile(plans, 50), 1),
@@ -279,8 +284,8 @@ class Size:
 
     async def rss_kib(self) -> int:
         assert self.operator is not None
-        # A few passes of the idle pool loops between samples; three make IDLE_SECONDS.
-        await asyncio.sleep(IDLE_SECONDS / 3)
+        # A few passes of the idle pool loops between samples; three make the idle window.
+        await asyncio.sleep(self.idle_seconds / 3)
         return self.operator.memory_kib("VmRSS")
 
     async def settled(self, sizes: dict[str, int]) -> None:
@@ -377,14 +382,17 @@ class Size:
         return known, whole, busy, agent_states(text, set(sampled))
 
 
-async def run(work: Path, *, sizes: int, budget: float) -> dict[str, Any]:
-    """Scenario 7 over the first ``sizes`` sizes, each within ``budget`` seconds."""
+async def run(
+    work: Path, *, sizes: int, budget: float, idle: float = IDLE_SECONDS
+) -> dict[str, Any]:
+    """Scenario 7 over the first ``sizes`` sizes, each within ``budget`` seconds, the idle CPU
+    read over ``idle`` seconds."""
     steps: list[dict[str, Any]] = []
     unreached: list[dict[str, Any]] = []
     missed: list[str] = []
     for pools, per_pool in SIZES[:sizes]:
         print(f"   {pools} pools x {per_pool} agents", flush=True)
-        size = Size(work, pools, per_pool, budget)
+        size = Size(work, pools, per_pool, budget, idle)
         try:
             steps.append(await size.measure())
             print(f"   {steps[-1]}", flush=True)
