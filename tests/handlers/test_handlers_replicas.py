@@ -18,7 +18,7 @@ import pytest
 from agentpool.handlers import replicas, serving
 from agentpool.handlers.runtime import Runtime, Sharing
 from agentpool.io.agents import AgentClient
-from agentpool.io.kube import Conflict, Kube
+from agentpool.io.kube import Conflict, Kube, ObjectNotFound
 from agentpool.pool.placement import HANDOVER_ANNOTATION, REPLICA_LABEL, Assign, HandOver, Placed
 
 ME = Sharing(name="agentpool", namespace="agentpool-system", identity="r-a")
@@ -286,3 +286,30 @@ async def test_the_lease_of_a_replica_killed_is_deleted_unless_it_was_renewed_si
     kube.renew("r-slow")
     await replicas.forget_lapsed(here, ME, lapsed)
     assert [lease["spec"]["holderIdentity"] for lease in kube.leases] == ["r-b", "r-slow"]
+
+
+class RenewKube(GroupKube):
+    """A group whose Leases can be renewed and created, as the API server keeps them."""
+
+    async def patch_lease(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        if not [lease for lease in self.leases if lease["metadata"]["name"] == name]:
+            raise ObjectNotFound(name)
+
+    async def create_lease(self, namespace: str, body: dict[str, Any]) -> None:
+        self.leases.append(body)
+
+
+async def test_a_sharing_replica_is_ready_once_it_has_joined_and_until_it_leaves() -> None:
+    """A rolling update stops an old pod once the new one is Ready: the new one must be among
+    the replicas by then, or the old one's pools would go to the others only. Once it leaves
+    (stopping), it is not Ready: the Service stops sending it calls."""
+    kube = RenewKube()
+    here = runtime(kube)
+    assert not here.ready(), "not yet among the replicas"
+    await replicas.renew_membership(here, ME)
+    assert [lease["metadata"]["name"] for lease in kube.leases] == [ME.member_lease]
+    assert here.ready()
+    await replicas.leave(here, ME)
+    assert not here.ready()
+    alone = runtime(kube, sharing=None)
+    assert alone.ready(), "acting alone, it is ready from the start"

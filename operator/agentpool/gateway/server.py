@@ -314,7 +314,9 @@ class GatewayServer:
             if self._ready():
                 return Response(200, b"ok", content_type="text/plain")
             return Response(
-                503, b"not serving calls: another replica does", content_type="text/plain"
+                503,
+                b"not serving calls: a standby, or not among the replicas (yet, or any more)",
+                content_type="text/plain",
             )
         return self._not_found(request.path)
 

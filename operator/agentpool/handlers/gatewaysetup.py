@@ -96,7 +96,7 @@ async def open_gateway(runtime: Runtime, options: GatewayOptions) -> OpenGateway
         access=access,
         settings=settings,
         tls=context,
-        ready=lambda: runtime.serving,
+        ready=runtime.ready,
         peers=peers,
     )
     await server.start(options.host, options.port)

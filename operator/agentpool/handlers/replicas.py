@@ -117,6 +117,7 @@ async def renew_membership(runtime: Runtime, sharing: Sharing) -> None:
             return  # deleted as it leaves, while this renewal was on its way
         body = lease_body(sharing, sharing.member_lease, seconds, time.time(), gateway)
         await runtime.kube.create_lease(sharing.namespace, body)
+    runtime.placements.joined = True
 
 
 async def live_members(runtime: Runtime, sharing: Sharing) -> tuple[set[str], list[RawBody]]:

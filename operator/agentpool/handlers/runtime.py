@@ -406,6 +406,8 @@ class Placements:
     gateways: dict[str, str] = field(default_factory=dict)
     # When this replica saw each Lease of the group renewed, by its own clock.
     sightings: Sightings = field(default_factory=Sightings)
+    # This replica's Lease was written: the others count it among them (it is Ready from then).
+    joined: bool = False
     # This replica has given its Leases up (it exits): it renews and takes none again.
     left: bool = False
     # Pools that left this replica's own watch (relabelled away): their loops end here. kopf
@@ -496,6 +498,13 @@ class Runtime:
     # With replicas sharing the pools: this replica, and what it saw of their placement.
     sharing: Sharing | None = None
     placements: Placements = field(default_factory=Placements)
+
+    def ready(self) -> bool:
+        """Whether the gateway says Ready: acting (not a paused standby), and sharing, among
+        the replicas (its Lease written, and not given up as it stops)."""
+        if self.sharing is None:
+            return self.serving
+        return self.serving and self.placements.joined and not self.placements.left
 
     def elsewhere(self, key: PoolKey) -> bool:
         """Whether another replica works on the pool ``key`` (or is taking it), as the
