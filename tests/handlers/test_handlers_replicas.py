@@ -313,3 +313,31 @@ async def test_a_sharing_replica_is_ready_once_it_has_joined_and_until_it_leaves
     assert not here.ready()
     alone = runtime(kube, sharing=None)
     assert alone.ready(), "acting alone, it is ready from the start"
+
+
+class SlowWrites:
+    """Every label write takes ``seconds``, as against a loaded API server."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.written: list[tuple[str, str]] = []
+
+    async def patch_metadata(
+        self, plural: str, namespace: str, name: str, metadata: dict[str, Any]
+    ) -> None:
+        await asyncio.sleep(self.seconds)
+        self.written.append((namespace, name))
+
+
+async def test_the_assigner_stops_writing_when_its_time_is_up_to_renew_its_lease() -> None:
+    """A thousand pools to place take longer than the assigner's Lease lasts: it stops at its
+    deadline and renews before it places the rest, or another replica takes the Lease meanwhile
+    and two assigners write at once."""
+    kube = SlowWrites(0.01)
+    here = runtime(kube)
+    for index in range(200):
+        here.placements.pools[("ns", f"p{index:03d}")] = Placed()
+    await replicas.place_until(here, {"r-a", "r-b"}, time.monotonic() + 0.2)
+    assert 0 < len(kube.written) < 200, "stopped at the deadline"
+    await replicas.place_all(here, {"r-a", "r-b"}, time.monotonic() + 3600)
+    assert sorted(set(kube.written)) == sorted(here.placements.pools), "the rest, next round"

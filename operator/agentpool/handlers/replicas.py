@@ -237,7 +237,7 @@ async def place_until(runtime: Runtime, members: set[str], deadline: float) -> N
     # A replica that left writes nothing more: another is the assigner now.
     while not runtime.placements.left:
         changed.clear()
-        await place_all(runtime, members)
+        await place_all(runtime, members, deadline)
         left = deadline - time.monotonic()
         if left <= 0:
             return
@@ -247,12 +247,14 @@ async def place_until(runtime: Runtime, members: set[str], deadline: float) -> N
             return
 
 
-async def place_all(runtime: Runtime, members: set[str]) -> None:
-    """Write every label the live replicas ``members`` call for, as one assigner pass."""
+async def place_all(runtime: Runtime, members: set[str], deadline: float) -> None:
+    """Write every label the live replicas ``members`` call for, as one assigner pass, until
+    ``deadline``: the assigner renews its Lease then, before it writes the rest (a thousand
+    pools to place take longer than the Lease lasts, and another replica would take it)."""
     seen = runtime.placements
     writes = placement.place(seen.pools, members, list(seen.followers.values()))
     for write in writes:
-        if seen.left:
+        if seen.left or time.monotonic() >= deadline:
             return
         try:
             await apply(runtime, write)
