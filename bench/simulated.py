@@ -167,23 +167,37 @@ def warm_buckets(text: str) -> list[tuple[float, float]]:
 
 
 class Size:
-    """One size on a fresh simulated cluster and operator: created, settled, measured."""
+    """One size on a fresh simulated cluster and operator: created, settled, measured. With
+    ``replicas`` above one, as many operator replicas share the pools (``--share``): CPU and
+    memory are their sums, metrics are read from each, and the recovery SIGKILLs the one that
+    works on the most pools held busy, for the others to take them (none is started again)."""
 
     def __init__(
-        self, work: Path, pools: int, per_pool: int, budget: float, idle: float = IDLE_SECONDS
+        self,
+        work: Path,
+        pools: int,
+        per_pool: int,
+        budget: float,
+        idle: float = IDLE_SECONDS,
+        replicas: int = 1,
     ) -> None:
         self.idle_seconds = idle
-        self.dir = work / f"simulated-{pools}x{per_pool}"
+        self.replicas = replicas
+        suffix = f"-{replicas}r" if replicas > 1 else ""
+        self.dir = work / f"simulated-{pools}x{per_pool}{suffix}"
         self.pools, self.per_pool = pools, per_pool
         self.deadline = time.monotonic() + budget
         self.names = [f"p{i:04d}" for i in range(pools)]
-        self.port = free_port()
+        self.ports = [free_port() for _ in range(replicas)]
+        self.port = self.ports[0]
         self.cluster = ClusterProcess(
             self.dir / "cluster",
             command=("-m", "bench.simcluster"),
             options=("--delay", str(ECHO_SECONDS)),
         )
         self.operator: OperatorProcess | None = None
+        # Every replica, the first being ``operator``; those SIGKILLed are dropped.
+        self.operators: list[OperatorProcess] = []
         self.session = aiohttp.ClientSession(trust_env=False)
         self.kube: Kube | None = None
         self.ready_agents = 0
@@ -194,7 +208,7 @@ class Size:
         process = operator.process if operator is not None else None
         rss = None
         if operator is not None and process is not None and process.poll() is None:
-            rss = round(operator.memory_kib("VmRSS") / 1024, 1)
+            rss = round(self.memory_kib() / 1024, 1)
         return {
             "pools": self.pools,
             "agents": self.pools * self.per_pool,
@@ -208,30 +222,54 @@ class Size:
             raise TimeoutError(f"{self.pools} pools x {self.per_pool} did not finish in time")
         return left
 
-    def start_operator(self) -> OperatorProcess:
+    def start_operator(self, index: int = 0) -> OperatorProcess:
+        args: tuple[str, ...] = ()
+        log = self.dir / "operator.log"
+        if self.replicas > 1:
+            # Each replica keeps its journals apart, as each pod has an emptyDir of its own.
+            log = self.dir / f"operator-{index}.log"
+            state = self.dir / f"operator-{index}-state"
+            args = ("--share", "simulated", "--state-dir", str(state))
         operator = OperatorProcess(
-            self.cluster.kubeconfig, self.dir / "operator.log", metrics_port=self.port
+            self.cluster.kubeconfig, log, metrics_port=self.ports[index], args=args
         )
         operator.start()
-        self.operator = operator
+        if index == 0:
+            self.operator = operator
+        self.operators = [o for o in self.operators if o.metrics_port != operator.metrics_port]
+        self.operators.insert(index, operator)
         return operator
+
+    def cpu_seconds(self) -> float:
+        return sum(operator.cpu_seconds() for operator in self.operators)
+
+    def memory_kib(self) -> int:
+        return sum(operator.memory_kib("VmRSS") for operator in self.operators)
+
+    async def metrics(self) -> str:
+        """Every live replica's metrics, one after the other (the parsers sum them)."""
+        texts = [await metrics(self.session, o.metrics_port) for o in self.operators]
+        return "\n".join(texts)
 
     async def close(self) -> None:
         if self.kube is not None:
             await self.kube.close()
         await self.session.close()
-        if self.operator is not None:
-            await asyncio.to_thread(self.operator.stop)
+        for operator in self.operators:
+            await asyncio.to_thread(operator.stop)
         await asyncio.to_thread(self.cluster.stop)
 
     async def measure(self) -> dict[str, Any]:
         await asyncio.to_thread(self.cluster.start)
         self.kube = kube = Kube(ApiAccess.from_kubeconfig(self.cluster.kubeconfig))
-        await self.start_operator().wait_ready(self.session)
+        for index in range(self.replicas):
+            self.start_operator(index)
+        for operator in self.operators:
+            await operator.wait_ready(self.session)
         await kube.new_namespace(NAMESPACE)
         assert self.operator is not None
         assert self.cluster.process is not None
-        cpu = (self.operator.cpu_seconds(), process_cpu_seconds(self.cluster.process.pid))
+        cpu = (self.cpu_seconds(), process_cpu_seconds(self.cluster.process.pid))
         # Other work on the same cores slows both processes: each step says how loaded it was.
         load = " ".join(f"{value:.2f}" for value in os.getloadavg())
         began = time.monotonic()
@@ -250,12 +288,12 @@ class Size:
         await asyncio.gather(*(create(name) for name in self.names))
         await self.settled({name: self.per_pool for name in self.names})
         settle = time.monotonic() - began
-        operator_cpu = self.operator.cpu_seconds() - cpu[0]
+        operator_cpu = self.cpu_seconds() - cpu[0]
         cluster_cpu = process_cpu_seconds(self.cluster.process.pid) - cpu[1]
         await asyncio.sleep(GRACE_SECONDS)
-        idle_from, idle_began = self.operator.cpu_seconds(), time.monotonic()
+        idle_from, idle_began = self.cpu_seconds(), time.monotonic()
         rss = sorted([await self.rss_kib(), await self.rss_kib(), await self.rss_kib()])[1]
-        idle = (self.operator.cpu_seconds() - idle_from) / (time.monotonic() - idle_began)
+        idle = (self.cpu_seconds() - idle_from) / (time.monotonic() - idle_began)
         sampled = spread(self.names, SAMPLES)
         checkout = await self.warm_checkouts(sampled)
         plans = [await self.spec_change(name) for name in sampled]
@@ -264,6 +302,7 @@ class Size:
             "pools": self.pools,
             "agents": self.pools * self.per_pool,
             "agents_per_pool": self.per_pool,
+            "replicas": self.replicas,
             "api_server": API_SERVER,
             "load_average": load,
             "settle_seconds": round(settle, 1),
@@ -283,10 +322,9 @@ class Size:
         }
 
     async def rss_kib(self) -> int:
-        assert self.operator is not None
         # A few passes of the idle pool loops between samples; three make the idle window.
         await asyncio.sleep(self.idle_seconds / 3)
-        return self.operator.memory_kib("VmRSS")
+        return self.memory_kib()
 
     async def settled(self, sizes: dict[str, int]) -> None:
         async def all_ready() -> bool:
@@ -318,7 +356,7 @@ class Size:
             return all(finished(run) for run in runs)
 
         await until(done, timeout=self.left(), what="the warm runs", interval=0.5)
-        return histogram_quantile(warm_buckets(await metrics(self.session, self.port)), 0.99)
+        return histogram_quantile(warm_buckets(await self.metrics()), 0.99)
 
     async def spec_change(self, name: str) -> float:
         """Raise the pool by one; ms until its status shows the new replica count."""
@@ -338,7 +376,8 @@ class Size:
     async def recovery(
         self, sampled: list[str]
     ) -> tuple[float | None, float | None, int, dict[str, int]]:
-        """Hold every agent of ``sampled`` busy, SIGKILL the operator and start another; the
+        """Hold every agent of ``sampled`` busy, SIGKILL the operator and start another (sharing,
+        SIGKILL the replica with the most of them busy, for the others to take its pools); the
         seconds until every busy agent is counted busy again and until every pool is served
         (None when it did not happen within RECOVERY_SECONDS), how many busy agents the new
         operator counted busy by the end, and the states it gave the agents of ``sampled``."""
@@ -357,14 +396,18 @@ class Size:
         expected = held * len(sampled)
 
         async def all_busy() -> bool:
-            busy, _ = busy_agents(await metrics(self.session, self.port))
+            busy, _ = busy_agents(await self.metrics())
             return busy >= expected
 
         await until(all_busy, timeout=self.left(), what="every held agent busy", interval=0.2)
-        os.kill(self.operator.pid, signal.SIGKILL)
+        victim = await self.busiest()
+        os.kill(victim.pid, signal.SIGKILL)
         killed = time.monotonic()
-        await asyncio.to_thread(self.operator.stop)  # reaps it
-        self.start_operator()
+        await asyncio.to_thread(victim.stop)  # reaps it
+        if self.replicas == 1:
+            self.start_operator()
+        else:
+            self.operators.remove(victim)
         known: float | None = None
         whole: float | None = None
         busy, text = 0, ""
@@ -372,7 +415,7 @@ class Size:
             now = time.monotonic() - killed
             if now > RECOVERY_SECONDS:
                 break
-            text = await metrics(self.session, self.port)
+            text = await self.metrics()
             busy, pools = busy_agents(text)
             if busy >= expected and known is None:
                 known = now
@@ -380,6 +423,13 @@ class Size:
                 whole = now
             await asyncio.sleep(0.1)
         return known, whole, busy, agent_states(text, set(sampled))
+
+    async def busiest(self) -> OperatorProcess:
+        """The replica with the most busy agents (the only one, alone)."""
+        if len(self.operators) == 1:
+            return self.operators[0]
+        counts = [busy_agents(await metrics(self.session, o.metrics_port)) for o in self.operators]
+        return self.operators[max(range(len(counts)), key=lambda i: counts[i][0])]
 
 
 async def run(
@@ -436,9 +486,16 @@ def summarise(
     }
 
 
-async def one_size(work: Path, pools: int, per_pool: int, budget: float) -> dict[str, Any]:
-    """One size's step, as :func:`run` measures each."""
-    size = Size(work, pools, per_pool, budget)
+async def one_size(
+    work: Path,
+    pools: int,
+    per_pool: int,
+    budget: float,
+    replicas: int = 1,
+    idle: float = IDLE_SECONDS,
+) -> dict[str, Any]:
+    """One size's step, as :func:`run` measures each, on ``replicas`` sharing the pools."""
+    size = Size(work, pools, per_pool, budget, idle, replicas)
     try:
         return await size.measure()
     finally:
@@ -451,10 +508,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.simulated", description=main.__doc__)
     parser.add_argument("--size", default="1000x10", help="POOLSxAGENTS (default 1000x10)")
     parser.add_argument("--budget", type=float, default=900.0, help="seconds for the size")
+    parser.add_argument(
+        "--replicas", type=int, default=1, help="operator replicas sharing the pools (default 1)"
+    )
+    parser.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=IDLE_SECONDS,
+        help=f"seconds the idle CPU is read over (default {IDLE_SECONDS:g}: a whole quiet period)",
+    )
     args = parser.parse_args()
     pools, per_pool = (int(part) for part in args.size.split("x", 1))
     with tempfile.TemporaryDirectory(prefix="agentpool-simulated-") as work:
-        step = asyncio.run(one_size(Path(work), pools, per_pool, args.budget))
+        step = asyncio.run(
+            one_size(Path(work), pools, per_pool, args.budget, args.replicas, args.idle_seconds)
+        )
     print(json.dumps(step, indent=2))
 
 
