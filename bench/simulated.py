@@ -13,7 +13,7 @@ the next size is tried. A size is measured in these steps:
   a least-squares fit ``rss = base + a * pools + b * agents`` over the sizes reached; and the
   operator's CPU while nothing happens, in cores, read over ``IDLE_SECONDS`` from
   ``GRACE_SECONDS`` after the last pool turned Ready (its pools' passes, a steady pool's once in
-  minute);
+  ``quiet_pass_seconds``);
 - warm checkout p99: runs on up to ``SAMPLES`` pools spread over the namespace, at ``cap`` half
   the pool, so an idle agent always waits; from the operator's ``agentpool_checkout_seconds``
   histogram (``kind="warm"``), as the upper bound of the bucket the percentile falls in;

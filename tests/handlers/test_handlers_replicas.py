@@ -261,7 +261,7 @@ async def test_a_replica_that_left_still_learns_where_the_others_gateways_are() 
         await asyncio.wait_for(kube.listed.wait(), 5.0)
         kube.join("r-c", "https://10.0.0.3:8443")
         kube.listed.clear()
-        await asyncio.wait_for(kube.listed.wait(), 5.0)
+        # Listed after the join: the gateways are noted in the same step, before it yields.
         await asyncio.wait_for(kube.listed.wait(), 5.0)
         assert here.placements.gateways == {
             "r-b": "https://10.0.0.2:8443",

@@ -503,7 +503,7 @@ class _Connection(asyncio.Protocol):
     def doing(self) -> str:
         """What keeps the connection busy, for a log line."""
         if self._task is not None and self._serving is not None:
-            return f"serving {self._serving.method} {self._serving.target or self._serving.path}"
+            return f"serving {self._serving.method} {self._serving.path}"
         if self._ready:
             return f"{len(self._ready)} request(s) waiting to be served"
         return "a request arriving" if self._arriving else "idle"
@@ -723,7 +723,7 @@ class HttpServer:
         except TimeoutError:
             busy = sorted(c.doing() for c in self.connections if c.busy)
             log.warning(
-                "stopping after %gs with %d request(s) unanswered, cut now: %s",
+                "drained for %gs, %d request(s) still unanswered, cut as the gateway stops: %s",
                 seconds,
                 len(busy),
                 "; ".join(busy),

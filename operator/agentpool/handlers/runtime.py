@@ -103,8 +103,8 @@ class PoolHandle:
     checked_template: str | None = None
     # With headroom Auto: the minIdle in force and the advice and changes it was decided from.
     headroom: HeadroomState = field(default_factory=HeadroomState)
-    # The last pass found the pool steady (see agentpool.pool.passes): it looks again only a
-    # minute later, or when something happens to it.
+    # The last pass found the pool steady (see agentpool.pool.passes): it looks again only
+    # ``quiet_pass_seconds`` later, or when something happens to it.
     quiet: bool = False
 
     def poke(self) -> None:
