@@ -339,5 +339,8 @@ async def test_the_assigner_stops_writing_when_its_time_is_up_to_renew_its_lease
         here.placements.pools[("ns", f"p{index:03d}")] = Placed()
     await replicas.place_until(here, {"r-a", "r-b"}, time.monotonic() + 0.2)
     assert 0 < len(kube.written) < 200, "stopped at the deadline"
+    before = len(kube.written)
+    await replicas.place_all(here, {"r-a", "r-b"}, time.monotonic() - 1)
+    assert len(kube.written) == before + 1, "a pass begun late still gets on, by one write"
     await replicas.place_all(here, {"r-a", "r-b"}, time.monotonic() + 3600)
     assert sorted(set(kube.written)) == sorted(here.placements.pools), "the rest, next round"

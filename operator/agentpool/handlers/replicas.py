@@ -209,11 +209,14 @@ async def assign(
             # that left too, for the calls it still holds as it drains. It places nothing more.
             members, lapsed = await live_members(runtime, sharing)
             if not runtime.placements.left and await take_assigner(runtime, sharing):
+                # Written until half the Lease's time since its renewal: renewed before the
+                # others could take it, the rest is written after.
+                until = time.monotonic() + runtime.settings.replicas.lease_seconds / 2
                 await forget_lapsed(runtime, sharing, lapsed)
                 if not listed:
                     await list_placed(runtime, paths, namespaces)
                     listed = True
-                await place_until(runtime, members, tick)
+                await place_until(runtime, members, tick, write_until=until)
         except Exception as error:  # tried again next time
             log.warning("assigning the pools failed: %s", error)
         await asyncio.sleep(max(0.0, tick - time.monotonic()))
@@ -231,13 +234,16 @@ async def list_placed(runtime: Runtime, paths: list[str], namespaces: Collection
                 note_placed(runtime, kind, item, deleted=False)
 
 
-async def place_until(runtime: Runtime, members: set[str], deadline: float) -> None:
-    """Place everything on ``members`` now, and again on each change seen until ``deadline``."""
+async def place_until(
+    runtime: Runtime, members: set[str], deadline: float, *, write_until: float | None = None
+) -> None:
+    """Place everything on ``members`` now, and again on each change seen until ``deadline``;
+    a pass writes until ``write_until`` (``deadline`` by default)."""
     changed = runtime.placements.changed
     # A replica that left writes nothing more: another is the assigner now.
     while not runtime.placements.left:
         changed.clear()
-        await place_all(runtime, members, deadline)
+        await place_all(runtime, members, deadline if write_until is None else write_until)
         left = deadline - time.monotonic()
         if left <= 0:
             return
@@ -250,11 +256,12 @@ async def place_until(runtime: Runtime, members: set[str], deadline: float) -> N
 async def place_all(runtime: Runtime, members: set[str], deadline: float) -> None:
     """Write every label the live replicas ``members`` call for, as one assigner pass, until
     ``deadline``: the assigner renews its Lease then, before it writes the rest (a thousand
-    pools to place take longer than the Lease lasts, and another replica would take it)."""
+    pools to place take longer than the Lease lasts, and another replica would take it). One
+    write at least, however late: a pass always gets on."""
     seen = runtime.placements
     writes = placement.place(seen.pools, members, list(seen.followers.values()))
-    for write in writes:
-        if seen.left or time.monotonic() >= deadline:
+    for done, write in enumerate(writes):
+        if seen.left or (done and time.monotonic() >= deadline):
             return
         try:
             await apply(runtime, write)
