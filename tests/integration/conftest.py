@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +26,28 @@ from operator_support import (
 )
 
 from cluster import ClusterHandle, ClusterThread, Kubectl, default_kubeconfig
+
+#: The operator (or replicas) the package's tests run against, for the report of a failure.
+RUNNING = pytest.StashKey["OperatorProcess | OperatorReplicas"]()
+#: The most of the operator's log a failed test's report shows.
+LOG_LINES = 200
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failed test's report carries what the operator logged about the test's namespace (its
+    last lines when it named none): in CI, the operator's log is gone with its scratch
+    directory."""
+    report = yield
+    operator = item.config.stash.get(RUNNING, None)
+    if report.when == "call" and report.failed and operator is not None:
+        namespace = item.funcargs.get("namespace") if isinstance(item, pytest.Function) else None
+        lines = operator.log().splitlines()
+        named = [line for line in lines if namespace and str(namespace) in line]
+        report.sections.append(("operator log", "\n".join((named or lines)[-LOG_LINES:])))
+    return report
 
 
 @dataclass
@@ -71,6 +93,7 @@ def operator_cluster(
         operator = OperatorProcess([*connection, *scope], directory / "operator.log")
     try:
         operator.start()
+        request.config.stash[RUNNING] = operator
         yield OperatorCluster(
             handle=handle,
             connection=connection,
@@ -79,6 +102,8 @@ def operator_cluster(
             dir=directory,
         )
     finally:
+        if RUNNING in request.config.stash:
+            del request.config.stash[RUNNING]
         operator.stop()
         client.close()
         if thread is not None:
