@@ -189,14 +189,12 @@ class Size:
         self.deadline = time.monotonic() + budget
         self.names = [f"p{i:04d}" for i in range(pools)]
         self.ports = [free_port() for _ in range(replicas)]
-        self.port = self.ports[0]
         self.cluster = ClusterProcess(
             self.dir / "cluster",
             command=("-m", "bench.simcluster"),
             options=("--delay", str(ECHO_SECONDS)),
         )
-        self.operator: OperatorProcess | None = None
-        # Every replica, the first being ``operator``; those SIGKILLed are dropped.
+        # Every replica running; one SIGKILLed leaves it.
         self.operators: list[OperatorProcess] = []
         self.session = aiohttp.ClientSession(trust_env=False)
         self.kube: Kube | None = None
@@ -204,11 +202,8 @@ class Size:
 
     def unreached(self) -> dict[str, Any]:
         """How far a size that ran out of time got: its agents ready, the operator's memory."""
-        operator = self.operator
-        process = operator.process if operator is not None else None
-        rss = None
-        if operator is not None and process is not None and process.poll() is None:
-            rss = round(self.memory_kib() / 1024, 1)
+        running = all(o.process is not None and o.process.poll() is None for o in self.operators)
+        rss = round(self.memory_kib() / 1024, 1) if self.operators and running else None
         return {
             "pools": self.pools,
             "agents": self.pools * self.per_pool,
@@ -234,11 +229,13 @@ class Size:
             self.cluster.kubeconfig, log, metrics_port=self.ports[index], args=args
         )
         operator.start()
-        if index == 0:
-            self.operator = operator
-        self.operators = [o for o in self.operators if o.metrics_port != operator.metrics_port]
-        self.operators.insert(index, operator)
+        self.operators.append(operator)
         return operator
+
+    @property
+    def operator(self) -> OperatorProcess | None:
+        """The first replica (the operator, alone)."""
+        return self.operators[0] if self.operators else None
 
     def cpu_seconds(self) -> float:
         return sum(operator.cpu_seconds() for operator in self.operators)
@@ -404,10 +401,9 @@ class Size:
         os.kill(victim.pid, signal.SIGKILL)
         killed = time.monotonic()
         await asyncio.to_thread(victim.stop)  # reaps it
+        self.operators.remove(victim)
         if self.replicas == 1:
             self.start_operator()
-        else:
-            self.operators.remove(victim)
         known: float | None = None
         whole: float | None = None
         busy, text = 0, ""
@@ -426,8 +422,6 @@ class Size:
 
     async def busiest(self) -> OperatorProcess:
         """The replica with the most busy agents (the only one, alone)."""
-        if len(self.operators) == 1:
-            return self.operators[0]
         counts = [busy_agents(await metrics(self.session, o.metrics_port)) for o in self.operators]
         return self.operators[max(range(len(counts)), key=lambda i: counts[i][0])]
 
